@@ -1,0 +1,367 @@
+"""Policy action space: move code <-> action index, legal masks and the 8 board symmetries.
+
+Action space for board size N (``A = num_actions(N)``)::
+
+    channel 0, 1, 2                          placement of a flat, wall, capstone
+    channel 3 + d * (2**N - 2) + (p - 1)      spread in direction d (0 '+', 1 '-', 2 '>', 3 '<')
+                                              with drop pattern p in 1 .. 2**N - 2 (core encoding)
+    index = channel * N * N + square          square = rank * N + file (a1 = 0, as in core)
+
+so ``A = (3 + 4 * (2**N - 2)) * N * N``: 3,075 on 5x5 (123 channels), 9,036 on 6x6 (251 channels).
+The index is channel-major, so ``policy_logits.reshape(B, channels, N, N)[b, c, rank, file]`` is the
+logit of action ``c * N * N + rank * N + file`` (the layout of the model's policy convolution).
+
+The opening plies (0 and 1) place a flat of the opponent's colour; they use the flat-placement
+channel like any flat placement.
+
+Symmetries. Transform ``t`` in 0..7: ``t & 4`` mirrors the files first (a <-> last file, rank kept),
+then ``t & 3`` rotates the board that many quarter turns counter-clockwise (seen from white's side,
+rank 1 at the bottom). A quarter turn maps (file, rank) -> (N - 1 - rank, file) and the spread
+directions up -> left -> down -> right -> up; the mirror swaps left and right. Drop patterns are
+unchanged. This is the transform numbering agreed for ``takzero.game.symmetry``; the functions here
+stand alone (that module did not exist when this one was written) and the tests cross-check the two
+when both are present.
+
+Compiled functions (numba, ``cache=True``): ``move_to_action``, ``action_to_move``, ``legal_mask``,
+``legal_actions``, ``transform_square``, ``transform_direction``, ``transform_move``,
+``transform_state_into``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+
+from takzero.game.core import (
+    I_HASH,
+    I_SIZE,
+    MAX_SQ,
+    OFF_HEIGHT,
+    OFF_HI,
+    OFF_LO,
+    OFF_TOP,
+    STATE_LEN,
+    generate_moves,
+    hash_from_scratch,
+)
+
+#: Number of symmetry transforms of the square board.
+NUM_SYMMETRIES = 8
+#: Placement channels per square (flat, wall, capstone).
+NUM_PLACEMENT_CHANNELS = 3
+
+__all__ = [
+    "NUM_SYMMETRIES",
+    "action_channels",
+    "action_permutation",
+    "action_to_move",
+    "inverse_transform",
+    "legal_actions",
+    "legal_mask",
+    "move_to_action",
+    "num_actions",
+    "spread_patterns",
+    "square_permutation",
+    "transform_direction",
+    "transform_move",
+    "transform_planes",
+    "transform_policy",
+    "transform_square",
+    "transform_state",
+    "transform_state_into",
+]
+
+
+def spread_patterns(size: int) -> int:
+    """Number of drop patterns per spread direction on a size-N board: ``2**N - 2``."""
+    return (1 << size) - 2
+
+
+def action_channels(size: int) -> int:
+    """Action channels per square: ``3 + 4 * (2**N - 2)`` (251 on 6x6)."""
+    return NUM_PLACEMENT_CHANNELS + 4 * spread_patterns(size)
+
+
+def num_actions(size: int) -> int:
+    """Size of the action space: ``action_channels(N) * N * N`` (9,036 on 6x6). Same as
+    ``core.num_actions``."""
+    return action_channels(size) * size * size
+
+
+# ---------------------------------------------------------------------------------------------
+# Move <-> action index
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def move_to_action(move: int, size: int) -> int:
+    """Action index (int) of the core move code ``move`` on a size-``size`` board.
+
+    No validation: a move code that cannot occur on this size (square >= N*N, pattern 0 or
+    >= 2**N - 1) gives a meaningless index.
+    """
+    sq = move & 63
+    kind = (move >> 6) & 3
+    nsq = size * size
+    if kind != 0:
+        return (kind - 1) * nsq + sq
+    direction = (move >> 8) & 3
+    pattern = (move >> 10) & 255
+    channel = 3 + direction * ((1 << size) - 2) + pattern - 1
+    return channel * nsq + sq
+
+
+@njit(cache=True)
+def action_to_move(index: int, size: int) -> int:
+    """Core move code of action ``index`` (0 <= index < num_actions(size)); inverse of
+    ``move_to_action``. No validation of the range."""
+    nsq = size * size
+    channel = index // nsq
+    sq = index - channel * nsq
+    if channel < 3:
+        return sq | ((channel + 1) << 6)
+    r = channel - 3
+    npat = (1 << size) - 2
+    direction = r // npat
+    pattern = r - direction * npat + 1
+    return sq | (direction << 8) | (pattern << 10)
+
+
+@njit(cache=True)
+def legal_actions(state: np.ndarray, moves_out: np.ndarray, actions_out: np.ndarray) -> int:
+    """Fill ``moves_out[:n]`` with the legal move codes of ``state`` (order of
+    ``core.generate_moves``) and ``actions_out[:n]`` with their action indices; returns ``n``.
+
+    Both outputs are int64 arrays of length >= num_actions(N). A finished position has n = 0.
+    """
+    size = state[I_SIZE]
+    n = generate_moves(state, moves_out)
+    for i in range(n):
+        actions_out[i] = move_to_action(moves_out[i], size)
+    return n
+
+
+@njit(cache=True)
+def _legal_mask_impl(states: np.ndarray, out: np.ndarray, moves: np.ndarray) -> None:
+    g_count = states.shape[0]
+    for g in range(g_count):
+        state = states[g]
+        size = state[I_SIZE]
+        row = out[g]
+        row[:] = False
+        n = generate_moves(state, moves)
+        for i in range(n):
+            row[move_to_action(moves[i], size)] = True
+
+
+def legal_mask(states: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Legal-move mask of a batch: ``out[g, a]`` is True iff action ``a`` is legal in ``states[g]``.
+
+    Args:
+        states: (G, STATE_LEN) int64 positions, all of one size N.
+        out: (G, A) bool, A = num_actions(N); overwritten (rows of finished positions are all
+            False).
+
+    Returns:
+        ``out``.
+
+    Raises:
+        ValueError: wrong dtypes/shapes, or a position whose size does not match ``out``.
+    """
+    if states.ndim != 2 or states.shape[1] != STATE_LEN or states.dtype != np.int64:
+        raise ValueError(f"states must be (G, {STATE_LEN}) int64, got {states.shape} {states.dtype}")
+    if out.ndim != 2 or out.shape[0] != states.shape[0] or out.dtype != np.bool_:
+        raise ValueError(f"out must be ({states.shape[0]}, A) bool, got {out.shape} {out.dtype}")
+    if states.shape[0] == 0:
+        return out
+    sizes = states[:, I_SIZE]
+    size = int(sizes[0])
+    if not (sizes == size).all() or out.shape[1] != num_actions(size):
+        raise ValueError(
+            f"all positions must have the size whose action space has {out.shape[1]} entries"
+        )
+    _legal_mask_impl(states, out, _move_buffer(size))
+    return out
+
+
+@lru_cache(maxsize=None)
+def _move_buffer(size: int) -> np.ndarray:
+    return np.empty(num_actions(size), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Symmetries
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def transform_square(sq: int, size: int, t: int) -> int:
+    """Image of square ``sq`` (rank * N + file) under transform ``t`` (0..7, see module doc)."""
+    rank = sq // size
+    file = sq - rank * size
+    if t & 4:
+        file = size - 1 - file
+    for _ in range(t & 3):
+        # quarter turn counter-clockwise: (file, rank) -> (N - 1 - rank, file)
+        new_file = size - 1 - rank
+        rank = file
+        file = new_file
+    return rank * size + file
+
+
+@njit(cache=True)
+def transform_direction(direction: int, t: int) -> int:
+    """Image of spread direction (0 '+', 1 '-', 2 '>', 3 '<') under transform ``t``."""
+    d = direction
+    if t & 4:
+        if d == 2:
+            d = 3
+        elif d == 3:
+            d = 2
+    for _ in range(t & 3):
+        # up -> left -> down -> right -> up
+        if d == 0:
+            d = 3
+        elif d == 3:
+            d = 1
+        elif d == 1:
+            d = 2
+        else:
+            d = 0
+    return d
+
+
+@njit(cache=True)
+def transform_move(move: int, size: int, t: int) -> int:
+    """Move code of ``move`` played on the board transformed by ``t``: the square and the spread
+    direction are mapped, the piece kind and the drop pattern are kept."""
+    sq = transform_square(move & 63, size, t)
+    kind = (move >> 6) & 3
+    if kind != 0:
+        return sq | (kind << 6)
+    direction = transform_direction((move >> 8) & 3, t)
+    return sq | (direction << 8) | (move & (255 << 10))
+
+
+@njit(cache=True)
+def transform_state_into(state: np.ndarray, t: int, out: np.ndarray) -> None:
+    """Write the position ``state`` transformed by ``t`` into ``out`` (both (STATE_LEN,) int64,
+    distinct arrays): header copied, per-square arrays permuted, hash recomputed."""
+    size = state[I_SIZE]
+    out[:] = state
+    for sq in range(MAX_SQ):
+        out[OFF_HEIGHT + sq] = 0
+        out[OFF_TOP + sq] = 0
+        out[OFF_LO + sq] = 0
+        out[OFF_HI + sq] = 0
+    for sq in range(size * size):
+        s2 = transform_square(sq, size, t)
+        out[OFF_HEIGHT + s2] = state[OFF_HEIGHT + sq]
+        out[OFF_TOP + s2] = state[OFF_TOP + sq]
+        out[OFF_LO + s2] = state[OFF_LO + sq]
+        out[OFF_HI + s2] = state[OFF_HI + sq]
+    out[I_HASH] = hash_from_scratch(out)
+
+
+def transform_state(state: np.ndarray, t: int) -> np.ndarray:
+    """Return a new (STATE_LEN,) int64 position: ``state`` transformed by ``t`` (hash recomputed).
+
+    Raises ValueError for t outside 0..7 or a wrong shape/dtype.
+    """
+    _check_t(t)
+    if state.shape != (STATE_LEN,) or state.dtype != np.int64:
+        raise ValueError(f"state must be ({STATE_LEN},) int64, got {state.shape} {state.dtype}")
+    out = np.empty_like(state)
+    transform_state_into(state, t, out)
+    return out
+
+
+def inverse_transform(t: int) -> int:
+    """Index of the transform that undoes ``t``: a rotation by k undoes by 4 - k; mirror-then-
+    rotate transforms are involutions."""
+    _check_t(t)
+    if t & 4:
+        return t
+    return (4 - t) & 3
+
+
+def _check_t(t: int) -> None:
+    if not 0 <= int(t) < NUM_SYMMETRIES:
+        raise ValueError(f"symmetry index must be in 0..7, got {t}")
+
+
+@lru_cache(maxsize=None)
+def _square_permutation(size: int, t: int) -> np.ndarray:
+    perm = np.array([transform_square(sq, size, t) for sq in range(size * size)], dtype=np.int64)
+    perm.flags.writeable = False
+    return perm
+
+
+def square_permutation(size: int, t: int) -> np.ndarray:
+    """(N*N,) int64 read-only array ``perm`` with ``perm[sq]`` = image of ``sq`` under ``t``."""
+    _check_t(t)
+    return _square_permutation(int(size), int(t))
+
+
+@lru_cache(maxsize=None)
+def _action_permutation(size: int, t: int) -> np.ndarray:
+    a = num_actions(size)
+    perm = np.empty(a, dtype=np.int64)
+    for i in range(a):
+        perm[i] = move_to_action(transform_move(action_to_move(i, size), size, t), size)
+    perm.flags.writeable = False
+    return perm
+
+
+def action_permutation(size: int, t: int) -> np.ndarray:
+    """(A,) int64 read-only permutation of the action indices under transform ``t``.
+
+    ``perm[a]`` is the index of the transformed move of action ``a``, so for a policy vector
+    ``p`` of a position, the policy of the transformed position is ``q`` with
+    ``q[perm[a]] == p[a]`` (see ``transform_policy``). Cached per (size, t).
+    """
+    _check_t(t)
+    return _action_permutation(int(size), int(t))
+
+
+@lru_cache(maxsize=None)
+def _inverse_perm(size: int, t: int, kind: str) -> np.ndarray:
+    perm = _action_permutation(size, t) if kind == "action" else _square_permutation(size, t)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.shape[0], dtype=np.int64)
+    inv.flags.writeable = False
+    return inv
+
+
+def transform_policy(policy, size: int, t: int):
+    """Policy-shaped data (numpy array or torch tensor, last axis = A actions: logits,
+    probabilities, legal masks) of a position, mapped to the position transformed by ``t``:
+    ``out[..., perm[a]] = policy[..., a]``. Returns a new array/tensor of the same type."""
+    _check_t(t)
+    inv = _inverse_perm(int(size), int(t), "action")
+    return _gather_last(policy, inv)
+
+
+def transform_planes(planes, t: int):
+    """Planes (numpy array or torch tensor, shape (..., N, N) indexed [rank, file]) of a position,
+    mapped to the position transformed by ``t``: the value at square sq moves to the square's
+    image. Returns a new array/tensor of the same type and shape."""
+    _check_t(t)
+    size = planes.shape[-1]
+    if planes.shape[-2] != size:
+        raise ValueError(f"planes must end in (N, N), got {tuple(planes.shape)}")
+    inv = _inverse_perm(int(size), int(t), "square")
+    flat = planes.reshape(*planes.shape[:-2], size * size)
+    return _gather_last(flat, inv).reshape(planes.shape)
+
+
+def _gather_last(x, index: np.ndarray):
+    if isinstance(x, np.ndarray):
+        return x[..., index]
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.index_select(-1, torch.as_tensor(index, device=x.device))
+    raise TypeError(f"expected a numpy array or torch tensor, got {type(x).__name__}")
