@@ -1,0 +1,231 @@
+"""The training configuration: a typed schema (dataclasses) that Hydra's composed config is merged
+into, so that unknown keys and wrong types are rejected at start-up, plus value checks that name
+the offending key.
+
+``configs/train.yaml`` holds the defaults, ``configs/config/<name>.yaml`` the named presets
+(``+config=6x6``). Every key can be overridden on the command line (``mcts.simulations=400``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from takzero.game.core import STANDARD_RESERVES
+
+
+class ConfigError(ValueError):
+    """A configuration key with a bad value; the message starts with the key."""
+
+
+@dataclass
+class BoardConfig:
+    size: int = 6
+    komi: float = 2.0  # points added to black's flat count; half-komi = 2 * komi
+    flats: int | None = None  # stones per player (None: standard for the size)
+    caps: int | None = None  # capstones per player (None: standard for the size)
+
+
+@dataclass
+class ModelSection:
+    channels: int = 64
+    blocks: int = 6
+    layers: int | None = None  # stack layers encoded (None: the feature default for the size)
+    global_pool: bool = True
+    value_weight: float = 1.0
+    aux_weight: float = 0.1
+
+
+@dataclass
+class SelfPlayConfig:
+    workers: int = 1  # self-play Ray actors
+    games_per_worker: int = 64  # games each worker plays at once (one batched net call per step)
+    ply_limit: int = 200  # games longer than this are adjudicated draws
+    temperature: float = 1.0  # visit-count temperature for the first temperature_plies plies
+    temperature_plies: int = 8
+    final_temperature: float = 0.0  # afterwards (0 = most visited)
+    opening_random_plies: int = 2  # uniformly random plies at the start of each game
+    resign_threshold: float = -0.95  # root value below which the mover resigns (-1 disables)
+    resign_consecutive: int = 3  # plies in a row below the threshold
+    resign_playout_share: float = 0.1  # share of games where resignation is disabled (measured)
+    use_latest: bool = False  # play with the latest trained weights instead of the promoted ones
+    threads: int = 1  # torch threads per worker
+
+
+@dataclass
+class ReplayConfig:
+    top_k: int = 64  # policy entries kept per position
+    window_max: int = 250_000
+    fixed_window: int = 0  # > 0: fixed window instead of the KataGo growing window
+    window_c: int = 20_000
+    window_alpha: float = 0.75
+    window_beta: float = 0.4
+    min_positions: int = 2_000
+    samples_per_position: float = 4.0  # reuse cap: samples trained per new position
+    max_ahead: int = 50_000  # positions workers may run ahead of the trainer before they wait
+    shard_positions: int = 5_000
+
+
+@dataclass
+class TrainSection:
+    batch_size: int = 256
+    optimizer: str = "sgd"  # sgd (momentum, Nesterov) or adamw
+    lr: float = 0.02
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    lr_schedule: str = "cosine"  # constant, cosine or step
+    warmup_steps: int = 100
+    total_steps: int = 100_000  # stop after this many optimiser steps
+    max_minutes: float = 0.0  # > 0: stop after this wall time
+    grad_clip: float = 5.0
+    checkpoint_every: int = 500  # steps between checkpoints (and new generations)
+    keep_checkpoints: int = 5
+    amp: bool = True  # bf16 autocast on GPU (ignored on CPU)
+    threads: int = 1  # torch threads of the trainer
+
+
+@dataclass
+class EvaluatorConfig:
+    gating: str = "threshold"  # threshold, sprt or off (promote every checkpoint)
+    games: int = 40  # games per gating match (paired openings: games / 2 openings)
+    threshold: float = 0.55  # promotion score with gating=threshold
+    sprt_elo0: float = 0.0
+    sprt_elo1: float = 35.0
+    sprt_alpha: float = 0.05
+    sprt_beta: float = 0.05
+    simulations: int = 0  # search budget per move in evaluation (0: the mcts.simulations)
+    sampling_plies: int = 4  # plies sampled with temperature 1 so games differ
+    baseline_every: int = 1  # play the baselines every k-th evaluation (0: never)
+    baseline_games: int = 20
+    baselines: list[str] = field(default_factory=lambda: ["random", "greedy", "uct"])
+    uct_simulations: int = 200
+
+
+@dataclass
+class RayConfig:
+    address: str | None = None  # None: start a local Ray; "auto" or host:port: join a cluster
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    worker_gpu_share: float = 0.0  # GPU share per self-play worker (when GPUs exist)
+
+
+@dataclass
+class TrainConfig:
+    """Top-level schema; see configs/train.yaml for the documented defaults."""
+
+    run_name: str = "run"
+    checkpoint_root: str = "checkpoints"
+    seed: int = 0
+    device: str = "auto"  # auto, cpu, cuda, cuda:N
+    resume: bool = True  # continue a run folder that already has checkpoints
+    max_games: int = 0  # > 0: stop after this many self-play games
+    log_every_s: float = 10.0
+    sample_games_every: int = 50  # write one PTN sample game per this many games
+    board: BoardConfig = field(default_factory=BoardConfig)
+    model: ModelSection = field(default_factory=ModelSection)
+    mcts: dict[str, Any] = field(default_factory=dict)  # takzero.search.SearchConfig fields
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    train: TrainSection = field(default_factory=TrainSection)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+
+
+def _check(cond: bool, key: str, msg: str, value: object) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg} (got {value!r})")
+
+
+def load_config(cfg: DictConfig | dict) -> TrainConfig:
+    """Merge a composed config into the schema and check every value.
+
+    Returns a TrainConfig object. Raises ConfigError naming the key of the first bad value or
+    unknown key.
+    """
+    schema = OmegaConf.structured(TrainConfig)
+    src = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    src = OmegaConf.masked_copy(src, [k for k in src.keys() if k != "hydra"]) if "hydra" in src else src
+    try:
+        merged = OmegaConf.merge(schema, src)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or ""
+        raise ConfigError(f"{key}: {e.msg if hasattr(e, 'msg') else e}") from None
+    out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    validate(out)
+    return out
+
+
+def validate(c: TrainConfig) -> None:
+    """Value checks; raises ConfigError naming the key."""
+    b = c.board
+    _check(b.size in STANDARD_RESERVES, "board.size", "must be 3..8", b.size)
+    _check(abs(b.komi * 2 - round(b.komi * 2)) < 1e-9, "board.komi", "must be a multiple of 0.5", b.komi)
+    _check(abs(b.komi) <= 20, "board.komi", "must be within -20..20", b.komi)
+    if b.flats is not None:
+        _check(1 <= b.flats <= 60, "board.flats", "must be 1..60", b.flats)
+    if b.caps is not None:
+        _check(0 <= b.caps <= b.size // 2, "board.caps", f"a {b.size}x{b.size} board allows 0..{b.size // 2}", b.caps)
+    m = c.model
+    _check(m.channels >= 1, "model.channels", "must be >= 1", m.channels)
+    _check(m.blocks >= 0, "model.blocks", "must be >= 0", m.blocks)
+    if m.layers is not None:
+        _check(1 <= m.layers <= 64, "model.layers", "must be 1..64", m.layers)
+    _check(m.value_weight >= 0, "model.value_weight", "must be >= 0", m.value_weight)
+    _check(m.aux_weight >= 0, "model.aux_weight", "must be >= 0", m.aux_weight)
+    s = c.selfplay
+    _check(s.workers >= 1, "selfplay.workers", "must be >= 1", s.workers)
+    _check(s.games_per_worker >= 1, "selfplay.games_per_worker", "must be >= 1", s.games_per_worker)
+    _check(s.ply_limit >= 2, "selfplay.ply_limit", "must be >= 2", s.ply_limit)
+    _check(s.temperature >= 0, "selfplay.temperature", "must be >= 0", s.temperature)
+    _check(s.final_temperature >= 0, "selfplay.final_temperature", "must be >= 0", s.final_temperature)
+    _check(s.temperature_plies >= 0, "selfplay.temperature_plies", "must be >= 0", s.temperature_plies)
+    _check(s.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0", s.opening_random_plies)
+    _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
+    _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)
+    _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
+    r = c.replay
+    _check(r.top_k >= 1, "replay.top_k", "must be >= 1", r.top_k)
+    _check(r.window_max >= 1, "replay.window_max", "must be >= 1", r.window_max)
+    _check(r.window_c >= 1, "replay.window_c", "must be >= 1", r.window_c)
+    _check(0 < r.window_alpha <= 1, "replay.window_alpha", "must be in (0, 1]", r.window_alpha)
+    _check(r.min_positions >= 1, "replay.min_positions", "must be >= 1", r.min_positions)
+    _check(r.samples_per_position > 0, "replay.samples_per_position", "must be > 0", r.samples_per_position)
+    _check(r.max_ahead >= 1, "replay.max_ahead", "must be >= 1", r.max_ahead)
+    _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
+    t = c.train
+    _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
+    _check(t.optimizer in ("sgd", "adamw"), "train.optimizer", "must be sgd or adamw", t.optimizer)
+    _check(t.lr > 0, "train.lr", "must be > 0", t.lr)
+    _check(t.lr_schedule in ("constant", "cosine", "step"), "train.lr_schedule", "must be constant, cosine or step", t.lr_schedule)
+    _check(t.total_steps >= 1, "train.total_steps", "must be >= 1", t.total_steps)
+    _check(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1", t.checkpoint_every)
+    _check(t.keep_checkpoints >= 1, "train.keep_checkpoints", "must be >= 1", t.keep_checkpoints)
+    _check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0", t.grad_clip)
+    _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
+    _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
+    e = c.evaluator
+    _check(e.gating in ("threshold", "sprt", "off"), "evaluator.gating", "must be threshold, sprt or off", e.gating)
+    _check(e.games >= 2 and e.games % 2 == 0, "evaluator.games", "must be an even number >= 2", e.games)
+    _check(0 < e.threshold < 1, "evaluator.threshold", "must be in (0, 1)", e.threshold)
+    _check(e.baseline_games % 2 == 0, "evaluator.baseline_games", "must be even", e.baseline_games)
+    for name in e.baselines:
+        _check(name in ("random", "greedy", "uct"), "evaluator.baselines", "entries must be random, greedy or uct", name)
+    _check(c.device == "auto" or c.device == "cpu" or c.device.startswith("cuda"), "device", "must be auto, cpu or cuda[:N]", c.device)
+    _check(bool(c.run_name) and "/" not in c.run_name, "run_name", "must be a non-empty folder name", c.run_name)
+    # The search section is checked by its own dataclass: unknown keys and bad values fail here.
+    from takzero.search import SearchConfig  # local: the search imports numba code
+
+    fields = {f.name for f in dataclasses.fields(SearchConfig)}
+    for k in c.mcts:
+        _check(k in fields, f"mcts.{k}", f"unknown key; known: {sorted(fields)}", k)
+    try:
+        sc = SearchConfig(**c.mcts)
+        check = getattr(sc, "validate", None)
+        if check is not None:
+            check()
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"mcts: {err}") from None

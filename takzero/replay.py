@@ -1,0 +1,380 @@
+"""Replay buffer: compact position records, a growing window, a reuse cap, backpressure and
+atomic on-disk shards.
+
+A record is one searched position of a self-play game:
+
+=============  =========================  ===================================================
+field          dtype, shape               meaning
+=============  =========================  ===================================================
+board          uint8 (R,)                 compact position (see :func:`pack_states`)
+policy_index   int32 (K,)                 action indices of the policy target (-1 = unused)
+policy_prob    float16 (K,)               their probabilities (the K largest, renormalised)
+value          int8                       final outcome from the mover's view: +1, 0, -1
+flat_diff      int8                       final flat count difference, mover's view
+game_id        int64                      (worker << 40) | game counter
+generation     int32                      model generation that played the move
+ply            int16                      ply of the position
+=============  =========================  ===================================================
+
+The buffer is a plain class so it can be tested without Ray; ``train.py`` wraps it as a Ray actor.
+
+Window (KataGo, Wu 2019, "Accelerating Self-Play Learning in Go", section 5.1): with N positions
+added so far, the newest ``W(N) = c * (1 + beta * ((N / c) ** alpha - 1) / alpha)`` positions are
+sampled (W = N while N < c), capped at ``window_max``; ``fixed_window`` > 0 uses that size instead.
+
+Reuse cap: the trainer may draw at most ``samples_per_position`` samples per position added (after
+``min_positions``); :meth:`ReplayBuffer.sample` returns ``None`` when it is ahead, and
+:meth:`ReplayBuffer.add` tells workers to wait when they are more than ``max_ahead`` positions ahead
+of what the trainer has consumed, so memory stays bounded when workers outpace the trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from takzero.game import core
+from takzero.game.core import OFF_HEIGHT, OFF_HI, OFF_LO, OFF_TOP
+
+log = logging.getLogger(__name__)
+
+SHARD_RE = re.compile(r"^shard_(\d{8})\.npz$")
+
+
+def board_record_len(size: int) -> int:
+    """Bytes of one packed position on a board of ``size``."""
+    nsq = size * size
+    words = 2 if size >= 7 else 1  # 62 colour bits hold every stack up to 6x6 (62 pieces)
+    return 16 + 2 * nsq + 8 * words * nsq
+
+
+def pack_states(states: np.ndarray, size: int) -> np.ndarray:
+    """Pack states (B, STATE_LEN) int64 into (B, board_record_len(size)) uint8.
+
+    Layout: header int16 x 8 (size, ply, white/black stones, white/black caps, half-komi, 0), then
+    heights uint8 (N*N), top types uint8 (N*N), low colour words int64 (N*N), high colour words
+    int64 (N*N, sizes 7 and 8 only).
+    """
+    states = np.atleast_2d(states)
+    b = states.shape[0]
+    nsq = size * size
+    out = np.zeros((b, board_record_len(size)), dtype=np.uint8)
+    header = np.zeros((b, 8), dtype=np.int16)
+    header[:, :7] = states[:, :7]
+    out[:, :16] = header.view(np.uint8)
+    out[:, 16 : 16 + nsq] = states[:, OFF_HEIGHT : OFF_HEIGHT + nsq]
+    out[:, 16 + nsq : 16 + 2 * nsq] = states[:, OFF_TOP : OFF_TOP + nsq]
+    pos = 16 + 2 * nsq
+    out[:, pos : pos + 8 * nsq] = np.ascontiguousarray(states[:, OFF_LO : OFF_LO + nsq]).view(np.uint8)
+    if size >= 7:
+        pos += 8 * nsq
+        out[:, pos : pos + 8 * nsq] = np.ascontiguousarray(states[:, OFF_HI : OFF_HI + nsq]).view(
+            np.uint8
+        )
+    return out
+
+
+def unpack_states(records: np.ndarray, size: int) -> np.ndarray:
+    """Inverse of :func:`pack_states`: (B, R) uint8 -> (B, STATE_LEN) int64 with hashes
+    recomputed and the result field 0 (records are never finished positions)."""
+    records = np.atleast_2d(records)
+    b = records.shape[0]
+    nsq = size * size
+    states = np.zeros((b, core.STATE_LEN), dtype=np.int64)
+    header = np.ascontiguousarray(records[:, :16]).view(np.int16)
+    states[:, :7] = header[:, :7]
+    states[:, OFF_HEIGHT : OFF_HEIGHT + nsq] = records[:, 16 : 16 + nsq]
+    states[:, OFF_TOP : OFF_TOP + nsq] = records[:, 16 + nsq : 16 + 2 * nsq]
+    pos = 16 + 2 * nsq
+    states[:, OFF_LO : OFF_LO + nsq] = np.ascontiguousarray(records[:, pos : pos + 8 * nsq]).view(
+        np.int64
+    )
+    if size >= 7:
+        pos += 8 * nsq
+        states[:, OFF_HI : OFF_HI + nsq] = np.ascontiguousarray(
+            records[:, pos : pos + 8 * nsq]
+        ).view(np.int64)
+    for i in range(b):
+        states[i, core.I_HASH] = core.hash_from_scratch(states[i])
+    return states
+
+
+@dataclass
+class Records:
+    """A batch of records as arrays (see the module docstring for fields)."""
+
+    board: np.ndarray
+    policy_index: np.ndarray
+    policy_prob: np.ndarray
+    value: np.ndarray
+    flat_diff: np.ndarray
+    game_id: np.ndarray
+    generation: np.ndarray
+    ply: np.ndarray
+
+    FIELDS = ("board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation", "ply")
+
+    def __len__(self) -> int:
+        return int(self.value.shape[0])
+
+    @classmethod
+    def empty(cls, size: int, top_k: int) -> Records:
+        return cls(
+            board=np.zeros((0, board_record_len(size)), np.uint8),
+            policy_index=np.zeros((0, top_k), np.int32),
+            policy_prob=np.zeros((0, top_k), np.float16),
+            value=np.zeros(0, np.int8),
+            flat_diff=np.zeros(0, np.int8),
+            game_id=np.zeros(0, np.int64),
+            generation=np.zeros(0, np.int32),
+            ply=np.zeros(0, np.int16),
+        )
+
+    @classmethod
+    def concat(cls, parts: list[Records]) -> Records:
+        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in cls.FIELDS})
+
+    def take(self, idx: np.ndarray | slice) -> Records:
+        return Records(**{f: getattr(self, f)[idx] for f in self.FIELDS})
+
+    def nbytes_per_position(self) -> float:
+        n = max(len(self), 1)
+        return sum(getattr(self, f).nbytes for f in self.FIELDS) / n
+
+
+def sparse_policy(dense: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``top_k`` largest entries of policy rows (B, A) as (indices int32 (B, K) with -1 for
+    unused slots, probabilities float16 (B, K) renormalised to sum 1)."""
+    dense = np.atleast_2d(dense)
+    b, a = dense.shape
+    k = min(top_k, a)
+    idx = np.argpartition(-dense, k - 1, axis=1)[:, :k]
+    p = np.take_along_axis(dense, idx, axis=1)
+    keep = p > 0
+    total = np.where(keep, p, 0).sum(axis=1, keepdims=True)
+    total[total == 0] = 1
+    probs = np.where(keep, p / total, 0)
+    out_i = np.full((b, top_k), -1, np.int32)
+    out_p = np.zeros((b, top_k), np.float16)
+    out_i[:, :k] = np.where(keep, idx, -1)
+    out_p[:, :k] = probs
+    return out_i, out_p
+
+
+def dense_policy(index: np.ndarray, prob: np.ndarray, num_actions: int) -> np.ndarray:
+    """Inverse of :func:`sparse_policy`: (B, K) -> (B, A) float32."""
+    b = index.shape[0]
+    out = np.zeros((b, num_actions), np.float32)
+    rows = np.repeat(np.arange(b), index.shape[1])
+    flat_i = index.reshape(-1)
+    ok = flat_i >= 0
+    np.add.at(out, (rows[ok], flat_i[ok]), prob.reshape(-1)[ok].astype(np.float32))
+    return out
+
+
+def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
+    """Write an .npz through a temporary file in the same folder and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class ReplayBuffer:
+    """Replay buffer of self-play records (see the module docstring).
+
+    Args:
+        size: board size of the records.
+        top_k: policy entries kept per record.
+        window_max: most positions kept and sampled.
+        fixed_window: if > 0, sample the newest ``fixed_window`` positions (no growth).
+        window_c, window_alpha, window_beta: KataGo window parameters.
+        min_positions: positions needed before the first sample.
+        samples_per_position: reuse cap (samples drawn per position added).
+        max_ahead: positions workers may be ahead of the trainer before ``add`` says wait.
+        shard_dir: folder for on-disk shards (None: memory only).
+        shard_positions: positions per shard file.
+        seed: sampling RNG seed.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        top_k: int = 64,
+        window_max: int = 500_000,
+        fixed_window: int = 0,
+        window_c: int = 20_000,
+        window_alpha: float = 0.75,
+        window_beta: float = 0.4,
+        min_positions: int = 1_000,
+        samples_per_position: float = 4.0,
+        max_ahead: int = 100_000,
+        shard_dir: str | None = None,
+        shard_positions: int = 10_000,
+        seed: int = 0,
+    ) -> None:
+        if samples_per_position <= 0:
+            raise ValueError("samples_per_position must be > 0")
+        self.size = size
+        self.top_k = top_k
+        self.window_max = window_max
+        self.fixed_window = fixed_window
+        self.window_c = window_c
+        self.window_alpha = window_alpha
+        self.window_beta = window_beta
+        self.min_positions = min_positions
+        self.samples_per_position = samples_per_position
+        self.max_ahead = max_ahead
+        self.shard_dir = Path(shard_dir) if shard_dir else None
+        self.shard_positions = shard_positions
+        self.rng = np.random.default_rng(seed)
+        self.data = Records.empty(size, top_k)
+        self.pending: list[Records] = []
+        self.total_added = 0  # positions ever added (drives the window and the reuse cap)
+        self.total_sampled = 0
+        self.games_added = 0
+        self.next_shard = 0
+        self.shard_start = 0  # total_added at the start of the pending shard
+
+    # -- window and budget -------------------------------------------------------------------
+
+    def window(self) -> int:
+        """Number of newest positions sampled from now."""
+        n = self.total_added
+        if self.fixed_window > 0:
+            return min(n, self.fixed_window)
+        c = self.window_c
+        if n <= c:
+            w = n
+        else:
+            a = self.window_alpha
+            w = int(c * (1 + self.window_beta * ((n / c) ** a - 1) / a))
+        return min(w, self.window_max, n)
+
+    def sample_budget(self) -> int:
+        """Samples the trainer may still draw under the reuse cap."""
+        if self.total_added < self.min_positions:
+            return 0
+        return int(self.total_added * self.samples_per_position) - self.total_sampled
+
+    def ahead(self) -> int:
+        """Positions added that the trainer has not yet consumed (at its reuse rate)."""
+        return int(self.total_added - self.total_sampled / self.samples_per_position)
+
+    # -- add / sample ------------------------------------------------------------------------
+
+    def add(self, records: Records, games: int = 0) -> bool:
+        """Add a batch of records (one or more finished games). Returns False, adding nothing, when
+        the workers are more than ``max_ahead`` positions ahead of the trainer: the caller waits
+        and retries (backpressure)."""
+        if len(records) and self.ahead() > self.max_ahead and self.total_added >= self.min_positions:
+            return False
+        if len(records) == 0:
+            return True
+        self.data = Records.concat([self.data, records])
+        if len(self.data) > self.window_max:
+            self.data = self.data.take(slice(len(self.data) - self.window_max, None))
+        self.total_added += len(records)
+        self.games_added += games
+        if self.shard_dir is not None:
+            self.pending.append(records)
+            if sum(len(p) for p in self.pending) >= self.shard_positions:
+                self.flush()
+        return True
+
+    def sample(self, batch_size: int) -> Records | None:
+        """``batch_size`` records drawn uniformly from the window, or None when there is too little
+        data or the reuse cap is reached."""
+        if self.sample_budget() < batch_size or len(self.data) == 0:
+            return None
+        w = min(self.window(), len(self.data))
+        idx = len(self.data) - w + self.rng.integers(0, w, size=batch_size)
+        self.total_sampled += batch_size
+        return self.data.take(idx)
+
+    def stats(self) -> dict[str, float]:
+        """Numbers for logging: sizes, window, sample age (in positions added), bytes/position."""
+        w = min(self.window(), len(self.data))
+        return {
+            "replay/positions": float(len(self.data)),
+            "replay/window": float(w),
+            "replay/total_added": float(self.total_added),
+            "replay/total_sampled": float(self.total_sampled),
+            "replay/games": float(self.games_added),
+            "replay/mean_sample_age": w / 2.0,
+            "replay/bytes_per_position": self.data.nbytes_per_position(),
+        }
+
+    # -- disk --------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write pending records as a shard (temp file + rename)."""
+        if self.shard_dir is None or not self.pending:
+            return
+        recs = Records.concat(self.pending)
+        path = self.shard_dir / f"shard_{self.next_shard:08d}.npz"
+        atomic_save_npz(path, **{f: getattr(recs, f) for f in Records.FIELDS})
+        self.next_shard += 1
+        self.pending = []
+
+    def state_dict(self) -> dict[str, int | dict]:
+        """Counters and RNG saved in the trainer's checkpoint (the records live in the shards)."""
+        self.flush()
+        return {
+            "total_added": self.total_added,
+            "total_sampled": self.total_sampled,
+            "games_added": self.games_added,
+            "next_shard": self.next_shard,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load(self, state: dict | None = None) -> int:
+        """Reload records from the shards (newest first, up to ``window_max``) and counters from
+        ``state``. A corrupt or truncated shard is reported and skipped. Returns positions loaded."""
+        if self.shard_dir is None or not self.shard_dir.exists():
+            return 0
+        shards = sorted(p for p in self.shard_dir.iterdir() if SHARD_RE.match(p.name))
+        if state is not None:
+            # Shards written after the checkpoint are kept too: their games were really played.
+            self.total_sampled = int(state["total_sampled"])
+            self.rng.bit_generator.state = state["rng"]
+        parts: list[Records] = []
+        count = 0
+        on_disk = 0
+        for path in reversed(shards):
+            try:
+                with np.load(path) as z:
+                    if count >= self.window_max:
+                        on_disk += len(z["value"])
+                        continue
+                    recs = Records(**{f: z[f] for f in Records.FIELDS})
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
+                log.warning("replay shard %s is corrupt or truncated, skipped: %s", path, e)
+                continue
+            parts.append(recs)
+            count += len(recs)
+            on_disk += len(recs)
+        if parts:
+            self.data = Records.concat(list(reversed(parts)))
+            if len(self.data) > self.window_max:
+                self.data = self.data.take(slice(len(self.data) - self.window_max, None))
+        last = max((int(SHARD_RE.match(p.name).group(1)) for p in shards), default=-1)
+        self.next_shard = last + 1
+        self.total_added = max(int(state["total_added"]) if state is not None else 0, on_disk)
+        self.games_added = int(state["games_added"]) if state is not None else 0
+        return count

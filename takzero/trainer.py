@@ -1,0 +1,308 @@
+"""Optimisation step, losses, and checkpoint save/load with exact resume.
+
+The trainer turns replay records into tensors (a random board symmetry per sample), steps the
+optimiser with gradient clipping, a NaN/inf guard and bf16 autocast on GPU, and writes
+checkpoints atomically (temp file + rename) with a SHA-256 sidecar, so a truncated or corrupt
+checkpoint is detected on load and an older one used instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import random
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
+from takzero.nn.actions import action_permutation, legal_mask
+from takzero.nn.features import encode, num_channels
+from takzero.nn.model import LossWeights, ModelConfig, TakNet, model_from_config, total_loss
+from takzero.replay import Records, dense_policy, unpack_states
+
+log = logging.getLogger(__name__)
+
+CKPT_RE = re.compile(r"^ckpt_(\d{9})\.pt$")
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; otherwise ``torch.device(device)``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class Batch:
+    """Tensors of one training batch: planes (B, C, N, N) float32, mask (B, A) bool, policy
+    (B, A) float32, value (B,) float32 outcome, flat_diff (B,) float32."""
+
+    planes: torch.Tensor
+    mask: torch.Tensor
+    policy: torch.Tensor
+    value: torch.Tensor
+    flat_diff: torch.Tensor
+
+
+def make_batch(
+    records: Records, size: int, layers: int, rng: np.random.Generator, augment: bool = True
+) -> Batch:
+    """Decode records into training tensors, each sample under a random one of the 8 symmetries
+    (the same transform for its position, legal mask and policy target)."""
+    states = unpack_states(records.board, size)
+    n_actions = (3 + 4 * ((1 << size) - 2)) * size * size
+    policy = dense_policy(records.policy_index, records.policy_prob, n_actions)
+    if augment:
+        ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))
+        for t in range(1, NUM_SYMMETRIES):
+            rows = np.nonzero(ts == t)[0]
+            if rows.size == 0:
+                continue
+            perm = action_permutation(size, t)
+            for r in rows:
+                states[r] = transform_state(states[r], t)
+            moved = np.zeros((rows.size, n_actions), np.float32)
+            moved[:, perm] = policy[rows]
+            policy[rows] = moved
+    planes = np.zeros((len(records), num_channels(layers), size, size), np.float32)
+    encode(states, planes, layers)
+    mask = np.zeros((len(records), n_actions), np.bool_)
+    legal_mask(states, mask)
+    return Batch(
+        planes=torch.from_numpy(planes),
+        mask=torch.from_numpy(mask),
+        policy=torch.from_numpy(policy),
+        value=torch.from_numpy(records.value.astype(np.float32)),
+        flat_diff=torch.from_numpy(records.flat_diff.astype(np.float32)),
+    )
+
+
+def _lr_factor(step: int, schedule: str, warmup: int, total: int) -> float:
+    """Multiplier of the base learning rate at ``step``: linear warm-up, then constant, cosine
+    to 0 at ``total``, or step decay (x0.1 at 50% and 75% of ``total``)."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    if schedule == "cosine":
+        frac = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.5 * (1 + math.cos(math.pi * frac))
+    if schedule == "step":
+        return 0.01 if step >= 0.75 * total else 0.1 if step >= 0.5 * total else 1.0
+    return 1.0
+
+
+class Trainer:
+    """Holds the model, optimiser and LR schedule; one ``train_step`` per sampled batch.
+
+    Args:
+        model_config: network shape (``takzero.nn.model.ModelConfig``).
+        train: the ``train`` config section (takzero.config.TrainSection).
+        weights: loss weights.
+        device: ``auto``, ``cpu`` or ``cuda[:N]``.
+        seed: seed of the augmentation RNG and torch.
+    """
+
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        train: Any,
+        weights: LossWeights | None = None,
+        device: str = "auto",
+        seed: int = 0,
+    ) -> None:
+        self.cfg = train
+        self.device = resolve_device(device)
+        torch.manual_seed(seed)
+        self.model: TakNet = model_from_config(model_config).to(self.device)
+        self.model_config = self.model.config
+        self.weights = weights or LossWeights()
+        params = self.model.parameters()
+        if train.optimizer == "adamw":
+            self.optimizer: torch.optim.Optimizer = torch.optim.AdamW(
+                params, lr=train.lr, weight_decay=train.weight_decay
+            )
+        else:
+            self.optimizer = torch.optim.SGD(
+                params, lr=train.lr, momentum=train.momentum, nesterov=True,
+                weight_decay=train.weight_decay,
+            )
+        self.step = 0
+        self.generation = 0
+        self.skipped_steps = 0
+        self.rng = np.random.default_rng(seed)
+
+    @property
+    def lr(self) -> float:
+        return self.cfg.lr * _lr_factor(self.step, self.cfg.lr_schedule, self.cfg.warmup_steps, self.cfg.total_steps)
+
+    def train_step(self, records: Records) -> dict[str, float]:
+        """One optimiser step on ``records``; returns metrics (losses in nats, policy entropy,
+        value sign accuracy on decisive positions, lr, grad norm). A non-finite loss or gradient
+        skips the step (counted in ``skipped_steps``) instead of corrupting the weights."""
+        size = self.model_config.size
+        batch = make_batch(records, size, self.model_config.layers, self.rng)
+        dev = self.device
+        planes = batch.planes.to(dev, non_blocking=True)
+        mask = batch.mask.to(dev, non_blocking=True)
+        target_p = batch.policy.to(dev, non_blocking=True)
+        target_v = batch.value.to(dev, non_blocking=True)
+        flat = batch.flat_diff.to(dev, non_blocking=True)
+        lr = self.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        use_amp = self.cfg.amp and dev.type == "cuda"
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
+            outputs = self.model(planes)
+        loss, parts = total_loss(outputs, mask, target_p, target_v, flat, size, self.weights)
+        self.optimizer.zero_grad(set_to_none=True)
+        metrics: dict[str, float] = {}
+        if not torch.isfinite(loss):
+            self.skipped_steps += 1
+            log.warning("non-finite loss at step %d: step skipped", self.step)
+            return {"train/skipped_steps": float(self.skipped_steps)}
+        loss.backward()
+        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        if not torch.isfinite(gnorm):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped_steps += 1
+            log.warning("non-finite gradient at step %d: step skipped", self.step)
+            return {"train/skipped_steps": float(self.skipped_steps)}
+        self.optimizer.step()
+        self.step += 1
+        with torch.no_grad():
+            logits, wdl, _ = outputs
+            logp = torch.log_softmax(logits.float().masked_fill(~mask, float("-inf")), dim=-1)
+            p = logp.exp()
+            entropy = -(p * logp.masked_fill(~mask, 0.0)).sum(-1).mean()
+            v = torch.softmax(wdl.float(), -1)
+            pred = v[:, 0] - v[:, 2]
+            decisive = target_v != 0
+            acc = ((pred.sign() == target_v.sign()) & decisive).sum() / decisive.sum().clamp(min=1)
+        metrics.update(
+            {
+                "loss/total": float(parts["total"]),
+                "loss/policy": float(parts["policy"]),
+                "loss/value": float(parts["value"]),
+                "loss/aux": float(parts["aux"]),
+                "train/policy_entropy": float(entropy),
+                "train/value_accuracy": float(acc),
+                "train/lr": lr,
+                "train/grad_norm": float(gnorm),
+                "train/skipped_steps": float(self.skipped_steps),
+            }
+        )
+        return metrics
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model_config": self.model_config.to_dict(),
+            "model_state": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "generation": self.generation,
+            "skipped_steps": self.skipped_steps,
+            "rng": {
+                "numpy": self.rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "python": random.getstate(),
+            },
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        self.model.load_state_dict(d["model_state"])
+        self.optimizer.load_state_dict(d["optimizer"])
+        self.step = int(d["step"])
+        self.generation = int(d["generation"])
+        self.skipped_steps = int(d.get("skipped_steps", 0))
+        self.rng.bit_generator.state = d["rng"]["numpy"]
+        torch.set_rng_state(d["rng"]["torch"])
+        random.setstate(d["rng"]["python"])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` to a temp file in the same folder, fsync, write ``<path>.sha256``, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        digest = _sha256(Path(tmp))
+        side_tmp = Path(tmp + ".sha")
+        side_tmp.write_text(digest + "\n")
+        os.replace(side_tmp, str(path) + ".sha256")
+        os.replace(tmp, path)
+    except BaseException:
+        for p in (tmp, tmp + ".sha"):
+            if os.path.exists(p):
+                os.unlink(p)
+        raise
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file that is missing, truncated or does not match its checksum."""
+
+
+def load_checked(path: Path) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`atomic_torch_save`, verifying its SHA-256 sidecar.
+
+    Raises CheckpointError when the file is missing, its checksum does not match, or it cannot be
+    read."""
+    path = Path(path)
+    side = Path(str(path) + ".sha256")
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint")
+    if side.exists():
+        want = side.read_text().strip()
+        got = _sha256(path)
+        if want != got:
+            raise CheckpointError(f"{path}: checksum mismatch (corrupt or truncated file)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # torch raises several types on a damaged zip
+        raise CheckpointError(f"{path}: cannot be read ({e})") from None
+
+
+def list_checkpoints(folder: Path) -> list[Path]:
+    """Checkpoint files ``ckpt_<step>.pt`` in ``folder``, oldest first."""
+    if not folder.exists():
+        return []
+    return sorted(p for p in folder.iterdir() if CKPT_RE.match(p.name))
+
+
+def load_latest(folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The newest readable checkpoint in ``folder`` (corrupt ones are reported and skipped), or
+    None when there is none."""
+    for path in reversed(list_checkpoints(folder)):
+        try:
+            return path, load_checked(path)
+        except CheckpointError as e:
+            log.error("%s; trying an older checkpoint", e)
+    return None
+
+
+def prune_checkpoints(folder: Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints (and their sidecars)."""
+    for path in list_checkpoints(folder)[:-keep]:
+        path.unlink(missing_ok=True)
+        Path(str(path) + ".sha256").unlink(missing_ok=True)

@@ -1,0 +1,135 @@
+"""Replay buffer: compact records, window, reuse cap, backpressure, shards and corrupt shards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from takzero.game import Position, core
+from takzero.replay import (
+    Records,
+    ReplayBuffer,
+    board_record_len,
+    dense_policy,
+    pack_states,
+    sparse_policy,
+    unpack_states,
+)
+
+
+def _random_states(size: int, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    out = []
+    pos = Position.start(size)
+    for _ in range(n):
+        p = pos.copy()
+        for _ in range(int(rng.integers(0, 40))):
+            moves = p.legal_move_codes()
+            if len(moves) == 0:
+                break
+            core.make_move(p.state, int(rng.choice(moves)))
+        if p.is_over:
+            continue
+        out.append(p.state)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("size", [3, 5, 6, 8])
+def test_pack_unpack_round_trip(size: int) -> None:
+    states = _random_states(size, 30, seed=size)
+    packed = pack_states(states, size)
+    assert packed.shape == (len(states), board_record_len(size))
+    back = unpack_states(packed, size)
+    assert np.array_equal(back, states)
+
+
+def test_tall_stack_round_trip_8x8() -> None:
+    tps = "x8/x8/x8/x8/x8/x8/x8/" + "1" * 40 + "2" * 30 + "1C,x7 2 40"
+    pos = Position.from_tps(tps, flats=60)
+    back = unpack_states(pack_states(pos.state[None], 8), 8)[0]
+    assert np.array_equal(back, pos.state)
+
+
+def test_sparse_policy_keeps_top_k_and_renormalises() -> None:
+    dense = np.zeros((2, 10), np.float32)
+    dense[0, [1, 3, 5]] = [0.5, 0.3, 0.2]
+    dense[1, :] = 0.1
+    idx, prob = sparse_policy(dense, top_k=2)
+    assert set(idx[0].tolist()) == {1, 3}
+    assert np.isclose(prob[0].astype(np.float32).sum(), 1.0, atol=1e-3)
+    back = dense_policy(idx, prob, 10)
+    assert back[0, 1] == pytest.approx(0.625, abs=1e-3)
+    assert back[0, 5] == 0
+    assert np.allclose(back.sum(1), 1.0, atol=1e-3)
+
+
+def _records(size: int, n: int, start: int = 0) -> Records:
+    states = np.repeat(Position.start(size).state[None], n, axis=0)
+    idx = np.full((n, 4), -1, np.int32)
+    idx[:, 0] = 0
+    prob = np.zeros((n, 4), np.float16)
+    prob[:, 0] = 1
+    return Records(
+        board=pack_states(states, size),
+        policy_index=idx,
+        policy_prob=prob,
+        value=np.ones(n, np.int8),
+        flat_diff=np.zeros(n, np.int8),
+        game_id=np.arange(start, start + n, dtype=np.int64),
+        generation=np.zeros(n, np.int32),
+        ply=np.zeros(n, np.int16),
+    )
+
+
+def test_window_grows_like_katago() -> None:
+    buf = ReplayBuffer(3, top_k=4, window_c=100, window_max=10_000, min_positions=1)
+    buf.add(_records(3, 50))
+    assert buf.window() == 50
+    buf.add(_records(3, 1550))
+    w = buf.window()
+    # c * (1 + beta * ((N/c)^alpha - 1) / alpha) with N = 1600, c = 100
+    expect = int(100 * (1 + 0.4 * ((16) ** 0.75 - 1) / 0.75))
+    assert w == expect
+    assert w < 1600
+
+
+def test_reuse_cap_and_backpressure() -> None:
+    buf = ReplayBuffer(3, top_k=4, min_positions=10, samples_per_position=2.0, max_ahead=20)
+    assert buf.sample(4) is None  # too little data
+    assert buf.add(_records(3, 10))
+    # 10 positions * 2 samples each = 20 samples allowed
+    assert buf.sample(8) is not None
+    assert buf.sample(8) is not None
+    assert buf.sample(8) is None
+    # The trainer has consumed 16 / 2 = 8 positions; ahead = 2; keep adding until it refuses.
+    accepted = 0
+    while buf.add(_records(3, 5)):
+        accepted += 1
+        assert accepted < 100, "backpressure never engaged"
+    assert buf.ahead() > 20
+    before = buf.total_added
+    assert not buf.add(_records(3, 5))
+    assert buf.total_added == before  # a refused add stores nothing
+    # Once the trainer catches up, adding is allowed again.
+    while buf.sample(8) is not None:
+        pass
+    assert buf.add(_records(3, 5))
+
+
+def test_shards_reload_and_skip_corrupt(tmp_path) -> None:
+    buf = ReplayBuffer(3, top_k=4, shard_dir=str(tmp_path), shard_positions=10, min_positions=1)
+    for i in range(5):
+        buf.add(_records(3, 10, start=10 * i))
+    state = buf.state_dict()
+    shards = sorted(tmp_path.glob("shard_*.npz"))
+    assert len(shards) == 5
+    # Truncate one shard: it must be reported and skipped, not loaded.
+    data = shards[2].read_bytes()
+    shards[2].write_bytes(data[: len(data) // 2])
+    fresh = ReplayBuffer(3, top_k=4, shard_dir=str(tmp_path), shard_positions=10, min_positions=1)
+    loaded = fresh.load(state)
+    assert loaded == 40
+    assert fresh.total_added == 50
+    assert 20 not in set(fresh.data.game_id.tolist())
+    assert fresh.next_shard == 5
+    assert not list(tmp_path.glob("*.tmp"))
