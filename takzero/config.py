@@ -45,9 +45,6 @@ class SelfPlayConfig:
     workers: int = 1  # self-play Ray actors
     games_per_worker: int = 64  # games each worker plays at once (one batched net call per step)
     ply_limit: int = 200  # games longer than this are adjudicated draws
-    temperature: float = 1.0  # visit-count temperature for the first temperature_plies plies
-    temperature_plies: int = 8
-    final_temperature: float = 0.0  # afterwards (0 = most visited)
     opening_random_plies: int = 2  # uniformly random plies at the start of each game
     resign_threshold: float = -0.95  # root value below which the mover resigns (-1 disables)
     resign_consecutive: int = 3  # plies in a row below the threshold
@@ -148,7 +145,9 @@ def load_config(cfg: DictConfig | dict) -> TrainConfig:
     """
     schema = OmegaConf.structured(TrainConfig)
     src = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
-    src = OmegaConf.masked_copy(src, [k for k in src.keys() if k != "hydra"]) if "hydra" in src else src
+    drop = {"hydra", "defaults"}  # Hydra's own keys, present when a raw YAML file is loaded
+    if drop & set(src.keys()):
+        src = OmegaConf.masked_copy(src, [k for k in src.keys() if k not in drop])
     try:
         merged = OmegaConf.merge(schema, src)
     except OmegaConfBaseException as e:
@@ -180,9 +179,6 @@ def validate(c: TrainConfig) -> None:
     _check(s.workers >= 1, "selfplay.workers", "must be >= 1", s.workers)
     _check(s.games_per_worker >= 1, "selfplay.games_per_worker", "must be >= 1", s.games_per_worker)
     _check(s.ply_limit >= 2, "selfplay.ply_limit", "must be >= 2", s.ply_limit)
-    _check(s.temperature >= 0, "selfplay.temperature", "must be >= 0", s.temperature)
-    _check(s.final_temperature >= 0, "selfplay.final_temperature", "must be >= 0", s.final_temperature)
-    _check(s.temperature_plies >= 0, "selfplay.temperature_plies", "must be >= 0", s.temperature_plies)
     _check(s.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0", s.opening_random_plies)
     _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
     _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)

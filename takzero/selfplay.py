@@ -1,0 +1,255 @@
+"""Self-play worker: G games at once, one batched network call per search step.
+
+Every call of :meth:`SelfPlayWorker.play_step` searches the root of every unfinished game together
+(:class:`takzero.search.BatchedMCTS`: the compiled search picks one leaf per game, the network
+evaluates all leaves in one batch), records the policy target of the full searches (playout cap
+randomization leaves cheap searches unrecorded), plays one move in every game and returns the
+records of the games that finished. Python work here is per game and move, never per node.
+
+Value targets (from the mover's view at each recorded position): +1 if the mover went on to win,
+-1 if they lost, 0 for a draw (flat tie, ply limit). A resigned game is a loss for the resigner.
+Resignation (AlphaGo Zero): a player resigns after ``resign_consecutive`` of its own moves with a
+root value below ``resign_threshold``; in a share ``resign_playout_share`` of games resignation is
+off and the game is played out, which measures the false-resignation rate (games where the
+player that would have resigned did not lose).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from takzero.game import core
+from takzero.game.position import Game, Position
+from takzero.game.ptn import game_to_ptn
+from takzero.nn.actions import num_actions
+from takzero.nn.inference import Evaluator
+from takzero.nn.model import model_from_config
+from takzero.replay import Records, pack_states
+from takzero.search import BatchedMCTS, SearchConfig
+
+
+def search_config_for(cfg: Any) -> SearchConfig:
+    """The self-play :class:`SearchConfig` of a run: the ``mcts`` section, with the ply limit of
+    ``selfplay.ply_limit`` and, unless given, a node budget sized to the simulation budget."""
+    d = dict(cfg.mcts)
+    d["max_plies"] = cfg.selfplay.ply_limit
+    probe = SearchConfig.from_dict(d)
+    if "node_budget" not in cfg.mcts:
+        a = num_actions(cfg.board.size)
+        d["node_budget"] = int(min(200_000, max(a + 1, 300 * (probe.max_simulations + 1))))
+    return SearchConfig.from_dict(d)
+
+
+@dataclass
+class _Slot:
+    game: Game
+    game_id: int
+    resign_disabled: bool
+    low_streak: list[int] = field(default_factory=lambda: [0, 0])
+    would_resign: int | None = None  # colour that would have resigned (resignation disabled)
+    resigned: int | None = None
+    states: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    probs: list[np.ndarray] = field(default_factory=list)
+    movers: list[int] = field(default_factory=list)
+    plies: list[int] = field(default_factory=list)
+
+
+class SelfPlayWorker:
+    """Plays ``selfplay.games_per_worker`` games at once with the run's config.
+
+    Args:
+        cfg: the run's :class:`takzero.config.TrainConfig`.
+        worker_id: index of this worker (seeds and game ids).
+        device: ``auto``/``cpu``/``cuda``; default ``cfg.device``.
+    """
+
+    def __init__(self, cfg: Any, worker_id: int = 0, device: str | None = None) -> None:
+        from takzero.train import model_config_of
+
+        self.cfg = cfg
+        self.sp = cfg.selfplay
+        self.size = cfg.board.size
+        self.num_games = self.sp.games_per_worker
+        self.worker_id = worker_id
+        self.search_config = search_config_for(cfg)
+        seed = cfg.seed * 1_000_003 + worker_id * 7919
+        self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
+        self.rng = np.random.default_rng(seed)
+        model = model_from_config(model_config_of(cfg))
+        self.evaluator = Evaluator(model, device=device or cfg.device)
+        self.generation = 0
+        self.start = Position.start(
+            self.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
+        )
+        self.games_finished = 0
+        self._next_id = 0
+        self.slots: list[_Slot] = [self._new_game(g) for g in range(self.num_games)]
+
+    def set_weights(self, state_dict: dict[str, torch.Tensor], generation: int) -> None:
+        """Load new network weights (the generation is recorded with each position)."""
+        self.evaluator.load_state_dict(state_dict)
+        self.generation = generation
+
+    def _new_game(self, g: int) -> _Slot:
+        game = Game(self.start, ply_limit=self.sp.ply_limit)
+        for _ in range(self.sp.opening_random_plies):
+            codes = game.position.legal_move_codes()
+            if len(codes) == 0 or game.result.over:
+                break
+            game.play(int(codes[self.rng.integers(len(codes))]))
+        game_id = (self.worker_id << 40) | self._next_id
+        self._next_id += 1
+        slot = _Slot(
+            game=game,
+            game_id=game_id,
+            resign_disabled=bool(self.rng.random() < self.sp.resign_playout_share),
+        )
+        self.mcts.reset(g, game.position.state)
+        return slot
+
+    # -- one step ----------------------------------------------------------------------------
+
+    def play_step(self) -> tuple[Records | None, dict[str, float], list[str]]:
+        """Search every open game once, play one move in each; returns (records of the games that
+        finished, statistics for logging, PTN texts of sample games)."""
+        t0 = time.perf_counter()
+        active = self.mcts.active_games()
+        if active.size == 0:  # every slot finished without a move (cannot normally happen)
+            for g in range(self.num_games):
+                self.slots[g] = self._new_game(g)
+            active = self.mcts.active_games()
+        sstats = self.mcts.run(self.evaluator, games=active)
+        sims = 0
+        finished: list[tuple[_Slot, int | None, str]] = []
+        for g in active:
+            slot = self.slots[g]
+            pos = slot.game.position
+            sims += self.mcts.simulations_done(g)
+            if self.mcts.is_full_search(g):
+                actions, probs = self.mcts.policy_target(g)
+                slot.states.append(pos.state.copy())
+                slot.actions.append(actions)
+                slot.probs.append(probs)
+                slot.movers.append(pos.side_to_move)
+                slot.plies.append(pos.ply)
+            mover = pos.side_to_move
+            if self._resigns(slot, mover, self.mcts.root_value(g)):
+                finished.append((slot, 1 - mover, "resign"))
+                self.slots[g] = self._new_game(g)
+                continue
+            move = self.mcts.choose_move(g)
+            slot.game.play(move)
+            self.mcts.advance(g, move)
+            res = slot.game.result
+            if res.over:
+                finished.append((slot, res.winner, res.reason))
+                self.slots[g] = self._new_game(g)
+        return self._finish(finished, sstats, sims, len(active), time.perf_counter() - t0)
+
+    def _resigns(self, slot: _Slot, mover: int, value: float) -> bool:
+        sp = self.sp
+        if sp.resign_threshold <= -1.0:
+            return False
+        if value < sp.resign_threshold:
+            slot.low_streak[mover] += 1
+        else:
+            slot.low_streak[mover] = 0
+        if slot.low_streak[mover] < sp.resign_consecutive:
+            return False
+        if slot.resign_disabled:
+            if slot.would_resign is None:
+                slot.would_resign = mover
+            return False
+        slot.resigned = mover
+        return True
+
+    def _finish(
+        self,
+        finished: list[tuple[_Slot, int | None, str]],
+        sstats: Any,
+        sims: int,
+        searched: int,
+        seconds: float,
+    ) -> tuple[Records | None, dict[str, float], list[str]]:
+        parts: list[Records] = []
+        stats: dict[str, float] = {
+            "count/moves": float(searched),
+            "selfplay/simulations_per_s": sims / max(seconds, 1e-9),
+            "selfplay/moves_per_s": searched / max(seconds, 1e-9),
+            "selfplay/mean_batch_size": sstats.leaves / max(sstats.steps, 1),
+            "selfplay/network_share": sstats.eval_seconds / max(seconds, 1e-9),
+            "selfplay/generation": float(self.generation),
+        }
+        ptn: list[str] = []
+        lengths = []
+        positions = 0
+        for slot, winner, reason in finished:
+            self.games_finished += 1
+            lengths.append(slot.game.position.ply)
+            recs = self._records(slot, winner)
+            if recs is not None:
+                parts.append(recs)
+                positions += len(recs)
+            key = {
+                ("road", 0): "road_white",
+                ("road", 1): "road_black",
+                ("flat", 0): "flat_white",
+                ("flat", 1): "flat_black",
+            }.get((reason, winner), "draw" if winner is None else "resigned")
+            stats[f"count/{key}"] = stats.get(f"count/{key}", 0.0) + 1
+            if slot.would_resign is not None:
+                stats["count/resign_checks"] = stats.get("count/resign_checks", 0.0) + 1
+                if winner != 1 - slot.would_resign:
+                    stats["count/false_resign"] = stats.get("count/false_resign", 0.0) + 1
+            every = max(1, self.cfg.sample_games_every)
+            if self.games_finished % every == 0:
+                tags = {"Player1": f"takzero-gen{self.generation}", "Player2": f"takzero-gen{self.generation}"}
+                if reason == "resign":
+                    text = game_to_ptn(slot.game, tags=tags, result="1-0" if winner == 0 else "0-1")
+                else:
+                    text = game_to_ptn(slot.game, tags=tags)
+                ptn.append(text)
+        stats["count/games"] = float(len(finished))
+        stats["count/positions"] = float(positions)
+        if lengths:
+            stats["selfplay/game_length"] = float(np.mean(lengths))
+        stats["selfplay/positions_per_s"] = positions / max(seconds, 1e-9)
+        records = Records.concat(parts) if parts else None
+        return records, stats, ptn
+
+    def _records(self, slot: _Slot, winner: int | None) -> Records | None:
+        n = len(slot.states)
+        if n == 0:
+            return None
+        k = self.cfg.replay.top_k
+        idx = np.full((n, k), -1, np.int32)
+        prob = np.zeros((n, k), np.float16)
+        for i, (a, p) in enumerate(zip(slot.actions, slot.probs, strict=True)):
+            order = np.argsort(-p, kind="stable")[:k]
+            pp = p[order].astype(np.float64)
+            pp = pp / pp.sum() if pp.sum() > 0 else np.full(len(order), 1.0 / len(order))
+            idx[i, : len(order)] = a[order]
+            prob[i, : len(order)] = pp
+        movers = np.array(slot.movers)
+        if winner is None:
+            value = np.zeros(n, np.int8)
+        else:
+            value = np.where(movers == winner, 1, -1).astype(np.int8)
+        w, b = core.flat_counts(slot.game.position.state)
+        flat = np.where(movers == 0, w - b, b - w).astype(np.int8)
+        return Records(
+            board=pack_states(np.stack(slot.states), self.size),
+            policy_index=idx,
+            policy_prob=prob,
+            value=value,
+            flat_diff=flat,
+            game_id=np.full(n, slot.game_id, np.int64),
+            generation=np.full(n, self.generation, np.int32),
+            ply=np.array(slot.plies, np.int16),
+        )

@@ -1,0 +1,586 @@
+"""Hydra entry point of a training run: ``python -m takzero.train +config=6x6 [key=value ...]``.
+
+Builds the Ray actor graph of ``design.md``: a coordinator (weights of the promoted and latest
+generations, stop flag, self-play statistics), the replay buffer, N self-play workers and one
+evaluator; the trainer runs in the driver. Everything lands in ``checkpoints/<run_name>/``:
+
+====================  ========================================================================
+``config.yaml``       the resolved, validated config
+``ckpt_*.pt``         checkpoints (weights, optimiser, step, generation, RNG, replay counters)
+``best.pt``           the promoted model (``takzero.export`` and the play CLI read it)
+``replay/``           replay shards (reloaded on resume)
+``games/``            PTN of sample self-play games and of evaluation games
+``tb/``               TensorBoard logs (``tensorboard --logdir checkpoints``)
+``hydra/``            Hydra's own output
+====================  ========================================================================
+
+Resume: running again with the same ``run_name`` (and ``resume=true``, the default) continues from
+the newest readable checkpoint: steps, generations, replay and TensorBoard steps go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from takzero.config import ConfigError, TrainConfig, load_config
+from takzero.nn.model import LossWeights, ModelConfig
+from takzero.replay import ReplayBuffer
+from takzero.trainer import (
+    Trainer,
+    atomic_torch_save,
+    load_checked,
+    load_latest,
+    prune_checkpoints,
+)
+
+log = logging.getLogger("takzero.train")
+
+
+# ---------------------------------------------------------------------------------------------
+# Coordinator: weights, stop flag and statistics shared by the actors
+# ---------------------------------------------------------------------------------------------
+
+
+class Coordinator:
+    """Holds the promoted and the latest weights with their generation numbers, the stop flag,
+    and the self-play statistics reported by the workers (drained by the driver)."""
+
+    def __init__(self) -> None:
+        self.weights: dict[str, tuple[int, dict[str, torch.Tensor]] | None] = {
+            "promoted": None,
+            "latest": None,
+        }
+        self.stopped = False
+        self.paused = False
+        self.stats: list[dict[str, float]] = []
+        self.games: list[str] = []
+
+    def publish(self, kind: str, generation: int, state_dict: dict[str, torch.Tensor]) -> None:
+        self.weights[kind] = (generation, state_dict)
+
+    def generation(self, kind: str) -> int:
+        w = self.weights[kind]
+        return -1 if w is None else w[0]
+
+    def get_weights(self, kind: str, known: int) -> tuple[int, dict[str, torch.Tensor]] | None:
+        """The weights of ``kind`` if their generation differs from ``known``, else None."""
+        w = self.weights[kind]
+        if w is None or w[0] == known:
+            return None
+        return w
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def should_stop(self) -> bool:
+        return self.stopped
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+
+    def is_paused(self) -> bool:
+        return self.paused
+
+    def report(self, stats: dict[str, float], ptn: list[str] | None = None) -> None:
+        self.stats.append(stats)
+        if ptn:
+            self.games.extend(ptn)
+
+    def drain(self) -> tuple[list[dict[str, float]], list[str]]:
+        stats, games = self.stats, self.games
+        self.stats, self.games = [], []
+        return stats, games
+
+
+# ---------------------------------------------------------------------------------------------
+# Actors
+# ---------------------------------------------------------------------------------------------
+
+
+class SelfPlayActor:
+    """Ray actor around :class:`takzero.selfplay.SelfPlayWorker`: plays until told to stop,
+    refreshing weights when a new generation appears, pushing finished games to the replay buffer
+    (waiting while the buffer says it is too far ahead of the trainer)."""
+
+    def __init__(self, cfg: TrainConfig, worker_id: int) -> None:
+        from takzero.selfplay import SelfPlayWorker
+
+        torch.set_num_threads(cfg.selfplay.threads)
+        self.worker = SelfPlayWorker(cfg, worker_id)
+        self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
+
+    def run(self, coordinator: Any, replay: Any) -> int:
+        import ray
+
+        generation = -1
+        pending = None  # records refused by the buffer, retried before playing on
+        last_check = 0.0
+        while True:
+            now = time.monotonic()
+            if now - last_check > 1.0:
+                last_check = now
+                if ray.get(coordinator.should_stop.remote()):
+                    return self.worker.games_finished
+                w = ray.get(coordinator.get_weights.remote(self.kind, generation))
+                if w is not None:
+                    generation = w[0]
+                    self.worker.set_weights(w[1], generation)
+            if pending is not None:
+                if ray.get(replay.add.remote(pending[0], pending[1])):
+                    pending = None
+                else:
+                    time.sleep(0.2)
+                    continue
+            if ray.get(coordinator.is_paused.remote()):
+                time.sleep(0.2)
+                continue
+            records, stats, ptn = self.worker.play_step()
+            if stats:
+                coordinator.report.remote(stats, ptn)
+            if records is not None and len(records):
+                if not ray.get(replay.add.remote(records, int(stats.get("selfplay/games", 0)))):
+                    pending = (records, int(stats.get("selfplay/games", 0)))
+
+
+class EvaluatorActor:
+    """Ray actor that plays a candidate generation against the incumbent (gating) and against the
+    fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        from takzero.evaluate import GatingEvaluator
+
+        torch.set_num_threads(1)
+        self.evaluator = GatingEvaluator(cfg)
+
+    def evaluate(
+        self,
+        candidate: tuple[int, dict[str, torch.Tensor]],
+        incumbent: tuple[int, dict[str, torch.Tensor]],
+        play_baselines: bool,
+    ) -> dict[str, Any]:
+        return self.evaluator.evaluate(candidate, incumbent, play_baselines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+
+def model_config_of(cfg: TrainConfig) -> ModelConfig:
+    m = cfg.model
+    return ModelConfig(
+        size=cfg.board.size,
+        channels=m.channels,
+        blocks=m.blocks,
+        layers=m.layers,
+        global_pool=m.global_pool,
+    )
+
+
+def replay_kwargs(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
+    """Constructor arguments of the run's :class:`ReplayBuffer`."""
+    r = cfg.replay
+    return {
+        "size": cfg.board.size,
+        "top_k": r.top_k,
+        "window_max": r.window_max,
+        "fixed_window": r.fixed_window,
+        "window_c": r.window_c,
+        "window_alpha": r.window_alpha,
+        "window_beta": r.window_beta,
+        "min_positions": r.min_positions,
+        "samples_per_position": r.samples_per_position,
+        "max_ahead": r.max_ahead,
+        "shard_dir": str(run_dir / "replay"),
+        "shard_positions": r.shard_positions,
+        "seed": cfg.seed,
+    }
+
+
+def _init_ray(cfg: TrainConfig) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    runtime_env = {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning"}}
+    if cfg.ray.address:
+        ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
+    else:
+        ray.init(
+            num_cpus=cfg.ray.num_cpus,
+            num_gpus=cfg.ray.num_gpus,
+            include_dashboard=False,
+            runtime_env=runtime_env,
+            log_to_driver=True,
+        )
+
+
+def _summarise(stats: list[dict[str, float]]) -> dict[str, float]:
+    """Sum counters (keys ending in a count) and average rates over a list of worker reports."""
+    out: dict[str, float] = {}
+    if not stats:
+        return out
+    keys = set().union(*stats)
+    for k in keys:
+        vals = [s[k] for s in stats if k in s]
+        if k.startswith("count/"):
+            out[k] = float(sum(vals))
+        else:
+            out[k] = float(np.mean(vals))
+    return out
+
+
+class Run:
+    """One training run in the driver process (see the module docstring)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(cfg.checkpoint_root) / cfg.run_name
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "games").mkdir(exist_ok=True)
+        self.started = time.monotonic()
+        self.stop_requested = False
+        self.games = 0
+        self.positions = 0
+        self.counters: dict[str, float] = {}
+        self.last_gating = "none yet"
+        self.gating_decisions = 0
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def _write_config(self) -> None:
+        path = self.run_dir / "config.yaml"
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(OmegaConf.to_yaml(OmegaConf.structured(self.cfg)))
+        os.replace(tmp, path)
+
+    def _restore(self, trainer: Trainer) -> dict[str, Any] | None:
+        if not self.cfg.resume:
+            return None
+        found = load_latest(self.run_dir)
+        if found is None:
+            return None
+        path, state = found
+        trainer.load_state_dict(state)
+        log.info("resumed from %s (step %d, generation %d)", path, trainer.step, trainer.generation)
+        return state
+
+    # -- main loop ---------------------------------------------------------------------------
+
+    def run(self) -> Path:
+        import ray
+        from torch.utils.tensorboard import SummaryWriter
+
+        cfg = self.cfg
+        self._write_config()
+        _init_ray(cfg)
+        trainer = Trainer(
+            model_config_of(cfg),
+            cfg.train,
+            LossWeights(value=cfg.model.value_weight, aux=cfg.model.aux_weight),
+            device=cfg.device,
+            seed=cfg.seed,
+        )
+        torch.set_num_threads(cfg.train.threads)
+        state = self._restore(trainer)
+        extra = (state or {}).get("run", {})
+        self.games = int(extra.get("games", 0))
+        self.positions = int(extra.get("positions", 0))
+        self.counters = dict(extra.get("counters", {}))
+        self.gating_decisions = int(extra.get("gating_decisions", 0))
+        promoted_gen = int(extra.get("promoted_generation", 0))
+
+        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=trainer.step if state else None)
+        if state is None:
+            writer.add_text("config", "```\n" + OmegaConf.to_yaml(OmegaConf.structured(cfg)) + "\n```", 0)
+            _log_hparams(writer, cfg)
+
+        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote()
+        replay = ray.remote(ReplayBuffer).options(num_cpus=0).remote(**replay_kwargs(cfg, self.run_dir))
+        loaded = ray.get(replay.load.remote(state.get("replay") if state else None))
+        if loaded:
+            log.info("replay: reloaded %d positions from shards", loaded)
+
+        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
+        promoted = self._load_best(trainer, promoted_gen)
+        ray.get(coordinator.publish.remote("promoted", promoted[0], promoted[1]))
+        ray.get(coordinator.publish.remote("latest", trainer.generation, _cpu_state(trainer)))
+
+        gpus = torch.cuda.device_count() if cfg.device != "cpu" else 0
+        share = cfg.ray.worker_gpu_share if gpus else 0.0
+        actor_cls = ray.remote(num_cpus=1, num_gpus=share, max_restarts=-1, max_task_retries=-1)(
+            SelfPlayActor
+        )
+        workers = [actor_cls.remote(cfg, i) for i in range(cfg.selfplay.workers)]
+        worker_tasks = [w.run.remote(coordinator, replay) for w in workers]
+        evaluator = ray.remote(num_cpus=0, max_restarts=1)(EvaluatorActor).remote(cfg)
+        eval_task = None
+
+        previous_handler = signal.getsignal(signal.SIGINT)
+
+        def _on_sigint(signum: int, frame: Any) -> None:
+            self.stop_requested = True
+            log.warning("Ctrl-C: finishing the current step, writing a final checkpoint")
+
+        signal.signal(signal.SIGINT, _on_sigint)
+        signal.signal(signal.SIGTERM, _on_sigint)
+        last_log = time.monotonic()
+        steps_at_log = trainer.step
+        samples_per_s = 0.0
+        try:
+            while not self._done(trainer):
+                recs = ray.get(replay.sample.remote(cfg.train.batch_size))
+                if recs is None:
+                    self._drain(coordinator, writer, trainer.step)
+                    time.sleep(0.2)
+                else:
+                    metrics = trainer.train_step(recs)
+                    if trainer.step % 10 == 0:
+                        for k, v in metrics.items():
+                            writer.add_scalar(k, v, trainer.step)
+                    if trainer.step % cfg.train.checkpoint_every == 0:
+                        trainer.generation += 1
+                        self._checkpoint(trainer, replay, promoted[0])
+                        latest = (trainer.generation, _cpu_state(trainer))
+                        coordinator.publish.remote("latest", *latest)
+                        if cfg.evaluator.gating == "off":
+                            promoted = latest
+                            self._promote(promoted, coordinator)
+                            self.gating_decisions += 1
+                            self.last_gating = f"gen {latest[0]} promoted (gating off)"
+                        if eval_task is None:
+                            every = cfg.evaluator.baseline_every
+                            baselines = every > 0 and trainer.generation % every == 0
+                            eval_task = evaluator.evaluate.remote(latest, promoted, baselines)
+                if eval_task is not None:
+                    ready, _ = ray.wait([eval_task], timeout=0)
+                    if ready:
+                        result = ray.get(eval_task)
+                        eval_task = None
+                        promoted = self._gating(result, promoted, coordinator, writer, trainer)
+                now = time.monotonic()
+                if now - last_log >= cfg.log_every_s:
+                    samples_per_s = (trainer.step - steps_at_log) * cfg.train.batch_size / (now - last_log)
+                    steps_at_log = trainer.step
+                    last_log = now
+                    self._drain(coordinator, writer, trainer.step)
+                    rstats = ray.get(replay.stats.remote())
+                    for k, v in rstats.items():
+                        writer.add_scalar(k, v, trainer.step)
+                    writer.add_scalar("train/samples_per_s", samples_per_s, trainer.step)
+                    self._progress(trainer, rstats, samples_per_s)
+                    for t in worker_tasks:
+                        ready, _ = ray.wait([t], timeout=0)
+                        if ready:
+                            ray.get(t)  # surfaces a worker that failed for good
+            # Let a pending evaluation finish so the run ends with a gating decision.
+            if eval_task is not None:
+                result = ray.get(eval_task)
+                eval_task = None
+                promoted = self._gating(result, promoted, coordinator, writer, trainer)
+        finally:
+            signal.signal(signal.SIGINT, previous_handler)
+            ray.get(coordinator.stop.remote())
+            try:
+                self._checkpoint(trainer, replay, promoted[0])
+            except Exception:  # pragma: no cover - best effort at shutdown
+                log.exception("final checkpoint failed")
+            self._drain(coordinator, writer, trainer.step)
+            writer.flush()
+            writer.close()
+            try:
+                ray.get(worker_tasks, timeout=60)
+            except Exception:  # noqa: BLE001 - workers are being torn down
+                pass
+            for w in workers:
+                ray.kill(w)
+            ray.kill(evaluator)
+            ray.kill(replay)
+            ray.kill(coordinator)
+        log.info("run finished: %s", self.run_dir)
+        return self.run_dir
+
+    def _done(self, trainer: Trainer) -> bool:
+        cfg = self.cfg
+        if self.stop_requested:
+            return True
+        if trainer.step >= cfg.train.total_steps:
+            return True
+        if cfg.train.max_minutes > 0 and time.monotonic() - self.started > 60 * cfg.train.max_minutes:
+            return True
+        return cfg.max_games > 0 and self.games >= cfg.max_games
+
+    # -- pieces of the loop ------------------------------------------------------------------
+
+    def _load_best(self, trainer: Trainer, generation: int) -> tuple[int, dict[str, torch.Tensor]]:
+        best = self.run_dir / "best.pt"
+        if best.exists():
+            try:
+                d = load_checked(best)
+                return int(d.get("generation", generation)), d["model_state"]
+            except Exception as e:  # noqa: BLE001 - reported, then the trainer's weights are used
+                log.error("best.pt unreadable (%s); using the trainer's weights", e)
+        state = _cpu_state(trainer)
+        self._save_best(trainer.generation, state)
+        return trainer.generation, state
+
+    def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
+        d = {
+            "model_config": model_config_of(self.cfg).to_dict(),
+            "model_state": state,
+            "generation": generation,
+            "run_name": self.cfg.run_name,
+            "half_komi": int(round(self.cfg.board.komi * 2)),
+        }
+        atomic_torch_save(d, self.run_dir / "best.pt")
+
+    def _promote(self, promoted: tuple[int, dict[str, torch.Tensor]], coordinator: Any) -> None:
+        self._save_best(*promoted)
+        coordinator.publish.remote("promoted", *promoted)
+
+    def _checkpoint(self, trainer: Trainer, replay: Any, promoted_gen: int) -> None:
+        import ray
+
+        state = trainer.state_dict()
+        state["replay"] = ray.get(replay.state_dict.remote())
+        state["run"] = {
+            "games": self.games,
+            "positions": self.positions,
+            "counters": self.counters,
+            "gating_decisions": self.gating_decisions,
+            "promoted_generation": promoted_gen,
+        }
+        state["run_name"] = self.cfg.run_name
+        atomic_torch_save(state, self.run_dir / f"ckpt_{trainer.step:09d}.pt")
+        prune_checkpoints(self.run_dir, self.cfg.train.keep_checkpoints)
+
+    def _gating(
+        self,
+        result: dict[str, Any],
+        promoted: tuple[int, dict[str, torch.Tensor]],
+        coordinator: Any,
+        writer: Any,
+        trainer: Trainer,
+    ) -> tuple[int, dict[str, torch.Tensor]]:
+        step = trainer.step
+        for k, v in result.get("scalars", {}).items():
+            writer.add_scalar(k, v, step)
+        for name, text in result.get("ptn", {}).items():
+            path = self.run_dir / "games" / name
+            path.write_text(text)
+        if result.get("decision") is not None and self.cfg.evaluator.gating != "off":
+            self.gating_decisions += 1
+            cand_gen = result["candidate_generation"]
+            if result["decision"] == "promote":
+                promoted = (cand_gen, result["candidate_weights"])
+                self._promote(promoted, coordinator)
+            self.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
+            writer.add_text("gating", self.last_gating, step)
+            writer.add_scalar("gating/promoted_generation", promoted[0], step)
+            log.info("gating: %s", self.last_gating)
+        return promoted
+
+    def _drain(self, coordinator: Any, writer: Any, step: int) -> None:
+        import ray
+
+        stats, games = ray.get(coordinator.drain.remote())
+        if stats:
+            summary = _summarise(stats)
+            self.games += int(summary.get("count/games", 0))
+            self.positions += int(summary.get("count/positions", 0))
+            for k, v in summary.items():
+                if k.startswith("count/"):
+                    self.counters[k] = self.counters.get(k, 0.0) + v
+                else:
+                    writer.add_scalar(k, v, step)
+            total = max(1.0, self.counters.get("count/games", 0.0))
+            for k in ("road_white", "road_black", "flat_white", "flat_black", "draw", "resigned"):
+                writer.add_scalar(f"selfplay/share_{k}", self.counters.get(f"count/{k}", 0.0) / total, step)
+            wins_w = self.counters.get("count/road_white", 0) + self.counters.get("count/flat_white", 0)
+            writer.add_scalar("selfplay/white_win_rate", wins_w / total, step)
+            writer.add_scalar("selfplay/games_total", self.games, step)
+        if games:
+            path = self.run_dir / "games" / "selfplay.ptn"
+            with open(path, "a") as f:
+                for g in games:
+                    f.write(g.rstrip() + "\n\n")
+            writer.add_text("selfplay/sample_game", "```\n" + games[-1] + "\n```", step)
+
+    def _progress(self, trainer: Trainer, rstats: dict[str, float], samples_per_s: float) -> None:
+        elapsed = time.monotonic() - self.started
+        pos_rate = self.positions / max(elapsed, 1e-9)
+        line = (
+            f"[{elapsed / 60:6.1f} min] step {trainer.step}/{self.cfg.train.total_steps} "
+            f"gen {trainer.generation} | games {self.games} positions {self.positions} "
+            f"({pos_rate:.1f}/s) | train {samples_per_s:.0f} samples/s | "
+            f"replay {int(rstats.get('replay/positions', 0))} | gating: {self.last_gating}"
+        )
+        print(line, flush=True)
+
+
+def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu").clone() for k, v in trainer.model.state_dict().items()}
+
+
+def _log_hparams(writer: Any, cfg: TrainConfig) -> None:
+    from torch.utils.tensorboard.summary import hparams
+
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, obj: Any) -> None:
+        if dataclasses.is_dataclass(obj):
+            for f in dataclasses.fields(obj):
+                walk(f"{prefix}{f.name}.", getattr(obj, f.name))
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(f"{prefix}{k}.", v)
+        else:
+            v = obj if isinstance(obj, int | float | str | bool) else json.dumps(obj)
+            flat[prefix[:-1]] = v
+
+    walk("", cfg)
+    exp, ssi, sei = hparams(flat, {"gating/promoted_generation": math.nan})
+    writer.file_writer.add_summary(exp)
+    writer.file_writer.add_summary(ssi)
+    writer.file_writer.add_summary(sei)
+
+
+def run_training(cfg: TrainConfig) -> Path:
+    """Run (or resume) training with a validated config; returns the run folder."""
+    return Run(cfg).run()
+
+
+def main() -> None:
+    """Console entry: Hydra composes ``configs/train.yaml`` + overrides, then the run starts."""
+    import hydra
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config_dir = str(Path(__file__).resolve().parent.parent / "configs")
+
+    @hydra.main(config_path=config_dir, config_name="train", version_base="1.3")
+    def _entry(dcfg: DictConfig) -> None:
+        try:
+            cfg = load_config(dcfg)
+        except ConfigError as e:
+            print(f"config error: {e}", file=sys.stderr)
+            sys.exit(2)
+        run_training(cfg)
+
+    _entry()
+
+
+if __name__ == "__main__":
+    main()
