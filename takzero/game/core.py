@@ -703,7 +703,7 @@ def perft(state: np.ndarray, depth: int) -> int:
 def random_playouts(state: np.ndarray, games: int, max_plies: int, seed: int) -> tuple[int, int]:
     """Play ``games`` uniformly random games from ``state`` (restored after each) up to ``max_plies``
     plies each. Returns (plies played in all, games that ended by the rules)."""
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 (numba supports the legacy global generator)
     size = state[I_SIZE]
     moves = np.empty((3 + 4 * ((1 << size) - 2)) * size * size, dtype=np.int64)
     played = np.empty(max_plies, dtype=np.int64)
@@ -716,7 +716,7 @@ def random_playouts(state: np.ndarray, games: int, max_plies: int, seed: int) ->
             n = generate_moves(state, moves)
             if n == 0:
                 break
-            m = moves[np.random.randint(n)]
+            m = moves[np.random.randint(n)]  # noqa: NPY002
             undos[depth] = make_move(state, m)
             played[depth] = m
             depth += 1

@@ -26,7 +26,6 @@ from takzero.game.core import (
     I_SIZE,
     I_STONES,
     OFF_HEIGHT,
-    OFF_LO,
     OFF_TOP,
     SPREAD,
     STANDARD_RESERVES,

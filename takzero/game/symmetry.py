@@ -7,7 +7,7 @@ action permutations) uses these tables, so all of them agree by construction; te
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -41,7 +41,7 @@ def _map_coords(file: int, rank: int, size: int, t: int) -> tuple[int, int]:
     return file, rank
 
 
-@lru_cache(maxsize=None)
+@cache
 def square_permutation(size: int, t: int) -> np.ndarray:
     """``perm[sq]`` = image of square ``sq`` under transform ``t``; int64 array of shape (N*N,)."""
     perm = np.empty(size * size, dtype=np.int64)
@@ -52,7 +52,7 @@ def square_permutation(size: int, t: int) -> np.ndarray:
     return perm
 
 
-@lru_cache(maxsize=None)
+@cache
 def direction_permutation(t: int) -> np.ndarray:
     """``perm[d]`` = image of spread direction ``d`` under transform ``t``; int64 (4,)."""
     perm = np.empty(4, dtype=np.int64)

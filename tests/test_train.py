@@ -1,0 +1,208 @@
+"""The training loop end to end (smoke config on CPU), kill -9 and resume, bad configs, value
+targets, evaluation games kept out of the replay buffer, and backpressure with a paused trainer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from takzero.config import ConfigError, load_config
+from takzero.game import Position
+from takzero.replay import ReplayBuffer, unpack_states
+from takzero.trainer import list_checkpoints, load_checked
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cfg(**overrides):
+    base = OmegaConf.merge(
+        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
+    )
+    base.run_name = "test"
+    for key, value in overrides.items():
+        OmegaConf.update(base, key, value, force_add=True)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("board.size", 9),
+        ("board.caps", 3),
+        ("board.komi", 0.3),
+        ("mcts.simulations", -1),
+        ("mcts.no_such_knob", 1),
+        ("selfplay.workers", 0),
+        ("train.optimizer", "rmsprop"),
+        ("evaluator.gating", "maybe"),
+        ("nonsense", 1),
+        ("train.lr", "fast"),
+    ],
+)
+def test_bad_config_values_name_their_key(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=key.split(".")[-1] if key != "nonsense" else "nonsense"):
+        load_config(_cfg(**{key: value}))
+
+
+def test_good_configs_load() -> None:
+    for name in ("3x3", "4x4", "5x5", "6x6", "7x7", "8x8", "smoke"):
+        raw = OmegaConf.merge(
+            OmegaConf.load(ROOT / "configs/train.yaml"),
+            OmegaConf.load(ROOT / f"configs/config/{name}.yaml"),
+        )
+        raw.run_name = name
+        cfg = load_config(raw)
+        assert cfg.board.size == (4 if name == "smoke" else int(name[0]))
+
+
+def test_cli_rejects_bad_value_at_startup(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "takzero.train", "+config=smoke", "board.size=9",
+         f"checkpoint_root={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "board.size" in proc.stderr
+    assert not list(tmp_path.glob("*/ckpt_*.pt"))
+
+
+def test_selfplay_value_targets_have_the_right_sign() -> None:
+    from takzero.selfplay import SelfPlayWorker
+
+    cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
+                              "selfplay.resign_threshold": -1.0}))  # fmt: skip
+    worker = SelfPlayWorker(cfg, 0, device="cpu")
+    seen = 0
+    results = {"win": 0, "draw": 0}
+    for _ in range(200):
+        recs, stats, _ = worker.play_step()
+        if recs is None:
+            continue
+        states = unpack_states(recs.board, 3)
+        for gid in np.unique(recs.game_id):
+            rows = np.flatnonzero(recs.game_id == gid)
+            values = recs.value[rows]
+            movers = states[rows, 1] & 1
+            if (values == 0).all():
+                results["draw"] += 1
+                continue
+            # Exactly one colour gets +1 everywhere, the other -1 everywhere.
+            white = set(values[movers == 0].tolist())
+            black = set(values[movers == 1].tolist())
+            assert len(white) <= 1 and len(black) <= 1
+            assert white != black
+            assert white | black == {-1, 1} or len(white | black) == 1
+            results["win"] += 1
+            seen += 1
+        if seen >= 6:
+            break
+    assert seen >= 6
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.slow
+def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
+    """Run the smoke config, kill -9 the whole process group after its first checkpoint, resume to
+    completion: steps, generations, replay and the optimizer state continue, and the run leaves
+    checkpoints, TensorBoard event files, PTN games and a gating decision."""
+    run = tmp_path / "smoke"
+    args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=smoke",
+            f"checkpoint_root={tmp_path}", "train.total_steps=60"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert _wait_for(lambda: len(list_checkpoints(run)) >= 1, 400), "no checkpoint was written"
+        time.sleep(1.0)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=120)
+    first = load_checked(list_checkpoints(run)[-1])
+    step0, gen0 = first["step"], first["generation"]
+    added0 = first["replay"]["total_added"]
+    assert step0 >= 20 and gen0 >= 1 and added0 > 0
+    assert first["optimizer"]["state"], "optimizer state was not saved"
+
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resumed from {run}" in done.stderr or "resumed from" in done.stdout + done.stderr
+    last = load_checked(list_checkpoints(run)[-1])
+    assert last["step"] == 60
+    assert last["generation"] >= gen0 + 1
+    assert last["replay"]["total_added"] >= added0
+    # The optimizer continued: momentum buffers exist and differ from the killed run's.
+    k = next(iter(last["optimizer"]["state"]))
+    assert not torch.equal(
+        last["optimizer"]["state"][k]["momentum_buffer"], first["optimizer"]["state"][k]["momentum_buffer"]
+    )
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert (run / "best.pt").exists()
+    assert (run / "config.yaml").exists()
+    ptn = list((run / "games").glob("*.ptn"))
+    assert any(p.name.startswith("gating_") for p in ptn), [p.name for p in ptn]
+    assert (run / "games" / "selfplay.ptn").stat().st_size > 0
+    # Evaluation games never enter the buffer: every stored game id is a self-play id and the
+    # buffer holds exactly the positions the self-play workers reported.
+    buf = ReplayBuffer(4, top_k=64, shard_dir=str(run / "replay"))
+    buf.load(last["replay"])
+    assert set((buf.data.game_id >> 40).tolist()) == {0}
+    assert buf.total_added == last["replay"]["total_added"]
+    # Every replayed game file parses and replays with the rules engine.
+    from takzero.game.ptn import read_ptn_file
+
+    for path in ptn:
+        for game in read_ptn_file(path):
+            game.replay()
+    assert Position.start(4).size == 4
+
+
+@pytest.mark.slow
+def test_workers_block_when_the_trainer_is_paused() -> None:
+    """With no trainer consuming samples, a self-play actor stops at the buffer's max_ahead limit
+    (plus at most the one batch it holds) instead of filling memory, and stays alive."""
+    import ray
+
+    from takzero.train import Coordinator, SelfPlayActor
+
+    cfg = load_config(_cfg(**{"replay.min_positions": 50, "replay.max_ahead": 100,
+                              "selfplay.games_per_worker": 8, "mcts.simulations": 4}))  # fmt: skip
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        coordinator = ray.remote(Coordinator).remote()
+        replay = ray.remote(ReplayBuffer).remote(
+            size=4, top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0
+        )
+        actor = ray.remote(num_cpus=1)(SelfPlayActor).remote(cfg, 0)
+        task = actor.run.remote(coordinator, replay)
+        assert _wait_for(lambda: ray.get(replay.stats.remote())["replay/total_added"] > 100, 240)
+        time.sleep(15)  # keep playing with nobody sampling
+        added = ray.get(replay.stats.remote())["replay/total_added"]
+        # max_ahead positions, plus one add call of at most 8 games (<= 8 * 60 plies)
+        assert added <= 100 + 8 * 60
+        time.sleep(5)
+        assert ray.get(replay.stats.remote())["replay/total_added"] == added
+        ready, _ = ray.wait([task], timeout=0)
+        assert not ready, "the worker died instead of waiting"
+        ray.get(coordinator.stop.remote())
+        assert ray.get(task, timeout=120) >= 1
+    finally:
+        ray.shutdown()
