@@ -1,0 +1,62 @@
+"""Network package: input features, action space, model, losses and batched inference.
+
+* ``takzero.nn.features``: positions -> (B, C, N, N) float32 planes (``encode``, channel table,
+  ``FEATURE_VERSION``).
+* ``takzero.nn.actions``: move code <-> action index, legal masks, symmetry permutations.
+* ``takzero.nn.model``: ``TakNet``, ``ModelConfig``, masked softmax and the losses.
+* ``takzero.nn.inference``: ``Evaluator`` and TorchScript/ONNX export.
+
+Importing the package loads only the numba parts (features, actions); the torch modules load on
+first use of one of their names (``takzero.nn.TakNet``) or by importing them directly.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from takzero.nn.actions import (
+    action_permutation,
+    action_to_move,
+    legal_actions,
+    legal_mask,
+    move_to_action,
+    num_actions,
+    transform_planes,
+    transform_policy,
+)
+from takzero.nn.features import FEATURE_VERSION, default_layers, encode, num_channels
+
+_LAZY = {
+    "ModelConfig": "takzero.nn.model",
+    "TakNet": "takzero.nn.model",
+    "LossWeights": "takzero.nn.model",
+    "model_from_config": "takzero.nn.model",
+    "masked_log_softmax": "takzero.nn.model",
+    "total_loss": "takzero.nn.model",
+    "Evaluator": "takzero.nn.inference",
+    "export_onnx": "takzero.nn.inference",
+    "export_torchscript": "takzero.nn.inference",
+}
+
+__all__ = [
+    "FEATURE_VERSION",
+    "action_permutation",
+    "action_to_move",
+    "default_layers",
+    "encode",
+    "legal_actions",
+    "legal_mask",
+    "move_to_action",
+    "num_actions",
+    "num_channels",
+    "transform_planes",
+    "transform_policy",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'takzero.nn' has no attribute {name!r}")

@@ -18,9 +18,8 @@ Symmetries. Transform ``t`` in 0..7: ``t & 4`` mirrors the files first (a <-> la
 then ``t & 3`` rotates the board that many quarter turns counter-clockwise (seen from white's side,
 rank 1 at the bottom). A quarter turn maps (file, rank) -> (N - 1 - rank, file) and the spread
 directions up -> left -> down -> right -> up; the mirror swaps left and right. Drop patterns are
-unchanged. This is the transform numbering agreed for ``takzero.game.symmetry``; the functions here
-stand alone (that module did not exist when this one was written) and the tests cross-check the two
-when both are present.
+unchanged. This is ``takzero.game.symmetry``'s convention: the permutations here are built from its
+tables, and the compiled twins below (for numba callers such as the search) are tested against it.
 
 Compiled functions (numba, ``cache=True``): ``move_to_action``, ``action_to_move``, ``legal_mask``,
 ``legal_actions``, ``transform_square``, ``transform_direction``, ``transform_move``,
@@ -29,11 +28,13 @@ Compiled functions (numba, ``cache=True``): ``move_to_action``, ``action_to_move
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
+from takzero.game import symmetry
 from takzero.game.core import (
     I_HASH,
     I_SIZE,
@@ -46,6 +47,11 @@ from takzero.game.core import (
     generate_moves,
     hash_from_scratch,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    ArrayLike = np.ndarray | torch.Tensor
 
 #: Number of symmetry transforms of the square board.
 NUM_SYMMETRIES = 8
@@ -171,7 +177,9 @@ def legal_mask(states: np.ndarray, out: np.ndarray) -> np.ndarray:
         ValueError: wrong dtypes/shapes, or a position whose size does not match ``out``.
     """
     if states.ndim != 2 or states.shape[1] != STATE_LEN or states.dtype != np.int64:
-        raise ValueError(f"states must be (G, {STATE_LEN}) int64, got {states.shape} {states.dtype}")
+        raise ValueError(
+            f"states must be (G, {STATE_LEN}) int64, got {states.shape} {states.dtype}"
+        )
     if out.ndim != 2 or out.shape[0] != states.shape[0] or out.dtype != np.bool_:
         raise ValueError(f"out must be ({states.shape[0]}, A) bool, got {out.shape} {out.dtype}")
     if states.shape[0] == 0:
@@ -186,7 +194,7 @@ def legal_mask(states: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _move_buffer(size: int) -> np.ndarray:
     return np.empty(num_actions(size), dtype=np.int64)
 
@@ -267,15 +275,14 @@ def transform_state_into(state: np.ndarray, t: int, out: np.ndarray) -> None:
 
 def transform_state(state: np.ndarray, t: int) -> np.ndarray:
     """Return a new (STATE_LEN,) int64 position: ``state`` transformed by ``t`` (hash recomputed).
+    Same as ``takzero.game.symmetry.transform_state`` (which this calls), with argument checks.
 
     Raises ValueError for t outside 0..7 or a wrong shape/dtype.
     """
     _check_t(t)
     if state.shape != (STATE_LEN,) or state.dtype != np.int64:
         raise ValueError(f"state must be ({STATE_LEN},) int64, got {state.shape} {state.dtype}")
-    out = np.empty_like(state)
-    transform_state_into(state, t, out)
-    return out
+    return symmetry.transform_state(state, int(t))
 
 
 def inverse_transform(t: int) -> int:
@@ -292,25 +299,26 @@ def _check_t(t: int) -> None:
         raise ValueError(f"symmetry index must be in 0..7, got {t}")
 
 
-@lru_cache(maxsize=None)
-def _square_permutation(size: int, t: int) -> np.ndarray:
-    perm = np.array([transform_square(sq, size, t) for sq in range(size * size)], dtype=np.int64)
-    perm.flags.writeable = False
-    return perm
-
-
 def square_permutation(size: int, t: int) -> np.ndarray:
-    """(N*N,) int64 read-only array ``perm`` with ``perm[sq]`` = image of ``sq`` under ``t``."""
+    """(N*N,) int64 read-only array ``perm`` with ``perm[sq]`` = image of ``sq`` under ``t``
+    (``takzero.game.symmetry.square_permutation``)."""
     _check_t(t)
-    return _square_permutation(int(size), int(t))
+    return symmetry.square_permutation(int(size), int(t))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _action_permutation(size: int, t: int) -> np.ndarray:
-    a = num_actions(size)
-    perm = np.empty(a, dtype=np.int64)
-    for i in range(a):
-        perm[i] = move_to_action(transform_move(action_to_move(i, size), size, t), size)
+    nsq = size * size
+    npat = spread_patterns(size)
+    sq_perm = symmetry.square_permutation(size, t)
+    dir_perm = symmetry.direction_permutation(t)
+    channel_map = np.arange(action_channels(size), dtype=np.int64)
+    spread = channel_map[NUM_PLACEMENT_CHANNELS:] - NUM_PLACEMENT_CHANNELS
+    direction, pattern = np.divmod(spread, npat)
+    channel_map[NUM_PLACEMENT_CHANNELS:] = (
+        NUM_PLACEMENT_CHANNELS + dir_perm[direction] * npat + pattern
+    )
+    perm = (channel_map[:, None] * nsq + sq_perm[None, :]).reshape(-1)
     perm.flags.writeable = False
     return perm
 
@@ -318,7 +326,8 @@ def _action_permutation(size: int, t: int) -> np.ndarray:
 def action_permutation(size: int, t: int) -> np.ndarray:
     """(A,) int64 read-only permutation of the action indices under transform ``t``.
 
-    ``perm[a]`` is the index of the transformed move of action ``a``, so for a policy vector
+    ``perm[a]`` is the index of the transformed move of action ``a`` (square and spread direction
+    mapped by ``takzero.game.symmetry``, piece kind and drop pattern kept), so for a policy vector
     ``p`` of a position, the policy of the transformed position is ``q`` with
     ``q[perm[a]] == p[a]`` (see ``transform_policy``). Cached per (size, t).
     """
@@ -326,16 +335,16 @@ def action_permutation(size: int, t: int) -> np.ndarray:
     return _action_permutation(int(size), int(t))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _inverse_perm(size: int, t: int, kind: str) -> np.ndarray:
-    perm = _action_permutation(size, t) if kind == "action" else _square_permutation(size, t)
+    perm = _action_permutation(size, t) if kind == "action" else square_permutation(size, t)
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.shape[0], dtype=np.int64)
     inv.flags.writeable = False
     return inv
 
 
-def transform_policy(policy, size: int, t: int):
+def transform_policy(policy: ArrayLike, size: int, t: int) -> ArrayLike:
     """Policy-shaped data (numpy array or torch tensor, last axis = A actions: logits,
     probabilities, legal masks) of a position, mapped to the position transformed by ``t``:
     ``out[..., perm[a]] = policy[..., a]``. Returns a new array/tensor of the same type."""
@@ -344,7 +353,7 @@ def transform_policy(policy, size: int, t: int):
     return _gather_last(policy, inv)
 
 
-def transform_planes(planes, t: int):
+def transform_planes(planes: ArrayLike, t: int) -> ArrayLike:
     """Planes (numpy array or torch tensor, shape (..., N, N) indexed [rank, file]) of a position,
     mapped to the position transformed by ``t``: the value at square sq moves to the square's
     image. Returns a new array/tensor of the same type and shape."""
@@ -357,11 +366,11 @@ def transform_planes(planes, t: int):
     return _gather_last(flat, inv).reshape(planes.shape)
 
 
-def _gather_last(x, index: np.ndarray):
+def _gather_last(x: ArrayLike, index: np.ndarray) -> ArrayLike:
     if isinstance(x, np.ndarray):
         return x[..., index]
     import torch
 
     if isinstance(x, torch.Tensor):
-        return x.index_select(-1, torch.as_tensor(index, device=x.device))
+        return x.index_select(-1, torch.tensor(index, device=x.device))
     raise TypeError(f"expected a numpy array or torch tensor, got {type(x).__name__}")

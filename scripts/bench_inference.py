@@ -1,0 +1,167 @@
+"""Network inference benchmark: positions per second by batch size, JSON lines on stdout.
+
+Measures, for the default 6x6 model (``ModelConfig()``: 64 channels, 6 blocks, global pooling) on
+random mid-game positions:
+
+* ``encode``: feature encoding alone (``features.encode``), positions/s;
+* ``legal_mask``: legal-mask building alone;
+* ``network``: the model's forward pass (eval mode, ``torch.inference_mode``), float32 on CPU,
+  float32 and bf16 autocast on CUDA when present;
+* ``evaluator``: ``Evaluator.evaluate`` end to end (encode + mask + network + masked softmax);
+* ``encode_share``: encode time / network time per batch (target: < 5% at batch 256);
+* ``train_step``: forward + backward + SGD step of the default model, samples/s (trainability).
+
+Each line: ``{"bench", "batch", "positions_per_s", "device", "ms_per_batch", "threads",
+"loadavg_1min"}`` (the load average tells whether other processes shared the CPU). Times are
+medians over repeats of at least ``--min-time`` seconds in all.
+
+    python scripts/bench_inference.py                  # CPU, and CUDA when available
+    python scripts/bench_inference.py --batches 1 256 --device cpu --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from takzero.nn.actions import legal_mask, num_actions  # noqa: E402
+from takzero.nn.features import encode, new_planes, random_states  # noqa: E402
+from takzero.nn.inference import Evaluator  # noqa: E402
+from takzero.nn.model import ModelConfig, model_from_config, total_loss  # noqa: E402
+
+
+def timeit(fn: Callable[[], object], min_time: float, sync: Callable[[], None]) -> float:
+    """Median seconds per call of ``fn`` (after two warm-up calls)."""
+    for _ in range(2):
+        fn()
+    sync()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or (time.perf_counter() - start < min_time and len(times) < 200):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def emit(bench: str, batch: int, seconds: float, device: str, **extra: object) -> None:
+    line = {
+        "bench": bench,
+        "batch": batch,
+        "positions_per_s": round(batch / seconds, 1),
+        "device": device,
+        "ms_per_batch": round(1000 * seconds, 4),
+        "threads": torch.get_num_threads(),
+        "loadavg_1min": round(os.getloadavg()[0], 2),
+        **extra,
+    }
+    print(json.dumps(line), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 256, 1024])
+    parser.add_argument("--device", default="all", help="cpu, cuda, or all (CPU + CUDA if any)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    parser.add_argument("--min-time", type=float, default=1.0, help="seconds per measurement")
+    parser.add_argument("--size", type=int, default=6)
+    parser.add_argument("--no-train", action="store_true", help="skip the train_step figure")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    size = args.size
+    cfg = ModelConfig(size=size)
+    states_all = random_states(size, max(args.batches), seed=0, min_plies=4, max_plies=60)
+
+    devices = ["cpu"] if args.device in ("cpu", "all") else []
+    if args.device == "cuda" or (args.device == "all" and torch.cuda.is_available()):
+        devices.append("cuda")
+
+    # encoding and masks (CPU, numba)
+    encode_s: dict[int, float] = {}
+    for b in args.batches:
+        states = states_all[:b]
+        planes = new_planes(b, size, cfg.layers)
+        mask = np.zeros((b, num_actions(size)), bool)
+        encode_s[b] = timeit(lambda s=states, p=planes: encode(s, p), args.min_time / 4, _no_sync)
+        emit("encode", b, encode_s[b], "cpu")
+        t = timeit(lambda s=states, m=mask: legal_mask(s, m), args.min_time / 4, _no_sync)
+        emit("legal_mask", b, t, "cpu")
+
+    for dev in devices:
+        bench_device(dev, cfg, states_all, args, encode_s)
+
+
+def bench_device(
+    dev: str, cfg: ModelConfig, states_all: np.ndarray, args: argparse.Namespace, encode_s: dict
+) -> None:
+    """Network, evaluator and train-step figures on one device."""
+    size = cfg.size
+    device = torch.device(dev)
+    model = model_from_config(cfg).to(device).eval()
+    sync = torch.cuda.synchronize if dev == "cuda" else _no_sync
+    modes = [("network", False)] + ([("network_bf16", True)] if dev == "cuda" else [])
+    for name, bf16 in modes:
+        for b in args.batches:
+            planes = new_planes(b, size, cfg.layers)
+            encode(states_all[:b], planes)
+            x = torch.from_numpy(planes).to(device)
+            t = timeit(partial(_forward, model, x, dev, bf16), args.min_time, sync)
+            emit(name, b, t, dev)
+            if name == "network" and b in encode_s:
+                share = encode_s[b] / t
+                line = {"bench": "encode_share", "batch": b, "share": round(share, 5)}
+                line.update({"device": dev, "ok": share < 0.05})
+                print(json.dumps(line), flush=True)
+    ev = Evaluator(model, device=dev)
+    for b in args.batches:
+        t = timeit(partial(ev.evaluate, states_all[:b]), args.min_time, _no_sync)
+        emit("evaluator", b, t, dev)
+    b = 256
+    if args.no_train or len(states_all) < b:
+        return
+    train_model = model_from_config(cfg).to(device).train()
+    opt = torch.optim.SGD(train_model.parameters(), lr=0.01, momentum=0.9)
+    planes = new_planes(b, size, cfg.layers)
+    encode(states_all[:b], planes)
+    mask_np = np.zeros((b, num_actions(size)), bool)
+    legal_mask(states_all[:b], mask_np)
+    x = torch.from_numpy(planes).to(device)
+    mask = torch.from_numpy(mask_np).to(device)
+    target = mask.float() / mask.float().sum(dim=1, keepdim=True).clamp(min=1)
+    value = torch.zeros(b, device=device)
+
+    def step() -> None:
+        loss, _ = total_loss(train_model(x), mask, target, value)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    emit("train_step", b, timeit(step, args.min_time, sync), dev)
+
+
+def _no_sync() -> None:
+    return None
+
+
+def _forward(model: torch.nn.Module, x: torch.Tensor, dev: str, bf16: bool) -> None:
+    with torch.inference_mode():
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+            model(x)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,457 @@
+"""Batched network evaluation for search and play, and model export (TorchScript, ONNX).
+
+``Evaluator`` turns positions (core state arrays) into priors over legal moves and values::
+
+    ev = Evaluator.load("checkpoints/run/latest.pt", device="auto")   # checkpoint, .ts or .onnx
+    priors, values, wdl = ev.evaluate(states)                          # states (B, STATE_LEN) int64
+
+* ``priors`` (B, A) float32: softmax of the policy over the legal moves, 0 on illegal moves; a
+  position without legal moves (finished) gets an all-zero row.
+* ``values`` (B,) float32: W - L in [-1, 1] for the player to move.
+* ``wdl`` (B, 3) float32: win/draw/loss probabilities of the player to move.
+
+Backends: a PyTorch module (eager ``TakNet`` from a checkpoint, or TorchScript), run in ``eval()``
+mode under ``torch.inference_mode()`` on CPU or CUDA (``device="auto"`` picks CUDA when available),
+optionally under bf16 autocast on CUDA; or an ONNX file run by onnxruntime (optional extra
+``takzero[onnx]``). Input buffers (planes and masks) are preallocated per batch size (pinned memory
+on CUDA) and reused; returned arrays are new on every call.
+
+Export: ``export_torchscript`` (traced module, metadata as the ``metadata.json`` extra file) and
+``export_onnx`` (metadata as ``metadata_props``, one key ``takzero`` holding the JSON plus one key
+per top-level field). ONNX opset: 17 by default, written by PyTorch's TorchScript-based exporter
+(``dynamo=False``); opset 18 and above use the ``torch.export``-based exporter. Graph inputs and
+outputs: ``planes`` (batch, C, N, N) float32 -> ``policy_logits`` (batch, A), ``wdl_logits`` (batch,
+3), ``aux`` (batch, 1); the batch axis is dynamic. Both formats hold the raw network; masking and
+softmax happen in the evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from takzero.game.core import I_SIZE, STATE_LEN
+from takzero.nn.actions import legal_mask, num_actions
+from takzero.nn.features import FEATURE_VERSION, encode, layers_from_channels
+from takzero.nn.model import (
+    ModelConfig,
+    TakNet,
+    masked_softmax,
+    model_from_checkpoint,
+    model_from_config,
+)
+
+__all__ = [
+    "ACTION_SPACE",
+    "DEFAULT_ONNX_OPSET",
+    "Evaluator",
+    "export_onnx",
+    "export_torchscript",
+    "masked_softmax_np",
+    "model_metadata",
+    "read_onnx_metadata",
+    "read_torchscript_metadata",
+    "resolve_device",
+]
+
+#: Opset written by ``export_onnx`` unless told otherwise.
+DEFAULT_ONNX_OPSET = 17
+#: Name of the action-space layout stored in metadata (see ``takzero.nn.actions``).
+ACTION_SPACE = "takzero-v1: index = channel * N * N + square; channels 3 placements + 4 x (2^N-2)"
+_MAX_BUFFERS = 16
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``'auto'`` -> CUDA if available else CPU; anything else -> ``torch.device(device)``."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def model_metadata(model: TakNet, half_komi: int | None = None, **extra: Any) -> dict[str, Any]:
+    """Metadata dict describing ``model``: size, feature version, layers, channels, action space,
+    the model config, and ``half_komi`` (the komi the model was trained for, in half points) if
+    given; ``extra`` keys are added (must be JSON-serialisable)."""
+    cfg = model.config
+    meta: dict[str, Any] = {
+        "format": "takzero",
+        "size": cfg.size,
+        "feature_version": cfg.feature_version,
+        "layers": cfg.layers,
+        "in_channels": cfg.in_channels,
+        "num_actions": cfg.num_actions,
+        "action_space": ACTION_SPACE,
+        "model_config": cfg.to_dict(),
+    }
+    if half_komi is not None:
+        meta["half_komi"] = int(half_komi)
+        meta["komi"] = half_komi / 2
+    meta.update(extra)
+    return meta
+
+
+def _merge_metadata(model: TakNet, metadata: dict[str, Any] | None) -> dict[str, Any]:
+    meta = model_metadata(model)
+    for key in ("size", "feature_version", "layers", "in_channels", "num_actions"):
+        if metadata and key in metadata and metadata[key] != meta[key]:
+            raise ValueError(
+                f"metadata {key}={metadata[key]!r} contradicts the model ({meta[key]})"
+            )
+    meta.update(metadata or {})
+    return meta
+
+
+def _example_input(model: TakNet, batch: int = 2) -> torch.Tensor:
+    cfg = model.config
+    gen = torch.Generator().manual_seed(0)
+    return torch.rand(batch, cfg.in_channels, cfg.size, cfg.size, generator=gen)
+
+
+def export_torchscript(
+    model: TakNet, path: str | Path, metadata: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Trace ``model`` (in eval mode, on CPU, float32) to TorchScript at ``path``.
+
+    The metadata (``model_metadata(model)`` updated with ``metadata``) is stored as the extra file
+    ``metadata.json``; returns it. The traced module maps (B, C, N, N) float32 planes to
+    (policy_logits, wdl_logits, aux) for any batch size B.
+
+    Raises ValueError if ``metadata`` contradicts the model (size, feature version, ...).
+    """
+    meta = _merge_metadata(model, metadata)
+    model = _cpu_eval_copy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(model, _example_input(model), check_trace=False)
+        torch.jit.save(traced, str(path), _extra_files={"metadata.json": json.dumps(meta)})
+    return meta
+
+
+def read_torchscript_metadata(path: str | Path) -> dict[str, Any]:
+    """Metadata stored by ``export_torchscript`` (without loading the module's code)."""
+    with zipfile.ZipFile(path) as zf:
+        for name in zf.namelist():
+            if name.endswith("extra/metadata.json"):
+                return json.loads(zf.read(name))
+    raise ValueError(f"{path} has no takzero metadata")
+
+
+def export_onnx(
+    model: TakNet,
+    path: str | Path,
+    metadata: dict[str, Any] | None = None,
+    opset: int = DEFAULT_ONNX_OPSET,
+) -> dict[str, Any]:
+    """Export ``model`` (eval mode, CPU, float32) to ONNX at ``path`` with a dynamic batch axis.
+
+    Opset < 18 uses PyTorch's TorchScript-based exporter, opset >= 18 the ``torch.export``-based
+    one (see the module docstring for the graph's names). Metadata (``model_metadata`` updated with
+    ``metadata``, plus ``onnx_opset``) goes into the model's ``metadata_props``; returns it.
+
+    Raises ImportError without ``onnx``/``onnxscript``, ValueError on contradicting metadata.
+    """
+    import onnx
+
+    meta = _merge_metadata(model, metadata)
+    meta["onnx_opset"] = int(opset)
+    model = _cpu_eval_copy(model)
+    example = _example_input(model)
+    names = {"input_names": ["planes"], "output_names": ["policy_logits", "wdl_logits", "aux"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if opset < 18:
+            axes = {name: {0: "batch"} for name in ["planes", *names["output_names"]]}
+            torch.onnx.export(
+                model, (example,), str(path), opset_version=opset, dynamo=False,
+                dynamic_axes=axes, **names,
+            )  # fmt: skip
+        else:
+            batch = torch.export.Dim("batch")
+            torch.onnx.export(
+                model, (example,), str(path), opset_version=opset, dynamo=True,
+                external_data=False, dynamic_shapes={"planes": {0: batch}}, verbose=False, **names,
+            )  # fmt: skip
+    proto = onnx.load(str(path))
+    written = {o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")}
+    if written != {opset}:
+        raise RuntimeError(f"asked for ONNX opset {opset}, the exporter wrote {sorted(written)}")
+    del proto.metadata_props[:]
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = "takzero", json.dumps(meta)
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.save(proto, str(path))
+    return meta
+
+
+def read_onnx_metadata(path: str | Path) -> dict[str, Any]:
+    """Metadata stored by ``export_onnx`` (needs ``onnx``)."""
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    for entry in proto.metadata_props:
+        if entry.key == "takzero":
+            return json.loads(entry.value)
+    raise ValueError(f"{path} has no takzero metadata")
+
+
+def _cpu_eval_copy(model: TakNet) -> TakNet:
+    """Float32 CPU copy of ``model`` in eval mode (the caller's model is left untouched)."""
+    fresh = model_from_config(model.config)
+    fresh.load_state_dict({k: v.detach().float().cpu() for k, v in model.state_dict().items()})
+    return fresh.eval()
+
+
+def masked_softmax_np(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """NumPy twin of ``model.masked_softmax``: (B, A) float logits, (B, A) bool mask -> (B, A)
+    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal."""
+    x = np.where(mask, logits.astype(np.float32, copy=False), np.float32(-np.inf))
+    mx = x.max(axis=-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, np.float32(0.0))
+    e = np.exp(x - mx)
+    s = e.sum(axis=-1, keepdims=True)
+    return (e / np.where(s > 0, s, np.float32(1.0))).astype(np.float32, copy=False)
+
+
+def _softmax_np(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32) - x.max(axis=-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class Evaluator:
+    """Batched evaluation of positions by one network (see the module docstring).
+
+    Args:
+        model: a ``TakNet`` (used as is: it is moved to ``device`` and put in eval mode; pass a copy
+            if it is still being trained), or a TorchScript module with ``metadata``.
+        device: ``'auto'`` (CUDA if available, else CPU), ``'cpu'``, ``'cuda'``, ``'cuda:1'``, ...
+        bf16: run the network under bf16 autocast (only on CUDA; ignored on CPU).
+        metadata: required for a TorchScript module (``size`` and ``in_channels`` at least);
+            for a ``TakNet`` it defaults to ``model_metadata(model)``.
+
+    Use the ``from_checkpoint``, ``from_torchscript``, ``from_onnx`` or ``load`` constructors to
+    read files. Not thread-safe (the input buffers are shared between calls).
+
+    Raises:
+        ValueError: missing/incompatible metadata (unknown size, other feature version).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module | None,
+        device: str | torch.device = "auto",
+        bf16: bool = False,
+        metadata: dict[str, Any] | None = None,
+        *,
+        _onnx_session: Any = None,
+    ) -> None:
+        if metadata is None:
+            if not isinstance(model, TakNet):
+                raise ValueError("metadata is required unless model is a TakNet")
+            metadata = model_metadata(model)
+        self.metadata = dict(metadata)
+        self.size = int(metadata["size"])
+        self.in_channels = int(metadata["in_channels"])
+        self.layers = layers_from_channels(self.in_channels)
+        self.num_actions = num_actions(self.size)
+        version = int(metadata.get("feature_version", FEATURE_VERSION))
+        if version != FEATURE_VERSION:
+            raise ValueError(
+                f"model uses feature version {version}, this code has {FEATURE_VERSION}"
+            )
+        if int(metadata.get("num_actions", self.num_actions)) != self.num_actions:
+            raise ValueError("metadata num_actions does not match the size's action space")
+        self._session = _onnx_session
+        self.model = model
+        if _onnx_session is not None:
+            self.device = torch.device("cpu")
+            self.bf16 = False
+        else:
+            if model is None:
+                raise ValueError("a model or an ONNX session is needed")
+            self.device = resolve_device(device)
+            self.bf16 = bool(bf16) and self.device.type == "cuda"
+            self.model = model.to(self.device).eval()
+        self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    # -- constructors -----------------------------------------------------------------------
+
+    @classmethod
+    def from_checkpoint(
+        cls, checkpoint: dict[str, Any] | str | Path, device: str = "auto", bf16: bool = False
+    ) -> Evaluator:
+        """From a checkpoint dict ``{'model_config': ..., 'model_state': ...}`` or a file saved
+        with ``torch.save``. Extra keys such as ``half_komi`` are kept in ``metadata``."""
+        if not isinstance(checkpoint, dict):
+            checkpoint = torch.load(str(checkpoint), map_location="cpu", weights_only=False)
+        model = model_from_checkpoint(checkpoint)
+        meta = model_metadata(model)
+        for key in ("half_komi", "generation"):
+            if key in checkpoint:
+                meta[key] = checkpoint[key]
+        return cls(model, device=device, bf16=bf16, metadata=meta)
+
+    @classmethod
+    def from_torchscript(
+        cls, path: str | Path, device: str = "auto", bf16: bool = False
+    ) -> Evaluator:
+        """From a file written by ``export_torchscript``."""
+        dev = resolve_device(device)
+        extra = {"metadata.json": ""}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in 2.x
+            module = torch.jit.load(str(path), map_location=dev, _extra_files=extra)
+        if not extra["metadata.json"]:
+            raise ValueError(f"{path} has no takzero metadata")
+        return cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))
+
+    @classmethod
+    def from_onnx(cls, path: str | Path, providers: list[str] | None = None) -> Evaluator:
+        """From a file written by ``export_onnx``, run by onnxruntime (CPU provider unless
+        ``providers`` says otherwise). Raises ImportError without onnxruntime."""
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(str(path), providers=providers or ["CPUExecutionProvider"])
+        meta_map = session.get_modelmeta().custom_metadata_map
+        if "takzero" not in meta_map:
+            raise ValueError(f"{path} has no takzero metadata")
+        return cls(None, metadata=json.loads(meta_map["takzero"]), _onnx_session=session)
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto", bf16: bool = False) -> Evaluator:
+        """Pick the format of ``path``: ``.onnx`` -> ONNX; a TorchScript archive ->
+        ``from_torchscript``; otherwise a ``torch.save`` checkpoint."""
+        path = Path(path)
+        if path.suffix == ".onnx":
+            return cls.from_onnx(path)
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                if any("/code/" in n or n.startswith("code/") for n in zf.namelist()):
+                    return cls.from_torchscript(path, device=device, bf16=bf16)
+        return cls.from_checkpoint(path, device=device, bf16=bf16)
+
+    def load_state_dict(self, model_state: dict[str, Any]) -> None:
+        """Replace the weights of an eager ``TakNet`` (e.g. a new generation from the trainer)."""
+        if not isinstance(self.model, TakNet):
+            raise TypeError("only an eager TakNet evaluator can take new weights")
+        self.model.load_state_dict(model_state)
+        self.model.eval()
+
+    @property
+    def config(self) -> ModelConfig:
+        """The model's ``ModelConfig`` (from the metadata)."""
+        return ModelConfig.from_dict(self.metadata["model_config"])
+
+    # -- evaluation -------------------------------------------------------------------------
+
+    def buffers(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        """The preallocated (planes (batch, C, N, N) float32, mask (batch, A) bool) input
+        buffers for ``batch`` (pinned memory on CUDA). Callers may fill them and pass them to
+        ``evaluate_planes``; ``evaluate`` overwrites them."""
+        buf = self._buffers.get(batch)
+        if buf is None:
+            if len(self._buffers) >= _MAX_BUFFERS:
+                self._buffers.clear()
+            shape = (batch, self.in_channels, self.size, self.size)
+            pin = self.device.type == "cuda"
+            planes = torch.empty(shape, dtype=torch.float32, pin_memory=pin).numpy()
+            mask = torch.empty((batch, self.num_actions), dtype=torch.bool, pin_memory=pin).numpy()
+            buf = (planes, mask)
+            self._buffers[batch] = buf
+        return buf
+
+    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Evaluate positions.
+
+        Args:
+            states: (B, STATE_LEN) int64 positions of the model's board size.
+
+        Returns:
+            (priors (B, A) float32, values (B,) float32, wdl (B, 3) float32), see the module
+            docstring.
+
+        Raises:
+            ValueError: wrong shape/dtype or a board size other than the model's.
+        """
+        states = np.asarray(states)
+        if states.ndim == 1:
+            states = states[None]
+        if states.ndim != 2 or states.shape[1] != STATE_LEN or states.dtype != np.int64:
+            raise ValueError(f"states must be (B, {STATE_LEN}) int64, got {states.shape}")
+        if len(states) and not (states[:, I_SIZE] == self.size).all():
+            raise ValueError(f"this model plays size {self.size}")
+        planes, mask = self.buffers(len(states))
+        encode(states, planes)
+        legal_mask(states, mask)
+        return self.evaluate_planes(planes, mask)
+
+    def evaluate_planes(
+        self, planes: np.ndarray | torch.Tensor, masks: np.ndarray | torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Evaluate already encoded positions: planes (B, C, N, N) float32 and legal masks (B, A)
+        bool (numpy or torch). Returns (priors, values, wdl) like ``evaluate``.
+
+        Raises ValueError on shapes that do not fit the model.
+        """
+        b = planes.shape[0]
+        expect = (b, self.in_channels, self.size, self.size)
+        if tuple(planes.shape) != expect or tuple(masks.shape) != (b, self.num_actions):
+            raise ValueError(
+                f"expected planes {expect} and masks {(b, self.num_actions)}, got "
+                f"{tuple(planes.shape)} and {tuple(masks.shape)}"
+            )
+        if b == 0:
+            return (
+                np.zeros((0, self.num_actions), np.float32),
+                np.zeros(0, np.float32),
+                np.zeros((0, 3), np.float32),
+            )
+        if self._session is not None:
+            return self._evaluate_onnx(planes, masks)
+        return self._evaluate_torch(planes, masks)
+
+    def _evaluate_onnx(
+        self, planes: np.ndarray | torch.Tensor, masks: np.ndarray | torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if isinstance(planes, torch.Tensor):
+            planes = planes.detach().cpu().numpy()
+        if isinstance(masks, torch.Tensor):
+            masks = masks.detach().cpu().numpy()
+        logits, wdl_logits, _ = self._session.run(
+            None, {"planes": np.ascontiguousarray(planes, dtype=np.float32)}
+        )
+        priors = masked_softmax_np(logits, masks.astype(bool, copy=False))
+        wdl = _softmax_np(wdl_logits)
+        return priors, (wdl[:, 0] - wdl[:, 2]).astype(np.float32), wdl.astype(np.float32)
+
+    def _evaluate_torch(
+        self, planes: np.ndarray | torch.Tensor, masks: np.ndarray | torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        nb = self.device.type == "cuda"
+        with torch.inference_mode():
+            x = torch.as_tensor(planes).to(self.device, dtype=torch.float32, non_blocking=nb)
+            m = torch.as_tensor(masks).to(self.device, dtype=torch.bool, non_blocking=nb)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                logits, wdl_logits, _ = self.model(x)
+            priors = masked_softmax(logits.float(), m)
+            wdl = torch.softmax(wdl_logits.float(), dim=-1)
+            values = wdl[:, 0] - wdl[:, 2]
+            return priors.cpu().numpy(), values.cpu().numpy(), wdl.cpu().numpy()
+
+    def __call__(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Same as ``evaluate``."""
+        return self.evaluate(states)
+
+
+#: Signature of anything that evaluates a batch of positions like ``Evaluator.evaluate``.
+EvaluateFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
