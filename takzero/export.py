@@ -1,0 +1,245 @@
+"""Export a trained network to one self-describing file: TorchScript (default) or ONNX.
+
+Command line::
+
+    python -m takzero.export checkpoints/<run>/best.pt -o model.pt            # TorchScript
+    python -m takzero.export checkpoints/<run>/best.pt -o model.onnx --format onnx
+    python -m takzero.export model.pt --info                                  # print metadata
+
+The input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a ``torch.save`` dict
+with at least ``model_config`` and ``model_state``). The output holds the network and a metadata
+dict (JSON) with:
+
+* ``size``, ``half_komi`` and ``komi`` (the komi the model was trained for), ``feature_version``,
+  ``layers``, ``in_channels``, ``num_actions``, ``action_space``, ``model_config``;
+* ``run_name`` and ``generation`` (None when unknown), ``source`` (the checkpoint's file name),
+  ``takzero_version``.
+
+TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
+(see :mod:`takzero.nn.inference`). Loading needs only takzero (not the run folder)::
+
+    from takzero.nn.inference import Evaluator
+    ev = Evaluator.load("model.pt")      # or model.onnx; ev.metadata is the dict above
+
+Where the komi comes from, first found wins: ``--komi``, the checkpoint's ``half_komi``, the run
+folder's ``config.yaml`` (``board.komi``), else 0 with a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["export_checkpoint", "load_checkpoint", "read_metadata", "main"]
+
+FORMATS = ("torchscript", "onnx")
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a training checkpoint (``torch.save`` dict). A ``<path>.sha256`` sidecar, when present,
+    is verified (``takzero.trainer.load_checked``).
+
+    Raises FileNotFoundError for a missing file, ValueError when the file is not a checkpoint
+    with ``model_config`` and ``model_state`` (or fails its checksum).
+    """
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    side = Path(str(path) + ".sha256")
+    if side.exists():
+        from takzero.trainer import CheckpointError, load_checked
+
+        try:
+            ckpt = load_checked(path)
+        except CheckpointError as e:
+            raise ValueError(str(e)) from None
+    else:
+        try:
+            ckpt = torch.load(str(path), map_location="cpu", weights_only=False)
+        except Exception as e:  # torch raises several types for a file it cannot read
+            raise ValueError(f"{path}: cannot be read as a checkpoint ({e})") from None
+    if not isinstance(ckpt, dict) or "model_config" not in ckpt or "model_state" not in ckpt:
+        raise ValueError(f"{path}: not a takzero checkpoint (needs model_config and model_state)")
+    return ckpt
+
+
+def _komi_from_run_config(folder: Path) -> float | None:
+    """``board.komi`` of ``folder/config.yaml`` (written by ``takzero.train``), or None."""
+    cfg = folder / "config.yaml"
+    if not cfg.is_file():
+        return None
+    try:
+        import yaml
+
+        data = yaml.safe_load(cfg.read_text())
+        return float(data["board"]["komi"])
+    except Exception:  # noqa: BLE001 - fall back to a plain scan of the file
+        m = re.search(r"^\s+komi:\s*([-0-9.]+)", cfg.read_text(), re.MULTILINE)
+        return float(m.group(1)) if m else None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("takzero")
+    except Exception:  # noqa: BLE001 - not installed (run from the source tree)
+        return "dev"
+
+
+def checkpoint_metadata(
+    ckpt: dict[str, Any],
+    source: str | Path | None = None,
+    komi: float | None = None,
+    run_name: str | None = None,
+    generation: int | None = None,
+    warn=print,
+) -> dict[str, Any]:
+    """Metadata (beyond what ``inference.model_metadata`` derives from the model) for ``ckpt``:
+    ``half_komi``/``komi``, ``run_name``, ``generation``, ``source``, ``takzero_version``.
+
+    Explicit arguments win over the checkpoint's keys; ``run_name`` falls back to the name of the
+    checkpoint's folder, the komi to the run folder's ``config.yaml`` and then 0 (``warn`` is
+    called with a message then). Raises ValueError for a komi that is not a multiple of 0.5.
+    """
+    src = Path(source) if source is not None else None
+    if komi is not None:
+        half_komi = komi * 2
+    elif "half_komi" in ckpt:
+        half_komi = int(ckpt["half_komi"])
+    else:
+        found = _komi_from_run_config(src.parent) if src is not None else None
+        if found is None:
+            warn("warning: the checkpoint does not say its komi; writing komi 0 (use --komi)")
+            found = 0.0
+        half_komi = found * 2
+    if half_komi != int(half_komi):
+        raise ValueError(f"komi must be a multiple of 0.5, got {half_komi / 2}")
+    half_komi = int(half_komi)
+    if run_name is None:
+        run_name = ckpt.get("run_name")
+        if run_name is None and src is not None:
+            run_name = src.resolve().parent.name
+    if generation is None and ckpt.get("generation") is not None:
+        generation = int(ckpt["generation"])
+    return {
+        "half_komi": half_komi,
+        "komi": half_komi / 2,
+        "run_name": run_name,
+        "generation": generation,
+        "source": src.name if src is not None else None,
+        "takzero_version": _version(),
+    }
+
+
+def export_checkpoint(
+    checkpoint: str | Path | dict[str, Any],
+    out: str | Path,
+    fmt: str = "torchscript",
+    komi: float | None = None,
+    run_name: str | None = None,
+    generation: int | None = None,
+    opset: int | None = None,
+    warn=print,
+) -> dict[str, Any]:
+    """Export ``checkpoint`` (a path or a loaded dict) to ``out`` in ``fmt`` ('torchscript' or
+    'onnx'); returns the metadata written (see the module docstring).
+
+    Raises FileNotFoundError / ValueError for a bad checkpoint or arguments, ImportError for ONNX
+    without the ``onnx`` package.
+    """
+    from takzero.nn.inference import DEFAULT_ONNX_OPSET, export_onnx, export_torchscript
+    from takzero.nn.model import model_from_checkpoint
+
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    source = None
+    if isinstance(checkpoint, dict):
+        ckpt = checkpoint
+    else:
+        source = Path(checkpoint)
+        ckpt = load_checkpoint(source)
+    model = model_from_checkpoint(ckpt)
+    meta = checkpoint_metadata(ckpt, source, komi, run_name, generation, warn=warn)
+    out = Path(out)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "torchscript":
+        return export_torchscript(model, out, metadata=meta)
+    return export_onnx(model, out, metadata=meta, opset=opset or DEFAULT_ONNX_OPSET)
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """Metadata of an exported file (TorchScript or ONNX) or of a training checkpoint (the model
+    part derived from its config). Raises ValueError for a file with no takzero metadata."""
+    from takzero.nn import inference
+
+    path = Path(path)
+    if path.suffix == ".onnx":
+        return inference.read_onnx_metadata(path)
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            if any(n.endswith("extra/metadata.json") for n in zf.namelist()):
+                return inference.read_torchscript_metadata(path)
+    from takzero.nn.model import model_from_checkpoint
+
+    ckpt = load_checkpoint(path)
+    meta = inference.model_metadata(model_from_checkpoint(ckpt))
+    meta.update(checkpoint_metadata(ckpt, path, warn=lambda _msg: None))
+    return meta
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m takzero.export",
+        description="Export a training checkpoint to one self-describing TorchScript/ONNX file.",
+    )
+    p.add_argument("checkpoint", help="checkpoint file (checkpoints/<run>/best.pt or ckpt_*.pt)")
+    p.add_argument("-o", "--out", help="output file (default: model.pt / model.onnx)")
+    p.add_argument("--format", choices=FORMATS, default="torchscript")
+    p.add_argument("--komi", type=float, help="komi the model was trained for (overrides)")
+    p.add_argument("--run-name", help="run name to record (default: from the checkpoint)")
+    p.add_argument("--generation", type=int, help="generation to record (default: checkpoint's)")
+    p.add_argument("--opset", type=int, help="ONNX opset (default 17)")
+    p.add_argument("--info", action="store_true", help="only print the file's metadata as JSON")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns the exit status (0 ok, 1 error with a message on stderr)."""
+    args = _parse_args(argv)
+    try:
+        if args.info:
+            print(json.dumps(read_metadata(args.checkpoint), indent=2, sort_keys=True))
+            return 0
+        out = args.out or ("model.onnx" if args.format == "onnx" else "model.pt")
+        meta = export_checkpoint(
+            args.checkpoint,
+            out,
+            fmt=args.format,
+            komi=args.komi,
+            run_name=args.run_name,
+            generation=args.generation,
+            opset=args.opset,
+            warn=lambda msg: print(msg, file=sys.stderr),
+        )
+    except (OSError, ValueError, ImportError, KeyError, RuntimeError) as e:
+        print(f"export failed: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"wrote {out} ({args.format}): {meta['size']}x{meta['size']}, komi {meta['komi']:g}, "
+        f"feature version {meta['feature_version']}, {meta['num_actions']} actions, "
+        f"run {meta.get('run_name')!r} generation {meta.get('generation')}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,493 @@
+"""Play takzero in a terminal: ``python -m takzero.play [--model model.pt | --opponent uct]``.
+
+The board is redrawn before every move; moves are typed in PTN (``a1``, ``Sc3``, ``Cd4``,
+``3c3>12``). Other input:
+
+=================  ===========================================================================
+``undo``           take back your last move (and the engine's reply to it)
+``tps``            print the position as TPS
+``save FILE.ptn``  write the game so far as PTN
+``moves``          list the legal moves
+``resign``         give up the game
+``help``           this list
+``quit``           leave (also end of input)
+=================  ===========================================================================
+
+A malformed or illegal move gets a message saying why, and the game goes on. After its move the
+engine prints its evaluation: win/draw/loss percentages from its own point of view (a network
+player), or its expected score (the UCT baseline).
+
+Opponent: ``--model FILE`` (an exported model or a checkpoint); without it
+``checkpoints/pretrained/<N>x<N>.pt`` when that file exists, else the UCT baseline (said clearly).
+``--opponent random|greedy|uct|uct:<sims>`` picks a baseline. Strength: ``--simulations N`` and/or
+``--time SECONDS`` per engine move. ``--size``, ``--komi``, ``--colour white|black|random``,
+``--seed``, ``--ply-limit`` (draw after that many plies; threefold repetition is always a draw).
+
+Everything is read with ``input()`` from stdin, so a script can drive a game::
+
+    printf 'a1\\nb2\\nsave game.ptn\\nquit\\n' | python -m takzero.play --opponent random --size 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from takzero.game.core import BLACK, CAP, STANDARD_RESERVES, WALL, WHITE
+from takzero.game.moves import FILES, MoveError
+from takzero.game.position import Game, Position
+from takzero.game.ptn import PTNGame, write_ptn_file
+from takzero.players import PlayerMove, UCTPlayer, make_player
+from takzero.tei import think
+
+__all__ = ["PlaySession", "describe_eval", "main", "pretrained_path", "render_board"]
+
+HELP = """commands:
+  <move>          a move in PTN: a1 (flat), Sa1 (wall), Ca1 (capstone), c3>, 3c3>12 ...
+  undo            take back your last move (and the engine's reply)
+  tps             print the position as TPS
+  save FILE.ptn   save the game as PTN
+  moves           list the legal moves
+  resign          give up
+  help            this text
+  quit            leave"""
+
+COLOUR_NAMES = ("white", "black")
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing
+# ---------------------------------------------------------------------------------------------
+
+
+def _cell(pos: Position, sq: int) -> str:
+    colours, top = pos.stack(sq)
+    if not colours:
+        return "."
+    below = "".join("wb"[c] for c in colours[:-1])
+    if len(below) > 6:
+        below = f"{len(colours) - 1}:" + below[-4:]
+    head = "WB"[colours[-1]]
+    mark = "S" if top == WALL else ("C" if top == CAP else "")
+    return below + head + mark
+
+
+def render_board(pos: Position, last: str | None = None, you: int | None = None) -> str:
+    """The board as text for a terminal (rank N at the top, files a.. left to right).
+
+    Each square shows its stack bottom to top: buried pieces in lower case (``w``/``b``), the top
+    piece in capitals (``W``/``B``), followed by ``S`` for a wall or ``C`` for a capstone; ``.`` is
+    an empty square; a stack taller than 7 shows ``<buried count>:`` and its upper pieces. Below:
+    reserves, flat count, komi, the last move and whose turn it is (``you``: the human's colour).
+    """
+    size = pos.size
+    cells = [_cell(pos, sq) for sq in range(size * size)]
+    width = max(5, max(len(c) for c in cells) + 2)
+    sep = "   +" + "+".join("-" * width for _ in range(size)) + "+"
+    lines = ["    " + " ".join(f.center(width) for f in FILES[:size]), sep]
+    for rank in range(size - 1, -1, -1):
+        row = "|".join(cells[rank * size + f].center(width) for f in range(size))
+        lines.append(f"{rank + 1:>2} |{row}| {rank + 1}")
+        lines.append(sep)
+    lines.append("    " + " ".join(f.center(width) for f in FILES[:size]))
+    lines.append("stacks bottom to top; the top piece in capitals, S = wall, C = capstone")
+    w_flats, b_flats = pos.flat_counts()
+    for colour in (WHITE, BLACK):
+        caps = pos.capstones(colour)
+        who = " (you)" if you == colour else ""
+        lines.append(
+            f"{COLOUR_NAMES[colour]:>5}{who}: {pos.stones(colour)} stones, {caps} "
+            f"capstone{'s' if caps != 1 else ''} in reserve; "
+            f"{(w_flats, b_flats)[colour]} flat{'s' if (w_flats, b_flats)[colour] != 1 else ''} "
+            f"on top"
+        )
+    lines.append(f"komi {pos.komi:g}" + (f"; last move {last}" if last else ""))
+    if pos.is_over:
+        lines.append(f"game over: {pos.result} ({pos.result.reason})")
+    else:
+        side = pos.side_to_move
+        who = "" if you is None else (" (you)" if side == you else " (engine)")
+        note = ""
+        if pos.ply < 2:
+            note = f" - first turn: place a flat of {COLOUR_NAMES[1 - side]}'s colour"
+        lines.append(f"move {pos.move_number}, {COLOUR_NAMES[side]} to move{who}{note}")
+    return "\n".join(lines)
+
+
+def describe_eval(pm: PlayerMove) -> str:
+    """The engine's evaluation after its move, from its own point of view: win/draw/loss in
+    percent when known, else the expected score from the value; plus simulations."""
+    parts = []
+    if pm.wdl is not None:
+        w, d, loss = (100.0 * x for x in pm.wdl)
+        parts.append(f"win {w:.0f}% draw {d:.0f}% loss {loss:.0f}%")
+    if pm.value is not None:
+        if pm.wdl is None:
+            parts.append(f"expected score {50.0 * (1.0 + pm.value):.0f}%")
+        parts.append(f"value {pm.value:+.2f}")
+    if pm.nodes:
+        parts.append(f"{pm.nodes} simulations")
+    kind = pm.info.get("kind") if pm.info else None
+    if kind:
+        parts.append(str(kind))
+    return ", ".join(parts) if parts else "no evaluation"
+
+
+# ---------------------------------------------------------------------------------------------
+# Opponents
+# ---------------------------------------------------------------------------------------------
+
+
+def pretrained_path(size: int, root: str | Path = "checkpoints/pretrained") -> Path:
+    """``checkpoints/pretrained/<N>x<N>.pt`` (relative to the working directory)."""
+    return Path(root) / f"{size}x{size}.pt"
+
+
+def make_opponent(
+    model: str | None,
+    opponent: str | None,
+    size: int | None,
+    simulations: int | None,
+    seed: int,
+    say: Callable[[str], None],
+    device: str = "cpu",
+) -> tuple[Any, int]:
+    """The engine player and the board size to play.
+
+    ``opponent`` (a baseline spec) wins over models; ``model`` is loaded as a
+    :class:`takzero.players.NetworkPlayer`; with neither, the pretrained model for the size is
+    used when it exists, else ``uct`` (``say`` explains). A model that does not play ``size``
+    falls back to ``uct`` with a message. Raises ValueError for a bad spec or an unusable model
+    file given explicitly.
+    """
+    from takzero.players import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
+
+    def baseline(spec: str, board: int) -> tuple[Any, int]:
+        p = make_player(spec, seed=seed)
+        if simulations is not None and isinstance(p, UCTPlayer) and ":" not in spec:
+            p.simulations = simulations
+        return p, board
+
+    if opponent is not None and opponent != "network":
+        return baseline(opponent, size or 6)
+    path = model
+    if path is None:
+        candidate = pretrained_path(size or 6)
+        if candidate.is_file():
+            path = str(candidate)
+        else:
+            say(
+                f"no --model given and {candidate} does not exist: playing the UCT baseline "
+                f"(random rollouts) instead of a network"
+            )
+            return baseline("uct", size or 6)
+    try:
+        net = NetworkPlayer.load(
+            path, simulations=simulations or DEFAULT_NETWORK_SIMULATIONS, seed=seed, device=device
+        )
+    except Exception as e:  # noqa: BLE001 - one clear message for any unreadable file
+        raise ValueError(f"cannot load model {path}: {e}") from None
+    if size is not None and size != net.model_size:
+        say(
+            f"the model {path} plays {net.model_size}x{net.model_size}, not {size}x{size}: "
+            f"playing the UCT baseline instead"
+        )
+        return baseline("uct", size)
+    return net, net.model_size
+
+
+# ---------------------------------------------------------------------------------------------
+# The session
+# ---------------------------------------------------------------------------------------------
+
+
+class PlaySession:
+    """One game between a human (``input_fn``) and an engine player, printed with ``print_fn``.
+
+    Args:
+        player: the engine (a :class:`takzero.players.Player`; ``think`` is used when it has it).
+        start: the start position (size and komi).
+        human: the human's colour (0 white, 1 black).
+        simulations, seconds: the engine's limit per move (None: the player's own settings).
+        ply_limit: draw after that many plies (None: no limit); threefold repetition is a draw.
+        input_fn, print_fn: I/O (``input`` and ``print`` by default).
+    """
+
+    def __init__(
+        self,
+        player: Any,
+        start: Position,
+        human: int,
+        simulations: int | None = None,
+        seconds: float | None = None,
+        ply_limit: int | None = None,
+        input_fn: Callable[[str], str] = input,
+        print_fn: Callable[[str], None] = print,
+    ) -> None:
+        self.player = player
+        self.start = start
+        self.human = human
+        self.simulations = simulations
+        self.seconds = seconds
+        self.game = Game(start, ply_limit=ply_limit, threefold=True)
+        self.input = input_fn
+        self.say = print_fn
+        self.resigned: int | None = None
+        self.engine_name = getattr(player, "name", "engine")
+        self.player.reset(start.size, start.half_komi)
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def over(self) -> bool:
+        return self.resigned is not None or self.game.result.over
+
+    def _last_move(self) -> str | None:
+        moves = self.game.ptn_moves()
+        return moves[-1] if moves else None
+
+    def result_text(self) -> str:
+        """The result as a PTN token (``R-0``, ``0-F``, ``1-0`` after a resignation, ...)."""
+        if self.resigned is not None:
+            return "0-1" if self.resigned == WHITE else "1-0"
+        return str(self.game.result) if self.game.result.over else ""
+
+    def _announce_end(self) -> None:
+        if self.resigned is not None:
+            self.say(f"{COLOUR_NAMES[self.resigned]} resigns: {self.result_text()}")
+            return
+        res = self.game.result
+        if res.winner is None:
+            verdict = "a draw"
+        else:
+            verdict = "you win!" if res.winner == self.human else f"{self.engine_name} wins"
+        self.say(f"result {res}: {verdict}")
+        self.say("type 'save FILE.ptn' to keep the game, 'undo' to take back, 'quit' to leave")
+
+    # -- engine ----------------------------------------------------------------------------
+
+    def engine_move(self) -> None:
+        pos = self.game.position.copy()
+        nodes = self.simulations
+        if nodes is None and self.seconds is None:
+            nodes = getattr(self.player, "simulations", None)
+        t0 = time.perf_counter()
+        if nodes is None and self.seconds is None:
+            pm = self.player.choose(pos)
+        else:
+            pm, _ = think(self.player, pos, nodes, self.seconds, threading.Event())
+        took = time.perf_counter() - t0
+        text = pos.ptn(pm.code)
+        self._play(pm.code)
+        self.say(f"{self.engine_name} plays {text}  ({describe_eval(pm)}; {took:.1f} s)")
+
+    def _play(self, code: int) -> None:
+        before = self.game.position.copy()
+        self.game.play(code)
+        self.player.observe(before, code)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def undo(self) -> None:
+        plies = len(self.game.moves)
+        start_ply = self.start.ply
+        human_plies = [i for i in range(plies) if (start_ply + i) & 1 == self.human]
+        if not human_plies:
+            self.say("nothing to undo: you have not moved yet")
+            return
+        self.resigned = None
+        while self.game.moves:
+            idx = len(self.game.moves) - 1
+            self.game.undo()
+            if (start_ply + idx) & 1 == self.human:
+                break
+        self.player.reset(self.start.size, self.start.half_komi)
+        self.say("took back your last move")
+
+    def save(self, path: str) -> None:
+        tags = {
+            "Player1": "human" if self.human == WHITE else self.engine_name,
+            "Player2": "human" if self.human == BLACK else self.engine_name,
+            "Event": "takzero play",
+            "Date": _dt.date.today().strftime("%Y.%m.%d"),
+        }
+        result = self.result_text() if self.resigned is not None else None
+        ptn = PTNGame.from_game(self.game, tags=tags, result=result)
+        try:
+            write_ptn_file(path, ptn)
+        except OSError as e:
+            self.say(f"cannot save to {path}: {e}")
+            return
+        self.say(f"saved {len(self.game.moves)} plies to {path}")
+
+    def human_input(self, line: str) -> bool:
+        """Handle one line typed by the human; returns False to quit."""
+        text = line.strip()
+        if not text:
+            return True
+        word, _, rest = text.partition(" ")
+        cmd = word.lower()
+        if cmd in ("quit", "exit", "q"):
+            return False
+        if cmd in ("help", "?", "h"):
+            self.say(HELP)
+        elif cmd == "undo":
+            self.undo()
+            self.show()
+        elif cmd == "tps":
+            self.say(self.game.position.to_tps())
+        elif cmd == "save":
+            if not rest.strip():
+                self.say("usage: save FILE.ptn")
+            else:
+                self.save(rest.strip())
+        elif cmd == "moves":
+            if self.over:
+                self.say("the game is over: there are no moves")
+            else:
+                moves = self.game.position.legal_moves()
+                self.say(f"{len(moves)} legal moves: " + " ".join(m.to_ptn() for m in moves))
+        elif cmd == "resign":
+            if self.over:
+                self.say("the game is already over")
+            else:
+                self.resigned = self.human
+                self._announce_end()
+        elif self.over:
+            self.say(f"the game is over ({self.result_text()}); 'undo', 'save FILE.ptn' or 'quit'")
+        elif self.game.position.side_to_move != self.human:
+            self.say("it is the engine's turn")  # not reachable from the loop; kept for safety
+        else:
+            try:
+                code = self.game.position.check_move(text)
+            except MoveError as e:
+                self.say(f"'{text}' cannot be played: {e}")
+                self.say("type a move in PTN (e.g. a1, Sb2, Cc3, 2c3>11) or 'help'")
+                return True
+            self._play(code)
+            self.show()
+            if self.over:
+                self._announce_end()
+        return True
+
+    def show(self) -> None:
+        self.say(render_board(self.game.position, self._last_move(), self.human))
+
+    # -- loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Play until ``quit`` or end of input."""
+        self.say(
+            f"you play {COLOUR_NAMES[self.human]} against {self.engine_name} on "
+            f"{self.start.size}x{self.start.size}, komi {self.start.komi:g}; 'help' lists "
+            f"the commands"
+        )
+        self.show()
+        while True:
+            if not self.over and self.game.position.side_to_move != self.human:
+                self.engine_move()
+                self.show()
+                if self.over:
+                    self._announce_end()
+                continue
+            prompt = "> " if self.over else f"your move ({COLOUR_NAMES[self.human]})> "
+            try:
+                line = self.input(prompt)
+            except EOFError:
+                self.say("")
+                break
+            if not self.human_input(line):
+                break
+        self.say("bye")
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m takzero.play", description="Play takzero in the terminal (moves in PTN)."
+    )
+    p.add_argument(
+        "--model",
+        help="exported model or checkpoint (default: checkpoints/pretrained/<N>x<N>.pt if present)",
+    )
+    p.add_argument(
+        "--opponent", help="baseline instead of a network: random, greedy, uct, uct:<sims>"
+    )
+    p.add_argument("--size", type=int, help="board size 3..8 (default: the model's, else 6)")
+    p.add_argument("--komi", type=float, default=0.0, help="komi in points (default 0)")
+    p.add_argument(
+        "--colour",
+        "--color",
+        dest="colour",
+        default="white",
+        choices=("white", "black", "random"),
+        help="your colour (default white)",
+    )
+    p.add_argument("--simulations", type=int, help="engine simulations per move (strength)")
+    p.add_argument("--time", type=float, help="engine seconds per move (strength)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the engine (and random colour)")
+    p.add_argument("--ply-limit", type=int, help="draw after this many plies")
+    p.add_argument("--device", default="cpu", help="torch device for the network")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1; 0 leaves torch's default)",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns 0, or 2 for bad arguments (message on stderr)."""
+    args = _parse_args(argv)
+    try:
+        if args.size is not None and args.size not in STANDARD_RESERVES:
+            raise ValueError(f"--size must be 3..8, got {args.size}")
+        if args.simulations is not None and args.simulations < 1:
+            raise ValueError("--simulations must be >= 1")
+        if args.time is not None and args.time <= 0:
+            raise ValueError("--time must be > 0")
+        if args.threads and (args.model or args.opponent in (None, "network")):
+            import torch
+
+            torch.set_num_threads(args.threads)
+        player, size = make_opponent(
+            args.model, args.opponent, args.size, args.simulations, args.seed, print, args.device
+        )
+        start = Position.start(size, komi=args.komi)
+    except ValueError as e:
+        print(f"takzero.play: {e}", file=sys.stderr)
+        return 2
+    if args.colour == "random":
+        import random
+
+        human = random.Random(args.seed).randrange(2)
+    else:
+        human = WHITE if args.colour == "white" else BLACK
+    session = PlaySession(
+        player,
+        start,
+        human,
+        simulations=args.simulations,
+        seconds=args.time,
+        ply_limit=args.ply_limit,
+    )
+    try:
+        session.run()
+    except KeyboardInterrupt:
+        print("\nbye")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

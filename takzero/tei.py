@@ -1,0 +1,813 @@
+"""TEI (Tak Engine Interface) engine: ``python -m takzero.tei [--model model.pt]``.
+
+Speaks the line protocol of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci``) on
+stdin/stdout, so match runners (``takzero.match``, racetrack) and GUIs can use takzero:
+
+* ``tei`` -> ``id name``, ``id author``, the options, ``teiok``. Options:
+  ``HalfKomi`` (spin, half points added to black's flat count), ``Nodes`` (spin, simulations per
+  move when ``go`` gives no limit), ``Model`` (string, path of an exported model or checkpoint;
+  setting it loads it), ``Fallback`` (string, baseline for board sizes the model cannot play:
+  ``random``, ``greedy``, ``uct``, ``uct:<sims>`` or ``none`` to refuse), ``Seed`` (spin).
+* ``isready`` -> ``readyok``; ``setoption name <Name> value <v>``; ``teinewgame <size>``;
+  ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``;
+  ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]``; ``stop``;
+  ``quit``.
+* During a search: ``info depth D nodes N time MS nps X [score cp C] [wdl W D L] pv m1 m2 ...``
+  (``wdl`` in permille, only when the player knows it), then ``bestmove <ptn>``.
+
+Behaviour worth knowing:
+
+* The search runs on a worker thread; stdin is read on the main thread, so ``stop`` (and
+  ``quit``) act during a search. Time-limited and infinite searches run in chunks and check the stop
+  flag between chunks; a ``go nodes N`` search runs to its end. Other commands that arrive during
+  a finite search wait for it to finish (so transcripts are deterministic); during ``go infinite``
+  ``isready`` is answered at once and any other command stops the search first.
+* Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
+  those moves (``Player.observe``) and keeps its search tree; otherwise it starts a fresh tree.
+  ``teinewgame`` resets the player with the seed (``--seed`` / ``Seed``), so a session replays
+  exactly with the same commands (``go nodes``).
+* Bad input never ends the engine: unknown commands, bad options, malformed or illegal moves, a size
+  outside 3..8 get ``info string <what was wrong>`` and the engine carries on (an illegal
+  ``position`` leaves the previous position in place). A board size the model does not play is
+  played by the ``Fallback`` baseline (said once per game with ``info string``); with
+  ``Fallback none`` the engine refuses: ``go`` answers ``info string`` and ``bestmove (none)``.
+  ``go`` on a finished position also answers ``bestmove (none)``.
+* Scores: ``score cp`` is ``round(111.7146 * tan(1.5620688 * v))`` of the value v in [-1, 1] for
+  the side to move (the mapping Leela Chess Zero used for its value head), about +-100 at v = +-0.5.
+
+Without ``--model`` the engine plays ``--player`` (a baseline, default ``uct:200``), which makes it
+testable without a network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from takzero.game.core import STANDARD_RESERVES
+from takzero.game.moves import MoveError
+from takzero.game.position import Position, TPSError
+from takzero.players import BasePlayer, PlayerMove, UCTPlayer, make_player
+
+__all__ = [
+    "ENGINE_AUTHOR",
+    "ENGINE_NAME",
+    "SearchLimits",
+    "TEIEngine",
+    "format_info",
+    "main",
+    "parse_go",
+    "think",
+    "value_to_cp",
+]
+
+ENGINE_NAME = "takzero"
+ENGINE_AUTHOR = "takzero developers"
+DEFAULT_PLAYER = "uct:200"
+DEFAULT_SIZE = 6
+MAX_NODES = 100_000_000
+HALF_KOMI_RANGE = (-20, 20)
+#: Milliseconds kept back from every time budget for process and pipe latency.
+MOVE_OVERHEAD_MS = 30
+
+
+# ---------------------------------------------------------------------------------------------
+# Search limits and the generic "think" over any player
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchLimits:
+    """What a ``go`` command asks for. Times in milliseconds; None = not given."""
+
+    nodes: int | None = None
+    movetime: int | None = None
+    wtime: int | None = None
+    btime: int | None = None
+    winc: int | None = None
+    binc: int | None = None
+    infinite: bool = False
+
+    def budget_seconds(self, side: int) -> float | None:
+        """Seconds to think for the side to move (0 white, 1 black), or None for no time limit.
+
+        ``movetime`` minus :data:`MOVE_OVERHEAD_MS`; with a clock, ``remaining / 20 + inc * 3/4``
+        capped at half the remaining time (and the overhead kept back). At least 5 ms.
+        """
+        if self.infinite:
+            return None
+        budgets = []
+        if self.movetime is not None:
+            budgets.append(self.movetime - MOVE_OVERHEAD_MS)
+        remaining = self.wtime if side == 0 else self.btime
+        if remaining is not None:
+            inc = (self.winc if side == 0 else self.binc) or 0
+            b = min(remaining / 20 + 0.75 * inc, remaining / 2) - MOVE_OVERHEAD_MS
+            budgets.append(b)
+        if not budgets:
+            return None
+        return max(5.0, min(budgets)) / 1000.0
+
+
+def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
+    """Parse the arguments of ``go`` (the tokens after it). Returns the limits and a list of
+    complaints (unknown tokens, bad numbers) for ``info string``; nothing raises."""
+    limits = SearchLimits()
+    problems: list[str] = []
+    keys = {"nodes", "movetime", "wtime", "btime", "winc", "binc"}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == "infinite":
+            limits.infinite = True
+            i += 1
+            continue
+        if tok in ("depth", "movestogo", "mate"):  # accepted, not used by an MCTS engine
+            i += 2
+            problems.append(f"go: '{tok}' is not supported and was ignored")
+            continue
+        if tok == "ponder":
+            problems.append("go: 'ponder' is not supported and was ignored")
+            i += 1
+            continue
+        if tok not in keys:
+            problems.append(f"go: unknown parameter '{tok}' ignored")
+            i += 1
+            continue
+        if i + 1 >= len(tokens):
+            problems.append(f"go: '{tok}' needs a number")
+            break
+        raw = tokens[i + 1]
+        try:
+            value = int(float(raw))
+            if value < 0 or (tok == "nodes" and value < 1):
+                raise ValueError
+        except ValueError:
+            problems.append(f"go: bad value '{raw}' for '{tok}' ignored")
+            i += 2
+            continue
+        setattr(limits, tok, min(value, MAX_NODES) if tok == "nodes" else value)
+        i += 2
+    return limits, problems
+
+
+def value_to_cp(value: float) -> int:
+    """Centipawn-like score of a value in [-1, 1] (side to move's view):
+    ``round(111.714640912 * tan(1.5620688421 * v))``; monotone, 0 at 0, about +-12,700 at +-1."""
+    v = max(-1.0, min(1.0, float(value)))
+    return int(round(111.714640912 * math.tan(1.5620688421 * v)))
+
+
+def _pv_text(position: Position, pv: Iterable[int]) -> list[str]:
+    """PTN of the legal prefix of ``pv`` from ``position``."""
+    out: list[str] = []
+    pos = position.copy()
+    for code in pv:
+        if pos.is_over:
+            break
+        try:
+            text = pos.ptn(int(code))
+            pos = pos.play(int(code))
+        except (MoveError, ValueError):
+            break
+        out.append(text)
+    return out
+
+
+def format_info(
+    position: Position, pm: PlayerMove, seconds: float, nodes: int | None = None
+) -> str:
+    """One ``info`` line for the answer ``pm`` found in ``seconds`` (``nodes`` overrides
+    ``pm.nodes``): depth (= PV length), nodes, time (ms), nps, score cp (if a value is known),
+    wdl permille (if known), pv (the move itself when the player gave no PV)."""
+    n = pm.nodes if nodes is None else nodes
+    ms = int(round(seconds * 1000))
+    nps = int(n / seconds) if seconds > 0 else 0
+    pv = _pv_text(position, pm.pv or (pm.code,))
+    if not pv:
+        pv = [position.ptn(pm.code)]
+    parts = ["info", "depth", str(len(pv)), "nodes", str(n), "time", str(ms), "nps", str(nps)]
+    if pm.value is not None:
+        parts += ["score", "cp", str(value_to_cp(pm.value))]
+    if pm.wdl is not None:
+        w = int(round(1000 * pm.wdl[0]))
+        loss = int(round(1000 * pm.wdl[2]))
+        w = max(0, min(1000, w))
+        loss = max(0, min(1000 - w, loss))
+        parts += ["wdl", str(w), str(1000 - w - loss), str(loss)]
+    parts += ["pv", *pv]
+    return " ".join(parts)
+
+
+Progress = Callable[[PlayerMove, int], None]
+
+
+def think(
+    player: Any,
+    position: Position,
+    nodes: int | None,
+    seconds: float | None,
+    stop: threading.Event,
+    on_progress: Progress | None = None,
+) -> tuple[PlayerMove, int]:
+    """Search ``position`` with any player under a node and/or time limit, stoppable by ``stop``.
+
+    * A player with a ``think(position, nodes=, seconds=, stop=, on_progress=)`` method (the
+      network player) does it itself.
+    * :class:`UCTPlayer`: with only a node limit, one search of ``nodes`` simulations; with a time
+      limit or none (infinite), searches of 64, 128, 256, ... simulations (each a fresh tree, capped
+      by ``nodes`` and at the size that takes about a second) until the time is spent (the next
+      one would not fit) or ``stop`` is set; the last finished search gives the move.
+    * Other players (random, greedy): one ``choose``.
+
+    ``on_progress(answer, total_nodes)`` is called after each finished chunk. Returns (answer,
+    total nodes searched). Raises ValueError on a finished position.
+    """
+    if hasattr(player, "think"):
+        pm = player.think(
+            position, nodes=nodes, seconds=seconds, stop=stop, on_progress=on_progress
+        )
+        return pm, pm.nodes
+    if not isinstance(player, UCTPlayer):
+        pm = player.choose(position)
+        return pm, pm.nodes
+    saved = player.simulations
+    try:
+        if seconds is None and nodes is not None and not stop.is_set():
+            player.simulations = int(nodes)
+            pm = player.choose(position)
+            if on_progress is not None:
+                on_progress(pm, pm.nodes)
+            return pm, pm.nodes
+        t0 = time.perf_counter()
+        chunk = 64
+        total = 0
+        best: PlayerMove | None = None
+        while True:
+            n = chunk if nodes is None else min(chunk, nodes)
+            player.simulations = n
+            c0 = time.perf_counter()
+            pm = player.choose(position)
+            took = time.perf_counter() - c0
+            total += n
+            best = pm
+            if on_progress is not None:
+                on_progress(pm, total)
+            if stop.is_set() or (nodes is not None and n >= nodes):
+                break
+            elapsed = time.perf_counter() - t0
+            grow = took < 1.0
+            nxt = chunk * 2 if grow else chunk
+            if seconds is not None and elapsed + took * (nxt / n) * 1.1 > seconds:
+                break
+            chunk = nxt
+        return best, total
+    finally:
+        player.simulations = saved
+
+
+# ---------------------------------------------------------------------------------------------
+# Player construction
+# ---------------------------------------------------------------------------------------------
+
+
+def load_network_player(path: str | Path, simulations: int, seed: int, device: str = "cpu"):
+    """A :class:`takzero.players.NetworkPlayer` for an exported model (TorchScript/ONNX) or a
+    checkpoint. Raises OSError/ValueError/RuntimeError when the file cannot be used."""
+    from takzero.players import NetworkPlayer
+
+    return NetworkPlayer.load(str(path), simulations=simulations, seed=seed, device=device)
+
+
+def _player_nodes(player: Any) -> int | None:
+    sims = getattr(player, "simulations", None)
+    return int(sims) if sims is not None else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine
+# ---------------------------------------------------------------------------------------------
+
+
+class TEIEngine:
+    """The protocol state machine. ``out(line)`` receives every line the engine prints (without
+    newline); :meth:`run` reads commands from a text stream until ``quit`` or end of input.
+
+    Args:
+        model: path of a model (exported file or checkpoint) or None for ``player``.
+        player: baseline spec (``players.make_player``) played without a model.
+        fallback: baseline for sizes the model cannot play (None: ``player``; ``"none"``: refuse).
+        nodes: default simulations per move (``Nodes`` option); None: the player's own count.
+        seed: seed given to the player at every ``teinewgame``.
+        device: torch device for the network ('cpu', 'cuda', 'auto').
+        out: where lines go (default: stdout, flushed).
+        model_loader: builds the network player from (path, nodes, seed, device) (tests may swap).
+
+    Raises (constructor only) whatever ``model_loader`` raises for a bad ``model``, ValueError for
+    a bad player spec.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        player: str = DEFAULT_PLAYER,
+        fallback: str | None = None,
+        nodes: int | None = None,
+        seed: int = 0,
+        device: str = "cpu",
+        out: Callable[[str], None] | None = None,
+        model_loader: Callable[..., Any] = load_network_player,
+    ) -> None:
+        self._out = out or _stdout_line
+        self._out_lock = threading.Lock()
+        self.seed = int(seed)
+        self.device = device
+        self.model_loader = model_loader
+        self.player_spec = player
+        make_player(player)  # validate early
+        self.fallback_spec = fallback if fallback is not None else player
+        if self.fallback_spec != "none":
+            make_player(self.fallback_spec)
+        self.model_path: str | None = None
+        self.network: Any = None
+        self.half_komi = 0
+        self.size = DEFAULT_SIZE
+        self.baseline: BasePlayer = make_player(player, seed=self.seed)
+        self.nodes_default = nodes
+        if model:
+            self.network = self._load(model, nodes)
+            self.model_path = str(model)
+            self.size = int(self.network.model_size)
+        if self.nodes_default is None:
+            self.nodes_default = _player_nodes(self.network or self.baseline) or 200
+        self.start = Position.start(self.size, half_komi=self.half_komi)
+        self.moves: list[int] = []
+        self.position = self.start.copy()
+        self._player: Any = None
+        self._synced: tuple[Position, list[int]] | None = None
+        self._worker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._infinite = False
+        self._quit = False
+        self._select_player(announce=False)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def send(self, line: str) -> None:
+        """Print one line (thread-safe)."""
+        with self._out_lock:
+            self._out(line)
+
+    def info(self, text: str) -> None:
+        self.send(f"info string {text}")
+
+    # -- players ---------------------------------------------------------------------------
+
+    def _load(self, path: str, nodes: int | None) -> Any:
+        """Load the network player and run a one-simulation search, so that compiling and
+        loading happen before ``readyok``, not in the first timed ``go``."""
+        sims = nodes if nodes is not None else 400
+        net = self.model_loader(path, sims, self.seed, self.device)
+        warm = getattr(net, "think", None)
+        if warm is not None:
+            warm(Position.start(int(net.model_size)), nodes=1)
+        return net
+
+    def _select_player(self, announce: bool = True) -> None:
+        """Pick the player for ``self.size``: the network if it plays this size, else the
+        fallback (or none)."""
+        if self.network is None:
+            self._player = self.baseline
+        elif int(self.network.model_size) == self.size:
+            self._player = self.network
+        elif self.fallback_spec == "none":
+            self._player = None
+            if announce:
+                self.info(
+                    f"the model plays {self.network.model_size}x{self.network.model_size} only "
+                    f"and Fallback is none: cannot play {self.size}x{self.size}"
+                )
+        else:
+            self._player = make_player(self.fallback_spec, seed=self.seed)
+            if announce:
+                self.info(
+                    f"the model plays {self.network.model_size}x{self.network.model_size} only; "
+                    f"playing {self.size}x{self.size} with the baseline {self.fallback_spec}"
+                )
+        if self._player is not None:
+            self._player.reset(self.size, self.half_komi, self.seed)
+        self._synced = None
+
+    def _sync_player(self) -> None:
+        """Tell the player the moves since its last position (tree reuse), or reset its tree."""
+        p = self._player
+        if p is None:
+            return
+        if self._synced is not None:
+            start, moves = self._synced
+            if start == self.start and self.moves[: len(moves)] == moves:
+                new = self.moves[len(moves) :]
+                pos = self.start.copy()
+                for code in moves:
+                    pos.make(code)
+                for code in new:
+                    p.observe(pos.copy(), code)
+                    pos.make(code)
+                self._synced = (self.start.copy(), list(self.moves))
+                return
+        p.reset(self.size, self.half_komi, None)
+        pos = self.start.copy()
+        for code in self.moves:
+            p.observe(pos.copy(), code)
+            pos.make(code)
+        self._synced = (self.start.copy(), list(self.moves))
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def run(self, stream: TextIO) -> None:
+        """Read and handle commands from ``stream`` until ``quit`` or end of input (which acts
+        like ``quit``: a running search is stopped and answered)."""
+        while not self._quit:
+            line = stream.readline()
+            if not line:
+                break
+            self.handle(line)
+        self._finish_search(stop=True)
+
+    def handle(self, line: str) -> None:
+        """Handle one command line (never raises; problems become ``info string``)."""
+        try:
+            line = "".join(ch if ch.isprintable() or ch.isspace() else "?" for ch in line)
+            tokens = line.strip().split()
+            if not tokens:
+                return
+            cmd = tokens[0]
+            if self._searching():
+                if cmd == "stop":
+                    self._stop.set()
+                    self._finish_search()
+                    return
+                if cmd == "quit":
+                    self._quit = True
+                    self._finish_search(stop=True)
+                    return
+                if cmd == "isready" and self._infinite:
+                    self.send("readyok")
+                    return
+                if self._infinite:
+                    self.info(f"'{cmd}' during go infinite: stopping the search first")
+                    self._finish_search(stop=True)
+                else:
+                    self._finish_search()
+            handler = getattr(self, f"_cmd_{cmd}", None)
+            if handler is None:
+                self.info(f"unknown command '{cmd}'")
+                return
+            handler(tokens[1:])
+        except Exception as e:  # noqa: BLE001 - the engine must survive anything
+            self.info(f"error: {type(e).__name__}: {e}")
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _cmd_tei(self, args: list[str]) -> None:
+        who = self.network if self.network is not None else self.baseline
+        self.send(f"id name {ENGINE_NAME} {who.name}")
+        self.send(f"id author {ENGINE_AUTHOR}")
+        lo, hi = HALF_KOMI_RANGE
+        self.send(f"option name HalfKomi type spin default 0 min {lo} max {hi}")
+        self.send(f"option name Nodes type spin default {self.nodes_default} min 1 max {MAX_NODES}")
+        self.send(f"option name Model type string default {self.model_path or '<empty>'}")
+        self.send(f"option name Fallback type string default {self.fallback_spec}")
+        self.send(f"option name Seed type spin default {self.seed} min 0 max 2147483647")
+        self.send("teiok")
+
+    def _cmd_isready(self, args: list[str]) -> None:
+        self.send("readyok")
+
+    def _cmd_stop(self, args: list[str]) -> None:
+        return None  # no search running: nothing to stop
+
+    def _cmd_quit(self, args: list[str]) -> None:
+        self._quit = True
+
+    def _cmd_setoption(self, args: list[str]) -> None:
+        text = " ".join(args)
+        if not args or args[0] != "name":
+            self.info("setoption: expected 'setoption name <Name> value <value>'")
+            return
+        rest = args[1:]
+        if "value" in rest:
+            k = rest.index("value")
+            name, value = " ".join(rest[:k]), " ".join(rest[k + 1 :])
+        else:
+            name, value = " ".join(rest), ""
+        key = name.lower()
+        if not key:
+            self.info("setoption: no option name given")
+            return
+        if key == "halfkomi":
+            try:
+                hk = int(value)
+            except ValueError:
+                self.info(f"setoption: HalfKomi must be an integer, got '{value}'")
+                return
+            lo, hi = HALF_KOMI_RANGE
+            if not lo <= hk <= hi:
+                self.info(f"setoption: HalfKomi must be in {lo}..{hi}, got {hk}")
+                return
+            self.half_komi = hk
+            # The current game goes on under the new komi; the player starts a fresh tree.
+            start = Position.from_tps(self.start.to_tps(), half_komi=hk)
+            self._new_position(start, self.moves)
+            self._synced = None
+            self._check_model_komi()
+        elif key == "nodes":
+            try:
+                n = int(value)
+                if not 1 <= n <= MAX_NODES:
+                    raise ValueError
+            except ValueError:
+                self.info(f"setoption: Nodes must be an integer in 1..{MAX_NODES}, got '{value}'")
+                return
+            self.nodes_default = n
+        elif key == "seed":
+            try:
+                self.seed = int(value)
+            except ValueError:
+                self.info(f"setoption: Seed must be an integer, got '{value}'")
+        elif key == "model":
+            self._set_model(value)
+        elif key == "fallback":
+            spec = value.strip()
+            if spec != "none":
+                try:
+                    make_player(spec)
+                except ValueError as e:
+                    self.info(f"setoption: Fallback: {e}")
+                    return
+            self.fallback_spec = spec
+            self._select_player(announce=False)
+        else:
+            self.info(f"setoption: unknown option '{name}' ({text})")
+
+    def _set_model(self, value: str) -> None:
+        path = value.strip()
+        if path in ("", "<empty>"):
+            self.network = None
+            self.model_path = None
+            self._select_player(announce=False)
+            return
+        try:
+            net = self._load(path, self.nodes_default)
+        except Exception as e:  # noqa: BLE001 - report and keep the old model
+            self.info(f"setoption: cannot load model '{path}': {e}; keeping the previous player")
+            return
+        self.network = net
+        self.model_path = path
+        self._select_player(announce=True)
+
+    def _check_model_komi(self) -> None:
+        if self._player is None or self._player is not self.network:
+            return
+        hk = getattr(self.network, "model_half_komi", None)
+        if hk is not None and hk != self.half_komi:
+            self.info(
+                f"the model was trained for komi {hk / 2:g}; playing komi {self.half_komi / 2:g}"
+            )
+
+    def _cmd_teinewgame(self, args: list[str]) -> None:
+        size = self.size
+        if args:
+            try:
+                size = int(args[0])
+            except ValueError:
+                size = -1
+            if size not in STANDARD_RESERVES:
+                self.info(
+                    f"teinewgame: board size must be 3..8, got '{args[0]}'; "
+                    f"keeping {self.size}x{self.size}"
+                )
+                size = self.size
+        else:
+            self.info(f"teinewgame: no size given; playing {self.size}x{self.size}")
+        self.size = size
+        self.start = Position.start(size, half_komi=self.half_komi)
+        self.moves = []
+        self.position = self.start.copy()
+        self._select_player(announce=True)
+        self._check_model_komi()
+
+    def _new_position(self, start: Position, moves: list[int]) -> None:
+        size_changed = start.size != self.size
+        self.size = start.size
+        self.start = start
+        self.moves = list(moves)
+        pos = start.copy()
+        for code in moves:
+            pos.make(code)
+        self.position = pos
+        if size_changed:
+            self._select_player(announce=True)
+
+    def _cmd_position(self, args: list[str]) -> None:
+        if not args:
+            self.info("position: expected 'startpos' or 'tps <board> <side> <move>'")
+            return
+        if "moves" in args:
+            k = args.index("moves")
+            head, move_tokens = args[:k], args[k + 1 :]
+        else:
+            head, move_tokens = args, []
+        if head[0] == "startpos":
+            if len(head) > 1:
+                self.info(f"position: unexpected '{' '.join(head[1:])}' after startpos")
+                return
+            start = Position.start(self.size, half_komi=self.half_komi)
+        elif head[0] == "tps":
+            tps = " ".join(head[1:])
+            try:
+                start = Position.from_tps(tps, half_komi=self.half_komi)
+            except (TPSError, ValueError) as e:
+                self.info(f"position: bad TPS: {e}; position not changed")
+                return
+        else:
+            self.info(
+                f"position: expected 'startpos' or 'tps', got '{head[0]}'; position not changed"
+            )
+            return
+        pos = start.copy()
+        codes: list[int] = []
+        for i, tok in enumerate(move_tokens):
+            try:
+                code = pos.check_move(tok)
+            except MoveError as e:
+                self.info(f"position: move {i + 1} '{tok}': {e}; position not changed")
+                return
+            pos.make(code)
+            codes.append(code)
+        self._new_position(start, codes)
+
+    def _cmd_go(self, args: list[str]) -> None:
+        limits, problems = parse_go(args)
+        for p in problems:
+            self.info(p)
+        pos = self.position.copy()
+        if pos.is_over:
+            self.info(f"the game is over ({pos.result}, {pos.result.reason}); there is no move")
+            self.send("bestmove (none)")
+            return
+        if self._player is None:
+            self.info(
+                f"cannot play {self.size}x{self.size}: the model plays "
+                f"{self.network.model_size}x{self.network.model_size} and Fallback is none"
+            )
+            self.send("bestmove (none)")
+            return
+        self._sync_player()
+        side = pos.side_to_move
+        seconds = limits.budget_seconds(side)
+        nodes = limits.nodes
+        if nodes is None and seconds is None and not limits.infinite:
+            nodes = self.nodes_default
+        self._stop.clear()
+        self._infinite = limits.infinite
+        self._worker = threading.Thread(
+            target=self._search, args=(self._player, pos, nodes, seconds), daemon=True
+        )
+        self._worker.start()
+
+    # -- searching -------------------------------------------------------------------------
+
+    def _searching(self) -> bool:
+        return self._worker is not None
+
+    def _finish_search(self, stop: bool = False) -> None:
+        """Wait for the running search (setting the stop flag first if ``stop``)."""
+        w = self._worker
+        if w is None:
+            return
+        if stop:
+            self._stop.set()
+        w.join()
+        self._worker = None
+        self._infinite = False
+
+    def _search(self, player: Any, pos: Position, nodes: int | None, seconds: float | None) -> None:
+        t0 = time.perf_counter()
+        reported: list[PlayerMove] = []
+
+        def progress(pm: PlayerMove, total: int) -> None:
+            reported[:] = [pm]
+            self.send(format_info(pos, pm, time.perf_counter() - t0, total))
+
+        try:
+            pm, total = think(player, pos, nodes, seconds, self._stop, progress)
+            if not reported or reported[0] is not pm:
+                self.send(format_info(pos, pm, time.perf_counter() - t0, total))
+            move = pos.ptn(pm.code)
+        except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
+            codes = pos.legal_move_codes()
+            self.info(f"search failed ({type(e).__name__}: {e}); playing the first legal move")
+            move = pos.ptn(int(codes[0]))
+        self.send(f"bestmove {move}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def _stdout_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m takzero.tei",
+        description="takzero as a TEI engine (reads commands on stdin, answers on stdout).",
+    )
+    p.add_argument("--model", help="exported model (model.pt / model.onnx) or checkpoint")
+    p.add_argument(
+        "--player",
+        default=DEFAULT_PLAYER,
+        help="baseline without --model: random, greedy, uct, uct:<sims> (default uct:200)",
+    )
+    p.add_argument(
+        "--fallback",
+        help="baseline for sizes the model does not play, or 'none' to refuse (default: --player)",
+    )
+    p.add_argument(
+        "--nodes",
+        "--simulations",
+        dest="nodes",
+        type=int,
+        help="simulations per move when go gives no limit (Nodes option)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the player (Seed option)")
+    p.add_argument("--device", default="cpu", help="torch device for the network (cpu, cuda, auto)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: batch-1 searches gain nothing from more; "
+        "0 leaves torch's default)",
+    )
+    p.add_argument("--commands", help="read commands from this file instead of stdin")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: build the engine, then serve stdin until ``quit``. Returns the exit
+    status (2 when the model or player given on the command line cannot be used)."""
+    args = _parse_args(argv)
+    if args.threads and args.model:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        engine = TEIEngine(
+            model=args.model,
+            player=args.player,
+            fallback=args.fallback,
+            nodes=args.nodes,
+            seed=args.seed,
+            device=args.device,
+        )
+    except Exception as e:  # noqa: BLE001 - a clear message instead of a traceback
+        print(f"takzero.tei: cannot start: {e}", file=sys.stderr)
+        return 2
+    if args.commands:
+        with open(args.commands, encoding="utf-8") as f:
+            engine.run(f)
+    else:
+        engine.run(sys.stdin)
+    return 0
+
+
+def command_line(model: str | None = None, **options: Any) -> list[str]:
+    """The argv to start this engine as a subprocess (for the match runner and tests):
+    ``[sys.executable, '-m', 'takzero.tei', ...]`` with ``--model`` and ``--<key> value``."""
+    cmd = [sys.executable, "-m", "takzero.tei"]
+    if model:
+        cmd += ["--model", str(model)]
+    for key, value in options.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return cmd
+
+
+def command_string(model: str | None = None, **options: Any) -> str:
+    """:func:`command_line` joined for a shell / ``--engine`` argument."""
+    return shlex.join(command_line(model, **options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

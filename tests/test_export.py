@@ -1,0 +1,221 @@
+"""Export (TorchScript / ONNX with metadata) and the network player: the exported model plays the
+same moves as the checkpoint, loads without the run folder, and the player's search interface
+(simulations, time, stop, tree reuse) behaves."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from takzero.export import export_checkpoint, main, read_metadata
+from takzero.game import Position
+from takzero.nn.features import FEATURE_VERSION
+from takzero.nn.inference import Evaluator
+from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+from takzero.players import NetworkPlayer, Player
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Batch-1 network calls: one torch thread (as the CLIs use) is much faster than several
+    on a busy machine; the setting is restored after each test."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def tiny_checkpoint(size: int = 4, **extra) -> dict:
+    """A tiny untrained network (8 channels, 1 block) whose policy is made peaked (policy layer
+    scaled up) so that search results do not hinge on float ties."""
+    torch.manual_seed(0)
+    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "policy" in name and p.dim() > 1:
+                p.mul_(8.0)
+    return checkpoint_dict(model, **extra)
+
+
+def write_run(tmp_path: Path, **extra) -> Path:
+    run = tmp_path / "checkpoints" / "myrun"
+    run.mkdir(parents=True)
+    torch.save(tiny_checkpoint(**extra), run / "best.pt")
+    return run / "best.pt"
+
+
+def positions(size: int, count: int, seed: int) -> list[Position]:
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        pos = Position.start(size, half_komi=2)
+        for _ in range(int(rng.integers(2, 12))):
+            codes = pos.legal_move_codes()
+            pos = pos.play(int(codes[rng.integers(len(codes))]))
+            if pos.is_over:
+                break
+        if not pos.is_over:
+            out.append(pos)
+    return out
+
+
+def test_cli_exports_self_describing_files(tmp_path: Path, capsys) -> None:
+    best = write_run(tmp_path, generation=7, run_name="myrun", half_komi=4)
+    ts, ox = tmp_path / "m.pt", tmp_path / "m.onnx"
+    assert main([str(best), "-o", str(ts)]) == 0
+    assert main([str(best), "-o", str(ox), "--format", "onnx"]) == 0
+    assert "4x4, komi 2" in capsys.readouterr().out
+    for path in (ts, ox):
+        meta = read_metadata(path)
+        assert meta["size"] == 4 and meta["half_komi"] == 4 and meta["komi"] == 2.0
+        assert meta["feature_version"] == FEATURE_VERSION
+        assert meta["num_actions"] == 944 and meta["layers"] == 6
+        assert meta["run_name"] == "myrun" and meta["generation"] == 7
+        assert meta["model_config"]["channels"] == 8 and "action_space" in meta
+    assert read_metadata(ox)["onnx_opset"] == 17
+    assert main([str(ts), "--info"]) == 0
+    assert '"generation": 7' in capsys.readouterr().out
+
+
+def test_exported_model_plays_like_the_checkpoint(tmp_path: Path) -> None:
+    """Same seed and simulation count: the checkpoint, TorchScript and ONNX players choose the
+    same moves, and the exported files load after the run folder is gone."""
+    ckpt = tiny_checkpoint(generation=2, run_name="r", half_komi=2)
+    export_checkpoint(ckpt, tmp_path / "out" / "m.pt")
+    export_checkpoint(ckpt, tmp_path / "out" / "m.onnx", fmt="onnx")
+    shutil.copytree(tmp_path / "out", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "out")  # loading needs only the file
+    players = [
+        NetworkPlayer.load(ckpt, simulations=24, seed=3),
+        NetworkPlayer.load(tmp_path / "copy" / "m.pt", simulations=24, seed=3),
+        NetworkPlayer.load(tmp_path / "copy" / "m.onnx", simulations=24, seed=3),
+    ]
+    assert players[1].name == "r-g2" and players[1].model_half_komi == 2
+    test_positions = positions(4, 6, seed=1)
+    answers = []
+    for p in players:
+        p.reset(4, 2, seed=3)
+        answers.append([p.choose(pos) for pos in test_positions])
+    for a in answers[1:]:
+        assert [x.code for x in a] == [x.code for x in answers[0]]
+        assert [x.pv for x in a] == [x.pv for x in answers[0]]
+        np.testing.assert_allclose([x.value for x in a], [x.value for x in answers[0]], atol=1e-5)
+    # The raw network outputs agree too (TorchScript exactly, ONNX to float tolerance).
+    states = np.stack([pos.state for pos in test_positions])
+    outs = [p.evaluator.evaluate(states) for p in players]
+    for o in outs[1:]:
+        for x, y in zip(o, outs[0], strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-5)
+
+
+def test_komi_comes_from_the_run_config_or_defaults_with_a_warning(tmp_path: Path) -> None:
+    best = write_run(tmp_path)  # no half_komi in the checkpoint
+    warnings: list[str] = []
+    meta = export_checkpoint(best, tmp_path / "a.pt", warn=warnings.append)
+    assert meta["half_komi"] == 0 and "does not say its komi" in warnings[0]
+    assert meta["run_name"] == "myrun" and meta["generation"] is None
+    (best.parent / "config.yaml").write_text("run_name: myrun\nboard:\n  size: 4\n  komi: 1.5\n")
+    assert export_checkpoint(best, tmp_path / "b.pt")["half_komi"] == 3
+    assert export_checkpoint(best, tmp_path / "c.pt", komi=2.5)["half_komi"] == 5
+    with pytest.raises(ValueError, match="multiple of 0.5"):
+        export_checkpoint(best, tmp_path / "d.pt", komi=0.3)
+
+
+def test_bad_inputs_fail_with_a_message(tmp_path: Path, capsys) -> None:
+    assert main([str(tmp_path / "missing.pt"), "-o", str(tmp_path / "x.pt")]) == 1
+    assert "no such checkpoint" in capsys.readouterr().err
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    assert main([str(junk), "-o", str(tmp_path / "x.pt")]) == 1
+    assert "cannot be read" in capsys.readouterr().err
+    torch.save({"weights": 1}, junk)
+    assert main([str(junk), "-o", str(tmp_path / "x.pt")]) == 1
+    assert "not a takzero checkpoint" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# NetworkPlayer
+# ---------------------------------------------------------------------------------------------
+
+
+def test_network_player_interface() -> None:
+    p = NetworkPlayer(Evaluator.from_checkpoint(tiny_checkpoint(), device="cpu"), simulations=16)
+    assert isinstance(p, Player)
+    pos = Position.start(4).play("a1").play("d4")
+    p.reset(4, 0, seed=1)
+    pm = p.choose(pos)
+    assert pm.code in set(pos.legal_move_codes().tolist())
+    assert pm.nodes == 16 and pm.pv[0] == pm.code and -1 <= pm.value <= 1
+    assert pm.wdl is not None and sum(pm.wdl) == pytest.approx(1.0)
+    assert pm.wdl[0] - pm.wdl[2] == pytest.approx(pm.value, abs=1e-6)
+    with pytest.raises(ValueError, match="plays 4x4"):
+        p.reset(5, 0)
+    with pytest.raises(ValueError, match="plays 4x4"):
+        p.choose(Position.start(5))
+    over = Position.from_tps("1,1,1,1/x4/2,2,2,x/x4 2 4")
+    assert over.is_over
+    with pytest.raises(ValueError, match="over"):
+        p.choose(over)
+    with pytest.raises(ValueError):
+        NetworkPlayer(p.evaluator, simulations=0)
+
+
+def test_network_player_takes_a_road_in_one() -> None:
+    p = NetworkPlayer.load(tiny_checkpoint(), simulations=40)
+    pos = Position.from_tps("1,1,1,x/x4/2,2,2,x/x4 1 4")
+    p.reset(4, 0)
+    pm = p.choose(pos)
+    assert pos.ptn(pm.code) == "d4"
+    assert pm.value == 1.0 and pm.wdl == (1.0, 0.0, 0.0)
+
+
+def test_tree_reuse_through_observe() -> None:
+    p = NetworkPlayer.load(tiny_checkpoint(), simulations=32)
+    p.reset(4, 0, seed=0)
+    pos = Position.start(4).play("a1").play("d4")
+    pm = p.choose(pos)
+    assert len(pm.pv) >= 2
+    reply = pm.pv[1]  # the expected reply: its subtree holds visits
+    p.observe(pos, pm.code)
+    p.observe(pos.play(pm.code), int(reply))
+    # The kept subtree is the root of the next search (it is not rebuilt from nothing).
+    after = pos.play(pm.code).play(int(reply))
+    assert p._valid and np.array_equal(p._mcts.root_state(0), after.state)
+    kept = p._mcts.tree_size(0)
+    assert kept > 1
+    # A position the player was not told about starts a fresh tree.
+    p.observe(Position.start(4), int(Position.start(4).legal_move_codes()[0]))
+    assert not p._valid
+    fresh = NetworkPlayer.load(tiny_checkpoint(), simulations=32, reuse_tree=False)
+    fresh.reset(4, 0, seed=0)
+    fresh.choose(pos)
+    fresh.observe(pos, pm.code)
+    assert not fresh._valid
+
+
+def test_think_stops_on_time_and_on_the_stop_flag() -> None:
+    p = NetworkPlayer.load(tiny_checkpoint(), simulations=10_000)
+    p.reset(4, 0)
+    pos = Position.start(4).play("a1").play("d4")
+    p.think(Position.start(4), nodes=8)  # warm up (the first call may compile)
+    reports: list[int] = []
+    t0 = time.perf_counter()
+    pm = p.think(pos, seconds=0.3, on_progress=lambda a, n: reports.append(n))
+    took = time.perf_counter() - t0
+    assert took < 3.0 and 0 < pm.nodes < 10_000
+    assert reports and reports[-1] == pm.nodes and reports == sorted(reports)
+    stop = threading.Event()
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    t0 = time.perf_counter()
+    pm = p.think(pos, stop=stop)  # no limit: runs until stopped
+    assert stop.is_set() and time.perf_counter() - t0 < 3.0
+    assert pm.code in set(pos.legal_move_codes().tolist())

@@ -1,0 +1,232 @@
+"""Match runner: TEI processes playing through ``takzero.match``, PTN that replays to the reported
+result, forfeits (crash, malformed/illegal move, timeout) and openings files."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from takzero.game import Position
+from takzero.game.ptn import read_ptn_file
+from takzero.match import (
+    Opening,
+    TimeControl,
+    load_openings,
+    main,
+    run_tei_match,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _pythonpath(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engines started by the runner import takzero from this checkout."""
+    old = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + (os.pathsep + old if old else ""))
+
+
+def tei(*args: str) -> str:
+    return " ".join([sys.executable, "-m", "takzero.tei", *args])
+
+
+def tiny_model(tmp_path: Path, size: int = 4) -> Path:
+    import torch
+
+    from takzero.export import export_checkpoint
+    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+
+    torch.manual_seed(0)
+    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    out = tmp_path / "model.pt"
+    export_checkpoint(checkpoint_dict(model, generation=1, run_name="tiny", half_komi=0), out)
+    return out
+
+
+def replay_matches(path: Path, outcomes, ply_limit: int | None) -> None:
+    """Every PTN game replays legally and ends with the result the runner reported."""
+    games = read_ptn_file(path)
+    assert len(games) == len(outcomes)
+    for g, out in zip(games, outcomes, strict=True):
+        game = g.replay(ply_limit=ply_limit, threefold=True)
+        assert g.result == out.result == g.tags["Result"]
+        assert g.tags["Player1"] == out.white and g.tags["Player2"] == out.black
+        if out.reason in ("road", "flat", "draw", "ply limit", "repetition"):
+            assert str(game.result) == out.result
+            assert game.result.reason == out.reason
+        else:  # a forfeit: the rules did not end the game
+            assert not game.result.over
+            assert out.result in ("1-0", "0-1")
+
+
+def test_network_engine_and_baseline_play_through_the_runner(tmp_path: Path, capsys) -> None:
+    model = tiny_model(tmp_path)
+    out = tmp_path / "games"
+    code = main([
+        "--engine", tei("--model", str(model), "--threads", "1"),
+        "--engine", tei("--player", "greedy", "--seed", "1"),
+        "--games", "2", "--size", "4", "--komi", "0", "--nodes", "8", "--seed", "5",
+        "--out", str(out),
+    ])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "takzero tiny-g1 vs takzero greedy" in printed
+    assert "score of takzero tiny-g1 vs takzero greedy" in printed
+    assert "elo difference" in printed and "95%" in printed
+    games = read_ptn_file(out / "games.ptn")
+    assert len(games) == 2
+    # Paired: the same opening with the colours swapped.
+    assert games[0].moves[:2] == games[1].moves[:2]
+    assert games[0].tags["Opening"] == games[1].tags["Opening"]
+    assert games[0].tags["Player1"] == games[1].tags["Player2"]
+    for g in games:
+        game = g.replay(ply_limit=300, threefold=True)
+        assert game.result.over
+        assert str(game.result) == g.result == g.tags["Result"]
+        assert f"{g.tags['Player1']} - {g.tags['Player2']} {g.result}" in printed
+
+
+def test_match_result_statistics_and_ply_limit(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result, outcomes = run_tei_match(
+        [tei("--player", "random", "--seed", "1"), tei("--player", "random", "--seed", "2")],
+        games=4, size=5, half_komi=2, tc=TimeControl(nodes=1), seed=3, ply_limit=6,
+        out_dir=tmp_path, printer=lines.append,
+    )  # fmt: skip
+    assert result.num_games == 4 and len(outcomes) == 4
+    # Random players do not finish a 5x5 game in 6 plies: all adjudicated draws.
+    assert all(o.reason == "ply limit" and o.result == "1/2-1/2" for o in outcomes)
+    assert result.draws == 4 and result.score == 0.5
+    est = result.elo()
+    assert est.elo == 0.0 and est.model == "pentanomial"
+    assert "elo difference" in lines[-2]
+    replay_matches(tmp_path / "games.ptn", outcomes, ply_limit=6)
+    assert all(g.tags["Komi"] == "1" for g in read_ptn_file(tmp_path / "games.ptn"))
+
+
+FAKE_ENGINE = textwrap.dedent(
+    """
+    import sys, time
+    mode = sys.argv[1]
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "tei":
+            print("id name fake-" + mode)
+            print("teiok", flush=True)
+        elif cmd[0] == "isready":
+            print("readyok", flush=True)
+        elif cmd[0] == "go":
+            if mode == "crash":
+                sys.exit(3)
+            if mode == "hang":
+                time.sleep(60)
+            print("bestmove " + {"garbage": "zz9", "illegal": "a1"}[mode], flush=True)
+        elif cmd[0] == "quit":
+            break
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "mode, reason",
+    [("crash", "crash"), ("garbage", "illegal move"), ("illegal", "illegal move"),
+     ("hang", "timeout")],
+)  # fmt: skip
+def test_bad_engines_lose_and_the_match_goes_on(tmp_path: Path, mode: str, reason: str) -> None:
+    fake = tmp_path / "fake.py"
+    fake.write_text(FAKE_ENGINE)
+    lines: list[str] = []
+    # The opening "a1 b1" fills a1, so the fake's "a1" is illegal; "zz9" is not PTN at all.
+    result, outcomes = run_tei_match(
+        [f"{sys.executable} {fake} {mode}", tei("--player", "random")],
+        games=2, size=4, half_komi=0,
+        tc=TimeControl(nodes=5, move_timeout=1.5),
+        openings=[Opening(Position.start(4), (Position.start(4).check_move("a1"),
+                                              Position.start(4).play("a1").check_move("b1")))],
+        out_dir=tmp_path, printer=lines.append,
+    )  # fmt: skip
+    assert len(outcomes) == 2
+    for i, out in enumerate(outcomes):
+        fake_white = i == 0
+        assert out.reason == reason, out.detail
+        assert out.winner == (1 if fake_white else 0)
+        assert out.result == ("0-1" if fake_white else "1-0")
+        assert "fake" in out.detail
+    assert result.losses == 2 and result.wins == 0
+    assert math.isinf(result.elo().elo)
+    replay_matches(tmp_path / "games.ptn", outcomes, ply_limit=300)
+    text = (tmp_path / "games.ptn").read_text()
+    assert "forfeits" in text
+
+
+def test_an_engine_that_cannot_start_loses_every_game(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result, outcomes = run_tei_match(
+        [str(tmp_path / "no-such-engine"), tei("--player", "random")],
+        games=2, size=3, half_komi=0, tc=TimeControl(nodes=1), out_dir=tmp_path,
+        printer=lines.append,
+    )  # fmt: skip
+    assert [o.reason for o in outcomes] == ["crash", "crash"]
+    assert result.losses == 2
+    assert any("did not start" in ln for ln in lines)
+
+
+def test_load_openings(tmp_path: Path) -> None:
+    f = tmp_path / "openings.txt"
+    f.write_text(
+        "# two plies each\n"
+        "a1 e5\n"
+        "1. e1 a5   # numbered\n"
+        "\n"
+        "x5/x5/x2,1,x2/x5/x5 2 1\n"
+        "x5/x5/x2,1,x2/x5/x5 2 1 | b2\n"
+    )
+    ops = load_openings(f, 5, 4)
+    assert [op.describe() for op in ops] == [
+        "a1 e5",
+        "e1 a5",
+        "x5/x5/x2,1,x2/x5/x5 2 1",
+        "x5/x5/x2,1,x2/x5/x5 2 1 | b2",
+    ]
+    assert all(op.start.half_komi == 4 for op in ops)
+    assert ops[3].start.side_to_move == 1 and len(ops[3].moves) == 1
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a1 e5\na1 a1\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2: opening move 'a1'"):
+        load_openings(bad, 5, 0)
+    bad.write_text("x6/x6/x6/x6/x6/x6 1 1\n")
+    with pytest.raises(ValueError, match="6x6 position in a 5x5 match"):
+        load_openings(bad, 5, 0)
+    bad.write_text("# nothing\n")
+    with pytest.raises(ValueError, match="no openings"):
+        load_openings(bad, 5, 0)
+    ptn = tmp_path / "book.ptn"
+    ptn.write_text('[Size "4"]\n\n1. a1 d4\n\n[Size "4"]\n\n1. b2 c3 2. a1\n')
+    ops = load_openings(ptn, 4, 0)
+    assert [op.describe() for op in ops] == ["a1 d4", "b2 c3 a1"]
+
+
+def test_time_control_commands() -> None:
+    tc = TimeControl.parse_tc("60+0.5")
+    assert (tc.base, tc.inc) == (60000, 500)
+    assert tc.go_command((59000.4, 61000)) == "go wtime 59000 btime 61000 winc 500 binc 500"
+    assert tc.timeout(2000) == pytest.approx(3.0)
+    assert TimeControl(nodes=7).go_command((0, 0)) == "go nodes 7"
+    assert TimeControl(movetime=250).go_command((0, 0)) == "go movetime 250"
+    with pytest.raises(ValueError):
+        TimeControl.parse_tc("0+1")
+
+
+def test_cli_rejects_bad_arguments(tmp_path: Path, capsys) -> None:
+    assert main(["--engine", "a", "--engine", "b", "--komi", "0.3"]) == 2
+    assert "multiple of 0.5" in capsys.readouterr().err
+    assert main(["--engine", "a", "--engine", "b", "--openings", str(tmp_path / "none")]) == 2
+    assert main(["--engine", "a", "--games", "2"]) == 2
+    assert "exactly two engines" in capsys.readouterr().err

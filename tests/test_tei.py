@@ -1,0 +1,348 @@
+"""TEI engine: golden transcripts (exact lines, timing fields normalised), stop/movetime,
+tree reuse, and robustness against bad input.
+
+Regenerate the golden files after an intended change of the output with
+``TAKZERO_REGEN_GOLDEN=1 pytest tests/test_tei.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from takzero.game import Position
+from takzero.players import PlayerMove, RandomPlayer
+from takzero.tei import SearchLimits, TEIEngine, parse_go, value_to_cp
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).parent / "data" / "tei"
+REGEN = os.environ.get("TAKZERO_REGEN_GOLDEN") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Batch-1 network calls: one torch thread (as the CLIs use) is much faster than several
+    on a busy machine; the setting is restored after each test."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def normalise(
+    lines: list[str], replace: dict[str, str] | None = None, values: bool = False
+) -> list[str]:
+    """Timing fields of info lines -> '*'; with ``values`` also score and wdl (float-sensitive)."""
+    out = []
+    for line in lines:
+        for old, new in (replace or {}).items():
+            line = line.replace(old, new)
+        if line.startswith("info ") and not line.startswith("info string"):
+            line = re.sub(r"\btime \d+", "time *", line)
+            line = re.sub(r"\bnps \d+", "nps *", line)
+            if values:
+                line = re.sub(r"\bscore cp -?\d+", "score cp *", line)
+                line = re.sub(r"\bwdl \d+ \d+ \d+", "wdl * * *", line)
+        out.append(line)
+    return out
+
+
+def run_session(script: str, **kwargs) -> list[str]:
+    lines: list[str] = []
+    engine = TEIEngine(out=lines.append, **kwargs)
+    engine.run(io.StringIO(script))
+    return lines
+
+
+def check_golden(name: str, lines: list[str]) -> None:
+    path = GOLDEN / f"{name}.out"
+    if REGEN:
+        path.write_text("\n".join(lines) + "\n")
+    expected = path.read_text().splitlines()
+    assert lines == expected
+
+
+def tiny_model(tmp_path: Path, size: int = 4) -> Path:
+    """A tiny untrained network (8 channels, 1 block), exported to TorchScript."""
+    import torch
+
+    from takzero.export import export_checkpoint
+    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+
+    torch.manual_seed(0)
+    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    ckpt = checkpoint_dict(model, generation=3, run_name="tiny", half_komi=2)
+    out = tmp_path / "model.pt"
+    export_checkpoint(ckpt, out, warn=lambda _m: None)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden transcripts
+# ---------------------------------------------------------------------------------------------
+
+
+def test_golden_baseline_session() -> None:
+    script = (GOLDEN / "baseline_session.in").read_text()
+    lines = normalise(run_session(script, player="uct:50", seed=7))
+    check_golden("baseline_session", lines)
+    # The transcript covers the error paths it claims to.
+    text = "\n".join(lines)
+    for needle in (
+        "unknown command 'hello'",
+        "is not empty",
+        "is not a PTN move",
+        "bad TPS",
+        "over the carry limit",
+        "board size must be 3..8",
+        "bestmove (none)",
+        "unknown option 'Frob'",
+        "HalfKomi must be in",
+    ):
+        assert needle in text
+
+
+def test_golden_baseline_session_as_subprocess() -> None:
+    """The same script through ``python -m takzero.tei`` gives the same transcript."""
+    script = (GOLDEN / "baseline_session.in").read_text()
+    proc = subprocess.run(
+        [sys.executable, "-m", "takzero.tei", "--player", "uct:50", "--seed", "7"],
+        input=script, capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    expected = (GOLDEN / "baseline_session.out").read_text().splitlines()
+    assert normalise(proc.stdout.splitlines()) == expected
+
+
+def test_golden_network_session(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path)
+    script = (GOLDEN / "network_session.in").read_text()
+    lines = run_session(script, model=str(model), seed=7)
+    lines = normalise(lines, {str(model): "<MODEL>"}, values=True)
+    check_golden("network_session", lines)
+    text = "\n".join(lines)
+    assert "playing 5x5 with the baseline uct:200" in text
+    assert "Fallback is none" in text
+    assert "cannot load model" in text
+    assert any(" wdl " in ln for ln in lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Searching: stop, movetime, tree reuse
+# ---------------------------------------------------------------------------------------------
+
+
+class PipeEngine:
+    """An engine running on a thread, fed through a pipe; lines are collected with times."""
+
+    def __init__(self, **kwargs) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.engine = TEIEngine(out=lambda s: self.lines.append((time.monotonic(), s)), **kwargs)
+        r, w = os.pipe()
+        self.reader = os.fdopen(r, "r")
+        self.writer = os.fdopen(w, "w")
+        self.thread = threading.Thread(target=self.engine.run, args=(self.reader,), daemon=True)
+        self.thread.start()
+
+    def send(self, text: str) -> float:
+        self.writer.write(text + "\n")
+        self.writer.flush()
+        return time.monotonic()
+
+    def wait_for(self, prefix: str, timeout: float) -> tuple[float, str]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for t, line in self.lines:
+                if line.startswith(prefix):
+                    return t, line
+            time.sleep(0.01)
+        raise AssertionError(f"no '{prefix}' within {timeout} s: {self.lines}")
+
+    def close(self) -> None:
+        self.send("quit")
+        self.thread.join(10)
+        self.writer.close()
+        self.reader.close()
+
+
+def test_go_infinite_runs_until_stop() -> None:
+    eng = PipeEngine(player="uct:50", seed=1)
+    try:
+        eng.send("teinewgame 4")
+        eng.send("position startpos moves a1 d4")
+        eng.send("go infinite")
+        eng.send("isready")  # answered at once during an infinite search
+        eng.wait_for("readyok", 10)
+        time.sleep(0.5)
+        assert not any(line.startswith("bestmove") for _, line in eng.lines)
+        t_stop = eng.send("stop")
+        t_best, best = eng.wait_for("bestmove", 10)
+        assert t_best - t_stop < 5.0
+        move = best.split()[1]
+        Position.start(4).play("a1").play("d4").check_move(move)
+    finally:
+        eng.close()
+
+
+def test_go_movetime_answers_in_time() -> None:
+    eng = PipeEngine(player="uct:50", seed=1)
+    try:
+        eng.send("teinewgame 5")
+        eng.send("position startpos moves a1 e5")
+        t0 = eng.send("go movetime 400")
+        t_best, best = eng.wait_for("bestmove", 20)
+        # Budget 400 ms; allow for a loaded CI machine, but not for a search that ignores time.
+        assert t_best - t0 < 4.0
+        infos = [line for _, line in eng.lines if line.startswith("info depth")]
+        assert infos and " pv " in infos[-1]
+    finally:
+        eng.close()
+
+
+class RecordingPlayer(RandomPlayer):
+    """A random player that records the calls the engine makes."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0, name="recorder")
+        self.calls: list[tuple] = []
+
+    def reset(self, size, half_komi, seed=None) -> None:
+        super().reset(size, half_komi, seed)
+        self.calls.append(("reset", size, half_komi))
+
+    def observe(self, position, move) -> None:
+        self.calls.append(("observe", position.ptn(move)))
+
+
+def test_tree_reuse_observes_new_moves_only() -> None:
+    rec = RecordingPlayer()
+    engine = TEIEngine(out=lambda s: None, player="random")
+    engine.baseline = rec
+    engine._select_player(announce=False)
+    for line in [
+        "teinewgame 4",
+        "position startpos moves a1 d4",
+        "go",
+        "position startpos moves a1 d4 b2 c3",
+        "go",
+        "position startpos moves a1 d1",
+        "go",
+        "quit",
+    ]:
+        engine.handle(line)
+    engine._finish_search()
+    names = [c for c in rec.calls]
+    # teinewgame resets; the first go syncs a1 d4 (after a reset: no tree yet); the second go only
+    # tells the two new moves; a position that is not an extension resets and replays.
+    first = names.index(("observe", "a1"))
+    assert names[first : first + 2] == [("observe", "a1"), ("observe", "d4")]
+    rest = names[first + 2 :]
+    assert rest[:2] == [("observe", "b2"), ("observe", "c3")]
+    assert rest[2][0] == "reset"
+    assert rest[3:] == [("observe", "a1"), ("observe", "d1")]
+
+
+class FailingPlayer(RandomPlayer):
+    def choose(self, position):
+        raise RuntimeError("boom")
+
+
+def test_a_failing_search_still_answers_a_legal_move() -> None:
+    lines: list[str] = []
+    engine = TEIEngine(out=lines.append, player="random")
+    engine.baseline = FailingPlayer()
+    engine._select_player(announce=False)
+    engine.run(io.StringIO("teinewgame 4\nposition startpos moves a1\ngo nodes 5\nquit\n"))
+    assert any("search failed (RuntimeError: boom)" in ln for ln in lines)
+    move = lines[-1].split()[1]
+    assert lines[-1].startswith("bestmove")
+    Position.start(4).play("a1").check_move(move)
+
+
+def test_garbage_never_kills_the_engine() -> None:
+    garbage = [
+        "\x00\x01\x02",
+        "position",
+        "position tps",
+        "position tps x4/x4 1",
+        "position startpos moves a1 a1 a1",
+        "go nodes",
+        "go wtime abc",
+        "setoption",
+        "setoption name",
+        "teinewgame x",
+        "position startpos moves " + "a1 " * 500,
+        "ééé ü",
+        "go movetime 1e99",
+        "isready",
+    ]
+    lines = run_session("\n".join(garbage) + "\n", player="random", seed=3)
+    assert lines[-1] == "readyok"
+    assert sum(1 for ln in lines if ln.startswith("bestmove")) == 3  # three go commands
+
+
+def test_unknown_model_file_fails_at_start_with_a_message(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "takzero.tei", "--model", str(tmp_path / "missing.pt")],
+        input="quit\n", capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "cannot start" in proc.stderr and "missing.pt" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pieces
+# ---------------------------------------------------------------------------------------------
+
+
+def test_parse_go_and_budgets() -> None:
+    limits, problems = parse_go("wtime 60000 btime 30000 winc 500 binc 250".split())
+    assert problems == []
+    assert limits.budget_seconds(0) == pytest.approx((60000 / 20 + 375 - 30) / 1000)
+    assert limits.budget_seconds(1) == pytest.approx((30000 / 20 + 187.5 - 30) / 1000)
+    limits, problems = parse_go(["movetime", "100", "nodes", "7", "bogus"])
+    assert (limits.movetime, limits.nodes) == (100, 7)
+    assert problems == ["go: unknown parameter 'bogus' ignored"]
+    assert limits.budget_seconds(0) == pytest.approx(0.07)
+    assert SearchLimits(infinite=True, movetime=5).budget_seconds(0) is None
+    assert SearchLimits().budget_seconds(0) is None
+    assert SearchLimits(wtime=10).budget_seconds(0) == pytest.approx(0.005)  # floor 5 ms
+
+
+def test_value_to_cp_is_monotone_and_symmetric() -> None:
+    values = [-1.0, -0.9, -0.5, -0.1, 0.0, 0.1, 0.5, 0.9, 1.0]
+    cps = [value_to_cp(v) for v in values]
+    assert cps == sorted(cps) and len(set(cps)) == len(cps)
+    assert value_to_cp(0.0) == 0
+    assert all(value_to_cp(v) == -value_to_cp(-v) for v in values)
+    assert 90 <= value_to_cp(0.5) <= 115
+
+
+def test_info_line_fields() -> None:
+    from takzero.tei import format_info
+
+    pos = Position.start(4).play("a1").play("d4")
+    pm = PlayerMove(
+        pos.check_move("b2"),
+        value=0.25,
+        wdl=(0.5, 0.25, 0.25),
+        nodes=100,
+        pv=(pos.check_move("b2"),),
+    )
+    line = format_info(pos, pm, 0.5)
+    assert line == (
+        f"info depth 1 nodes 100 time 500 nps 200 score cp {value_to_cp(0.25)} "
+        "wdl 500 250 250 pv b2"
+    )
