@@ -123,21 +123,55 @@ def test_transform_convention_by_hand() -> None:
     assert A.transform_move(wall, n, 2) == core.make_placement(35 - 7, core.WALL)
 
 
+def _reference_square(sq: int, size: int, t: int) -> int:
+    """Independent definition: centre the board, mirror x if t & 4, rotate by 90 degrees
+    counter-clockwise (x, y) -> (-y, x) t & 3 times, un-centre."""
+    c = (size - 1) / 2
+    x, y = sq % size - c, sq // size - c
+    if t & 4:
+        x = -x
+    for _ in range(t & 3):
+        x, y = -y, x
+    return int(round(y + c)) * size + int(round(x + c))
+
+
+_VECTORS = {0: (0, 1), 1: (0, -1), 2: (1, 0), 3: (-1, 0)}
+
+
+def _reference_direction(d: int, t: int) -> int:
+    x, y = _VECTORS[d]
+    if t & 4:
+        x = -x
+    for _ in range(t & 3):
+        x, y = -y, x
+    return next(k for k, v in _VECTORS.items() if v == (x, y))
+
+
 @pytest.mark.parametrize("size", SIZES)
-def test_compiled_transforms_agree_with_game_symmetry(size: int) -> None:
+def test_compiled_transforms_match_the_geometric_definition(size: int) -> None:
     moves = [A.action_to_move(i, size) for i in range(0, A.num_actions(size), 7)]
     state = states_for(size, 3, seed=3)[2]
     for t in range(8):
+        assert [A.transform_square(s, size, t) for s in range(size * size)] == [
+            _reference_square(s, size, t) for s in range(size * size)
+        ]
         assert np.array_equal(
-            [A.transform_square(s, size, t) for s in range(size * size)],
-            symmetry.square_permutation(size, t),
+            symmetry.direction_permutation(t), [_reference_direction(d, t) for d in range(4)]
         )
         for m in moves:
-            assert A.transform_move(m, size, t) == symmetry.transform_move(m, size, t)
+            sq = _reference_square(m & 63, size, t)
+            if (m >> 6) & 3:
+                expect = (m & ~63) | sq
+            else:
+                d = _reference_direction((m >> 8) & 3, t)
+                expect = (m & (255 << 10)) | (d << 8) | sq
+            assert A.transform_move(m, size, t) == expect
         out = np.empty_like(state)
         A.transform_state_into(state, t, out)
-        assert np.array_equal(out, symmetry.transform_state(state, t))
-        assert np.array_equal(out, A.transform_state(state, t))
+        perm = [_reference_square(s, size, t) for s in range(size * size)]
+        for off in (core.OFF_HEIGHT, core.OFF_TOP, core.OFF_LO, core.OFF_HI):
+            assert np.array_equal(out[off + np.array(perm)], state[off : off + size * size])
+        assert out[core.I_HASH] == core.hash_from_scratch(out)
 
 
 @pytest.mark.parametrize("size", [3, 5, 6, 8])

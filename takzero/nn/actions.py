@@ -18,8 +18,8 @@ Symmetries. Transform ``t`` in 0..7: ``t & 4`` mirrors the files first (a <-> la
 then ``t & 3`` rotates the board that many quarter turns counter-clockwise (seen from white's side,
 rank 1 at the bottom). A quarter turn maps (file, rank) -> (N - 1 - rank, file) and the spread
 directions up -> left -> down -> right -> up; the mirror swaps left and right. Drop patterns are
-unchanged. This is ``takzero.game.symmetry``'s convention: the permutations here are built from its
-tables, and the compiled twins below (for numba callers such as the search) are tested against it.
+unchanged. This is ``takzero.game.symmetry``'s convention and implementation: the permutations here
+are built from its tables and its compiled transforms are re-exported here.
 
 Compiled functions (numba, ``cache=True``): ``move_to_action``, ``action_to_move``, ``legal_mask``,
 ``legal_actions``, ``transform_square``, ``transform_direction``, ``transform_move``,
@@ -36,16 +36,15 @@ from numba import njit
 
 from takzero.game import symmetry
 from takzero.game.core import (
-    I_HASH,
     I_SIZE,
-    MAX_SQ,
-    OFF_HEIGHT,
-    OFF_HI,
-    OFF_LO,
-    OFF_TOP,
     STATE_LEN,
     generate_moves,
-    hash_from_scratch,
+)
+from takzero.game.symmetry import (  # re-exported: the compiled transforms live with the rules
+    transform_direction,
+    transform_move,
+    transform_square,
+    transform_state_into,
 )
 
 if TYPE_CHECKING:
@@ -204,75 +203,6 @@ def _move_buffer(size: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
-def transform_square(sq: int, size: int, t: int) -> int:
-    """Image of square ``sq`` (rank * N + file) under transform ``t`` (0..7, see module doc)."""
-    rank = sq // size
-    file = sq - rank * size
-    if t & 4:
-        file = size - 1 - file
-    for _ in range(t & 3):
-        # quarter turn counter-clockwise: (file, rank) -> (N - 1 - rank, file)
-        new_file = size - 1 - rank
-        rank = file
-        file = new_file
-    return rank * size + file
-
-
-@njit(cache=True)
-def transform_direction(direction: int, t: int) -> int:
-    """Image of spread direction (0 '+', 1 '-', 2 '>', 3 '<') under transform ``t``."""
-    d = direction
-    if t & 4:
-        if d == 2:
-            d = 3
-        elif d == 3:
-            d = 2
-    for _ in range(t & 3):
-        # up -> left -> down -> right -> up
-        if d == 0:
-            d = 3
-        elif d == 3:
-            d = 1
-        elif d == 1:
-            d = 2
-        else:
-            d = 0
-    return d
-
-
-@njit(cache=True)
-def transform_move(move: int, size: int, t: int) -> int:
-    """Move code of ``move`` played on the board transformed by ``t``: the square and the spread
-    direction are mapped, the piece kind and the drop pattern are kept."""
-    sq = transform_square(move & 63, size, t)
-    kind = (move >> 6) & 3
-    if kind != 0:
-        return sq | (kind << 6)
-    direction = transform_direction((move >> 8) & 3, t)
-    return sq | (direction << 8) | (move & (255 << 10))
-
-
-@njit(cache=True)
-def transform_state_into(state: np.ndarray, t: int, out: np.ndarray) -> None:
-    """Write the position ``state`` transformed by ``t`` into ``out`` (both (STATE_LEN,) int64,
-    distinct arrays): header copied, per-square arrays permuted, hash recomputed."""
-    size = state[I_SIZE]
-    out[:] = state
-    for sq in range(MAX_SQ):
-        out[OFF_HEIGHT + sq] = 0
-        out[OFF_TOP + sq] = 0
-        out[OFF_LO + sq] = 0
-        out[OFF_HI + sq] = 0
-    for sq in range(size * size):
-        s2 = transform_square(sq, size, t)
-        out[OFF_HEIGHT + s2] = state[OFF_HEIGHT + sq]
-        out[OFF_TOP + s2] = state[OFF_TOP + sq]
-        out[OFF_LO + s2] = state[OFF_LO + sq]
-        out[OFF_HI + s2] = state[OFF_HI + sq]
-    out[I_HASH] = hash_from_scratch(out)
-
-
 def transform_state(state: np.ndarray, t: int) -> np.ndarray:
     """Return a new (STATE_LEN,) int64 position: ``state`` transformed by ``t`` (hash recomputed).
     Same as ``takzero.game.symmetry.transform_state`` (which this calls), with argument checks.
@@ -286,12 +216,9 @@ def transform_state(state: np.ndarray, t: int) -> np.ndarray:
 
 
 def inverse_transform(t: int) -> int:
-    """Index of the transform that undoes ``t``: a rotation by k undoes by 4 - k; mirror-then-
-    rotate transforms are involutions."""
+    """Index of the transform that undoes ``t`` (``takzero.game.symmetry.inverse``)."""
     _check_t(t)
-    if t & 4:
-        return t
-    return (4 - t) & 3
+    return symmetry.inverse(int(t))
 
 
 def _check_t(t: int) -> None:

@@ -1,0 +1,330 @@
+"""Arena: games, paired openings, draws, PTN, Elo formulas, SPRT and gating."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from takzero.arena import (
+    MatchResult,
+    elo_pentanomial,
+    elo_to_score,
+    elo_trinomial,
+    gate,
+    llr_logistic,
+    llr_normal,
+    play_game,
+    random_openings,
+    run_match,
+    score_to_elo,
+    sprt,
+)
+from takzero.game import IllegalMoveError, Position
+from takzero.game.ptn import read_ptn
+from takzero.players import BasePlayer, GreedyPlayer, PlayerMove, RandomPlayer
+
+
+class ScriptedPlayer(BasePlayer):
+    """Plays the given PTN moves in order (for tests)."""
+
+    def __init__(self, moves: list[str], name: str = "scripted") -> None:
+        super().__init__(0, name)
+        self.moves = list(moves)
+        self.i = 0
+        self.observed: list[int] = []
+
+    def reset(self, size: int, half_komi: int, seed: int | None = None) -> None:
+        super().reset(size, half_komi, seed)
+        self.i = 0
+
+    def choose(self, position: Position) -> PlayerMove:
+        move = self.moves[self.i]
+        self.i += 1
+        return PlayerMove(position.check_move(move))
+
+    def observe(self, position: Position, move: int) -> None:
+        self.observed.append(move)
+
+
+class CodePlayer(BasePlayer):
+    """Answers a bare int (a minimal player), always the first legal move."""
+
+    name = "first"
+
+    def choose(self, position: Position) -> int:  # type: ignore[override]
+        return int(position.legal_move_codes()[0])
+
+
+class IllegalPlayer(BasePlayer):
+    def choose(self, position: Position) -> PlayerMove:
+        return PlayerMove(128)
+
+
+# -- games -------------------------------------------------------------------------------------
+
+
+def test_play_game_records_moves_and_observes() -> None:
+    white = ScriptedPlayer(["a1", "a2"], "w")
+    black = ScriptedPlayer(["b1", "b2"], "b")
+    start = Position.start(3)
+    rec = play_game(white, black, start, ply_limit=6, opening_moves=["c3", "c1"])
+    assert rec.moves[:2] == [start.check_move("c3"), start.play("c3").check_move("c1")]
+    assert rec.ptn_moves == ["c3", "c1", "a1", "b1", "a2", "b2"]
+    assert rec.opening_plies == 2
+    assert rec.infos[0] is None and rec.infos[1] is None
+    assert all(isinstance(i, PlayerMove) for i in rec.infos[2:])
+    assert white.observed == black.observed == rec.moves
+    assert rec.white == "w" and rec.black == "b"
+    assert rec.plies == 6 and rec.reason == "ply limit"
+
+
+def test_play_game_road_result() -> None:
+    white = ScriptedPlayer(["b3", "c3"], "w")
+    black = ScriptedPlayer(["b1", "c1"], "b")
+    rec = play_game(white, black, Position.start(3), ply_limit=50, opening_moves=["a1", "a3"])
+    # a3 is white (placed by black), then b3 and c3: a white road on rank 3 at ply 4.
+    assert rec.result == "R-0" and rec.reason == "road" and rec.winner == 0
+    assert rec.plies == 5
+    assert rec.score_for(0) == 1.0 and rec.score_for(1) == 0.0
+
+
+def test_ply_limit_is_a_draw_counted_half() -> None:
+    rec = play_game(RandomPlayer(1), RandomPlayer(2), Position.start(5), ply_limit=6, seed=3)
+    assert rec.plies == 6 and rec.reason == "ply limit" and rec.result == "1/2-1/2"
+    assert rec.winner is None and rec.score_for(0) == rec.score_for(1) == 0.5
+    m = run_match(RandomPlayer(1), RandomPlayer(2), 5, 0, num_openings=3, ply_limit=4, seed=1)
+    assert (m.wins, m.draws, m.losses) == (0, 6, 0)
+    assert m.score == 0.5 and m.draw_rate == 1.0 and m.white_win_rate == 0.0
+
+
+def test_threefold_repetition_is_a_draw() -> None:
+    shuffle_w = ["a1+", "a2-"] * 4
+    shuffle_b = ["c3-", "c2+"] * 4
+    rec = play_game(
+        ScriptedPlayer(shuffle_w),
+        ScriptedPlayer(shuffle_b),
+        Position.start(3),
+        100,
+        opening_moves=["c3", "a1"],
+    )
+    assert rec.reason == "repetition" and rec.result == "1/2-1/2"
+    assert rec.plies == 2 + 8
+    # Without the adjudication the same moves go on.
+    with pytest.raises(IndexError):  # the script runs out: the game did not stop
+        play_game(
+            ScriptedPlayer(shuffle_w),
+            ScriptedPlayer(shuffle_b),
+            Position.start(3),
+            100,
+            threefold=False,
+            opening_moves=["c3", "a1"],
+        )
+
+
+def test_bare_int_answers_and_errors() -> None:
+    rec = play_game(CodePlayer(), CodePlayer(), Position.start(3), ply_limit=200)
+    assert rec.result in ("R-0", "0-R", "F-0", "0-F", "1/2-1/2")
+    with pytest.raises(IllegalMoveError):  # a wall on ply 0 (code 128 = Sa1)
+        play_game(IllegalPlayer(), RandomPlayer(), Position.start(3), 10)
+    with pytest.raises(IllegalMoveError):
+        play_game(RandomPlayer(), RandomPlayer(), Position.start(3), 10, opening_moves=["Sa1"])
+    with pytest.raises(ValueError):
+        play_game(RandomPlayer(), RandomPlayer(), Position.from_tps("1,1,1/x3/2,2,x 2 3"), 10)
+
+
+def test_ptn_output() -> None:
+    white = ScriptedPlayer(["b3", "c3"], "alpha")
+    black = ScriptedPlayer(["b1", "c1"], "beta")
+    rec = play_game(white, black, Position.start(3, komi=0.5), 50, opening_moves=["a1", "a3"])
+    text = rec.to_ptn({"Event": "test"})
+    assert '[Size "3"]' in text and '[Komi "0.5"]' in text
+    assert '[Player1 "alpha"]' in text and '[Player2 "beta"]' in text
+    assert '[Result "R-0"]' in text and '[Event "test"]' in text and "TPS" not in text
+    assert "1. a1 a3\n2. b3 b1\n3. c3 R-0" in text
+    (back,) = read_ptn(text)
+    assert back.moves == rec.moves and back.result == "R-0"
+    assert str(back.replay().result) == "R-0"
+    # A black-to-move start writes a TPS tag and "N. -- move"; a ply-limit draw is commented.
+    start = Position.from_tps("x3/x,1,x/2,x2 2 2")
+    rec2 = play_game(ScriptedPlayer(["a2"]), ScriptedPlayer(["c3"]), start, 2)
+    text2 = rec2.to_ptn()
+    assert '[TPS "x3/x,1,x/2,x2 2 2"]' in text2
+    assert "2. -- c3\n3. a2 {adjudicated draw: ply limit} 1/2-1/2" in text2
+    (back2,) = read_ptn(text2)
+    assert back2.start == start and back2.moves == rec2.moves
+
+
+# -- openings and matches ----------------------------------------------------------------------
+
+
+def test_random_openings_distinct_and_deterministic() -> None:
+    start = Position.start(3)
+    ops = random_openings(start, 72, plies=2, seed=4)
+    assert len(set(ops)) == 72  # every 2-ply opening of 3x3 (9 * 8)
+    assert random_openings(start, 10, 2, seed=4) == random_openings(start, 10, 2, seed=4)
+    assert random_openings(start, 10, 2, seed=4) != random_openings(start, 10, 2, seed=5)
+    assert len(random_openings(start, 80, 2, seed=4, max_tries=2)) == 80  # duplicates allowed
+    with pytest.raises(ValueError):
+        random_openings(start, -1)
+
+
+def test_run_match_pairs_openings_with_both_colours() -> None:
+    a, b = GreedyPlayer(1, name="A"), RandomPlayer(2, name="B")
+    m = run_match(a, b, 4, half_komi=2, num_openings=4, ply_limit=200, seed=9)
+    assert m.num_games == 8 and len(m.games) == 8
+    assert m.fully_paired and len(m.pairs()) == 4
+    for k in range(4):
+        idx = [i for i, o in enumerate(m.opening_index) if o == k]
+        assert len(idx) == 2
+        g1, g2 = (m.games[i] for i in idx)
+        assert {m.a_white[idx[0]], m.a_white[idx[1]]} == {True, False}
+        assert g1.moves[:2] == g2.moves[:2] and g1.opening_plies == 2
+        assert {g1.white, g2.white} == {"A", "B"} and g1.white == g2.black
+        assert g1.half_komi == 2
+    assert m.wins + m.draws + m.losses == 8
+    assert sum(m.pentanomial()) == 4
+    # Each game's score for A matches its record.
+    for rec, aw, s in zip(m.games, m.a_white, m.a_scores, strict=True):
+        assert s == rec.score_for(0 if aw else 1)
+    # Reproducible.
+    m2 = run_match(GreedyPlayer(1, name="A"), RandomPlayer(2, name="B"), 4, 2, 4, 200, seed=9)
+    assert [g.moves for g in m2.games] == [g.moves for g in m.games]
+
+
+def test_run_match_given_openings_stop_and_callback() -> None:
+    seen = []
+    m = run_match(
+        RandomPlayer(1),
+        RandomPlayer(2),
+        3,
+        0,
+        ply_limit=100,
+        seed=1,
+        openings=[["a1", "c3"], ["b2", "a1"], ["c1", "c2"]],
+        stop=lambda r: r.num_games >= 4,
+        on_game=seen.append,
+    )
+    assert m.num_games == 4 and len(seen) == 4
+    assert m.games[2].ptn_moves[:2] == ["b2", "a1"]
+    with pytest.raises(ValueError):
+        run_match(RandomPlayer(), RandomPlayer(), 3, openings=[])
+    with pytest.raises(ValueError):
+        run_match(RandomPlayer(), RandomPlayer(), 3, num_openings=0)
+
+
+def test_match_counts_draws_as_half() -> None:
+    m = MatchResult("a", "b")
+    for score, aw, o in [(1.0, True, 0), (0.5, False, 0), (0.5, True, 1), (0.0, False, 1)]:
+        m.add(None, aw, score, o)
+    assert (m.wins, m.draws, m.losses) == (1, 2, 1)
+    assert m.score == 0.5
+    assert m.trinomial() == [1, 2, 1]
+    assert m.pentanomial() == [0, 1, 0, 1, 0]  # pairs: 1 + 0.5 = 1.5; 0.5 + 0 = 0.5
+    assert m.white_wins == 2  # game 0: A won as white; game 3: A lost as black
+    with pytest.raises(ValueError):
+        m.add(None, True, 0.25, 2)
+    with pytest.raises(ValueError):
+        _ = MatchResult("a", "b").score
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+
+def test_elo_formula_known_values() -> None:
+    assert score_to_elo(0.5) == 0.0
+    assert score_to_elo(0.75) == pytest.approx(190.848, abs=1e-3)
+    assert score_to_elo(0.25) == pytest.approx(-190.848, abs=1e-3)
+    assert score_to_elo(10 / 11) == pytest.approx(400.0)
+    assert score_to_elo(1.0) == math.inf and score_to_elo(0.0) == -math.inf
+    assert elo_to_score(score_to_elo(0.64)) == pytest.approx(0.64)
+    with pytest.raises(ValueError):
+        score_to_elo(1.5)
+
+
+def test_elo_intervals() -> None:
+    est = elo_trinomial(30, 10, 10)
+    assert est.score == pytest.approx(0.7)
+    # var = (30 * 0.3^2 + 10 * 0.2^2 + 10 * 0.7^2) / 50 = 0.16; se = sqrt(0.16 / 50)
+    assert est.stderr == pytest.approx(math.sqrt(0.16 / 50))
+    z = 1.959963984540054
+    assert est.lower == pytest.approx(score_to_elo(0.7 - z * est.stderr))
+    assert est.upper == pytest.approx(score_to_elo(0.7 + z * est.stderr))
+    assert est.elo == pytest.approx(score_to_elo(0.7)) and est.model == "trinomial"
+    pent = elo_pentanomial([0, 0, 10, 0, 0])  # every pair split 1-1: no variance
+    assert pent.elo == 0.0 and pent.stderr == 0.0 and pent.lower == pent.upper == 0.0
+    # Paired results that all split the same way have a smaller interval than the trinomial.
+    m = MatchResult("a", "b")
+    for k in range(20):
+        m.add(None, True, 1.0, k)
+        m.add(None, False, 0.0 if k % 2 else 0.5, k)
+    assert m.elo().model == "pentanomial"
+    assert m.elo().stderr < m.elo(model="trinomial").stderr
+    with pytest.raises(ValueError):
+        elo_trinomial(0, 0, 0)
+    with pytest.raises(ValueError):
+        elo_trinomial(1, 1, -1)
+    with pytest.raises(ValueError):
+        m.elo(model="bayes")
+
+
+def test_sprt_decisions() -> None:
+    assert sprt([5, 10, 85], 0, 35).decision == "accept"
+    assert sprt([85, 10, 5], 0, 35).decision == "reject"
+    assert sprt([10, 5, 10], 0, 35).decision == "continue"
+    assert sprt([0, 0, 2], 0, 35).decision == "continue"  # two wins prove nothing yet
+    assert sprt([1, 3, 10, 30, 40], 0, 35).decision == "accept"  # pentanomial
+    assert sprt([40, 30, 10, 3, 1], 0, 35).decision == "reject"
+    res = sprt([5, 10, 85], 0, 35, alpha=0.05, beta=0.1)
+    assert res.upper == pytest.approx(math.log(0.9 / 0.05))
+    assert res.lower == pytest.approx(math.log(0.1 / 0.95))
+    with pytest.raises(ValueError):
+        sprt([1, 1, 1], 10, 0)
+    with pytest.raises(ValueError):
+        sprt([1, 1], 0, 10)
+
+
+def test_llr_exact_and_normal_agree_on_large_samples() -> None:
+    results = [300, 400, 340]
+    assert llr_logistic(0, 10, results) == pytest.approx(llr_normal(0, 10, results), rel=0.02)
+    # Antisymmetry of the hypotheses.
+    assert llr_logistic(0, 10, results) == pytest.approx(-llr_logistic(10, 0, results))
+
+
+def _synthetic(wins: int, draws: int, losses: int) -> MatchResult:
+    m = MatchResult("cand", "inc")
+    scores = [1.0] * wins + [0.5] * draws + [0.0] * losses
+    for i, s in enumerate(scores):
+        m.add(None, i % 2 == 0, s, i // 2)
+    return m
+
+
+def test_gate_threshold_and_sprt() -> None:
+    strong = _synthetic(80, 10, 10)
+    weak = _synthetic(10, 10, 80)
+    even = _synthetic(6, 8, 6)
+    g = gate(strong, "threshold", threshold=0.55)
+    assert g.promote and g.decision == "accept" and g.score == pytest.approx(0.85)
+    assert not gate(weak).promote
+    assert not gate(_synthetic(5, 1, 4), threshold=0.6).promote  # 0.55 < 0.6
+    assert gate(_synthetic(5, 2, 3), threshold=0.6).promote  # 0.6 >= 0.6
+    s = gate(strong, "sprt", elo0=0, elo1=35)
+    assert s.promote and s.decision == "accept" and s.sprt is not None
+    w = gate(weak, "sprt")
+    assert not w.promote and w.decision == "reject"
+    e = gate(even, "sprt")
+    assert not e.promote and e.decision == "continue"
+    with pytest.raises(ValueError):
+        gate(strong, "vote")
+    with pytest.raises(ValueError):
+        gate(MatchResult("a", "b"))
+    with pytest.raises(ValueError):
+        gate(strong, threshold=1.5)
+
+
+def test_summary_keys() -> None:
+    m = run_match(GreedyPlayer(1), RandomPlayer(2), 3, 0, num_openings=2, ply_limit=60, seed=2)
+    s = m.summary()
+    for key in ("games", "wins", "draws", "losses", "score", "elo", "elo_lower", "elo_upper"):
+        assert key in s
+    assert s["elo_model"] == "pentanomial"

@@ -1,0 +1,210 @@
+"""Baseline players: legality, tactics (greedy and UCT), strength against random, determinism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from takzero.arena import run_match
+from takzero.game import Position
+from takzero.players import (
+    GreedyPlayer,
+    Player,
+    PlayerMove,
+    RandomPlayer,
+    UCTPlayer,
+    as_player_move,
+    greedy_move,
+    make_player,
+    side_can_win_now,
+)
+
+DATA = Path(__file__).parent / "data"
+
+
+def random_positions(size: int, count: int, seed: int) -> list[Position]:
+    """Positions reached by uniformly random play from the start (0..60 plies), not over."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        pos = Position.start(size, half_komi=int(rng.integers(0, 5)))
+        for _ in range(int(rng.integers(0, 60))):
+            codes = pos.legal_move_codes()
+            nxt = pos.copy()
+            nxt.make(int(codes[rng.integers(len(codes))]))
+            if nxt.is_over:
+                break
+            pos = nxt
+        out.append(pos)
+    return out
+
+
+def all_players(seed: int = 0) -> list:
+    return [
+        RandomPlayer(seed),
+        GreedyPlayer(seed),
+        UCTPlayer(simulations=30, seed=seed),
+        UCTPlayer(simulations=30, win_check=False, seed=seed),
+    ]
+
+
+@pytest.mark.parametrize("size", [3, 4, 5, 6])
+def test_players_return_legal_moves(size: int) -> None:
+    players = all_players(seed=size)
+    for p in players:
+        assert isinstance(p, Player)
+        p.reset(size, 0, seed=7)
+    for pos in random_positions(size, 12, seed=100 + size):
+        legal = set(pos.legal_move_codes().tolist())
+        before = pos.copy()
+        for p in players:
+            answer = p.choose(pos)
+            assert isinstance(answer, PlayerMove)
+            assert answer.code in legal, (p.name, pos.to_tps())
+            assert pos == before, f"{p.name} changed the position"
+            if answer.value is not None:
+                assert -1.0 <= answer.value <= 1.0
+            if answer.pv:
+                assert answer.pv[0] == answer.code
+
+
+def test_finished_position_raises() -> None:
+    pos = Position.from_tps("1,1,1/x3/2,2,x 2 3")  # white road on rank 3
+    assert pos.is_over
+    for p in all_players():
+        with pytest.raises(ValueError):
+            p.choose(pos)
+
+
+def _tactics() -> list[dict]:
+    return json.loads((DATA / "tactics.json").read_text())
+
+
+@pytest.mark.parametrize("case", _tactics(), ids=lambda c: c["id"])
+def test_greedy_and_uct_take_a_road_in_one(case: dict) -> None:
+    pos = Position.from_tps(case["tps"], komi=case["komi"])
+    winning = {pos.check_move(m) for m in case["winning_moves"]}
+    greedy = GreedyPlayer(seed=1).choose(pos)
+    assert greedy.code in winning
+    assert greedy.info["kind"] == "win" and greedy.value == 1.0
+    uct = UCTPlayer(simulations=50, seed=1).choose(pos)
+    assert uct.code in winning and uct.value == 1.0 and uct.nodes == 0
+
+
+def test_plain_uct_finds_a_road_in_one_with_enough_simulations() -> None:
+    # Without the expansion win check a road in one is found by the rollouts alone.
+    pos = Position.from_tps("x5/x,2,2,2,x/x2,2,x2/x,1,1,1,1/x5 1 5")
+    winning = {pos.check_move("a2"), pos.check_move("Ca2")}
+    uct = UCTPlayer(simulations=2000, win_check=False, seed=3).choose(pos)
+    assert uct.code in winning
+
+
+# White threatens e3 (a3-d3 are white flats); black can only stop it by placing on e3, and a flat
+# there is the best flat difference.
+THREAT_TPS = "x5/x5/1,1,1,1,x/x5/2,2,2,x2 2 5"
+
+
+def test_greedy_blocks_a_one_move_road_threat() -> None:
+    pos = Position.from_tps(THREAT_TPS)
+    white_to_move = Position.from_tps(THREAT_TPS.replace(" 2 5", " 1 6"))
+    assert white_to_move.play("e3").result.reason == "road"  # the threat is real
+    for seed in range(5):
+        move = GreedyPlayer(seed=seed).choose(pos)
+        assert pos.ptn(move.code) == "e3", pos.ptn(move.code)
+        assert move.info["kind"] == "safe"
+        after = pos.play(move.code)
+        buf = np.empty(4096, dtype=np.int64)
+        assert not side_can_win_now(after.state.copy(), buf)
+
+
+def test_uct_blocks_a_one_move_road_threat() -> None:
+    pos = Position.from_tps(THREAT_TPS)
+    blocks = {pos.check_move(m) for m in ("e3", "Se3", "Ce3")}
+    for seed in range(3):
+        assert UCTPlayer(simulations=1000, seed=seed).choose(pos).code in blocks
+
+
+def test_greedy_with_no_defence_reports_lost() -> None:
+    # White has two separate road threats (rank 3 at e3 and file a at a5): black cannot stop both.
+    tps = "x5/1,x4/1,1,1,1,x/1,x4/1,2,2,2S,x 2 6"
+    pos = Position.from_tps(tps)
+    code, kind, _ = greedy_move(pos.state.copy(), 0)
+    assert kind == 2
+    assert code in set(pos.legal_move_codes().tolist())
+
+
+def test_uct_beats_random_clearly() -> None:
+    m = run_match(UCTPlayer(simulations=200, seed=1), RandomPlayer(2), 3, 0, 5, 100, seed=11)
+    assert m.num_games == 10
+    assert m.score >= 0.8, m.summary()
+    m4 = run_match(UCTPlayer(simulations=200, seed=1), RandomPlayer(2), 4, 0, 5, 200, seed=12)
+    assert m4.score >= 0.8, m4.summary()
+
+
+def test_greedy_beats_random_clearly() -> None:
+    m = run_match(GreedyPlayer(1), RandomPlayer(2), 5, 0, 5, 200, seed=13)
+    assert m.score >= 0.8, m.summary()
+
+
+def _game_moves(white, black, seed: int, size: int = 4, plies: int = 16) -> list[int]:
+    pos = Position.start(size)
+    white.reset(size, 0, seed)
+    black.reset(size, 0, seed + 1)
+    moves = []
+    for _ in range(plies):
+        if pos.is_over:
+            break
+        p = white if pos.side_to_move == 0 else black
+        code = p.choose(pos).code
+        moves.append(code)
+        pos.make(code)
+    return moves
+
+
+@pytest.mark.parametrize("kind", ["random", "greedy", "uct:40"])
+def test_players_are_deterministic_for_a_seed(kind: str) -> None:
+    a = _game_moves(make_player(kind, 5), make_player(kind, 6), seed=21)
+    b = _game_moves(make_player(kind, 99), make_player(kind, 98), seed=21)  # reset seeds win
+    assert a == b
+    c = _game_moves(make_player(kind, 5), make_player(kind, 6), seed=22)
+    if kind == "random":
+        assert a != c
+    # The constructor seed alone also fixes the stream.
+    p1, p2 = make_player(kind, 3), make_player(kind, 3)
+    pos = Position.start(5).play("a1").play("e5")
+    assert [p1.choose(pos).code for _ in range(3)] == [p2.choose(pos).code for _ in range(3)]
+
+
+def test_uct_move_info() -> None:
+    pos = Position.start(4).play("a1").play("d4")
+    m = UCTPlayer(simulations=300, seed=0).choose(pos)
+    assert m.nodes == 300
+    assert 1 <= m.info["visits"] <= 300
+    assert 1 <= m.info["tree_nodes"] <= 301
+    assert len(m.pv) >= 1 and m.pv[0] == m.code
+    replay = pos.copy()
+    for code in m.pv:  # the PV is a legal line
+        replay = replay.play(code)
+        if replay.is_over:
+            break
+
+
+def test_make_player_and_validation() -> None:
+    assert isinstance(make_player("random"), RandomPlayer)
+    assert isinstance(make_player("greedy"), GreedyPlayer)
+    p = make_player("uct:123")
+    assert isinstance(p, UCTPlayer) and p.simulations == 123 and p.name == "uct123"
+    for bad in ("minimax", "uct:x", "random:3"):
+        with pytest.raises(ValueError):
+            make_player(bad)
+    with pytest.raises(ValueError):
+        UCTPlayer(simulations=0)
+    with pytest.raises(ValueError):
+        UCTPlayer(exploration=-1)
+    with pytest.raises(ValueError):
+        UCTPlayer(rollout_plies=-1)
+    assert as_player_move(17) == PlayerMove(17)
+    assert as_player_move(PlayerMove(3, value=0.5)).value == 0.5
