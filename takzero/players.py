@@ -44,17 +44,15 @@ import numpy as np
 from numba import njit
 
 from takzero.game.core import (
-    I_HALF_KOMI,
     I_PLY,
     I_RESULT,
     I_SIZE,
     RESULT_DRAW,
-    RESULT_FLAT_BLACK,
-    RESULT_FLAT_WHITE,
     RESULT_NONE,
     RESULT_ROAD_BLACK,
     RESULT_ROAD_WHITE,
     flat_counts,
+    flat_winner,
     generate_moves,
     make_move,
     result_winner,
@@ -366,13 +364,7 @@ def rollout(state: np.ndarray, max_plies: int, buf: np.ndarray) -> int:
     r = state[I_RESULT]
     if r != RESULT_NONE:
         return r
-    w, b = flat_counts(state)
-    score = 2 * (w - b) - state[I_HALF_KOMI]
-    if score > 0:
-        return RESULT_FLAT_WHITE
-    if score < 0:
-        return RESULT_FLAT_BLACK
-    return RESULT_DRAW
+    return flat_winner(state)
 
 
 @njit(cache=True)

@@ -414,6 +414,13 @@ def flat_result(state: np.ndarray) -> int:
     out = (state[I_STONES] + state[I_CAPS] == 0) or (state[I_STONES + 1] + state[I_CAPS + 1] == 0)
     if not (full or out):
         return RESULT_NONE
+    return flat_winner(state)
+
+
+@njit(cache=True)
+def flat_winner(state: np.ndarray) -> int:
+    """RESULT_FLAT_WHITE, RESULT_FLAT_BLACK or RESULT_DRAW by the flat count with komi, as if the
+    game ended now: ``sign(2 * (white - black) - half_komi)``."""
     w, b = flat_counts(state)
     score = 2 * (w - b) - state[I_HALF_KOMI]
     if score > 0:

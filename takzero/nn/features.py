@@ -58,6 +58,7 @@ from takzero.game.core import (
     WORD_BITS,
     generate_moves,
     make_move,
+    popcount,
     unmake_move,
 )
 
@@ -130,27 +131,18 @@ def new_planes(batch: int, size: int, layers: int | None = None) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def _popcount(x: int) -> int:
-    n = 0
-    while x:
-        x &= x - 1
-        n += 1
-    return n
-
-
-@njit(cache=True, inline="always")
 def _black_below(lo: int, hi: int, start: int, end: int) -> int:
     """Number of black pieces at depths start .. end - 1 from the top (bit d = depth d)."""
     n = 0
     if start < WORD_BITS:
         stop = min(end, WORD_BITS)
         if stop > start:
-            n += _popcount((lo >> start) & ((1 << (stop - start)) - 1))
+            n += popcount((lo >> start) & ((1 << (stop - start)) - 1))
     if end > WORD_BITS:
         s2 = max(start, WORD_BITS) - WORD_BITS
         e2 = end - WORD_BITS
         if e2 > s2:
-            n += _popcount((hi >> s2) & ((1 << (e2 - s2)) - 1))
+            n += popcount((hi >> s2) & ((1 << (e2 - s2)) - 1))
     return n
 
 
