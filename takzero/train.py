@@ -386,8 +386,9 @@ class Run:
                         ready, _ = ray.wait([t], timeout=0)
                         if ready:
                             ray.get(t)  # surfaces a worker that failed for good
-            # Let a pending evaluation finish so the run ends with a gating decision.
-            if eval_task is not None:
+            # At the normal end, let a pending evaluation finish so the run ends with a gating
+            # decision; after Ctrl-C, stop at once (the checkpoint below keeps the work).
+            if eval_task is not None and not self.stop_requested:
                 result = ray.get(eval_task)
                 eval_task = None
                 promoted = self._gating(result, promoted, coordinator, writer, trainer)
