@@ -247,6 +247,7 @@ class ReplayBuffer:
         self.pending: list[Records] = []
         self.total_added = 0  # positions ever added (drives the window and the reuse cap)
         self.total_sampled = 0
+        self.last_sample_age = 0.0  # positions added since the sampled ones, mean of the last batch
         self.games_added = 0
         self.next_shard = 0
         self.shard_start = 0  # total_added at the start of the pending shard
@@ -305,10 +306,12 @@ class ReplayBuffer:
         w = min(self.window(), len(self.data))
         idx = len(self.data) - w + self.rng.integers(0, w, size=batch_size)
         self.total_sampled += batch_size
+        self.last_sample_age = float(np.mean(len(self.data) - idx))
         return self.data.take(idx)
 
     def stats(self) -> dict[str, float]:
-        """Numbers for logging: sizes, window, sample age (in positions added), bytes/position."""
+        """Numbers for logging: sizes, window, mean age of the last sampled batch (in positions added
+        since), bytes/position."""
         w = min(self.window(), len(self.data))
         return {
             "replay/positions": float(len(self.data)),
@@ -316,7 +319,7 @@ class ReplayBuffer:
             "replay/total_added": float(self.total_added),
             "replay/total_sampled": float(self.total_sampled),
             "replay/games": float(self.games_added),
-            "replay/mean_sample_age": w / 2.0,
+            "replay/sample_age": self.last_sample_age,
             "replay/bytes_per_position": self.data.nbytes_per_position(),
         }
 

@@ -155,6 +155,16 @@ class SelfPlayActor:
                     pending = (records, int(stats.get("selfplay/games", 0)))
 
 
+def remote_selfplay_actor(num_gpus: float = 0.0) -> Any:
+    """The Ray actor class of a self-play worker: one CPU (and ``num_gpus``), restarted by Ray
+    when its process dies, with its ``run`` task retried on the new process."""
+    import ray
+
+    return ray.remote(num_cpus=1, num_gpus=num_gpus, max_restarts=-1, max_task_retries=-1)(
+        SelfPlayActor
+    )
+
+
 class EvaluatorActor:
     """Ray actor that plays a candidate generation against the incumbent (gating) and against the
     fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer."""
@@ -321,9 +331,7 @@ class Run:
 
         gpus = torch.cuda.device_count() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
-        actor_cls = ray.remote(num_cpus=1, num_gpus=share, max_restarts=-1, max_task_retries=-1)(
-            SelfPlayActor
-        )
+        actor_cls = remote_selfplay_actor(share)
         workers = [actor_cls.remote(cfg, i) for i in range(cfg.selfplay.workers)]
         worker_tasks = [w.run.remote(coordinator, replay) for w in workers]
         evaluator = ray.remote(num_cpus=0, max_restarts=1)(EvaluatorActor).remote(cfg)
@@ -510,6 +518,10 @@ class Run:
             total = max(1.0, self.counters.get("count/games", 0.0))
             for k in ("road_white", "road_black", "flat_white", "flat_black", "draw", "resigned"):
                 writer.add_scalar(f"selfplay/share_{k}", self.counters.get(f"count/{k}", 0.0) / total, step)
+            checks = self.counters.get("count/resign_checks", 0.0)
+            if checks:
+                false = self.counters.get("count/false_resign", 0.0)
+                writer.add_scalar("selfplay/false_resign_rate", false / checks, step)
             wins_w = self.counters.get("count/road_white", 0) + self.counters.get("count/flat_white", 0)
             writer.add_scalar("selfplay/white_win_rate", wins_w / total, step)
             writer.add_scalar("selfplay/games_total", self.games, step)
