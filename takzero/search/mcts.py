@@ -1,0 +1,630 @@
+"""Batched MCTS over many games: :class:`BatchedMCTS`, :func:`search_position`.
+
+One :class:`BatchedMCTS` holds a tree for each of G games (G up to a few thousand) in preallocated
+numba arrays (see ``takzero.search.kernels`` for the layout). A search step is two compiled calls:
+
+1. :meth:`BatchedMCTS.select_leaves` descends every searching game's tree by PUCT (or the Gumbel
+   root rule) and returns the leaves as one batch of positions ``(L, STATE_LEN) int64``; terminal
+   and proven leaves are scored exactly and backed up on the spot, never sent to the evaluator;
+2. the caller evaluates the batch (any object with ``evaluate(states) -> (priors (L, A) float32,
+   values (L,) float32, wdl (L, 3))``, values from the side to move), and
+   :meth:`BatchedMCTS.expand_backup` expands the leaves with the priors and backs the values up
+   (negated at each ply).
+
+Python runs once per batch, never per node. :meth:`BatchedMCTS.run` loops the two steps until
+every game has spent its budget. Typical self-play use::
+
+    mcts = BatchedMCTS(num_games=256, size=6, config=SearchConfig(simulations=800), seed=1)
+    for g in range(256):
+        mcts.reset(g, Position.start(6).state)
+    while mcts.active_games().size:
+        mcts.run(evaluator)                       # one search per active game
+        for g in mcts.active_games():
+            if mcts.is_full_search(g):            # playout cap: record only full searches
+                actions, probs = mcts.policy_target(g)
+            move = mcts.choose_move(g)            # temperature schedule from the config
+            mcts.advance(g, move)                 # tree reuse; a finished game frees its tree
+
+Determinism: every game has its own random stream (splitmix64, seeded from ``seed`` and the game
+index, or from ``reset(..., seed=s)``), so a search gives the same result whatever the other games
+of the batch, given an evaluator whose output for a position does not depend on the batch.
+
+Node budget: each tree has ``config.node_budget`` node slots (one per child of an expanded node).
+A leaf that does not fit is not expanded: it keeps its network value, and later visits back that
+value up again without a network call (``overflow(g)`` counts these). ``advance`` compacts the kept
+subtree to the front of the pool, so the garbage of earlier moves never accumulates.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from takzero.game.core import I_PLY, I_SIZE, STATE_LEN, generate_moves, num_actions
+from takzero.nn.actions import move_to_action
+from takzero.search import kernels as K
+from takzero.search.config import SearchConfig
+
+__all__ = [
+    "BatchedMCTS",
+    "SearchResult",
+    "SearchStats",
+    "game_seed",
+    "search_position",
+]
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix_py(x: int) -> int:
+    z = x & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def game_seed(seed: int, g: int) -> int:
+    """Initial random-stream state (uint64 as int) of game ``g`` of a search seeded with ``seed``."""
+    return _splitmix_py(_splitmix_py(int(seed) & _MASK64) ^ ((g + 1) * 0x9E3779B97F4A7C15))
+
+
+def _stream_state(seed: int) -> int:
+    """Stream state for an explicit per-game seed (``reset(..., seed=...)``)."""
+    return _splitmix_py((int(seed) & _MASK64) ^ 0xD1B54A32D192ED03)
+
+
+def _as_state(state) -> np.ndarray:
+    st = getattr(state, "state", state)
+    st = np.asarray(st)
+    if st.shape != (STATE_LEN,) or st.dtype != np.int64:
+        raise ValueError(f"state must be ({STATE_LEN},) int64, got {st.shape} {st.dtype}")
+    return st
+
+
+@dataclass
+class SearchStats:
+    """What :meth:`BatchedMCTS.run` did: steps (evaluator calls), leaves evaluated, seconds in the
+    evaluator, seconds in all."""
+
+    steps: int = 0
+    leaves: int = 0
+    eval_seconds: float = 0.0
+    total_seconds: float = 0.0
+
+    @property
+    def overhead_share(self) -> float:
+        """Share of the wall time spent outside the evaluator (the search overhead)."""
+        if self.total_seconds <= 0:
+            return 0.0
+        return 1.0 - self.eval_seconds / self.total_seconds
+
+
+class BatchedMCTS:
+    """Trees of ``num_games`` games of board size ``size`` searched together.
+
+    Args:
+        num_games: G, the number of game slots.
+        size: board size N (all positions must have it).
+        config: search settings (default ``SearchConfig()``); copied, so later changes to the
+            caller's object have no effect.
+        seed: seeds the per-game random streams (noise, Gumbel draws, playout caps, sampling).
+
+    Raises:
+        ValueError: ``config.node_budget`` below ``num_actions(size) + 1`` (a root must fit).
+    """
+
+    def __init__(
+        self, num_games: int, size: int, config: SearchConfig | None = None, seed: int = 0
+    ) -> None:
+        cfg = replace(config) if config is not None else SearchConfig()
+        cfg.validate()
+        #: A private copy of the settings, read when the object is built: treat as read-only.
+        self.config = cfg
+        self.num_games = g_count = int(num_games)
+        self.size = int(size)
+        self.num_actions = a = num_actions(self.size)
+        if g_count < 1:
+            raise ValueError("num_games must be >= 1")
+        if cfg.node_budget < a + 1:
+            raise ValueError(f"node_budget {cfg.node_budget} is below num_actions + 1 = {a + 1}")
+        b = cfg.node_budget
+        self._T = K.Trees(
+            n=np.zeros((g_count, b), dtype=np.int32),
+            w=np.zeros((g_count, b), dtype=np.float32),
+            p=np.zeros((g_count, b), dtype=np.float32),
+            mv=np.zeros((g_count, b), dtype=np.int32),
+            first=np.zeros((g_count, b), dtype=np.int32),
+            nch=np.zeros((g_count, b), dtype=np.int32),
+            status=np.zeros((g_count, b), dtype=np.int8),
+            flags=np.zeros((g_count, b), dtype=np.int8),
+            vl=np.zeros((g_count, b), dtype=np.int16),
+            count=np.zeros(g_count, dtype=np.int32),
+        )
+        rng = np.array([game_seed(seed, g) for g in range(g_count)], dtype=np.uint64)
+        self._GM = K.Games(
+            root=np.zeros((g_count, STATE_LEN), dtype=np.int64),
+            active=np.zeros(g_count, dtype=np.bool_),
+            searching=np.zeros(g_count, dtype=np.bool_),
+            target=np.zeros(g_count, dtype=np.int32),
+            done=np.zeros(g_count, dtype=np.int32),
+            inflight=np.zeros(g_count, dtype=np.int32),
+            noise=np.zeros(g_count, dtype=np.bool_),
+            full=np.ones(g_count, dtype=np.bool_),
+            rng=rng,
+            extra=np.zeros((g_count, a), dtype=np.float32),
+            sv=np.zeros((g_count, a), dtype=np.int32),
+            raw=np.zeros(g_count, dtype=np.float32),
+            seq=np.zeros((g_count, max(1, cfg.max_simulations)), dtype=np.int32),
+            overflow=np.zeros(g_count, dtype=np.int32),
+        )
+        lmax = g_count * cfg.leaves_per_step
+        self._LV = K.Leaves(
+            states=np.zeros((lmax, STATE_LEN), dtype=np.int64),
+            game=np.zeros(lmax, dtype=np.int32),
+            depth=np.zeros(lmax, dtype=np.int32),
+            path=np.zeros((lmax, K.MAX_DEPTH), dtype=np.int32),
+        )
+        fp = np.zeros(K.FP_LEN, dtype=np.float64)
+        fp[K.FP_C_INIT] = cfg.c_init
+        fp[K.FP_C_BASE] = cfg.c_base
+        fp[K.FP_FPU_RED] = cfg.fpu_reduction
+        fp[K.FP_FPU_ROOT_RED] = cfg.fpu_reduction_root
+        fp[K.FP_FPU_VALUE] = np.nan if cfg.fpu_value is None else cfg.fpu_value
+        fp[K.FP_NOISE_WEIGHT] = cfg.noise_weight
+        fp[K.FP_ALPHA] = cfg.dirichlet_alpha
+        fp[K.FP_ALPHA_SCALE] = cfg.dirichlet_alpha_scale
+        fp[K.FP_G_CVISIT] = cfg.gumbel_c_visit
+        fp[K.FP_G_CSCALE] = cfg.gumbel_c_scale
+        fp[K.FP_VL] = cfg.virtual_loss if cfg.leaves_per_step > 1 else 0.0
+        ip = np.zeros(K.IP_LEN, dtype=np.int64)
+        ip[K.IP_GUMBEL] = int(cfg.gumbel)
+        ip[K.IP_GUMBEL_M] = cfg.gumbel_m
+        ip[K.IP_LEAVES] = cfg.leaves_per_step
+        ip[K.IP_MAX_PLIES] = cfg.max_plies
+        ip[K.IP_ROAD_CHECK] = int(cfg.road_check)
+        ip[K.IP_ROOT_CHECK] = int(cfg.root_terminal_check)
+        self._fp = fp
+        self._ip = ip
+        self._moves = np.empty(a, dtype=np.int32)
+        self._qbuf = np.empty(a, dtype=np.float64)
+        self._scratch: K.Scratch | None = None
+        self._pending = 0
+        self._search_games = np.arange(g_count, dtype=np.int32)
+
+    # -- game slots --------------------------------------------------------------------------
+
+    def reset(self, g: int, state, seed: int | None = None) -> None:
+        """Put position ``state`` ((STATE_LEN,) int64 or a ``Position``) in slot ``g`` with an
+        empty tree. A finished position (or one at the ply limit) leaves the slot inactive.
+        ``seed`` restarts the slot's random stream (for reproducing one game of a batch)."""
+        self._check_idle()
+        st = _as_state(state)
+        if int(st[I_SIZE]) != self.size:
+            raise ValueError(f"position of size {int(st[I_SIZE])} in a size-{self.size} search")
+        gm, t = self._GM, self._T
+        gm.root[g] = st
+        gm.searching[g] = False
+        gm.overflow[g] = 0
+        alive = K.terminal_status(gm.root[g], self.config.max_plies) == K.UNKNOWN
+        K.clear_tree(t, g, alive)
+        gm.active[g] = alive
+        if seed is not None:
+            gm.rng[g] = np.uint64(_stream_state(seed))
+
+    def free(self, g: int) -> None:
+        """Drop slot ``g``'s tree and mark it inactive."""
+        self._check_idle()
+        self._GM.active[g] = False
+        self._GM.searching[g] = False
+        K.clear_tree(self._T, g, False)
+
+    def active_games(self) -> np.ndarray:
+        """Indices (int64) of the slots holding an unfinished position."""
+        return np.flatnonzero(self._GM.active)
+
+    def is_active(self, g: int) -> bool:
+        return bool(self._GM.active[g])
+
+    def root_state(self, g: int) -> np.ndarray:
+        """Copy of slot ``g``'s root position ((STATE_LEN,) int64)."""
+        return self._GM.root[g].copy()
+
+    def tree_size(self, g: int) -> int:
+        """Nodes in use in slot ``g``'s tree."""
+        return int(self._T.count[g])
+
+    def overflow(self, g: int) -> int:
+        """Leaves left unexpanded in slot ``g`` because its tree was full (since ``reset``)."""
+        return int(self._GM.overflow[g])
+
+    def is_full_search(self, g: int) -> bool:
+        """True if the last search of ``g`` was a full one (always, without playout caps): its
+        policy target is meant to be recorded."""
+        return bool(self._GM.full[g])
+
+    def simulations_done(self, g: int) -> int:
+        """Simulations completed in the current/last search of ``g``."""
+        return int(self._GM.done[g])
+
+    # -- the search --------------------------------------------------------------------------
+
+    def begin_search(
+        self, games=None, add_noise: bool | None = None, simulations: int | None = None
+    ) -> np.ndarray:
+        """Start a search for ``games`` (indices; default all active slots).
+
+        Args:
+            games: slot indices; inactive ones are skipped.
+            add_noise: root noise (Dirichlet, or the Gumbel draw); default ``config.root_noise``.
+                Cheap searches of the playout cap never get noise.
+            simulations: budget for every game of this search; overrides the config and turns the
+                playout cap off for this search.
+
+        Returns:
+            (len(games),) bool: which searches are full (to be recorded as training targets).
+        """
+        self._check_idle()
+        cfg = self.config
+        if games is None:
+            games = np.flatnonzero(self._GM.active)
+        games = np.ascontiguousarray(np.asarray(games, dtype=np.int32).reshape(-1))
+        if games.size and (games.min() < 0 or games.max() >= self.num_games):
+            raise ValueError("game index out of range")
+        noise = cfg.root_noise if add_noise is None else bool(add_noise)
+        if simulations is not None:
+            full = cheap = int(simulations)
+            cap = False
+            if full < 1:
+                raise ValueError("simulations must be >= 1")
+        else:
+            cap = cfg.playout_cap
+            full = cfg.full_simulations if cap else cfg.simulations
+            cheap = cfg.cheap_sims
+        need = max(full, cheap)
+        if need > self._GM.seq.shape[1]:
+            self._GM = self._GM._replace(seq=np.zeros((self.num_games, need), dtype=np.int32))
+        K.begin_kernel(
+            self._T, self._GM, self._fp, self._ip, games, full, cheap, cfg.full_prob, cap, noise
+        )
+        self._search_games = games
+        return self._GM.full[games].copy()
+
+    def select_leaves(self) -> tuple[np.ndarray, np.ndarray]:
+        """One selection per searching game (``leaves_per_step`` with virtual loss).
+
+        Returns:
+            states: (L, STATE_LEN) int64 leaf positions, a view valid until the next call; do not
+                modify it.
+            games: (L,) int32 slot of each leaf.
+            L == 0 means every game of the search is finished.
+
+        Raises:
+            RuntimeError: the previous leaves were not expanded yet.
+        """
+        if self._pending:
+            raise RuntimeError("expand_backup must be called before selecting again")
+        n = K.select_kernel(
+            self._T, self._GM, self._LV, self._fp, self._ip, self._search_games, self._qbuf
+        )
+        self._pending = n
+        return self._LV.states[:n], self._LV.game[:n]
+
+    def expand_backup(self, priors: np.ndarray, values: np.ndarray) -> None:
+        """Expand the pending leaves and back up their values.
+
+        Args:
+            priors: (L, A) priors over the full action space, float32 preferred (renormalised over
+                the legal moves here; NaN, inf and negative entries count as 0; an all-zero row is
+                uniform). A read-only broadcast of one row (``np.broadcast_to``) is read without
+                copying.
+            values: (L,) values in [-1, 1] from the side to move at each leaf (NaN counts as 0).
+        """
+        n = self._pending
+        priors = np.asarray(priors)
+        if priors.shape != (n, self.num_actions):
+            raise ValueError(f"priors must be ({n}, {self.num_actions}), got {priors.shape}")
+        values = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
+        if values.shape != (n,):
+            raise ValueError(f"values must be ({n},), got {values.shape}")
+        if n:
+            if priors.strides[0] == 0:  # one row shared by all leaves (np.broadcast_to)
+                flat = np.ascontiguousarray(priors[0], dtype=np.float32)
+                stride = 0
+            else:
+                flat = np.ascontiguousarray(priors, dtype=np.float32).reshape(-1)
+                stride = self.num_actions
+            K.expand_backup_kernel(
+                self._T, self._GM, self._LV, self._fp, self._ip, n, flat, stride, values,
+                self._moves, self._qbuf,
+            )  # fmt: skip
+        self._pending = 0
+
+    def searching(self) -> bool:
+        """True while some game of the current search still has budget or pending leaves."""
+        return bool(self._GM.searching[self._search_games].any())
+
+    def run(
+        self, evaluator, games=None, add_noise: bool | None = None, simulations: int | None = None
+    ) -> SearchStats:
+        """``begin_search`` then select / evaluate / expand until every game is done.
+
+        ``evaluator.evaluate(states)`` must return ``(priors (L, A), values (L,), wdl)``.
+        Returns timing figures (:class:`SearchStats`).
+        """
+        t0 = time.perf_counter()
+        stats = SearchStats()
+        self.begin_search(games, add_noise=add_noise, simulations=simulations)
+        while True:
+            states, _ = self.select_leaves()
+            if states.shape[0] == 0:
+                self._pending = 0
+                break
+            t1 = time.perf_counter()
+            priors, values, _ = evaluator.evaluate(states)
+            stats.eval_seconds += time.perf_counter() - t1
+            stats.steps += 1
+            stats.leaves += states.shape[0]
+            self.expand_backup(priors, values)
+        stats.total_seconds = time.perf_counter() - t0
+        return stats
+
+    # -- results at the root -----------------------------------------------------------------
+
+    def _children(self, g: int) -> slice:
+        t = self._T
+        f = int(t.first[g, 0])
+        return slice(f, f + int(t.nch[g, 0]))
+
+    def root_moves(self, g: int) -> np.ndarray:
+        """(k,) int64 move codes of the root's children (the legal moves once the root is
+        expanded; empty before)."""
+        return self._T.mv[g, self._children(g)].astype(np.int64)
+
+    def root_visits(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """(moves (k,) int64, visits (k,) int32) of the root's children."""
+        sl = self._children(g)
+        return self._T.mv[g, sl].astype(np.int64), self._T.n[g, sl].copy()
+
+    def root_q(self, g: int) -> np.ndarray:
+        """(k,) float32 mean value of each root child from the root mover's view (NaN if
+        unvisited; the exact value if proven)."""
+        t = self._T
+        sl = self._children(g)
+        n = t.n[g, sl].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = np.where(n > 0, t.w[g, sl] / n, np.nan)
+        st = t.status[g, sl]
+        q = np.where(st == K.WIN, 1.0, np.where(st == K.LOSS, -1.0, np.where(st == K.DRAW, 0.0, q)))
+        return q.astype(np.float32)
+
+    def root_priors(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(moves (k,) int64, priors (k,) float32, mixed (k,) float32): the network priors of the
+        root's children and the priors the search used (with Dirichlet noise when it is on)."""
+        t, gm = self._T, self._GM
+        sl = self._children(g)
+        p = t.p[g, sl].copy()
+        k = p.shape[0]
+        mixed = p
+        eps = self.config.noise_weight
+        if gm.noise[g] and not self.config.gumbel and eps > 0 and k:
+            mixed = ((1.0 - eps) * p + eps * gm.extra[g, :k]).astype(np.float32)
+        return t.mv[g, sl].astype(np.int64), p, mixed
+
+    def root_proven(self, g: int) -> int | None:
+        """Proven result for the side to move at the root: 1 win, 0 draw, -1 loss, None unknown."""
+        s = int(self._T.status[g, 0])
+        return {K.UNKNOWN: None, K.WIN: -1, K.LOSS: 1, K.DRAW: 0}[s]
+
+    def root_value(self, g: int) -> float:
+        """Value of the root for its side to move: the exact value if proven, else the mean of the
+        backed-up values (in [-1, 1]); 0 before any evaluation."""
+        proven = self.root_proven(g)
+        if proven is not None:
+            return float(proven)
+        n = int(self._T.n[g, 0])
+        return float(-self._T.w[g, 0] / n) if n else 0.0
+
+    def _sigma_q(self, g: int) -> np.ndarray:
+        k = int(self._T.nch[g, 0])
+        out = np.empty(max(k, 1), dtype=np.float64)
+        if k:
+            K.root_sigma_q(self._T, self._GM, self._fp, g, out)
+        return out[:k]
+
+    def _target_probs(self, g: int) -> np.ndarray:
+        """Policy target over the root's child slots (float64, sums to 1)."""
+        t = self._T
+        sl = self._children(g)
+        st = t.status[g, sl]
+        k = st.shape[0]
+        if k == 0:
+            raise ValueError(f"game {g} has no expanded root (run a search first)")
+        win = st == K.WIN
+        if win.any():
+            return win / win.sum()
+        keep = st != K.LOSS
+        if not keep.any():
+            keep = np.ones(k, dtype=bool)
+        if self.config.gumbel:
+            logits = np.log(np.maximum(t.p[g, sl].astype(np.float64), 1e-30))
+            z = np.where(keep, logits + self._sigma_q(g), -np.inf)
+            z = np.exp(z - z.max())
+            return z / z.sum()
+        v = np.where(keep, t.n[g, sl], 0).astype(np.float64)
+        if v.sum() <= 0:
+            v = np.where(keep, t.p[g, sl], 0).astype(np.float64) + keep * 1e-12
+        return v / v.sum()
+
+    def policy_target(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """Training policy target of the root: (actions (k,) int64 action indices, probs (k,)
+        float32 summing to 1) over the legal moves.
+
+        PUCT: visit counts (children proven lost excluded unless all are); Gumbel: the improved
+        policy ``softmax(log P + sigma(completed Q))``; a proven win: uniform over the winning
+        moves."""
+        probs = self._target_probs(g)
+        moves = self.root_moves(g)
+        actions = np.array([move_to_action(int(m), self.size) for m in moves], dtype=np.int64)
+        return actions, probs.astype(np.float32)
+
+    def policy_dense(self, g: int) -> np.ndarray:
+        """The policy target as a dense (A,) float32 vector over action indices."""
+        actions, probs = self.policy_target(g)
+        out = np.zeros(self.num_actions, dtype=np.float32)
+        out[actions] = probs
+        return out
+
+    def choose_move(self, g: int, temperature: float | None = None, rng=None) -> int:
+        """Move code to play at slot ``g``'s root after a search.
+
+        A proven winning move is taken at once (the most visited one). Otherwise, children proven
+        lost are avoided (unless all are), and:
+
+        * PUCT: visit counts with temperature ``tau`` (default ``config.temperature_at(ply)``):
+          ``tau == 0`` takes the most visited move (ties: higher Q, then higher prior), else samples
+          with probability proportional to ``N ** (1 / tau)``;
+        * Gumbel: the Sequential Halving winner (most search visits, then the largest
+          gumbel + log P + sigma(Q)); the temperature is not used, the exploration comes from the
+          Gumbel draw (none when noise is off).
+
+        ``rng`` (``numpy.random.Generator``) draws the sample; default: the slot's own stream.
+        """
+        t, gm = self._T, self._GM
+        sl = self._children(g)
+        k = sl.stop - sl.start
+        if k == 0:
+            raise ValueError(f"game {g} has no expanded root (run a search first)")
+        mv = t.mv[g, sl]
+        n = t.n[g, sl].astype(np.float64)
+        st = t.status[g, sl]
+        win = st == K.WIN
+        if win.any():
+            return int(mv[np.argmax(np.where(win, n, -1.0))])
+        keep = st != K.LOSS
+        if not keep.any():
+            keep = np.ones(k, dtype=bool)
+        if self.config.gumbel:
+            score = gm.extra[g, :k].astype(np.float64) + self._sigma_q(g)
+            sv = gm.sv[g, :k]
+            top = sv[keep].max()
+            cand = keep & (sv == top)
+            return int(mv[np.argmax(np.where(cand, score, -np.inf))])
+        tau = (
+            self.config.temperature_at(int(gm.root[g, I_PLY]))
+            if temperature is None
+            else temperature
+        )
+        visits = np.where(keep, n, 0.0)
+        if visits.sum() <= 0:
+            visits = np.where(keep, t.p[g, sl].astype(np.float64) + 1e-12, 0.0)
+        if tau <= 1e-6:
+            best = visits.max()
+            cand = np.flatnonzero(visits == best)
+            if cand.size > 1:
+                q = self.root_q(g)[cand]
+                q = np.where(np.isnan(q), -np.inf, q)
+                pri = t.p[g, sl][cand]
+                cand = cand[np.lexsort((-pri, -q))]
+            return int(mv[cand[0]])
+        with np.errstate(divide="ignore"):
+            z = np.log(visits) / tau
+        z = np.exp(z - z.max())
+        cdf = np.cumsum(z / z.sum())
+        u = rng.random() if rng is not None else K.rand_uniform(gm.rng, g)
+        return int(mv[min(int(np.searchsorted(cdf, u, side="right")), k - 1)])
+
+    def advance(self, g: int, move) -> None:
+        """Play ``move`` (code, ``Move`` or PTN string) at slot ``g``'s root. With
+        ``config.reuse_tree`` the move's subtree becomes the new tree (fresh noise comes with the
+        next search); a finished game frees its tree and becomes inactive.
+
+        Raises ValueError for an illegal move or an inactive slot."""
+        self._check_idle()
+        if not self._GM.active[g]:
+            raise ValueError(f"game {g} is not active")
+        code = self._move_code(move)
+        legal = np.empty(self.num_actions, dtype=np.int64)
+        nl = generate_moves(self._GM.root[g], legal)
+        if code not in set(legal[:nl].tolist()):
+            raise ValueError(f"move {move!r} is not legal in game {g}")
+        if self._scratch is None:
+            b = self.config.node_budget
+            self._scratch = K.Scratch(
+                n=np.zeros(b, dtype=np.int32),
+                w=np.zeros(b, dtype=np.float32),
+                p=np.zeros(b, dtype=np.float32),
+                mv=np.zeros(b, dtype=np.int32),
+                first=np.zeros(b, dtype=np.int32),
+                nch=np.zeros(b, dtype=np.int32),
+                status=np.zeros(b, dtype=np.int8),
+                flags=np.zeros(b, dtype=np.int8),
+                old=np.zeros(b, dtype=np.int32),
+            )
+        K.advance_kernel(
+            self._T, self._GM, self._scratch, g, code, self.config.reuse_tree,
+            self.config.max_plies,
+        )  # fmt: skip
+
+    def _move_code(self, move) -> int:
+        if isinstance(move, str):
+            from takzero.game.moves import parse_ptn
+
+            return parse_ptn(move, self.size)
+        return int(getattr(move, "code", move))
+
+    def _check_idle(self) -> None:
+        if self._pending:
+            raise RuntimeError("leaves are pending: call expand_backup first")
+
+
+@dataclass
+class SearchResult:
+    """Result of :func:`search_position`: the chosen move code, the root's moves (k,) int64 and
+    visits (k,) int32, the root value for the side to move, the policy target (actions (k,) int64,
+    probs (k,) float32) and the proven result (1 / 0 / -1 for the side to move, or None)."""
+
+    move: int
+    moves: np.ndarray
+    visits: np.ndarray
+    value: float
+    actions: np.ndarray
+    probs: np.ndarray
+    proven: int | None
+
+
+def search_position(
+    state,
+    evaluator,
+    simulations: int = 800,
+    config: SearchConfig | None = None,
+    seed: int = 0,
+    add_noise: bool = False,
+    temperature: float = 0.0,
+) -> SearchResult:
+    """Search one position (``(STATE_LEN,) int64`` or ``Position``) and pick a move.
+
+    Defaults suit players and engines: no noise, argmax move. ``config`` defaults to
+    ``SearchConfig().evaluation()``; ``simulations`` overrides its budget.
+
+    Raises ValueError if the position is already over.
+    """
+    st = _as_state(state)
+    cfg = config if config is not None else SearchConfig().evaluation()
+    mcts = BatchedMCTS(1, int(st[I_SIZE]), cfg, seed=seed)
+    mcts.reset(0, st)
+    if not mcts.is_active(0):
+        raise ValueError("the position is already over")
+    mcts.run(evaluator, add_noise=add_noise, simulations=simulations)
+    moves, visits = mcts.root_visits(0)
+    actions, probs = mcts.policy_target(0)
+    return SearchResult(
+        move=mcts.choose_move(0, temperature=temperature),
+        moves=moves,
+        visits=visits,
+        value=mcts.root_value(0),
+        actions=actions,
+        probs=probs,
+        proven=mcts.root_proven(0),
+    )
