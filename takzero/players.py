@@ -807,31 +807,8 @@ class NetworkPlayer(BasePlayer):
         return self._draw_cache[key]
 
     def _pv(self, mcts, first_move: int, limit: int = 32) -> tuple[int, ...]:
-        """Most visited line from the root (walks the tree arrays; the move alone if the layout
-        is not the expected one)."""
-        pv = [int(first_move)]
-        try:
-            t = mcts._T
-            node = 0
-            for _ in range(limit):
-                f, k = int(t.first[0, node]), int(t.nch[0, node])
-                if k <= 0:
-                    break
-                visits = t.n[0, f : f + k]
-                j = int(np.argmax(visits))
-                if visits[j] <= 0:
-                    break
-                if node == 0:
-                    idx = np.flatnonzero(t.mv[0, f : f + k] == first_move)
-                    if idx.size == 0:
-                        break
-                    j = int(idx[0])
-                else:
-                    pv.append(int(t.mv[0, f + j]))
-                node = f + j
-        except (AttributeError, IndexError, TypeError):
-            return (int(first_move),)
-        return tuple(pv)
+        """Most visited line from the root, starting with the chosen move."""
+        return tuple(mcts.principal_variation(0, first_move, limit)) or (int(first_move),)
 
     def _answer(self, mcts, position: Position, done: int, seconds: float) -> PlayerMove:
         move = int(mcts.choose_move(0, temperature=0.0))

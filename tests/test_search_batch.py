@@ -245,3 +245,25 @@ def test_free_slot_invariant_and_compaction():
     _assert_free_slots_zero(mcts, 0)
     mcts.free(1)
     _assert_free_slots_zero(mcts, 1)
+
+
+def test_principal_variation_is_a_legal_most_visited_line() -> None:
+    mcts = BatchedMCTS(1, 4, SearchConfig(simulations=200, root_noise=False), seed=4)
+    pos = Position.start(4).play("a1").play("d4")
+    mcts.reset(0, pos.state)
+    mcts.run(HashEvaluator(4, seed=5))
+    best = mcts.choose_move(0, temperature=0.0)
+    pv = mcts.principal_variation(0)
+    assert len(pv) >= 2
+    moves, visits = mcts.root_visits(0)
+    assert pv[0] == int(moves[np.argmax(visits)])
+    state = pos.state.copy()
+    buf = np.empty(num_actions(4), np.int64)
+    for code in pv:
+        n = generate_moves(state, buf)
+        assert code in set(buf[:n].tolist())
+        make_move(state, code)
+    forced = mcts.principal_variation(0, first_move=int(moves[-1]))
+    assert forced[0] == int(moves[-1])
+    assert mcts.principal_variation(0, limit=1) == [pv[0]]
+    assert best in set(moves.tolist())

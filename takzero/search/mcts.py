@@ -457,6 +457,30 @@ class BatchedMCTS:
             v = np.where(keep, t.p[g, sl], 0).astype(np.float64) + keep * 1e-12
         return v / v.sum()
 
+    def principal_variation(self, g: int, first_move: int | None = None, limit: int = 32) -> list[int]:
+        """Move codes of the most visited line from slot ``g``'s root (starting with
+        ``first_move`` when given, e.g. the move actually chosen), at most ``limit`` plies."""
+        t = self._T
+        pv: list[int] = []
+        node = 0
+        for depth in range(limit):
+            f, k = int(t.first[g, node]), int(t.nch[g, node])
+            if k <= 0:
+                break
+            visits = t.n[g, f : f + k]
+            if depth == 0 and first_move is not None:
+                idx = np.flatnonzero(t.mv[g, f : f + k] == first_move)
+                if idx.size == 0:
+                    break
+                j = int(idx[0])
+            else:
+                j = int(np.argmax(visits))
+                if visits[j] <= 0:
+                    break
+            pv.append(int(t.mv[g, f + j]))
+            node = f + j
+        return pv
+
     def policy_target(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """Training policy target of the root: (actions (k,) int64 action indices, probs (k,)
         float32 summing to 1) over the legal moves.
