@@ -599,9 +599,12 @@ class UCTPlayer(BasePlayer):
             self._next_seed(),
             self.win_check,
         )
+        # The chosen child's mean reward, smoothed with one virtual draw (add-one / Laplace
+        # estimate) so a child seen once or twice does not report a certain win or loss.
+        score = (float(q) * visits + 0.5) / (visits + 1) if visits > 0 else float(q)
         return PlayerMove(
             int(code),
-            value=2.0 * float(q) - 1.0,
+            value=2.0 * score - 1.0,
             nodes=self.simulations if visits > 0 else 0,  # 0: a win in one, played unsearched
             pv=tuple(int(m) for m in pv[:pv_len]),
             info={"visits": int(visits), "tree_nodes": int(nodes)},

@@ -576,6 +576,21 @@ def run_training(cfg: TrainConfig) -> Path:
     return Run(cfg).run()
 
 
+def _remove_empty_run_dir() -> None:
+    """After a rejected config, remove the run folder Hydra made if it holds only Hydra's files."""
+    import shutil
+
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        out = Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        return
+    run_dir = out.parent
+    if out.name == "hydra" and run_dir.exists() and [p.name for p in run_dir.iterdir()] == ["hydra"]:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def main() -> None:
     """Console entry: Hydra composes ``configs/train.yaml`` + overrides, then the run starts."""
     import hydra
@@ -589,6 +604,7 @@ def main() -> None:
             cfg = load_config(dcfg)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
+            _remove_empty_run_dir()
             sys.exit(2)
         run_training(cfg)
 
