@@ -60,6 +60,7 @@ def main() -> None:
 
     worker = SelfPlayWorker(cfg, 0)
     worker.play_step()  # compile and warm up (not timed)
+    recorded_before = sum(len(s.states) for s in worker.slots)
     parts: list[Records] = []
     moves = games = positions = 0
     sims_rate: list[float] = []
@@ -90,8 +91,10 @@ def main() -> None:
                 "moves_searched": moves,
                 "moves_per_s": round(moves / dt, 2),
                 "games_finished": games,
-                "positions_recorded": positions,
-                "positions_per_s": round(positions / dt, 2),
+                "positions_of_finished_games": positions,
+                "positions_per_s": round(
+                    (positions + sum(len(s.states) for s in worker.slots) - recorded_before) / dt, 2
+                ),
                 "simulations_per_s": round(float(np.mean(sims_rate)), 1),
                 "mean_batch_size": round(float(np.mean(batch)), 1),
                 "network_share": round(float(np.mean(net_share)), 3),
@@ -99,9 +102,10 @@ def main() -> None:
         ),
         flush=True,
     )
-    if not parts:
-        print(json.dumps({"bench": "trainer", "error": "no finished game in the time given"}))
-        return
+    # Positions of games still running count too (value target 0 here: throughput only).
+    for slot in worker.slots:
+        if slot.states:
+            parts.append(worker._records(slot, None))
     recs = Records.concat(parts)
     print(
         json.dumps(
