@@ -9,6 +9,8 @@ the offending key.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +134,10 @@ class TrainConfig:
     ray: RayConfig = field(default_factory=RayConfig)
 
 
+def _finite(x: float) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
 def _check(cond: bool, key: str, msg: str, value: object) -> None:
     if not cond:
         raise ConfigError(f"{key}: {msg} (got {value!r})")
@@ -162,14 +168,18 @@ def validate(c: TrainConfig) -> None:
     """Value checks; raises ConfigError naming the key."""
     b = c.board
     _check(b.size in STANDARD_RESERVES, "board.size", "must be 3..8", b.size)
+    _check(math.isfinite(b.komi) and abs(b.komi) <= 20, "board.komi", "must be within -20..20", b.komi)
     _check(abs(b.komi * 2 - round(b.komi * 2)) < 1e-9, "board.komi", "must be a multiple of 0.5", b.komi)
-    _check(abs(b.komi) <= 20, "board.komi", "must be within -20..20", b.komi)
     if b.flats is not None:
         _check(1 <= b.flats <= 60, "board.flats", "must be 1..60", b.flats)
     if b.caps is not None:
         _check(0 <= b.caps <= b.size // 2, "board.caps", f"a {b.size}x{b.size} board allows 0..{b.size // 2}", b.caps)
+    _check(c.seed >= 0, "seed", "must be >= 0", c.seed)
+    _check(c.max_games >= 0, "max_games", "must be >= 0", c.max_games)
+    _check(_finite(c.log_every_s) and c.log_every_s > 0, "log_every_s", "must be > 0", c.log_every_s)
+    _check(c.sample_games_every >= 1, "sample_games_every", "must be >= 1", c.sample_games_every)
     m = c.model
-    _check(m.channels >= 1, "model.channels", "must be >= 1", m.channels)
+    _check(1 <= m.channels <= 1024, "model.channels", "must be 1..1024", m.channels)
     _check(m.blocks >= 0, "model.blocks", "must be >= 0", m.blocks)
     if m.layers is not None:
         _check(1 <= m.layers <= 64, "model.layers", "must be 1..64", m.layers)
@@ -183,41 +193,83 @@ def validate(c: TrainConfig) -> None:
     _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
     _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)
     _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
+    _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
     r = c.replay
     _check(r.top_k >= 1, "replay.top_k", "must be >= 1", r.top_k)
     _check(r.window_max >= 1, "replay.window_max", "must be >= 1", r.window_max)
     _check(r.window_c >= 1, "replay.window_c", "must be >= 1", r.window_c)
     _check(0 < r.window_alpha <= 1, "replay.window_alpha", "must be in (0, 1]", r.window_alpha)
     _check(r.min_positions >= 1, "replay.min_positions", "must be >= 1", r.min_positions)
-    _check(r.samples_per_position > 0, "replay.samples_per_position", "must be > 0", r.samples_per_position)
+    _check(_finite(r.samples_per_position) and r.samples_per_position > 0, "replay.samples_per_position", "must be > 0 and finite", r.samples_per_position)
+    _check(_finite(r.window_beta) and r.window_beta >= 0, "replay.window_beta", "must be >= 0", r.window_beta)
+    _check(r.fixed_window >= 0, "replay.fixed_window", "must be >= 0", r.fixed_window)
     _check(r.max_ahead >= 1, "replay.max_ahead", "must be >= 1", r.max_ahead)
     _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
     t = c.train
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
     _check(t.optimizer in ("sgd", "adamw"), "train.optimizer", "must be sgd or adamw", t.optimizer)
-    _check(t.lr > 0, "train.lr", "must be > 0", t.lr)
+    _check(_finite(t.lr) and t.lr > 0, "train.lr", "must be > 0 and finite", t.lr)
+    _check(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)", t.momentum)
+    _check(_finite(t.weight_decay) and t.weight_decay >= 0, "train.weight_decay", "must be >= 0", t.weight_decay)
+    _check(t.warmup_steps >= 0, "train.warmup_steps", "must be >= 0", t.warmup_steps)
     _check(t.lr_schedule in ("constant", "cosine", "step"), "train.lr_schedule", "must be constant, cosine or step", t.lr_schedule)
     _check(t.total_steps >= 1, "train.total_steps", "must be >= 1", t.total_steps)
     _check(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1", t.checkpoint_every)
     _check(t.keep_checkpoints >= 1, "train.keep_checkpoints", "must be >= 1", t.keep_checkpoints)
-    _check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0", t.grad_clip)
+    _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)", t.grad_clip)
     _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
     _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
     e = c.evaluator
     _check(e.gating in ("threshold", "sprt", "off"), "evaluator.gating", "must be threshold, sprt or off", e.gating)
     _check(e.games >= 2 and e.games % 2 == 0, "evaluator.games", "must be an even number >= 2", e.games)
     _check(0 < e.threshold < 1, "evaluator.threshold", "must be in (0, 1)", e.threshold)
-    _check(e.baseline_games % 2 == 0, "evaluator.baseline_games", "must be even", e.baseline_games)
+    _check(e.baseline_games >= 2 and e.baseline_games % 2 == 0, "evaluator.baseline_games", "must be an even number >= 2", e.baseline_games)
+    _check(0 < e.sprt_alpha < 1, "evaluator.sprt_alpha", "must be in (0, 1)", e.sprt_alpha)
+    _check(0 < e.sprt_beta < 1, "evaluator.sprt_beta", "must be in (0, 1)", e.sprt_beta)
+    _check(e.simulations >= 0, "evaluator.simulations", "must be >= 0 (0 = mcts.simulations)", e.simulations)
+    _check(e.sampling_plies >= 0, "evaluator.sampling_plies", "must be >= 0", e.sampling_plies)
+    _check(e.baseline_every >= 0, "evaluator.baseline_every", "must be >= 0", e.baseline_every)
+    _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
+    _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
+    ray_cfg = c.ray
+    if ray_cfg.num_cpus is not None:
+        _check(ray_cfg.num_cpus >= 1, "ray.num_cpus", "must be >= 1", ray_cfg.num_cpus)
+    if ray_cfg.num_gpus is not None:
+        _check(ray_cfg.num_gpus >= 0, "ray.num_gpus", "must be >= 0", ray_cfg.num_gpus)
+    _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]", ray_cfg.worker_gpu_share)
+    if ray_cfg.address is not None:
+        _check(
+            ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
+            "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
+        )
     for name in e.baselines:
         _check(name in ("random", "greedy", "uct"), "evaluator.baselines", "entries must be random, greedy or uct", name)
-    _check(c.device == "auto" or c.device == "cpu" or c.device.startswith("cuda"), "device", "must be auto, cpu or cuda[:N]", c.device)
-    _check(bool(c.run_name) and "/" not in c.run_name, "run_name", "must be a non-empty folder name", c.run_name)
+    _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device", "must be auto, cpu or cuda[:N]", c.device)
+    if c.device.startswith("cuda"):
+        import torch
+
+        _check(torch.cuda.is_available(), "device", "CUDA is not available on this machine", c.device)
+    _check(
+        bool(c.run_name) and re.fullmatch(r"[\w.\-]+", c.run_name) is not None and c.run_name not in (".", ".."),
+        "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", c.run_name,
+    )
     # The search section is checked by its own dataclass: unknown keys and bad values fail here.
     from takzero.search import SearchConfig  # local: the search imports numba code
 
-    fields = {f.name for f in dataclasses.fields(SearchConfig)}
-    for k in c.mcts:
+    fields = {f.name: f for f in dataclasses.fields(SearchConfig)}
+    for k, v in c.mcts.items():
         _check(k in fields, f"mcts.{k}", f"unknown key; known: {sorted(fields)}", k)
+        default = fields[k].default
+        if isinstance(default, bool):
+            _check(isinstance(v, bool), f"mcts.{k}", "must be true or false", v)
+        elif isinstance(default, int) or "int" in str(fields[k].type):
+            ok = (v is None and "None" in str(fields[k].type)) or (isinstance(v, int) and not isinstance(v, bool))
+            _check(ok, f"mcts.{k}", "must be an integer", v)
+        elif isinstance(default, float) or "float" in str(fields[k].type):
+            ok = (v is None and "None" in str(fields[k].type)) or (
+                isinstance(v, int | float) and not isinstance(v, bool) and _finite(float(v))
+            )
+            _check(ok, f"mcts.{k}", "must be a finite number", v)
     try:
         sc = SearchConfig(**c.mcts)
         check = getattr(sc, "validate", None)

@@ -457,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--simulations must be >= 1")
         if args.time is not None and args.time <= 0:
             raise ValueError("--time must be > 0")
+        if args.ply_limit is not None and args.ply_limit < 1:
+            raise ValueError(f"--ply-limit must be >= 1, got {args.ply_limit}")
         if args.threads and (args.model or args.opponent in (None, "network")):
             import torch
 

@@ -150,7 +150,7 @@ def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
             value = int(float(raw))
             if value < 0 or (tok == "nodes" and value < 1):
                 raise ValueError
-        except ValueError:
+        except (ValueError, OverflowError):
             problems.append(f"go: bad value '{raw}' for '{tok}' ignored")
             i += 2
             continue
@@ -762,7 +762,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "0 leaves torch's default)",
     )
     p.add_argument("--commands", help="read commands from this file instead of stdin")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.nodes is not None and args.nodes < 1:
+        p.error(f"--nodes must be >= 1, got {args.nodes}")
+    if args.seed < 0:
+        p.error(f"--seed must be >= 0, got {args.seed}")
+    if args.threads < 0:
+        p.error(f"--threads must be >= 0, got {args.threads}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -786,7 +793,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"takzero.tei: cannot start: {e}", file=sys.stderr)
         return 2
     if args.commands:
-        with open(args.commands, encoding="utf-8") as f:
+        try:
+            f = open(args.commands, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as e:
+            print(f"takzero.tei: cannot read --commands {args.commands}: {e.strerror}", file=sys.stderr)
+            return 2
+        with f:
             engine.run(f)
     else:
         engine.run(sys.stdin)

@@ -478,6 +478,8 @@ def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
     mover = ply & 1
     n = 0
     if ply < 2:
+        if state[I_STONES + 1 - mover] == 0:  # the opponent's flat comes from their reserve
+            return 0
         for sq in range(nsq):
             if state[OFF_HEIGHT + sq] == 0:
                 out[n] = make_placement(sq, FLAT)
@@ -527,7 +529,7 @@ def count_moves(state: np.ndarray) -> int:
         if state[OFF_HEIGHT + sq] == 0:
             empties += 1
     if ply < 2:
-        return empties
+        return empties if state[I_STONES + 1 - mover] > 0 else 0
     per_empty = 0
     if state[I_STONES + mover] > 0:
         per_empty += 2

@@ -83,10 +83,20 @@ _TPS_STACK_RE = re.compile(r"^([12]+)([SC]?)$")
 
 def komi_to_half_komi(komi: float) -> int:
     """Half-komi (integer) of a komi in points; raises ValueError unless komi is a multiple of 0.5."""
+    if not isinstance(komi, int | float) or not -100 <= komi <= 100:
+        raise ValueError(f"komi must be a number in -100..100, got {komi!r}")
     h = komi * 2
     if h != int(h):
         raise ValueError(f"komi must be a multiple of 0.5, got {komi}")
     return int(h)
+
+
+def _resolve_half_komi(komi: float, half_komi: int | None) -> int:
+    if half_komi is None:
+        return komi_to_half_komi(komi)
+    if int(half_komi) != half_komi or not -200 <= half_komi <= 200:
+        raise ValueError(f"half_komi must be an integer in -200..200, got {half_komi!r}")
+    return int(half_komi)
 
 
 class Position:
@@ -111,9 +121,13 @@ class Position:
         std_stones, std_caps = STANDARD_RESERVES[size]
         stones = std_stones if flats is None else flats
         capstones = std_caps if caps is None else caps
-        if stones < 0 or capstones < 0:
-            raise ValueError(f"piece counts must be >= 0, got flats={stones} caps={capstones}")
-        return stones, capstones
+        if int(stones) != stones or int(capstones) != capstones:
+            raise ValueError(f"piece counts must be whole numbers, got flats={stones} caps={capstones}")
+        if not 1 <= stones <= 62 or not 0 <= capstones <= 2 * size:
+            raise ValueError(
+                f"flats must be 1..62 and caps 0..{2 * size} per player, got flats={stones} caps={capstones}"
+            )
+        return int(stones), int(capstones)
 
     @classmethod
     def start(
@@ -126,7 +140,7 @@ class Position:
     ) -> Position:
         """The empty board of ``size`` (3..8); komi in points or ``half_komi`` (wins if given)."""
         stones, capstones = cls.reserves_for(size, flats, caps)
-        hk = komi_to_half_komi(komi) if half_komi is None else int(half_komi)
+        hk = _resolve_half_komi(komi, half_komi)
         return cls(core.new_state(size, stones, capstones, hk))
 
     @classmethod
@@ -144,6 +158,8 @@ class Position:
 
         Raises TPSError naming the field and what is wrong.
         """
+        if not isinstance(tps, str):
+            raise TPSError(f"TPS must be a string, got {type(tps).__name__}")
         fields = tps.strip().split()
         if len(fields) != 3:
             raise TPSError(f"TPS needs 3 fields (board, side, move number), got {len(fields)}: '{tps}'")
@@ -153,12 +169,12 @@ class Position:
             raise TPSError(f"TPS board has {size} rows; sizes 3..8 are supported")
         if fields[1] not in ("1", "2"):
             raise TPSError(f"TPS side to move must be 1 or 2, got '{fields[1]}'")
-        if not fields[2].isdigit() or int(fields[2]) < 1:
-            raise TPSError(f"TPS move number must be a positive integer, got '{fields[2]}'")
+        if not (fields[2].isascii() and fields[2].isdigit()) or not 1 <= int(fields[2]) <= 100_000:
+            raise TPSError(f"TPS move number must be an integer in 1..100000, got '{fields[2]}'")
         side = int(fields[1]) - 1
         ply = 2 * (int(fields[2]) - 1) + side
         stones, capstones = cls.reserves_for(size, flats, caps)
-        hk = komi_to_half_komi(komi) if half_komi is None else int(half_komi)
+        hk = _resolve_half_komi(komi, half_komi)
         state = core.new_state(size, stones, capstones, hk)
         state[I_PLY] = ply
         for row_i, row in enumerate(rows):
@@ -167,7 +183,7 @@ class Position:
             for cell in row.split(","):
                 if cell.startswith("x"):
                     k = cell[1:]
-                    if k and not k.isdigit():
+                    if k and not (k.isascii() and k.isdigit() and int(k) >= 1):
                         raise TPSError(f"TPS row {row_i + 1}: bad empty-run '{cell}'")
                     file += int(k) if k else 1
                     continue
@@ -205,7 +221,7 @@ class Position:
                 raise TPSError(f"TPS has {used_caps} {name} capstones, more than the {capstones} allowed")
         state[I_HASH] = core.hash_from_scratch(state)
         # A loaded position may already be over; the dragon clause needs a mover: the previous one.
-        state[I_RESULT] = core.compute_result(state, (ply - 1) & 1) if ply > 0 else core.RESULT_NONE
+        state[I_RESULT] = core.compute_result(state, (ply - 1) & 1)
         return cls(state)
 
     def copy(self) -> Position:
