@@ -182,8 +182,8 @@ def test_uct_move_info() -> None:
     pos = Position.start(4).play("a1").play("d4")
     m = UCTPlayer(simulations=300, seed=0).choose(pos)
     assert m.nodes == 300
-    assert 1 <= m.info["visits"] <= 300
-    assert 1 <= m.info["tree_nodes"] <= 301
+    assert m.info["visits"] in range(1, 301)
+    assert m.info["tree_nodes"] in range(1, 302)
     assert len(m.pv) >= 1 and m.pv[0] == m.code
     replay = pos.copy()
     for code in m.pv:  # the PV is a legal line
