@@ -121,6 +121,25 @@ def _pattern_tables() -> tuple[np.ndarray, np.ndarray]:
 PATTERN_COUNT, PATTERN_FLATTEN = _pattern_tables()
 
 
+def _pattern_lists() -> tuple[np.ndarray, np.ndarray]:
+    """LIST[c, d, f, :NUM[c, d, f]]: the legal drop patterns, ascending, for a carry of at most c
+    pieces, d free squares, and f = 1 when a lone capstone may flatten the wall just beyond."""
+    lists = np.zeros((MAX_SIZE + 1, MAX_SIZE + 1, 2, 256), dtype=np.int64)
+    num = np.zeros((MAX_SIZE + 1, MAX_SIZE + 1, 2), dtype=np.int64)
+    for c in range(MAX_SIZE + 1):
+        for d in range(MAX_SIZE + 1):
+            for f in range(2):
+                for p in range(1, 1 << c):
+                    pc = bin(p).count("1")
+                    if pc <= d or (f and pc == d + 1 and p & 1):
+                        lists[c, d, f, num[c, d, f]] = p
+                        num[c, d, f] += 1
+    return lists, num
+
+
+PATTERN_LIST, PATTERN_NUM = _pattern_lists()
+
+
 def num_actions(size: int) -> int:
     """Number of distinct move codes a size-N board can have: (3 + 4 * (2**N - 2)) * N * N."""
     return (3 + 4 * ((1 << size) - 2)) * size * size
@@ -504,14 +523,11 @@ def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
         is_cap = state[OFF_TOP + sq] == CAP
         for direction in range(4):
             free, blocker = _free_run(state, sq, direction, size)
-            can_flatten = is_cap and blocker == WALL
-            if free == 0 and not can_flatten:
-                continue
-            for p in range(1, 1 << carry):
-                pc = popcount(p)
-                if pc <= free or (can_flatten and pc == free + 1 and (p & 1)):
-                    out[n] = make_spread(sq, direction, p)
-                    n += 1
+            f = 1 if (is_cap and blocker == WALL) else 0
+            base = sq | (direction << 8)
+            for j in range(PATTERN_NUM[carry, free, f]):
+                out[n] = base | (PATTERN_LIST[carry, free, f, j] << 10)
+                n += 1
     return n
 
 
