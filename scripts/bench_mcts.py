@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from takzero.game.core import generate_moves, num_actions  # noqa: E402
+from takzero.game.core import I_RESULT, generate_moves, num_actions  # noqa: E402
 from takzero.search import BatchedMCTS, SearchConfig, UniformEvaluator  # noqa: E402
 
 GAMES_FILE = ROOT / "tests" / "data" / "games" / "engine_selfplay_6x6.ptn"
@@ -70,7 +70,7 @@ def random_positions(count: int, seed: int) -> list[np.ndarray]:
             if n == 0:
                 break
             make_move(st, int(buf[rng.integers(n)]))
-        if st[8] == 0:
+        if st[I_RESULT] == 0:
             out.append(st)
     return out
 
@@ -106,7 +106,7 @@ def midgame_positions(count: int, seed: int) -> list[np.ndarray]:
                 from takzero.game.core import make_move
 
                 make_move(st, int(code))
-            if ok and st[8] == 0:
+            if ok and st[I_RESULT] == 0:
                 out.append(st)
     except Exception as exc:  # the games file is optional
         print(f"# games file not used: {exc}", file=sys.stderr)

@@ -20,17 +20,7 @@ from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
 from takzero.players import NetworkPlayer, Player
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Batch-1 network calls: one torch thread (as the CLIs use) is much faster than several
-    on a busy machine; the setting is restored after each test."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_checkpoint(size: int = 4, **extra) -> dict:

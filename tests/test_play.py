@@ -19,16 +19,7 @@ from takzero.players import PlayerMove, RandomPlayer, UCTPlayer
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Batch-1 network calls: one torch thread (as the CLIs use) is much faster than several
-    on a busy machine; the setting is restored after each test."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def scripted(lines: list[str]):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from takzero.game import Position
-from takzero.game.core import generate_moves, make_move, num_actions
+from takzero.game.core import I_RESULT, generate_moves, make_move, num_actions
 from takzero.search import (
     BatchedMCTS,
     HashEvaluator,
@@ -28,7 +28,7 @@ def _random_positions(count: int, size: int, plies: int, seed: int) -> list[np.n
             if n == 0:
                 break
             make_move(st, int(buf[rng.integers(n)]))
-        if st[8] == 0:
+        if st[I_RESULT] == 0:
             out.append(st)
     return out
 
@@ -202,7 +202,7 @@ def test_whole_games_finish_and_free(gumbel):
     for g in range(games):
         assert mcts.tree_size(g) == 0
         st = mcts.root_state(g)
-        assert st[8] != 0 or st[1] >= 40
+        assert st[I_RESULT] != 0 or st[1] >= 40
 
 
 def test_search_position_helper():

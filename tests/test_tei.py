@@ -27,16 +27,7 @@ GOLDEN = Path(__file__).parent / "data" / "tei"
 REGEN = os.environ.get("TAKZERO_REGEN_GOLDEN") == "1"
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Batch-1 network calls: one torch thread (as the CLIs use) is much faster than several
-    on a busy machine; the setting is restored after each test."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def normalise(
