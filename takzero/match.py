@@ -55,6 +55,7 @@ from takzero.game.ptn import PTNError, PTNGame, read_ptn, write_ptn
 __all__ = [
     "EngineError",
     "GameOutcome",
+    "MatchAborted",
     "Opening",
     "TEIClient",
     "TimeControl",
@@ -73,6 +74,10 @@ class EngineError(RuntimeError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class MatchAborted(RuntimeError):
+    """The match cannot be played at all (an engine does not start); no game was played."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,8 +593,9 @@ def run_tei_match(
     """Play ``games`` games between the two engines ``commands`` on paired openings (see the
     module docstring); returns the match from engine 1's point of view and the games.
 
-    Raises ValueError for bad arguments (not two engines, games < 1, openings of another size).
-    Engine failures never raise: they lose games."""
+    Raises ValueError for bad arguments (not two engines, games < 1, openings of another size)
+    and MatchAborted when an engine does not start (no game is played). Later engine failures
+    never raise: they lose games (a crashed engine is restarted for the next game)."""
     if len(commands) != 2:
         raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
     if games < 1:
@@ -623,8 +629,9 @@ def run_tei_match(
         try:
             c.start()
         except EngineError as e:
-            printer(f"warning: {c.name} ({c.command}) did not start: {e}")
-            c.kill()
+            for other in clients:
+                other.kill()
+            raise MatchAborted(f"{c.name} ({c.command}) did not start: {e}; no games played") from None
     _distinct_names(*clients)
     a, b = clients
     printer(
@@ -713,7 +720,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; returns 0, or 2 for bad arguments/openings (message on stderr)."""
+    """CLI entry point; returns 0, 2 for bad arguments/openings, 3 when an engine does not start
+    (message on stderr)."""
     args = _parse_args(argv)
     try:
         half_komi = args.komi * 2
@@ -749,6 +757,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"takzero.match: {e}", file=sys.stderr)
         return 2
+    except MatchAborted as e:
+        print(f"takzero.match: {e}", file=sys.stderr)
+        return 3
     return 0
 
 

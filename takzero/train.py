@@ -438,7 +438,7 @@ class Run:
         best = self.run_dir / "best.pt"
         if best.exists():
             try:
-                d = load_checked(best)
+                d = load_checked(best, require_checksum=True)
                 return int(d.get("generation", generation)), d["model_state"]
             except Exception as e:  # noqa: BLE001 - reported, then the trainer's weights are used
                 log.error("best.pt unreadable (%s); using the trainer's weights", e)

@@ -263,15 +263,20 @@ class CheckpointError(RuntimeError):
     """A checkpoint file that is missing, truncated or does not match its checksum."""
 
 
-def load_checked(path: Path) -> dict[str, Any]:
+def load_checked(path: Path, require_checksum: bool = False) -> dict[str, Any]:
     """Load a checkpoint written by :func:`atomic_torch_save`, verifying its SHA-256 sidecar.
 
-    Raises CheckpointError when the file is missing, its checksum does not match, or it cannot be
-    read."""
+    ``require_checksum``: a missing sidecar is an error (the run's own checkpoints: the sidecar is
+    written before the checkpoint is renamed into place, so a checkpoint without one was damaged
+    or not written by the run); otherwise a file without a sidecar is loaded unverified.
+    Raises CheckpointError when the file is missing, its checksum does not match or is required
+    and missing, or it cannot be read."""
     path = Path(path)
     side = Path(str(path) + ".sha256")
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint")
+    if require_checksum and not side.exists():
+        raise CheckpointError(f"{path}: no {side.name} checksum file, so it cannot be verified")
     if side.exists():
         want = side.read_text().strip()
         got = _sha256(path)
@@ -291,11 +296,11 @@ def list_checkpoints(folder: Path) -> list[Path]:
 
 
 def load_latest(folder: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The newest readable checkpoint in ``folder`` (corrupt ones are reported and skipped), or
-    None when there is none."""
+    """The newest readable checkpoint in ``folder`` whose checksum sidecar matches (corrupt or
+    unverifiable ones are reported and skipped), or None when there is none."""
     for path in reversed(list_checkpoints(folder)):
         try:
-            return path, load_checked(path)
+            return path, load_checked(path, require_checksum=True)
         except CheckpointError as e:
             log.error("%s; trying an older checkpoint", e)
     return None

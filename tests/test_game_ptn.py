@@ -368,3 +368,12 @@ def test_from_game_rejects() -> None:
         write_ptn(PTNGame(tags={"Size": "5"}, comments={3: ["after a move that is not there"]}))
     with pytest.raises(ValueError, match="newline"):
         write_ptn(PTNGame(tags={"Size": "5", "Event": "a\nb"}))
+
+
+def test_binary_file_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "junk.ptn"
+    path.write_bytes(b'[Size "5"]\n\n1. a1 e5 2. \x00\xff zz\n')
+    with pytest.raises(PTNError) as info:
+        read_ptn_file(path)
+    assert (info.value.line, info.value.column) == (3, 14)
+    assert f"{path}:3:14" in str(info.value) and "not UTF-8 text (byte 0xff)" in str(info.value)

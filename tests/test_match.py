@@ -14,6 +14,7 @@ import pytest
 from takzero.game import Position
 from takzero.game.ptn import read_ptn_file
 from takzero.match import (
+    MatchAborted,
     Opening,
     TimeControl,
     load_openings,
@@ -166,16 +167,18 @@ def test_bad_engines_lose_and_the_match_goes_on(tmp_path: Path, mode: str, reaso
     assert "forfeits" in text
 
 
-def test_an_engine_that_cannot_start_loses_every_game(tmp_path: Path) -> None:
+def test_an_engine_that_cannot_start_aborts_the_match(tmp_path: Path, capsys) -> None:
     lines: list[str] = []
-    result, outcomes = run_tei_match(
-        [str(tmp_path / "no-such-engine"), tei("--player", "random")],
-        games=2, size=3, half_komi=0, tc=TimeControl(nodes=1), out_dir=tmp_path,
-        printer=lines.append,
-    )  # fmt: skip
-    assert [o.reason for o in outcomes] == ["crash", "crash"]
-    assert result.losses == 2
-    assert any("did not start" in ln for ln in lines)
+    with pytest.raises(MatchAborted, match="engine1 .*no-such-engine.* did not start"):
+        run_tei_match(
+            [str(tmp_path / "no-such-engine"), tei("--player", "random")],
+            games=2, size=3, half_komi=0, tc=TimeControl(nodes=1), out_dir=tmp_path,
+            printer=lines.append,
+        )  # fmt: skip
+    assert not any(ln.startswith("game ") for ln in lines)
+    argv = ["--engine", str(tmp_path / "nope"), "--engine", "nope2", "--out", str(tmp_path / "m")]
+    assert main(argv) == 3
+    assert "did not start" in capsys.readouterr().err
 
 
 def test_load_openings(tmp_path: Path) -> None:

@@ -113,3 +113,10 @@ def test_corrupt_checkpoint_is_detected_and_older_used(tmp_path) -> None:
     path, state = load_latest(tmp_path)
     assert path.name == "ckpt_000000001.pt"
     assert state["step"] == 0
+    # Without its sidecar a checkpoint cannot be verified: skipped by resume, loadable on request.
+    atomic_torch_save(t.state_dict(), tmp_path / "ckpt_000000003.pt")
+    (tmp_path / "ckpt_000000003.pt.sha256").unlink()
+    with pytest.raises(CheckpointError, match="no ckpt_000000003.pt.sha256 checksum file"):
+        load_checked(tmp_path / "ckpt_000000003.pt", require_checksum=True)
+    assert load_checked(tmp_path / "ckpt_000000003.pt")["step"] == 1
+    assert load_latest(tmp_path)[0].name == "ckpt_000000001.pt"

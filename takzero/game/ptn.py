@@ -592,10 +592,22 @@ def read_ptn_file(
 ) -> list[PTNGame]:
     """Read a PTN file (UTF-8) with :func:`read_ptn`; error messages name the file.
 
-    Raises OSError / UnicodeDecodeError for an unreadable file and PTNError for bad content.
+    Raises OSError for an unreadable file and PTNError for bad content, including bytes that are
+    not UTF-8 (the error gives the line and column of the first such byte).
     """
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise PTNError(
+            f"not UTF-8 text (byte 0x{data[e.start]:02x}); is this a PTN file?",
+            line=line,
+            column=column,
+            source=os.fspath(path),
+        ) from None
     return read_ptn(text, check=check, strict_numbers=strict_numbers, source=os.fspath(path))
 
 
