@@ -11,15 +11,18 @@ threefold repetition are draws). Evaluation games never enter the replay buffer.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from takzero.arena import GameRecord, MatchResult, gate, random_openings
+from takzero.arena import GameRecord, MatchResult, elo_to_score, gate, random_openings
 from takzero.game.position import Game, Position
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, model_from_config
@@ -246,3 +249,131 @@ class GatingEvaluator:
                 scalars[f"score/vs_{name}"] = match.score
                 ptn[f"baseline_gen{gen:05d}_vs_{name}.ptn"] = "\n".join(g.to_ptn() for g in match.games)
         return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: a model against the baselines
+# ---------------------------------------------------------------------------------------------
+
+
+def evaluate_model(
+    model: str,
+    baselines: list[str],
+    pairs: int,
+    simulations: int,
+    ply_limit: int,
+    seed: int = 0,
+    komi: float | None = None,
+    opening_plies: int = 2,
+    device: str = "cpu",
+    ptn_dir: str | None = None,
+    say: Any = print,
+) -> list[dict[str, Any]]:
+    """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
+    move (no noise, most visited move) against each baseline spec (``random``, ``greedy``,
+    ``uct:<simulations>``) on ``pairs`` random openings of ``opening_plies`` plies, each played once
+    with each colour (2 * pairs games per baseline). Komi: ``komi`` points, or the model's own
+    (``half_komi`` in its metadata), else 0. Returns one summary dict per baseline (see
+    :meth:`takzero.arena.MatchResult.summary`, plus 'seconds', the score's 95% interval from the
+    pentanomial Elo interval ('score_lower'/'score_upper', a point when every game was won) and
+    the Wilson interval ('score_wilson_lower'/'score_wilson_upper')); each is also printed with
+    ``say`` as a JSON line (infinite Elo as null). Writes the games as PTN into
+    ``ptn_dir`` when given. Raises ValueError for a bad spec, pairs < 1 or simulations < 1."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    if simulations < 1:
+        raise ValueError(f"simulations must be >= 1, got {simulations}")
+    players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
+    net = Evaluator.load(model, device=device)
+    size = net.config.size
+    half_komi = int(net.metadata.get("half_komi", 0)) if komi is None else int(round(2 * komi))
+    start = Position.start(size, half_komi=half_komi)
+    search = SearchConfig(simulations=simulations, max_plies=ply_limit).evaluation()
+    side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
+    openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
+    out: list[dict[str, Any]] = []
+    for spec, player in zip(baselines, players, strict=True):
+        t0 = time.perf_counter()
+        match = play_match(side, player, start, openings, ply_limit, seed=seed)
+        summary: dict[str, Any] = {"baseline": spec, **match.summary()}
+        summary["score_lower"], summary["score_upper"] = _score_interval(match)
+        summary["score_wilson_lower"], summary["score_wilson_upper"] = wilson_interval(
+            match.score, match.num_games
+        )
+        summary["seconds"] = round(time.perf_counter() - t0, 1)
+        summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed)
+        out.append(summary)
+        say(json.dumps(_finite_or_none(summary)))
+        if ptn_dir is not None:
+            folder = Path(ptn_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            name = spec.replace(":", "")
+            (folder / f"vs_{name}.ptn").write_text("\n".join(g.to_ptn() for g in match.games))
+    return out
+
+
+def wilson_interval(score: float, games: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval (Wilson 1927) of a mean score over ``games`` games (draws count
+    half, games taken as independent), 95% by default. Unlike the normal interval it does not
+    collapse to a point at a score of 0 or 1 (200 wins in 200 games: [0.981, 1]). Raises
+    ValueError for games < 1 or a score outside [0, 1]."""
+    if games < 1 or not 0.0 <= score <= 1.0:
+        raise ValueError(f"need games >= 1 and 0 <= score <= 1, got {games} games, score {score}")
+    z2 = z * z / games
+    centre = (score + z2 / 2) / (1 + z2)
+    half = z * math.sqrt(score * (1 - score) / games + z2 / (4 * games)) / (1 + z2)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
+def _finite_or_none(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with infinite or NaN floats as None, so that the JSON line is strict JSON."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def _score_interval(match: MatchResult) -> tuple[float, float]:
+    """The 95% interval of A's score (the Elo interval mapped back to a score)."""
+    est = match.elo()
+    return round(elo_to_score(est.lower), 4), round(elo_to_score(est.upper), 4)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m takzero.evaluate MODEL``: the model against the baselines, JSON line each."""
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m takzero.evaluate",
+        description="Play a model against the baselines on paired openings; one JSON line each.",
+    )
+    p.add_argument("model", help="exported model (TorchScript/ONNX) or checkpoint (.pt)")
+    p.add_argument(
+        "--baselines", nargs="+", default=["random", "greedy", "uct:1000"],
+        help="baseline specs: random, greedy, uct:<simulations> (default: random greedy uct:1000)",
+    )
+    p.add_argument("--pairs", type=int, default=50, help="openings, each played with both colours")
+    p.add_argument("--simulations", type=int, default=200, help="network simulations per move")
+    p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
+    p.add_argument("--komi", type=float, help="komi in points (default: the model's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
+    args = p.parse_args(argv)
+    if args.ply_limit < 1:
+        p.error(f"--ply-limit must be >= 1, got {args.ply_limit}")
+    if args.threads < 0:
+        p.error(f"--threads must be >= 0, got {args.threads}")
+    if not Path(args.model).is_file():
+        p.error(f"model file not found: {args.model}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        evaluate_model(
+            args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
+            seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir,
+        )
+    except ValueError as e:
+        p.error(str(e))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

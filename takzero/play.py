@@ -18,7 +18,8 @@ engine prints its evaluation: win/draw/loss percentages from its own point of vi
 player), or its expected score (the UCT baseline).
 
 Opponent: ``--model FILE`` (an exported model or a checkpoint); without it
-``checkpoints/pretrained/<N>x<N>.pt`` when that file exists, else the UCT baseline (said clearly).
+``checkpoints/pretrained/<N>x<N>.pt`` when that file exists (without ``--size``: the shipped
+model's size, 5x5 today), else the UCT baseline (said clearly).
 ``--opponent random|greedy|uct|uct:<sims>`` picks a baseline. Strength: ``--simulations N`` and/or
 ``--time SECONDS`` per engine move. ``--size``, ``--komi``, ``--colour white|black|random``,
 ``--seed``, ``--ply-limit`` (draw after that many plies; threefold repetition is always a draw).
@@ -144,9 +145,26 @@ def describe_eval(pm: PlayerMove) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def pretrained_path(size: int, root: str | Path = "checkpoints/pretrained") -> Path:
-    """``checkpoints/pretrained/<N>x<N>.pt`` (relative to the working directory)."""
-    return Path(root) / f"{size}x{size}.pt"
+#: Where the shipped models live: ``checkpoints/pretrained`` of the working directory first, then
+#: of the repository this package was installed from (an editable install).
+PRETRAINED_DIRS = (Path("checkpoints/pretrained"), Path(__file__).resolve().parents[1] / "checkpoints" / "pretrained")
+
+
+def pretrained_path(size: int, roots: tuple[str | Path, ...] | None = None) -> Path:
+    """The pretrained model ``<N>x<N>.pt`` for ``size``: the first of ``roots`` (default
+    :data:`PRETRAINED_DIRS`) that has it, else the path in the first root (which does not exist)."""
+    roots = PRETRAINED_DIRS if roots is None else roots
+    for root in roots:
+        if (Path(root) / f"{size}x{size}.pt").is_file():
+            return Path(root) / f"{size}x{size}.pt"
+    return Path(roots[0]) / f"{size}x{size}.pt"
+
+
+def default_size(roots: tuple[str | Path, ...] | None = None) -> int:
+    """The board size to play when none is given: 6 if a 6x6 model is shipped, else the largest
+    size with a pretrained model, else 6."""
+    have = [n for n in range(3, 9) if pretrained_path(n, roots).is_file()]
+    return 6 if 6 in have or not have else max(have)
 
 
 def make_opponent(
@@ -157,12 +175,14 @@ def make_opponent(
     seed: int,
     say: Callable[[str], None],
     device: str = "cpu",
+    pretrained_roots: tuple[str | Path, ...] | None = None,
 ) -> tuple[Any, int]:
     """The engine player and the board size to play.
 
     ``opponent`` (a baseline spec) wins over models; ``model`` is loaded as a
     :class:`takzero.players.NetworkPlayer`; with neither, the pretrained model for the size is
-    used when it exists, else ``uct`` (``say`` explains). A model that does not play ``size``
+    used when it exists (without ``size``: see :func:`default_size`; ``pretrained_roots``: where
+    to look, default :data:`PRETRAINED_DIRS`), else ``uct`` (``say`` explains). A model that does not play ``size``
     falls back to ``uct`` with a message. Raises ValueError for a bad spec or an unusable model
     file given explicitly.
     """
@@ -178,7 +198,8 @@ def make_opponent(
         return baseline(opponent, size or 6)
     path = model
     if path is None:
-        candidate = pretrained_path(size or 6)
+        board = size or default_size(pretrained_roots)
+        candidate = pretrained_path(board, pretrained_roots)
         if candidate.is_file():
             path = str(candidate)
         else:
@@ -186,7 +207,7 @@ def make_opponent(
                 f"no --model given and {candidate} does not exist: playing the UCT baseline "
                 f"(random rollouts) instead of a network"
             )
-            return baseline("uct", size or 6)
+            return baseline("uct", board)
     try:
         net = NetworkPlayer.load(
             path, simulations=simulations or DEFAULT_NETWORK_SIMULATIONS, seed=seed, device=device
@@ -418,7 +439,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--model",
-        help="exported model or checkpoint (default: checkpoints/pretrained/<N>x<N>.pt if present)",
+        help="exported model or checkpoint (default: checkpoints/pretrained/<N>x<N>.pt if present; "
+        "without --size, the shipped model's size)",
     )
     p.add_argument(
         "--opponent", help="baseline instead of a network: random, greedy, uct, uct:<sims>"

@@ -132,8 +132,9 @@ def test_describe_eval() -> None:
 
 def test_opponent_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     said: list[str] = []
-    monkeypatch.chdir(tmp_path)  # no checkpoints/pretrained here
-    p, size = make_opponent(None, None, 5, 77, 0, said.append)
+    monkeypatch.chdir(tmp_path)
+    roots = (Path("checkpoints/pretrained"),)  # none here (the repository's own folder not searched)
+    p, size = make_opponent(None, None, 5, 77, 0, said.append, pretrained_roots=roots)
     assert isinstance(p, UCTPlayer) and p.simulations == 77 and size == 5
     assert "checkpoints/pretrained/5x5.pt does not exist" in said[0]
     p, size = make_opponent(None, "greedy", None, None, 0, said.append)
@@ -151,8 +152,11 @@ def test_opponent_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
     (tmp_path / "checkpoints" / "pretrained").mkdir(parents=True)
     torch.save(checkpoint_dict(net), tmp_path / "checkpoints" / "pretrained" / "3x3.pt")
-    p, size = make_opponent(None, None, 3, 12, 0, said.append)
+    p, size = make_opponent(None, None, 3, 12, 0, said.append, pretrained_roots=roots)
     assert isinstance(p, NetworkPlayer) and size == 3 and p.simulations == 12
+    # Without a size the shipped model's size is played (no 6x6 model here).
+    p, size = make_opponent(None, None, None, 12, 0, said.append, pretrained_roots=roots)
+    assert isinstance(p, NetworkPlayer) and size == 3
     said.clear()
     p, size = make_opponent("checkpoints/pretrained/3x3.pt", None, 4, None, 0, said.append)
     assert isinstance(p, UCTPlayer) and size == 4

@@ -54,14 +54,16 @@ def test_bad_config_values_name_their_key(key: str, value: object) -> None:
 
 
 def test_good_configs_load() -> None:
-    for name in ("3x3", "4x4", "5x5", "6x6", "7x7", "8x8", "smoke"):
+    names = sorted(p.stem for p in (ROOT / "configs/config").glob("*.yaml"))
+    assert {"3x3", "4x4", "5x5", "5x5_cpu", "6x6", "7x7", "8x8", "smoke"} <= set(names)
+    for name in names:
         raw = OmegaConf.merge(
             OmegaConf.load(ROOT / "configs/train.yaml"),
             OmegaConf.load(ROOT / f"configs/config/{name}.yaml"),
         )
         raw.run_name = name
         cfg = load_config(raw)
-        assert cfg.board.size == (4 if name == "smoke" else int(name[0]))
+        assert cfg.board.size == (4 if name == "smoke" else int(name[0])), name
 
 
 def test_cli_rejects_bad_value_at_startup(tmp_path: Path) -> None:

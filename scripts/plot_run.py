@@ -1,0 +1,139 @@
+"""Plot a training run from its TensorBoard logs: Elo against the baselines and the losses over
+training time.
+
+    python scripts/plot_run.py RUN_DIR [--out docs] [--prefix 5x5_cpu]
+
+RUN_DIR is a run folder (``checkpoints/<run_name>``, holding ``tb/``) or the ``tb/`` folder itself.
+Writes ``<prefix>_elo.png`` (Elo and score against each baseline, from the evaluator's
+``elo/vs_*`` and ``score/vs_*`` scalars) and ``<prefix>_loss.png`` (``loss/*`` scalars, raw and
+smoothed) into ``--out``, and prints one JSON line per file with the last values plotted. The time
+axis is minutes of wall-clock time since the run's first logged event. Elo is clipped to
+[-800, 800] for plotting: a 100% or 0% score has an infinite point estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+ELO_CLIP = 800.0
+
+
+def load_scalars(tb_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every scalar tag of the event files in ``tb_dir``: tag -> (wall_time s, step, value)."""
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    out = {}
+    for tag in acc.Tags().get("scalars", []):
+        events = acc.Scalars(tag)
+        out[tag] = (
+            np.array([e.wall_time for e in events], dtype=np.float64),
+            np.array([e.step for e in events], dtype=np.int64),
+            np.array([e.value for e in events], dtype=np.float64),
+        )
+    return out
+
+
+def smooth(values: np.ndarray, weight: float = 0.9) -> np.ndarray:
+    """TensorBoard's exponential moving average with debiasing."""
+    out = np.empty_like(values)
+    last, norm = 0.0, 0.0
+    for i, v in enumerate(values):
+        last = weight * last + (1 - weight) * v
+        norm = weight * norm + (1 - weight)
+        out[i] = last / norm
+    return out
+
+
+def plot_elo(scalars: dict, t0: float, path: Path, title: str) -> dict[str, float]:
+    """Elo (top) and score (bottom) against each baseline over minutes of training."""
+    names = sorted(t.removeprefix("elo/vs_") for t in scalars if t.startswith("elo/vs_"))
+    if not names:
+        raise SystemExit("no elo/vs_* scalars in the logs: did the evaluator play the baselines?")
+    fig, (ax_elo, ax_score) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    last: dict[str, float] = {}
+    for name in names:
+        wall, _, elo = scalars[f"elo/vs_{name}"]
+        minutes = (wall - t0) / 60
+        ax_elo.plot(minutes, np.clip(elo, -ELO_CLIP, ELO_CLIP), marker="o", ms=3, label=f"vs {name}")
+        if f"score/vs_{name}" in scalars:
+            wall_s, _, score = scalars[f"score/vs_{name}"]
+            ax_score.plot((wall_s - t0) / 60, 100 * score, marker="o", ms=3, label=f"vs {name}")
+            last[f"score_vs_{name}"] = float(score[-1])
+        last[f"elo_vs_{name}"] = float(elo[-1])
+    ax_elo.axhline(0, color="grey", lw=0.8)
+    ax_elo.set_ylabel(f"Elo over baseline (clipped to +-{ELO_CLIP:.0f})")
+    ax_elo.set_title(title)
+    ax_elo.legend()
+    ax_elo.grid(alpha=0.3)
+    ax_score.axhline(50, color="grey", lw=0.8)
+    ax_score.set_ylabel("score (%)")
+    ax_score.set_ylim(-2, 102)
+    ax_score.set_xlabel("training time (minutes)")
+    ax_score.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return last
+
+
+def plot_losses(scalars: dict, t0: float, path: Path, title: str) -> dict[str, float]:
+    """Each ``loss/*`` scalar over minutes of training: raw (faint) and smoothed."""
+    tags = [t for t in ("loss/total", "loss/policy", "loss/value", "loss/aux") if t in scalars]
+    if not tags:
+        raise SystemExit("no loss/* scalars in the logs: did the trainer take a step?")
+    fig, axes = plt.subplots(len(tags), 1, figsize=(8, 2.2 * len(tags) + 0.6), sharex=True)
+    axes = np.atleast_1d(axes)
+    last: dict[str, float] = {}
+    for ax, tag in zip(axes, tags, strict=True):
+        wall, _, value = scalars[tag]
+        minutes = (wall - t0) / 60
+        line = ax.plot(minutes, value, alpha=0.25)[0]
+        ax.plot(minutes, smooth(value), color=line.get_color())
+        ax.set_ylabel(tag.removeprefix("loss/"))
+        ax.grid(alpha=0.3)
+        last[tag.replace("/", "_")] = float(smooth(value)[-1])
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("training time (minutes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return last
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", help="run folder (with tb/) or the tb/ folder")
+    p.add_argument("--out", default="docs", help="folder for the PNG files (default docs)")
+    p.add_argument("--prefix", help="file name prefix (default: the run folder's name)")
+    args = p.parse_args(argv)
+    run_dir = Path(args.run_dir)
+    tb_dir = run_dir / "tb" if (run_dir / "tb").is_dir() else run_dir
+    if not tb_dir.is_dir() or not any(tb_dir.glob("events.out.tfevents.*")):
+        p.error(f"no TensorBoard event files in {tb_dir}")
+    name = run_dir.name if tb_dir != run_dir else run_dir.parent.name
+    prefix = args.prefix or name
+    scalars = load_scalars(tb_dir)
+    if not scalars:
+        p.error(f"no scalars in {tb_dir}")
+    t0 = min(float(w[0]) for w, _, _ in scalars.values() if len(w))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for kind, fn in (("elo", plot_elo), ("loss", plot_losses)):
+        path = out / f"{prefix}_{kind}.png"
+        last = fn(scalars, t0, path, f"{name}: {'Elo vs baselines' if kind == 'elo' else 'losses'}")
+        print(json.dumps({"file": str(path), **last}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The evaluation CLI (``python -m takzero.evaluate``): a model against the baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from takzero.evaluate import evaluate_model, main
+from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
+    path = tmp_path / "tiny.pt"
+    d = checkpoint_dict(net)
+    d["half_komi"] = 1
+    torch.save(d, path)
+    return path
+
+
+def test_evaluate_model_plays_paired_games(tiny_model: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    out = evaluate_model(
+        str(tiny_model), ["random", "uct:20"], pairs=3, simulations=8, ply_limit=40,
+        ptn_dir=str(tmp_path / "games"), say=lines.append,
+    )
+    assert [r["baseline"] for r in out] == ["random", "uct:20"]
+    for r, line in zip(out, lines, strict=True):
+        printed = json.loads(line)
+        assert printed == {k: (None if v in (float("inf"), float("-inf")) else v) for k, v in r.items()}
+        assert r["games"] == 6 and r["wins"] + r["draws"] + r["losses"] == 6
+        assert r["size"] == 3 and r["half_komi"] == 1  # the model's komi
+        assert r["elo_model"] == "pentanomial"  # every opening with both colours
+        assert 0.0 <= r["score_lower"] <= r["score"] <= r["score_upper"] <= 1.0
+        assert 0.0 <= r["score_wilson_lower"] <= r["score"] <= r["score_wilson_upper"] <= 1.0
+    text = (tmp_path / "games" / "vs_uct20.ptn").read_text()
+    assert text.count("[Size \"3\"]") == 6 and "takzero:tiny.pt" in text
+
+
+def test_evaluate_rejects_bad_arguments(tiny_model: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(ValueError, match="unknown player"):
+        evaluate_model(str(tiny_model), ["minimax"], pairs=1, simulations=4, ply_limit=20)
+    with pytest.raises(ValueError, match="pairs must be >= 1"):
+        evaluate_model(str(tiny_model), ["random"], pairs=0, simulations=4, ply_limit=20)
+    for argv, message in (
+        ([str(tiny_model), "--simulations", "0"], "simulations must be >= 1"),
+        ([str(tiny_model), "--ply-limit", "0"], "--ply-limit must be >= 1"),
+        (["missing.pt"], "model file not found: missing.pt"),
+        ([str(tiny_model), "--baselines", "uct:x"], "unknown player 'uct:x'"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_evaluate_cli_prints_json_lines(tiny_model: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([str(tiny_model), "--baselines", "greedy", "--pairs", "1", "--simulations", "4",
+                 "--komi", "0"]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    r = json.loads(line)
+    assert r["baseline"] == "greedy" and r["games"] == 2 and r["half_komi"] == 0
+
+
+def test_wilson_interval() -> None:
+    from takzero.evaluate import wilson_interval
+
+    assert wilson_interval(1.0, 200) == (0.9812, 1.0)  # all won: a real lower bound, not 1.0
+    assert wilson_interval(0.0, 200) == (0.0, 0.0188)
+    lo, hi = wilson_interval(0.5, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+    with pytest.raises(ValueError):
+        wilson_interval(0.5, 0)
+
+
+def test_shipped_5x5_model_beats_random() -> None:
+    """The model in checkpoints/pretrained (docs/results.md) still loads and plays: it won 200 of
+    200 games against random at 200 simulations; 16 simulations are plenty for 6 games."""
+    model = Path(__file__).resolve().parents[1] / "checkpoints" / "pretrained" / "5x5.pt"
+    (r,) = evaluate_model(str(model), ["random"], pairs=3, simulations=16, ply_limit=150, say=print)
+    assert r["size"] == 5 and r["half_komi"] == 0
+    assert r["wins"] == 6, r

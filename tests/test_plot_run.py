@@ -1,0 +1,54 @@
+"""scripts/plot_run.py: plots from a run's TensorBoard logs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("plot_run", ROOT / "scripts" / "plot_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_plot_run_writes_both_figures(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "myrun"
+    writer = SummaryWriter(str(run / "tb"))
+    for step in range(0, 100, 10):
+        writer.add_scalar("loss/total", 3.0 - step / 100, step, walltime=1000.0 + step)
+        writer.add_scalar("loss/policy", 2.5 - step / 100, step, walltime=1000.0 + step)
+    for k, score in enumerate((0.25, 0.5, 1.0)):
+        writer.add_scalar("score/vs_uct", score, 30 * k, walltime=1060.0 + 60 * k)
+        writer.add_scalar("elo/vs_uct", [-190.8, 0.0, 1000.0][k], 30 * k, walltime=1060.0 + 60 * k)
+    writer.close()
+    plot_run = _load_script()
+    assert plot_run.main([str(run), "--out", str(tmp_path / "docs")]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert [Path(x["file"]).name for x in lines] == ["myrun_elo.png", "myrun_loss.png"]
+    assert lines[0]["score_vs_uct"] == 1.0 and lines[0]["elo_vs_uct"] == 1000.0
+    assert lines[1]["loss_total"] < 3.0  # smoothed, after the loss fell
+    for x in lines:
+        assert Path(x["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_run_needs_logs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plot_run = _load_script()
+    with pytest.raises(SystemExit) as exc:
+        plot_run.main([str(tmp_path)])
+    assert exc.value.code == 2 and "no TensorBoard event files" in capsys.readouterr().err
+
+
+def test_smooth_is_debiased() -> None:
+    import numpy as np
+
+    plot_run = _load_script()
+    assert np.allclose(plot_run.smooth(np.full(5, 2.0)), 2.0)
