@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from takzero.arena import GameRecord, MatchResult, elo_to_score, gate, random_openings
-from takzero.game.position import Game, Position
+from takzero.game.position import Game, Position, komi_to_half_komi
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, model_from_config
 from takzero.players import Player, make_player
@@ -278,19 +278,27 @@ def evaluate_model(
     pentanomial Elo interval ('score_lower'/'score_upper', a point when every game was won) and
     the Wilson interval ('score_wilson_lower'/'score_wilson_upper')); each is also printed with
     ``say`` as a JSON line (infinite Elo as null). Writes the games as PTN into
-    ``ptn_dir`` when given. Raises ValueError for a bad spec, pairs < 1 or simulations < 1."""
+    ``ptn_dir`` when given. Raises ValueError for a bad spec, pairs < 1, simulations < 1, a komi
+    that is not a multiple of 0.5, or a file that is not a model."""
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
     if simulations < 1:
         raise ValueError(f"simulations must be >= 1, got {simulations}")
     players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
-    net = Evaluator.load(model, device=device)
+    given_half_komi = None if komi is None else komi_to_half_komi(komi)
+    try:
+        net = Evaluator.load(model, device=device)
+    except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
+        raise ValueError(f"cannot load model {model}: {e}") from None
     size = net.config.size
-    half_komi = int(net.metadata.get("half_komi", 0)) if komi is None else int(round(2 * komi))
+    half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(simulations=simulations, max_plies=ply_limit).evaluation()
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
+    if ptn_dir is not None:
+        folder = Path(ptn_dir)
+        folder.mkdir(parents=True, exist_ok=True)  # before any game: a bad folder fails at once
     out: list[dict[str, Any]] = []
     for spec, player in zip(baselines, players, strict=True):
         t0 = time.perf_counter()
@@ -305,8 +313,6 @@ def evaluate_model(
         out.append(summary)
         say(json.dumps(_finite_or_none(summary)))
         if ptn_dir is not None:
-            folder = Path(ptn_dir)
-            folder.mkdir(parents=True, exist_ok=True)
             name = spec.replace(":", "")
             (folder / f"vs_{name}.ptn").write_text("\n".join(g.to_ptn() for g in match.games))
     return out
@@ -370,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir,
         )
-    except ValueError as e:
+    except (OSError, ValueError) as e:
         p.error(str(e))
     return 0
 

@@ -52,6 +52,8 @@ def test_evaluate_rejects_bad_arguments(tiny_model: Path, capsys: pytest.Capture
         ([str(tiny_model), "--ply-limit", "0"], "--ply-limit must be >= 1"),
         (["missing.pt"], "model file not found: missing.pt"),
         ([str(tiny_model), "--baselines", "uct:x"], "unknown player 'uct:x'"),
+        ([str(tiny_model), "--komi", "0.3"], "komi must be a multiple of 0.5"),
+        ([str(Path(__file__)), "--pairs", "1"], "cannot load model"),
     ):
         with pytest.raises(SystemExit) as exc:
             main(argv)
