@@ -375,8 +375,12 @@ def _flood(seed: np.uint64, bb: np.uint64, size: int, not_left: np.uint64, not_r
 @njit(cache=True)
 def has_road(state: np.ndarray, colour: int) -> bool:
     """True if ``colour`` has a road: orthogonally connected flats/capstones joining opposite edges."""
-    size = state[I_SIZE]
-    bb = road_bitboard(state, colour)
+    return _road_on(road_bitboard(state, colour), state[I_SIZE])
+
+
+@njit(cache=True)
+def _road_on(bb: np.uint64, size: int) -> bool:
+    """True if the road pieces ``bb`` (a ``road_bitboard``) of a size-N board form a road."""
     bottom, top, left, right = _edge_masks(size)
     # A road needs a piece on each of two opposite edges.
     if (bb & bottom) and (bb & top):
@@ -410,8 +414,18 @@ def compute_result(state: np.ndarray, mover: int) -> int:
     Order as in the rules: roads (both roads -> the mover wins, the dragon clause), then the flat
     count when the board is full or either reserve is empty, komi added to black's count.
     """
-    wr = has_road(state, WHITE)
-    br = has_road(state, BLACK)
+    size = state[I_SIZE]
+    white = np.uint64(0)  # both colours' road_bitboard in one pass
+    black = np.uint64(0)
+    for sq in range(size * size):
+        t = state[OFF_TOP + sq]
+        if t == FLAT or t == CAP:
+            if state[OFF_LO + sq] & 1:
+                black |= np.uint64(1) << np.uint64(sq)
+            else:
+                white |= np.uint64(1) << np.uint64(sq)
+    wr = _road_on(white, size)
+    br = _road_on(black, size)
     if wr and br:
         return RESULT_ROAD_WHITE if mover == WHITE else RESULT_ROAD_BLACK
     if wr:
@@ -467,11 +481,21 @@ def result_winner(result: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _free_run(state: np.ndarray, sq: int, direction: int, size: int) -> tuple[int, int]:
-    """Number of squares a spread can drop on before an edge/wall/capstone, and the type of the
-    blocking piece on the board just beyond (EMPTY if the edge blocks)."""
+def _free_run(
+    state: np.ndarray, sq: int, direction: int, size: int, rank: int, file: int
+) -> tuple[int, int]:
+    """Number of squares a spread from ``sq`` (at ``rank``, ``file``: passed in, so that the
+    division is done once per square, not per direction) can drop on before an edge/wall/capstone,
+    and the type of the blocking piece on the board just beyond (EMPTY if the edge blocks)."""
     step = direction_step(direction, size)
-    edge = distance_to_edge(sq, direction, size)
+    if direction == DIR_UP:
+        edge = size - 1 - rank
+    elif direction == DIR_DOWN:
+        edge = rank
+    elif direction == DIR_RIGHT:
+        edge = size - 1 - file
+    else:
+        edge = file
     s = sq
     for i in range(edge):
         s += step
@@ -484,7 +508,8 @@ def _free_run(state: np.ndarray, sq: int, direction: int, size: int) -> tuple[in
 @njit(cache=True)
 def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
     """Write every legal move code of ``state`` into ``out`` (int64, length >= num_actions(N));
-    returns how many. A finished position (state[I_RESULT] != 0) has no moves.
+    returns how many. A finished position (state[I_RESULT] != 0) has no moves. Entries of ``out``
+    past the returned count may be overwritten (scratch).
 
     Order: placements (square ascending; flat, wall, capstone), then spreads (square, direction,
     pattern ascending).
@@ -504,25 +529,35 @@ def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
                 out[n] = make_placement(sq, FLAT)
                 n += 1
         return n
-    stones = state[I_STONES + mover]
-    caps = state[I_CAPS + mover]
+    # placements: the kinds available (flat and wall while stones are left, capstone while caps
+    # are), written for every square and kept on the empty ones (no branch per square; the spare
+    # writes land past the moves and are overwritten or ignored)
+    k0 = FLAT
+    k1 = WALL
+    per = 0
+    if state[I_STONES + mover] > 0:
+        per = 2
+        if state[I_CAPS + mover] > 0:
+            per = 3
+    elif state[I_CAPS + mover] > 0:
+        k0 = CAP
+        per = 1
     for sq in range(nsq):
+        out[n] = make_placement(sq, k0)
+        out[n + 1] = make_placement(sq, k1)
+        out[n + 2] = make_placement(sq, CAP)
         if state[OFF_HEIGHT + sq] == 0:
-            if stones > 0:
-                out[n] = make_placement(sq, FLAT)
-                out[n + 1] = make_placement(sq, WALL)
-                n += 2
-            if caps > 0:
-                out[n] = make_placement(sq, CAP)
-                n += 1
+            n += per
     for sq in range(nsq):
         h = state[OFF_HEIGHT + sq]
         if h == 0 or (state[OFF_LO + sq] & 1) != mover:
             continue
         carry = min(h, size)
         is_cap = state[OFF_TOP + sq] == CAP
+        rank = sq // size
+        file = sq - rank * size
         for direction in range(4):
-            free, blocker = _free_run(state, sq, direction, size)
+            free, blocker = _free_run(state, sq, direction, size, rank, file)
             f = 1 if (is_cap and blocker == WALL) else 0
             base = sq | (direction << 8)
             for j in range(PATTERN_NUM[carry, free, f]):
@@ -558,8 +593,10 @@ def count_moves(state: np.ndarray) -> int:
             continue
         carry = min(h, size)
         is_cap = state[OFF_TOP + sq] == CAP
+        rank = sq // size
+        file = sq - rank * size
         for direction in range(4):
-            free, blocker = _free_run(state, sq, direction, size)
+            free, blocker = _free_run(state, sq, direction, size, rank, file)
             n += PATTERN_COUNT[carry, free]
             if is_cap and blocker == WALL:
                 n += PATTERN_FLATTEN[carry, free]
@@ -576,6 +613,27 @@ def make_move(state: np.ndarray, move: int) -> int:
     """Play a legal ``move`` in place and set state[I_RESULT]. Returns the undo token for
     ``unmake_move`` (1 if a capstone flattened a wall, else 0). No legality check: callers pass
     moves from ``generate_moves`` (the Python API checks user input first)."""
+    flattened = apply_move(state, move)
+    set_result(state, move)
+    return flattened
+
+
+@njit(cache=True)
+def set_result(state: np.ndarray, move: int) -> None:
+    """Set state[I_RESULT] for the position just reached by ``move`` (what ``make_move`` does after
+    ``apply_move``): a wall placement can only end the game by the flat count, any other move also
+    by a road."""
+    if (move >> 6) & 3 == WALL:
+        state[I_RESULT] = flat_result(state)
+    else:
+        state[I_RESULT] = compute_result(state, (state[I_PLY] - 1) & 1)
+
+
+@njit(cache=True)
+def apply_move(state: np.ndarray, move: int) -> int:
+    """``make_move`` without the result: plays ``move`` and leaves state[I_RESULT] as it was (the
+    road and flat-count tests are the costly part of a ply). For callers that know the new position
+    goes on, such as the search descending into an expanded node; else call ``set_result``."""
     size = state[I_SIZE]
     ply = state[I_PLY]
     mover = ply & 1
@@ -628,10 +686,6 @@ def make_move(state: np.ndarray, move: int) -> int:
                 _set_top(state, s, FLAT)
     state[I_PLY] = ply + 1
     state[I_HASH] ^= Z_SIDE
-    if kind == WALL:
-        state[I_RESULT] = flat_result(state)
-    else:
-        state[I_RESULT] = compute_result(state, mover)
     return flattened
 
 

@@ -45,9 +45,11 @@ Invariants the kernels rely on:
 
 Speed notes: the step kernels work on views without a memory owner (``unowned``: no atomic
 reference counting on each call into the rules), helpers index the 2-D pools with ``[g, i]``
-rather than taking row views, and the long loops cast indices to unsigned (no negative-index
-handling). On 6x6 mid-game positions this is about 5-7 us per simulation on one core with
-G = 256, most of it cache misses on the node pools, ``generate_moves`` and ``make_move``.
+rather than taking row views, the long loops cast indices to unsigned (no negative-index
+handling), the descent plays moves into expanded nodes without the result test (``apply_move``)
+and prefetches the next level's child data while scanning a node's children. On 6x6 mid-game
+positions this is about 5-7 us per simulation on one core with G = 256, most of it cache misses on
+the node pools, ``generate_moves`` and ``make_move``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
+from llvmlite import ir
 from numba import carray, njit, types
 from numba.extending import intrinsic, overload
 
@@ -65,12 +68,15 @@ from takzero.game.core import (
     I_RESULT,
     I_SIZE,
     OFF_HEIGHT,
+    OFF_LO,
+    OFF_TOP,
     _edge_masks,
     _flood,
+    apply_move,
     generate_moves,
     make_move,
+    popcount,
     result_winner,
-    road_bitboard,
     unmake_move,
 )
 from takzero.nn.actions import move_to_action
@@ -151,6 +157,36 @@ def unowned(a):
     """A view of the C-contiguous array ``a`` with no memory owner (see above); ``a`` itself in
     plain Python (``NUMBA_DISABLE_JIT=1``)."""
     return a
+
+
+@intrinsic
+def _prefetch_addr(typingctx, addr):
+    """Software prefetch (``llvm.prefetch``: read, high locality) of the cache line at ``addr``."""
+    if not isinstance(addr, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr_t = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr_t, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr_t], fnty)
+        builder.call(fn, [builder.inttoptr(args[0], ptr_t), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.none(addr), codegen
+
+
+def prefetch(a, i, j):
+    """Ask the CPU to start loading the cache line of ``a[i, j]`` (2-D array) without waiting for
+    it; no effect on results (nothing in plain Python)."""
+
+
+@overload(prefetch, inline="always")
+def _prefetch_impl(a, i, j):
+    def impl(a, i, j):
+        _prefetch_addr(a.ctypes.data + i * a.strides[0] + j * a.strides[1])
+
+    return impl
 
 
 def unowned_row(a, i):
@@ -348,33 +384,54 @@ def _nbrs(x: np.uint64, size: int, not_left: np.uint64, not_right: np.uint64, bo
 def road_win_squares(state: np.ndarray) -> np.uint64:
     """Bitboard (bit sq) of the empty squares where a flat or capstone of the player to move
     completes a road. A square wins iff it touches (or lies on) both edges' connected groups of
-    the mover's road pieces, for one of the two pairs of opposite edges."""
+    the mover's road pieces, for one of the two pairs of opposite edges. A road crosses every rank
+    (or every file), so an axis along which the mover's road pieces cover fewer than size - 1 lines
+    cannot be completed by one placement and is skipped (most positions: no flood fill at all)."""
     size = state[I_SIZE]
     nsq = size * size
     mover = state[I_PLY] & 1
-    bb = road_bitboard(state, mover)
+    bb = np.uint64(0)  # road_bitboard(state, mover), and the empty squares, in one pass
     empty = np.uint64(0)
     for sq in range(nsq):
+        bit = np.uint64(1) << np.uint64(sq)
+        t = state[OFF_TOP + sq]
         if state[OFF_HEIGHT + sq] == 0:
-            empty |= np.uint64(1) << np.uint64(sq)
+            empty |= bit
+        if (t == FLAT or t == CAP) and (state[OFF_LO + sq] & 1) == mover:
+            bb |= bit
     if empty == 0:
         return empty
+    row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
+    files = 0
+    ranks = 0
+    for r in range(size):
+        x = np.int64((bb >> np.uint64(r * size)) & row)
+        files |= x
+        if x != 0:
+            ranks += 1
+    vertical = ranks >= size - 1
+    horizontal = popcount(files) >= size - 1
+    if not (vertical or horizontal):
+        return np.uint64(0)
     board = np.uint64(0xFFFFFFFFFFFFFFFF)
     if nsq < 64:
         board = (np.uint64(1) << np.uint64(nsq)) - np.uint64(1)
     bottom, top, left, right = _edge_masks(size)
     not_left = ~left
     not_right = ~right
-    a = _flood(bottom, bb, size, not_left, not_right)
-    b = _flood(top, bb, size, not_left, not_right)
-    win = (_nbrs(a, size, not_left, not_right, board) | bottom) & (
-        _nbrs(b, size, not_left, not_right, board) | top
-    )
-    a = _flood(left, bb, size, not_left, not_right)
-    b = _flood(right, bb, size, not_left, not_right)
-    win |= (_nbrs(a, size, not_left, not_right, board) | left) & (
-        _nbrs(b, size, not_left, not_right, board) | right
-    )
+    win = np.uint64(0)
+    if vertical:
+        a = _flood(bottom, bb, size, not_left, not_right)
+        b = _flood(top, bb, size, not_left, not_right)
+        win |= (_nbrs(a, size, not_left, not_right, board) | bottom) & (
+            _nbrs(b, size, not_left, not_right, board) | top
+        )
+    if horizontal:
+        a = _flood(left, bb, size, not_left, not_right)
+        b = _flood(right, bb, size, not_left, not_right)
+        win |= (_nbrs(a, size, not_left, not_right, board) | left) & (
+            _nbrs(b, size, not_left, not_right, board) | right
+        )
     return win & empty
 
 
@@ -519,13 +576,19 @@ def _cs(fp: np.ndarray, nx: float) -> float:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _select_prefix(n, w, p, status, vl, first, nch, fp, g: int, x: int) -> int:
+def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> int:
     """PUCT at a non-root node. Children are stored by decreasing prior and a non-root node always
     selects either a visited child or the first unvisited one (all unvisited children share the
     FPU value, so the first has the largest U), hence its visited children form a prefix: the scan
     stops at the first unvisited child. Same result as a full scan, ties to the lowest index."""
     f = first[g, x]
     nc = nch[g, x]
+    # the child taken next reads these at its own index (in the first cache line of the children
+    # when the visited prefix is short): start the loads now, alongside the scan's own misses,
+    # instead of one after the other
+    prefetch(mv, g, f)
+    prefetch(nch, g, f)
+    prefetch(first, g, f)
     cs = _cs(fp, np.float64(n[g, x] + vl[g, x]))
     vlv = fp[FP_VL]
     best = -np.inf
@@ -808,7 +871,7 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv,
     f0 = first[g, 0]
     while True:
         if depth > 0:
-            c = _select_prefix(n, w, p, status, vl, first, nch, fp, g, x)
+            c = _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g, x)
         elif gumbel:
             c = _select_gumbel_root(n, w, p, status, first, nch, raw, extra, sv, seq, fp, g, qbuf)
         else:
@@ -816,7 +879,12 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv,
         if c < 0:
             _propagate(nch, first, status, path, slot, g, depth)
             return 2, depth
-        make_move(st, mv[g, c])
+        if nch[g, c] > 0:
+            # an expanded node's position goes on (a finished one has no moves), so its result
+            # stays RESULT_NONE, as the root's: skip the road and flat-count tests
+            apply_move(st, mv[g, c])
+        else:
+            make_move(st, mv[g, c])
         depth += 1
         path[slot, depth] = c
         s = status[g, c]
