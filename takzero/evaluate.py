@@ -230,7 +230,7 @@ class GatingEvaluator:
             out["decision"] = "promote" if decision.promote else "reject"
             out["summary"] = (
                 f"score {match.score:.3f} vs gen {inc_gen} over {match.num_games} games, "
-                f"{e.gating}: {decision.decision}"
+                f"{e.gating}{f' {e.threshold:g}' if e.gating == 'threshold' else ''}: {decision.decision}"
             )
             scalars["gating/score_vs_incumbent"] = match.score
             scalars["gating/promoted"] = float(decision.promote)

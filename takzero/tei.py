@@ -18,8 +18,10 @@ stdin/stdout, so match runners (``takzero.match``, racetrack) and GUIs can use t
 Behaviour worth knowing:
 
 * The search runs on a worker thread; stdin is read on the main thread, so ``stop`` (and
-  ``quit``) act during a search. Time-limited and infinite searches run in chunks and check the stop
-  flag between chunks; a ``go nodes N`` search runs to its end. Other commands that arrive during
+  ``quit``) act during a search. Network searches run in chunks of 32 simulations and check the
+  stop flag between chunks, whatever the limit (so ``stop`` or ``quit`` right after ``go nodes N``
+  answers with the chunks searched so far); the UCT baseline under a node limit runs its one search
+  to its end. Other commands that arrive during
   a finite search wait for it to finish (so transcripts are deterministic); during ``go infinite``
   ``isready`` is answered at once and any other command stops the search first.
 * Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
