@@ -58,7 +58,7 @@ def plot_elo(scalars: dict, t0: float, path: Path, title: str) -> dict[str, floa
     """Elo (top) and score (bottom) against each baseline over minutes of training."""
     names = sorted(t.removeprefix("elo/vs_") for t in scalars if t.startswith("elo/vs_"))
     if not names:
-        raise SystemExit("no elo/vs_* scalars in the logs: did the evaluator play the baselines?")
+        raise LookupError("no elo/vs_* scalars in the logs: the evaluator has not played the baselines yet")
     fig, (ax_elo, ax_score) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     last: dict[str, float] = {}
     for name in names:
@@ -91,7 +91,7 @@ def plot_losses(scalars: dict, t0: float, path: Path, title: str) -> dict[str, f
     """Each ``loss/*`` scalar over minutes of training: raw (faint) and smoothed."""
     tags = [t for t in ("loss/total", "loss/policy", "loss/value", "loss/aux") if t in scalars]
     if not tags:
-        raise SystemExit("no loss/* scalars in the logs: did the trainer take a step?")
+        raise LookupError("no loss/* scalars in the logs: the trainer has not logged a step yet")
     fig, axes = plt.subplots(len(tags), 1, figsize=(8, 2.2 * len(tags) + 0.6), sharex=True)
     axes = np.atleast_1d(axes)
     last: dict[str, float] = {}
@@ -128,13 +128,28 @@ def main(argv: list[str] | None = None) -> int:
     if not scalars:
         p.error(f"no scalars in {tb_dir}")
     t0 = min(float(w[0]) for w, _, _ in scalars.values() if len(w))
+    if "/" in prefix or "\\" in prefix:
+        p.error(f"--prefix must be a plain file name prefix, got {prefix!r}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        p.error(f"cannot use --out {out}: {e}")
+    written = 0
     for kind, fn in (("elo", plot_elo), ("loss", plot_losses)):
         path = out / f"{prefix}_{kind}.png"
-        last = fn(scalars, t0, path, f"{name}: {'Elo vs baselines' if kind == 'elo' else 'losses'}")
+        title = f"{name}: {'Elo vs baselines' if kind == 'elo' else 'losses'}"
+        try:
+            last = fn(scalars, t0, path, title)
+        except LookupError as e:  # the other figure can still be drawn
+            print(f"skipped {path.name}: {e.args[0]}", file=sys.stderr)
+            continue
+        except OSError as e:
+            p.error(f"cannot write {path}: {e}")
+        written += 1
+        last = {k: (v if np.isfinite(v) else None) for k, v in last.items()}  # strict JSON
         print(json.dumps({"file": str(path), **last}))
-    return 0
+    return 0 if written else 1
 
 
 if __name__ == "__main__":

@@ -256,6 +256,13 @@ class GatingEvaluator:
 # ---------------------------------------------------------------------------------------------
 
 
+#: Upper bounds of the evaluation CLI's numbers (beyond them a run cannot finish sensibly).
+MAX_PAIRS = 10_000
+MAX_SIMULATIONS = 1_000_000
+MAX_PLY_LIMIT = 10_000
+MAX_THREADS = 1024
+
+
 def evaluate_model(
     model: str,
     baselines: list[str],
@@ -280,10 +287,14 @@ def evaluate_model(
     ``say`` as a JSON line (infinite Elo as null). Writes the games as PTN into
     ``ptn_dir`` when given. Raises ValueError for a bad spec, pairs < 1, simulations < 1, a komi
     that is not a multiple of 0.5, or a file that is not a model."""
-    if pairs < 1:
-        raise ValueError(f"pairs must be >= 1, got {pairs}")
-    if simulations < 1:
-        raise ValueError(f"simulations must be >= 1, got {simulations}")
+    if not 1 <= pairs <= MAX_PAIRS:
+        raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
+    if not 1 <= simulations <= MAX_SIMULATIONS:
+        raise ValueError(f"simulations must be in 1..{MAX_SIMULATIONS}, got {simulations}")
+    if not 1 <= ply_limit <= MAX_PLY_LIMIT:
+        raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
+    if len(set(baselines)) != len(baselines):
+        raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
     players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
     given_half_komi = None if komi is None else komi_to_half_komi(komi)
     try:
@@ -296,9 +307,13 @@ def evaluate_model(
     search = SearchConfig(simulations=simulations, max_plies=ply_limit).evaluation()
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
-    if ptn_dir is not None:
+    ptn_files: list[Path] = []
+    if ptn_dir is not None:  # created (empty) before any game: a bad folder or file fails at once
         folder = Path(ptn_dir)
-        folder.mkdir(parents=True, exist_ok=True)  # before any game: a bad folder fails at once
+        folder.mkdir(parents=True, exist_ok=True)
+        for spec in baselines:
+            ptn_files.append(folder / f"vs_{spec.strip().replace(':', '')}.ptn")
+            ptn_files[-1].write_text("")
     out: list[dict[str, Any]] = []
     for spec, player in zip(baselines, players, strict=True):
         t0 = time.perf_counter()
@@ -312,9 +327,8 @@ def evaluate_model(
         summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed)
         out.append(summary)
         say(json.dumps(_finite_or_none(summary)))
-        if ptn_dir is not None:
-            name = spec.replace(":", "")
-            (folder / f"vs_{name}.ptn").write_text("\n".join(g.to_ptn() for g in match.games))
+        if ptn_files:
+            ptn_files[len(out) - 1].write_text("\n".join(g.to_ptn() for g in match.games))
     return out
 
 
@@ -363,12 +377,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     args = p.parse_args(argv)
-    if args.ply_limit < 1:
-        p.error(f"--ply-limit must be >= 1, got {args.ply_limit}")
-    if args.threads < 0:
-        p.error(f"--threads must be >= 0, got {args.threads}")
-    if not Path(args.model).is_file():
+    if not 0 <= args.threads <= MAX_THREADS:
+        p.error(f"--threads must be in 0..{MAX_THREADS}, got {args.threads}")
+    if not Path(args.model).exists():
         p.error(f"model file not found: {args.model}")
+    if not Path(args.model).is_file():
+        p.error(f"not a model file: {args.model}")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

@@ -49,7 +49,7 @@ from pathlib import Path
 from takzero.arena import EloEstimate, MatchResult, random_openings
 from takzero.game.core import RESULT_NONE
 from takzero.game.moves import MoveError
-from takzero.game.position import Game, Position, TPSError
+from takzero.game.position import Game, Position, TPSError, komi_to_half_komi
 from takzero.game.ptn import PTNError, PTNGame, read_ptn, write_ptn
 
 __all__ = [
@@ -619,7 +619,8 @@ def run_tei_match(
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         out_path = out / "games.ptn"
-        out_path.write_text("", encoding="utf-8")
+        with open(out_path, "a", encoding="utf-8"):
+            pass  # writable? (emptied only once both engines have started)
         stderr_paths = [out / "engine1.stderr.log", out / "engine2.stderr.log"]
     clients = [
         TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i], log=log)
@@ -632,6 +633,8 @@ def run_tei_match(
             for other in clients:
                 other.kill()
             raise MatchAborted(f"{c.name} ({c.command}) did not start: {e}; no games played") from None
+    if out_path is not None:
+        out_path.write_text("", encoding="utf-8")
     _distinct_names(*clients)
     a, b = clients
     printer(
@@ -724,10 +727,11 @@ def main(argv: list[str] | None = None) -> int:
     (message on stderr)."""
     args = _parse_args(argv)
     try:
-        half_komi = args.komi * 2
-        if half_komi != int(half_komi):
-            raise ValueError(f"komi must be a multiple of 0.5, got {args.komi}")
-        half_komi = int(half_komi)
+        half_komi = komi_to_half_komi(args.komi)
+        if args.ply_limit < 0:
+            raise ValueError(f"--ply-limit must be >= 0 (0: none), got {args.ply_limit}")
+        if not 0 < args.move_timeout <= 86400:
+            raise ValueError(f"--move-timeout must be in (0, 86400] seconds, got {args.move_timeout}")
         common = {"margin": args.time_margin, "move_timeout": args.move_timeout}
         if args.tc:
             tc = TimeControl.parse_tc(args.tc, **common)

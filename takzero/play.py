@@ -477,8 +477,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--size must be 3..8, got {args.size}")
         if args.simulations is not None and args.simulations < 1:
             raise ValueError("--simulations must be >= 1")
-        if args.time is not None and args.time <= 0:
-            raise ValueError("--time must be > 0")
+        if args.time is not None and not (0 < args.time <= 86400):
+            raise ValueError(f"--time must be a number of seconds in (0, 86400], got {args.time}")
+        if args.threads is not None and not 0 <= args.threads <= 1024:
+            raise ValueError(f"--threads must be in 0..1024, got {args.threads}")
         if args.ply_limit is not None and args.ply_limit < 1:
             raise ValueError(f"--ply-limit must be >= 1, got {args.ply_limit}")
         if args.threads and (args.model or args.opponent in (None, "network")):

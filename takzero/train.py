@@ -41,6 +41,7 @@ from takzero.replay import ReplayBuffer
 from takzero.trainer import (
     Trainer,
     atomic_torch_save,
+    list_checkpoints,
     load_checked,
     load_latest,
     prune_checkpoints,
@@ -253,6 +254,10 @@ def _summarise(stats: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+class RunDirError(RuntimeError):
+    """The run folder holds checkpoints that this run would not resume from (nothing started)."""
+
+
 class Run:
     """One training run in the driver process (see the module docstring)."""
 
@@ -268,6 +273,7 @@ class Run:
         self.counters: dict[str, float] = {}
         self.last_gating = "none yet"
         self.gating_decisions = 0
+        self.resume_from: tuple[Path, dict[str, Any]] | None = None
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -277,10 +283,29 @@ class Run:
         tmp.write_text(OmegaConf.to_yaml(OmegaConf.structured(self.cfg)))
         os.replace(tmp, path)
 
-    def _restore(self, trainer: Trainer) -> dict[str, Any] | None:
+    def _check_run_dir(self) -> None:
+        """Refuse to start over in a run folder that has checkpoints the run will not use
+        (``resume=false``, or none of them verifies): the new run's checkpoints would sort before
+        the old ones and be pruned at once. Raises RunDirError, before Ray starts."""
+        existing = list_checkpoints(self.run_dir)
+        if not existing:
+            return
         if not self.cfg.resume:
-            return None
-        found = load_latest(self.run_dir)
+            raise RunDirError(
+                f"{self.run_dir} already has checkpoints ({existing[-1].name}) and resume=false: "
+                "choose a new run_name (or move the old checkpoints away)"
+            )
+        self.resume_from = load_latest(self.run_dir)
+        if self.resume_from is None:
+            raise RunDirError(
+                f"none of the {len(existing)} checkpoints in {self.run_dir} could be verified "
+                "(see the errors above); not starting over on top of them: restore their "
+                ".sha256 files, move them away, or choose a new run_name"
+            )
+
+    def _restore(self, trainer: Trainer) -> dict[str, Any] | None:
+        """Load the checkpoint found by :meth:`_check_run_dir` into ``trainer`` (None: a new run)."""
+        found = self.resume_from
         if found is None:
             return None
         path, state = found
@@ -295,6 +320,7 @@ class Run:
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
+        self._check_run_dir()
         self._write_config()
         _init_ray(cfg)
         trainer = Trainer(
@@ -606,7 +632,11 @@ def main() -> None:
             print(f"config error: {e}", file=sys.stderr)
             _remove_empty_run_dir()
             sys.exit(2)
-        run_training(cfg)
+        try:
+            run_training(cfg)
+        except RunDirError as e:
+            print(f"run folder error: {e}", file=sys.stderr)
+            sys.exit(2)
 
     _entry()
 

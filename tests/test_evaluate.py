@@ -45,11 +45,16 @@ def test_evaluate_model_plays_paired_games(tiny_model: Path, tmp_path: Path) -> 
 def test_evaluate_rejects_bad_arguments(tiny_model: Path, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(ValueError, match="unknown player"):
         evaluate_model(str(tiny_model), ["minimax"], pairs=1, simulations=4, ply_limit=20)
-    with pytest.raises(ValueError, match="pairs must be >= 1"):
+    with pytest.raises(ValueError, match="pairs must be in 1..10000"):
         evaluate_model(str(tiny_model), ["random"], pairs=0, simulations=4, ply_limit=20)
     for argv, message in (
-        ([str(tiny_model), "--simulations", "0"], "simulations must be >= 1"),
-        ([str(tiny_model), "--ply-limit", "0"], "--ply-limit must be >= 1"),
+        ([str(tiny_model), "--simulations", "0"], "simulations must be in 1..1000000"),
+        ([str(tiny_model), "--ply-limit", "0"], "ply limit must be in 1..10000"),
+        ([str(tiny_model), "--ply-limit", "99999999999999999999"], "ply limit must be in"),
+        ([str(tiny_model), "--pairs", "99999999999999999999"], "pairs must be in 1..10000"),
+        ([str(tiny_model), "--threads", "100000"], "--threads must be in 0..1024"),
+        ([str(tiny_model), "--baselines", "random", "random"], "a baseline is given twice"),
+        ([str(Path(__file__).parent)], "not a model file"),
         (["missing.pt"], "model file not found: missing.pt"),
         ([str(tiny_model), "--baselines", "uct:x"], "unknown player 'uct:x'"),
         ([str(tiny_model), "--komi", "0.3"], "komi must be a multiple of 0.5"),
@@ -87,3 +92,12 @@ def test_shipped_5x5_model_beats_random() -> None:
     (r,) = evaluate_model(str(model), ["random"], pairs=3, simulations=16, ply_limit=150, say=print)
     assert r["size"] == 5 and r["half_komi"] == 0
     assert r["wins"] == 6, r
+
+
+def test_unwritable_ptn_file_fails_before_any_game(tiny_model: Path, tmp_path: Path) -> None:
+    (tmp_path / "pd" / "vs_greedy.ptn").mkdir(parents=True)  # the second baseline's file
+    lines: list[str] = []
+    with pytest.raises(IsADirectoryError):
+        evaluate_model(str(tiny_model), ["random", "greedy"], pairs=1, simulations=2, ply_limit=10,
+                       ptn_dir=str(tmp_path / "pd"), say=lines.append)
+    assert lines == []  # no game was played

@@ -52,3 +52,21 @@ def test_smooth_is_debiased() -> None:
 
     plot_run = _load_script()
     assert np.allclose(plot_run.smooth(np.full(5, 2.0)), 2.0)
+
+
+def test_plot_run_draws_losses_before_any_evaluation(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "early" / "tb"))
+    for step in range(3):
+        writer.add_scalar("loss/total", 3.0 - step, step, walltime=100.0 + step)
+    writer.close()
+    plot_run = _load_script()
+    assert plot_run.main([str(tmp_path / "early"), "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr()
+    assert "skipped early_elo.png: no elo/vs_* scalars" in out.err
+    assert json.loads(out.out)["file"].endswith("early_loss.png")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        plot_run.main([str(tmp_path / "early"), "--out", str(tmp_path / "afile")])
+    assert exc.value.code == 2 and "cannot use --out" in capsys.readouterr().err

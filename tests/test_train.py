@@ -213,3 +213,27 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
         assert ray.get(task, timeout=240) >= 0
     finally:
         ray.shutdown()
+
+
+def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None:
+    from takzero.train import Run, RunDirError
+    from takzero.trainer import atomic_torch_save
+
+    raw = OmegaConf.merge(
+        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
+    )
+    raw.run_name = "r"
+    raw.checkpoint_root = str(tmp_path)
+    run = Run(load_config(raw))
+    run._check_run_dir()  # empty folder: a new run
+    assert run.resume_from is None
+    atomic_torch_save({"step": 7}, tmp_path / "r" / "ckpt_000000007.pt")
+    run._check_run_dir()
+    assert run.resume_from[1] == {"step": 7}
+    (tmp_path / "r" / "ckpt_000000007.pt.sha256").unlink()  # copied without its sidecar
+    with pytest.raises(RunDirError, match="none of the 1 checkpoints .* could be verified"):
+        run._check_run_dir()
+    raw.resume = False
+    with pytest.raises(RunDirError, match="already has checkpoints .*resume=false"):
+        Run(load_config(raw))._check_run_dir()
+    assert (tmp_path / "r" / "ckpt_000000007.pt").exists()  # nothing deleted
