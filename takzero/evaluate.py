@@ -315,7 +315,7 @@ def evaluate_model(
             ptn_files.append(folder / f"vs_{spec.strip().replace(':', '')}.ptn")
             ptn_files[-1].write_text("")
     out: list[dict[str, Any]] = []
-    for spec, player in zip(baselines, players, strict=True):
+    for k, (spec, player) in enumerate(zip(baselines, players, strict=True)):
         t0 = time.perf_counter()
         match = play_match(side, player, start, openings, ply_limit, seed=seed)
         summary: dict[str, Any] = {"baseline": spec, **match.summary()}
@@ -328,7 +328,7 @@ def evaluate_model(
         out.append(summary)
         say(json.dumps(_finite_or_none(summary)))
         if ptn_files:
-            ptn_files[len(out) - 1].write_text("\n".join(g.to_ptn() for g in match.games))
+            ptn_files[k].write_text("\n".join(g.to_ptn() for g in match.games))
     return out
 
 

@@ -576,6 +576,13 @@ def _cs(fp: np.ndarray, nx: float) -> float:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def _q_plus_u(num: float, nn: float, cs: float, pr: float) -> float:
+    """PUCT score of a visited child: Q + U = num / nn + cs * pr / (1 + nn), written with a single
+    division (``num``: value sum less virtual loss, ``nn``: visits plus virtual visits > 0)."""
+    return (num * (1.0 + nn) + cs * pr * nn) / (nn * (1.0 + nn))
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> int:
     """PUCT at a non-root node. Children are stored by decreasing prior and a non-root node always
     selects either a visited child or the first unvisited one (all unvisited children share the
@@ -611,9 +618,7 @@ def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> i
         if s == DRAW:
             sc = cs * pr / (1.0 + nn)
         else:
-            # Q + U = num / nn + cs * pr / (1 + nn), with a single division
-            num = np.float64(w[g, c]) - vlv * vl[g, c]
-            sc = (num * (1.0 + nn) + cs * pr * nn) / (nn * (1.0 + nn))
+            sc = _q_plus_u(np.float64(w[g, c]) - vlv * vl[g, c], nn, cs, pr)
         if sc > best:
             best = sc
             best_c = c
@@ -665,7 +670,8 @@ def _select_root(n, w, p, status, vl, first, nch, noise, extra, fp, g: int,
             pr = buf[i]
             nn = np.float64(n[ug, c] + vl[ug, c])
             num = np.float64(w[ug, c]) - vlv * vl[ug, c]
-            # Q + U = num / nn + cs * pr / (1 + nn), with a single division
+            # _q_plus_u written branch-free (the loop vectorises): the denominator is guarded for
+            # unvisited children, whose score is the FPU one
             den = nn * (1.0 + nn)
             visited = (num * (1.0 + nn) + cs * pr * nn) / (den if den > 0.0 else 1.0)
             buf[i] = visited if nn > 0.0 else fv + cs * pr
@@ -693,8 +699,7 @@ def _select_root(n, w, p, status, vl, first, nch, noise, extra, fp, g: int,
         elif nn == 0.0:
             sc = fv + cs * pr
         else:
-            num = np.float64(w[ug, uc]) - vlv * vl[ug, uc]
-            sc = (num * (1.0 + nn) + cs * pr * nn) / (nn * (1.0 + nn))
+            sc = _q_plus_u(np.float64(w[ug, uc]) - vlv * vl[ug, uc], nn, cs, pr)
         if sc > best:
             best = sc
             best_c = c
