@@ -23,8 +23,8 @@ Per game (``Games``): root states ``root (G, STATE_LEN) int64``, flags ``active`
 position), ``searching`` (in the current search), budgets ``target``/``done``/``inflight``, the
 search's ``noise`` and ``full`` (playout cap) flags, the per-game random stream ``rng`` (uint64,
 splitmix64), root arrays indexed by child slot ``extra (G, A) float32`` (Dirichlet noise, or Gumbel
-+ log prior in Gumbel mode) and ``sv (G, A) int32`` (visits of this search, for Sequential
-Halving), ``raw (G,) float32`` (the root's value estimate before this search, for v_mix),
++ log prior in Gumbel mode), ``mixp (G, A) float64`` (the root priors mixed with the noise, set once
+per search for PUCT), ``sv (G, A) int32`` (visits of this search, for Sequential Halving), ``raw (G,) float32`` (the root's value estimate before this search, for v_mix),
 ``seq (G, S) int32`` (the Gumbel considered-visit schedule) and ``overflow (G,) int32`` (leaves
 left unexpanded because the tree was full).
 
@@ -64,10 +64,12 @@ from numba.extending import intrinsic, overload
 from takzero.game.core import (
     CAP,
     FLAT,
+    HEADER_LEN,
     I_PLY,
     I_RESULT,
     I_SIZE,
     OFF_HEIGHT,
+    OFF_HI,
     OFF_LO,
     OFF_TOP,
     _edge_masks,
@@ -121,7 +123,7 @@ Games = namedtuple(
     "Games",
     [
         "root", "active", "searching", "target", "done", "inflight", "noise", "full", "rng",
-        "extra", "sv", "raw", "seq", "overflow",
+        "extra", "mixp", "sv", "raw", "seq", "overflow",
     ],
 )  # fmt: skip
 Leaves = namedtuple("Leaves", ["states", "game", "depth", "path"])
@@ -357,9 +359,20 @@ def _propagate(nch, first, status, path, slot: int, g: int, d: int) -> None:
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _copy_state(src: np.ndarray, i: int, dst: np.ndarray, j: int) -> None:
-    """``dst[j] = src[i]`` (an element loop: numba's slice assignment is several times slower)."""
-    for k in range(src.shape[1]):
-        dst[j, k] = src[i, k]
+    """``dst[j] = src[i]`` for positions of one board size: the header and the first N*N entries
+    of each square field. The entries past N*N are zero in every position of size N, so rows that
+    only ever hold positions of this size stay equal in full (element loops: numba's slice
+    assignment is several times slower)."""
+    ui = np.uint64(i)
+    uj = np.uint64(j)
+    size = src[ui, I_SIZE]
+    nsq = np.uint64(size * size)
+    for k in range(np.uint64(HEADER_LEN)):
+        dst[uj, k] = src[ui, k]
+    for off in (OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
+        base = np.uint64(off)
+        for k in range(base, base + nsq):
+            dst[uj, k] = src[ui, k]
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -583,11 +596,12 @@ def _q_plus_u(num: float, nn: float, cs: float, pr: float) -> float:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> int:
+def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int, use_vl: bool) -> int:
     """PUCT at a non-root node. Children are stored by decreasing prior and a non-root node always
     selects either a visited child or the first unvisited one (all unvisited children share the
     FPU value, so the first has the largest U), hence its visited children form a prefix: the scan
-    stops at the first unvisited child. Same result as a full scan, ties to the lowest index."""
+    stops at the first unvisited child. Same result as a full scan, ties to the lowest index.
+    ``use_vl``: virtual visits may be pending; without them ``vl`` is all zero and not read."""
     f = first[g, x]
     nc = nch[g, x]
     # the child taken next reads these at its own index (in the first cache line of the children
@@ -596,7 +610,7 @@ def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> i
     prefetch(mv, g, f)
     prefetch(nch, g, f)
     prefetch(first, g, f)
-    cs = _cs(fp, np.float64(n[g, x] + vl[g, x]))
+    cs = _cs(fp, np.float64(n[g, x] + (vl[g, x] if use_vl else 0)))
     vlv = fp[FP_VL]
     best = -np.inf
     best_c = -1
@@ -604,7 +618,7 @@ def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> i
     cand = -1
     for c in range(f, f + nc):
         s = status[g, c]
-        nn = np.float64(n[g, c] + vl[g, c])
+        nn = np.float64(n[g, c] + (vl[g, c] if use_vl else 0))
         if s == UNKNOWN and nn == 0.0:
             cand = c
             break
@@ -618,7 +632,7 @@ def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> i
         if s == DRAW:
             sc = cs * pr / (1.0 + nn)
         else:
-            sc = _q_plus_u(np.float64(w[g, c]) - vlv * vl[g, c], nn, cs, pr)
+            sc = _q_plus_u(np.float64(w[g, c]) - (vlv * vl[g, c] if use_vl else 0.0), nn, cs, pr)
         if sc > best:
             best = sc
             best_c = c
@@ -635,41 +649,42 @@ def _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g: int, x: int) -> i
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _select_root(n, w, p, status, vl, first, nch, noise, extra, fp, g: int,
-                 buf: np.ndarray) -> int:  # fmt: skip
+def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.ndarray,
+                 use_vl: bool) -> int:  # fmt: skip
     """PUCT at the root: a full scan (noise mixes the priors, so no prefix property); -1 if every
-    child is a proven loss. Without proven children the scores are computed branch-free into
-    ``buf`` and the first maximum is taken. Indices are cast to unsigned so that numba drops its
-    negative-index handling, which keeps these loops several times faster."""
+    child is a proven loss. The mixed priors ``mixp`` are set once per search (``_init_root``).
+    The scores are computed branch-free into ``buf`` (a proven loss scores -inf, a proven draw its
+    exact value 0 plus U) and the first maximum is taken. Indices are cast to unsigned so that
+    numba drops its negative-index handling, which keeps these loops several times faster.
+    ``use_vl``: virtual visits may be pending (more than one leaf per game per step)."""
     ug = np.uint64(g)
     f = first[ug, 0]
     nc = nch[ug, 0]
-    cs = _cs(fp, np.float64(n[ug, 0] + vl[ug, 0]))
+    cs = _cs(fp, np.float64(n[ug, 0] + (vl[ug, 0] if use_vl else 0)))
     vlv = fp[FP_VL]
-    eps = fp[FP_NOISE_WEIGHT]
-    noisy = noise[ug] and eps > 0.0
-    keep = 1.0 - eps if noisy else 1.0
-    mix = eps if noisy else 0.0
     mass = 0.0
     proven = 0
     for i in range(nc):
         c = np.uint64(f + i)
-        pr = keep * p[ug, c] + mix * extra[ug, np.uint64(i)]
-        buf[i] = pr
-        mass += pr if n[ug, c] + vl[ug, c] > 0 else 0.0
+        nv = n[ug, c] + (vl[ug, c] if use_vl else 0)
+        mass += mixp[ug, np.uint64(i)] if nv > 0 else 0.0
         proven |= status[ug, c]
     fv = fp[FP_FPU_VALUE]
     if np.isnan(fv):
-        red = 0.0 if noisy else fp[FP_FPU_ROOT_RED]
+        red = 0.0 if noise[ug] and fp[FP_NOISE_WEIGHT] > 0.0 else fp[FP_FPU_ROOT_RED]
         n_self = n[ug, 0]
         pq = -w[ug, 0] / n_self if n_self > 0 else 0.0
         fv = pq - red * np.sqrt(mass)
     if proven == 0:
         for i in range(nc):
             c = np.uint64(f + i)
-            pr = buf[i]
-            nn = np.float64(n[ug, c] + vl[ug, c])
-            num = np.float64(w[ug, c]) - vlv * vl[ug, c]
+            pr = mixp[ug, np.uint64(i)]
+            if use_vl:
+                nn = np.float64(n[ug, c] + vl[ug, c])
+                num = np.float64(w[ug, c]) - vlv * vl[ug, c]
+            else:
+                nn = np.float64(n[ug, c])
+                num = np.float64(w[ug, c])
             # _q_plus_u written branch-free (the loop vectorises): the denominator is guarded for
             # unvisited children, whose score is the FPU one
             den = nn * (1.0 + nn)
@@ -682,27 +697,33 @@ def _select_root(n, w, p, status, vl, first, nch, noise, extra, fp, g: int,
                 best = buf[i]
                 bi = i
         return f + bi
+    win = 0
+    for i in range(nc):
+        c = np.uint64(f + i)
+        s = status[ug, c]
+        win |= s == WIN
+        pr = mixp[ug, np.uint64(i)]
+        if use_vl:
+            nn = np.float64(n[ug, c] + vl[ug, c])
+            num = np.float64(w[ug, c]) - vlv * vl[ug, c]
+        else:
+            nn = np.float64(n[ug, c])
+            num = np.float64(w[ug, c])
+        den = nn * (1.0 + nn)
+        visited = (num * (1.0 + nn) + cs * pr * nn) / (den if den > 0.0 else 1.0)
+        sc = visited if nn > 0.0 else fv + cs * pr
+        sc = cs * pr / (1.0 + nn) if s == DRAW else sc
+        buf[i] = -np.inf if s == LOSS else sc
+    if win:
+        for i in range(nc):
+            if status[ug, np.uint64(f + i)] == WIN:
+                return f + i
     best = -np.inf
     best_c = -1
     for i in range(nc):
-        c = f + i
-        uc = np.uint64(c)
-        s = status[ug, uc]
-        if s == LOSS:
-            continue
-        if s == WIN:
-            return c
-        pr = buf[i]
-        nn = np.float64(n[ug, uc] + vl[ug, uc])
-        if s == DRAW:
-            sc = cs * pr / (1.0 + nn)
-        elif nn == 0.0:
-            sc = fv + cs * pr
-        else:
-            sc = _q_plus_u(np.float64(w[ug, uc]) - vlv * vl[ug, uc], nn, cs, pr)
-        if sc > best:
-            best = sc
-            best_c = c
+        if buf[i] > best:
+            best = buf[i]
+            best_c = f + i
     return best_c
 
 
@@ -823,11 +844,18 @@ def _init_root(T, GM, fp: np.ndarray, ip: np.ndarray, g: int) -> None:
             if GM.noise[g]:
                 gz = -np.log(-np.log(rand_uniform(GM.rng, g)))
             ext[i] = gz + np.log(max(np.float64(T.p[g, f + i]), 1e-30))
-    elif GM.noise[g] and fp[FP_NOISE_WEIGHT] > 0.0:
-        alpha = fp[FP_ALPHA]
-        if alpha <= 0.0:
-            alpha = fp[FP_ALPHA_SCALE] / nc
-        _draw_dirichlet(GM.rng, g, ext, nc, alpha)
+    else:
+        eps = fp[FP_NOISE_WEIGHT]
+        noisy = GM.noise[g] and eps > 0.0
+        if noisy:
+            alpha = fp[FP_ALPHA]
+            if alpha <= 0.0:
+                alpha = fp[FP_ALPHA_SCALE] / nc
+            _draw_dirichlet(GM.rng, g, ext, nc, alpha)
+        keep = 1.0 - eps if noisy else 1.0
+        mix = eps if noisy else 0.0
+        for i in range(nc):
+            GM.mixp[g, i] = keep * T.p[g, f + i] + mix * ext[i]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -859,13 +887,14 @@ def begin_kernel(T, GM, fp: np.ndarray, ip: np.ndarray, games: np.ndarray, full_
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv, raw, seq,
+def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mixp, sv, raw, seq,
              states, path, fp: np.ndarray, ip: np.ndarray, g: int, slot: int,
              qbuf: np.ndarray) -> tuple[int, int]:  # fmt: skip
     """One selection from the root of game ``g`` into leaf slot ``slot``. Returns (code, depth):
     code 0 if a leaf was recorded for evaluation (virtual visits added along its path), 1 if a
     value was backed up at once (terminal, proven, full tree), 2 if nothing could be done (a
-    pending leaf was hit, or no child can be selected)."""
+    pending leaf was hit, or no child can be selected). With one leaf per game per step no virtual
+    visit is pending during a descent, so ``vl`` is neither read nor written."""
     _copy_state(root, g, states, slot)
     st = unowned_row(states, slot)
     path[slot, 0] = 0
@@ -874,13 +903,14 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv,
     gumbel = ip[IP_GUMBEL] != 0
     max_plies = ip[IP_MAX_PLIES]
     f0 = first[g, 0]
+    use_vl = ip[IP_LEAVES] > 1
     while True:
         if depth > 0:
-            c = _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g, x)
+            c = _select_prefix(n, w, p, mv, status, vl, first, nch, fp, g, x, use_vl)
         elif gumbel:
             c = _select_gumbel_root(n, w, p, status, first, nch, raw, extra, sv, seq, fp, g, qbuf)
         else:
-            c = _select_root(n, w, p, status, vl, first, nch, noise, extra, fp, g, qbuf)
+            c = _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g, qbuf, use_vl)
         if c < 0:
             _propagate(nch, first, status, path, slot, g, depth)
             return 2, depth
@@ -893,7 +923,9 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv,
         depth += 1
         path[slot, depth] = c
         s = status[g, c]
-        if s == UNKNOWN and nch[g, c] == 0 and n[g, c] == 0 and vl[g, c] == 0 and flags[g, c] == 0:
+        # a flagged node (terminal, or not expandable) is proven or has visits, so flags[g, c] need
+        # not be read here
+        if s == UNKNOWN and nch[g, c] == 0 and n[g, c] == 0 and (not use_vl or vl[g, c] == 0):
             ts = terminal_status(st, max_plies)
             if ts != UNKNOWN:
                 status[g, c] = ts
@@ -911,15 +943,16 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv,
             sv[g, path[slot, 1] - f0] += 1
             _backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
             return 1, depth
-        if vl[g, c] > 0:
+        if use_vl and vl[g, c] > 0:
             return 2, depth
         if n[g, c] > 0:
             # evaluated but not expandable (tree full, or at MAX_DEPTH): back up its mean again
             sv[g, path[slot, 1] - f0] += 1
             _backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
             return 1, depth
-        for i in range(depth + 1):
-            vl[g, path[slot, i]] += 1
+        if use_vl:
+            for i in range(depth + 1):
+                vl[g, path[slot, i]] += 1
         sv[g, path[slot, 1] - f0] += 1
         return 0, depth
 
@@ -935,6 +968,7 @@ def select_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, games: np.ndarray,
     first, nch, status = unowned(T.first), unowned(T.nch), unowned(T.status)
     flags, vl = unowned(T.flags), unowned(T.vl)
     root, noise, extra = unowned(GM.root), unowned(GM.noise), unowned(GM.extra)
+    mixp = unowned(GM.mixp)
     sv, raw, seq = unowned(GM.sv), unowned(GM.raw), unowned(GM.seq)
     searching, done = unowned(GM.searching), unowned(GM.done)
     inflight, target = unowned(GM.inflight), unowned(GM.target)
@@ -965,8 +999,8 @@ def select_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, games: np.ndarray,
             if done[g] + inflight[g] >= target[g]:
                 break
             r, depth = _descend(
-                n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, sv, raw, seq,
-                states, path, fp, ip, g, L, qbuf,
+                n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mixp, sv, raw,
+                seq, states, path, fp, ip, g, L, qbuf,
             )  # fmt: skip
             if r == 0:
                 lgame[L] = g
@@ -1002,12 +1036,14 @@ def expand_backup_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, num: int, pr
     states, path = unowned(LV.states), unowned(LV.path)
     lgame, ldepth = unowned(LV.game), unowned(LV.depth)
     prior_u, moves_u, pbuf_u = unowned(priors), unowned(moves), unowned(pbuf)
+    use_vl = ip[IP_LEAVES] > 1
     for j in range(num):
         g = np.int64(lgame[j])
         depth = np.int64(ldepth[j])
         x = np.int64(path[j, depth])
-        for i in range(depth + 1):
-            vl[g, path[j, i]] -= 1
+        if use_vl or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
+            for i in range(depth + 1):
+                vl[g, path[j, i]] -= 1
         v = np.float64(values[j])
         if not (v == v):
             v = 0.0
