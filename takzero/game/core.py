@@ -397,12 +397,23 @@ def has_road(state: np.ndarray, colour: int) -> bool:
 @njit(cache=True)
 def _road_on(bb: np.uint64, size: int) -> bool:
     """True if the road pieces ``bb`` (a ``road_bitboard``) of a size-N board form a road."""
+    # A road crosses every rank (bottom to top) or every file (left to right): test that first,
+    # which settles most positions without a flood fill.
+    row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
+    files = np.uint64(0)
+    all_ranks = True
+    for r in range(size):
+        x = (bb >> np.uint64(r * size)) & row
+        files |= x
+        all_ranks &= x != np.uint64(0)
+    all_files = files == row
+    if not (all_ranks or all_files):
+        return False
     bottom, top, left, right = _edge_masks(size)
-    # A road needs a piece on each of two opposite edges.
-    if (bb & bottom) and (bb & top):
+    if all_ranks:
         if _flood(bottom, bb, size, ~left, ~right) & top:
             return True
-    if (bb & left) and (bb & right):
+    if all_files:
         if _flood(left, bb, size, ~left, ~right) & right:
             return True
     return False
@@ -431,15 +442,14 @@ def compute_result(state: np.ndarray, mover: int) -> int:
     count when the board is full or either reserve is empty, komi added to black's count.
     """
     size = state[I_SIZE]
-    white = np.uint64(0)  # both colours' road_bitboard in one pass
+    white = np.uint64(0)  # both colours' road_bitboard in one pass, without a branch per square
     black = np.uint64(0)
+    one = np.uint64(1)
     for sq in range(size * size):
-        t = state[OFF_TOP + sq]
-        if t == FLAT or t == CAP:
-            if state[OFF_LO + sq] & 1:
-                black |= np.uint64(1) << np.uint64(sq)
-            else:
-                white |= np.uint64(1) << np.uint64(sq)
+        road = np.uint64(state[OFF_TOP + sq] & 1)  # FLAT (1) and CAP (3) are the odd types
+        colour = np.uint64(state[OFF_LO + sq] & 1)
+        black |= (road & colour) << np.uint64(sq)
+        white |= (road & (colour ^ one)) << np.uint64(sq)
     wr = _road_on(white, size)
     br = _road_on(black, size)
     if wr and br:

@@ -161,21 +161,28 @@ def unowned(a):
     return a
 
 
-@intrinsic
-def _prefetch_addr(typingctx, addr):
-    """Software prefetch (``llvm.prefetch``: read, high locality) of the cache line at ``addr``."""
-    if not isinstance(addr, types.Integer):
-        return None
+def _make_prefetch_intrinsic(write: int):
+    @intrinsic
+    def _prefetch_addr(typingctx, addr):
+        """Software prefetch (``llvm.prefetch``, high locality) of the cache line at ``addr``."""
+        if not isinstance(addr, types.Integer):
+            return None
 
-    def codegen(context, builder, signature, args):
-        ptr_t = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr_t, i32, i32, i32])
-        fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr_t], fnty)
-        builder.call(fn, [builder.inttoptr(args[0], ptr_t), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
+        def codegen(context, builder, signature, args):
+            ptr_t = ir.IntType(8).as_pointer()
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [ptr_t, i32, i32, i32])
+            fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr_t], fnty)
+            builder.call(fn, [builder.inttoptr(args[0], ptr_t), i32(write), i32(3), i32(1)])
+            return context.get_dummy_value()
 
-    return types.none(addr), codegen
+        return types.none(addr), codegen
+
+    return _prefetch_addr
+
+
+_prefetch_read = _make_prefetch_intrinsic(0)
+_prefetch_write = _make_prefetch_intrinsic(1)
 
 
 def prefetch(a, i, j):
@@ -183,10 +190,22 @@ def prefetch(a, i, j):
     it; no effect on results (nothing in plain Python)."""
 
 
+def prefetch_write(a, i, j):
+    """``prefetch`` for a line that is about to be written."""
+
+
 @overload(prefetch, inline="always")
 def _prefetch_impl(a, i, j):
     def impl(a, i, j):
-        _prefetch_addr(a.ctypes.data + i * a.strides[0] + j * a.strides[1])
+        _prefetch_read(a.ctypes.data + i * a.strides[0] + j * a.strides[1])
+
+    return impl
+
+
+@overload(prefetch_write, inline="always")
+def _prefetch_write_impl(a, i, j):
+    def impl(a, i, j):
+        _prefetch_write(a.ctypes.data + i * a.strides[0] + j * a.strides[1])
 
     return impl
 
@@ -915,6 +934,12 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mix
             _propagate(nch, first, status, path, slot, g, depth)
             return 2, depth
         if nch[g, c] > 0:
+            # the next selection scans c's children: start loading them while the move is played
+            fc = first[g, c]
+            prefetch(status, g, fc)
+            prefetch(n, g, fc)
+            prefetch(p, g, fc)
+            prefetch(w, g, fc)
             # an expanded node's position goes on (a finished one has no moves), so its result
             # stays RESULT_NONE, as the root's: skip the road and flat-count tests
             apply_move(st, mv[g, c])
@@ -933,28 +958,64 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mix
                 s = ts
                 _propagate(nch, first, status, path, slot, g, depth - 1)
         if s != UNKNOWN:
-            sv[g, path[slot, 1] - f0] += 1
+            if gumbel:
+                sv[g, path[slot, 1] - f0] += 1
             _backup(n, w, path, slot, g, depth, status_value(s))
             return 1, depth
         if nch[g, c] > 0:
             if depth < MAX_DEPTH - 1:
                 x = c
                 continue
-            sv[g, path[slot, 1] - f0] += 1
+            if gumbel:
+                sv[g, path[slot, 1] - f0] += 1
             _backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
             return 1, depth
         if use_vl and vl[g, c] > 0:
             return 2, depth
         if n[g, c] > 0:
             # evaluated but not expandable (tree full, or at MAX_DEPTH): back up its mean again
-            sv[g, path[slot, 1] - f0] += 1
+            if gumbel:
+                sv[g, path[slot, 1] - f0] += 1
             _backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
             return 1, depth
         if use_vl:
             for i in range(depth + 1):
                 vl[g, path[slot, i]] += 1
-        sv[g, path[slot, 1] - f0] += 1
+        if gumbel:
+            sv[g, path[slot, 1] - f0] += 1
         return 0, depth
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _prefetch_root_node(n, w, first, nch, status, g: int) -> None:
+    """Prefetch the fields of game ``g``'s root node that a descent reads first."""
+    prefetch(first, g, 0)
+    prefetch(nch, g, 0)
+    prefetch(n, g, 0)
+    prefetch(w, g, 0)
+    prefetch(status, g, 0)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _prefetch_root_children(n, w, mv, first, nch, status, mixp, root, g: int, gumbel: bool) -> None:
+    """Prefetch what the root scan of game ``g`` reads (its root node must be cached: see
+    ``_prefetch_root_node``): the children's statistics, moves and links, the mixed priors and the
+    root position's header and square fields."""
+    f = first[g, 0]
+    nc = nch[g, 0]
+    for i in range(0, nc, 16):  # 4-byte fields: 16 per cache line
+        prefetch(n, g, f + i)
+        prefetch(w, g, f + i)
+        prefetch(mv, g, f + i)
+        prefetch(first, g, f + i)
+        prefetch(nch, g, f + i)
+    for i in range(0, nc, 64):
+        prefetch(status, g, f + i)
+    if not gumbel:
+        for i in range(0, nc, 8):
+            prefetch(mixp, g, i)
+    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
+        prefetch(root, g, off)
 
 
 @njit(cache=True, error_model="numpy")
@@ -975,9 +1036,19 @@ def select_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, games: np.ndarray,
     states, path = unowned(LV.states), unowned(LV.path)
     lgame, ldepth = unowned(LV.game), unowned(LV.depth)
     k = ip[IP_LEAVES]
+    gumbel = ip[IP_GUMBEL] != 0
     L = 0
-    for gi in range(games.shape[0]):
+    ng = games.shape[0]
+    for gi in range(ng):
         g = np.int64(games[gi])
+        # the games are independent: load the next games' root data while this one is searched
+        # (the root node of the game after next, the root's children and position of the next)
+        if gi + 2 < ng:
+            _prefetch_root_node(n, w, first, nch, status, np.int64(games[gi + 2]))
+        if gi + 1 < ng:
+            g1 = np.int64(games[gi + 1])
+            if searching[g1]:
+                _prefetch_root_children(n, w, mv, first, nch, status, mixp, root, g1, gumbel)
         if not searching[g]:
             continue
         got = 0
@@ -1019,6 +1090,24 @@ def select_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, games: np.ndarray,
     return L
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _prefetch_leaf(n, w, p, mv, count, states, path, lgame, ldepth, j: int) -> None:
+    """Prefetch what expanding and backing up leaf ``j`` touches: its position, the pool slots its
+    children will take (priors and moves, about 80 of them) and the statistics along its path."""
+    g = np.int64(lgame[j])
+    depth = np.int64(ldepth[j])
+    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
+        prefetch(states, j, off)
+    f = np.int64(count[g])
+    for i in range(0, 80, 16):
+        prefetch_write(p, g, f + i)
+        prefetch_write(mv, g, f + i)
+    for i in range(depth + 1):
+        x = np.int64(path[j, i])
+        prefetch(n, g, x)
+        prefetch(w, g, x)
+
+
 @njit(cache=True, error_model="numpy")
 def expand_backup_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, num: int, priors: np.ndarray,
                          stride: int, values: np.ndarray, moves: np.ndarray,
@@ -1041,6 +1130,8 @@ def expand_backup_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, num: int, pr
         g = np.int64(lgame[j])
         depth = np.int64(ldepth[j])
         x = np.int64(path[j, depth])
+        if j + 1 < num:
+            _prefetch_leaf(n, w, p, mv, count, states, path, lgame, ldepth, j + 1)
         if use_vl or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
             for i in range(depth + 1):
                 vl[g, path[j, i]] -= 1
