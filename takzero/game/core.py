@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 from numba.extending import overload
 
 MAX_SIZE = 8
@@ -142,6 +142,31 @@ def _pattern_lists() -> tuple[np.ndarray, np.ndarray]:
 PATTERN_LIST, PATTERN_NUM = _pattern_lists()
 
 
+def _ray_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """RAYS[N, direction, sq]: bitboard of the squares beyond ``sq`` in ``direction`` up to the
+    edge of a size-N board, RAY_LEN[N, direction, sq] their number; LINE[N, sq]: rank * 8 + file
+    of ``sq`` (spread distances)."""
+    rays = np.zeros((MAX_SIZE + 1, 4, MAX_SQ), dtype=np.uint64)
+    ray_len = np.zeros((MAX_SIZE + 1, 4, MAX_SQ), dtype=np.int64)
+    line = np.zeros((MAX_SIZE + 1, MAX_SQ), dtype=np.int64)
+    for n in range(1, MAX_SIZE + 1):
+        for sq in range(n * n):
+            rank, file = divmod(sq, n)
+            line[n, sq] = rank * 8 + file
+            for direction, (dr, df) in enumerate(((1, 0), (-1, 0), (0, 1), (0, -1))):
+                r, f = rank + dr, file + df
+                bits = 0
+                while 0 <= r < n and 0 <= f < n:
+                    bits |= 1 << (r * n + f)
+                    ray_len[n, direction, sq] += 1
+                    r, f = r + dr, f + df
+                rays[n, direction, sq] = bits
+    return rays, ray_len, line
+
+
+RAYS, RAY_LEN, LINE = _ray_tables()
+
+
 def num_actions(size: int) -> int:
     """Number of distinct move codes a size-N board can have: (3 + 4 * (2**N - 2)) * N * N."""
     return (3 + 4 * ((1 << size) - 2)) * size * size
@@ -212,6 +237,19 @@ def lowest_bit(x) -> int:
 def _lowest_bit_impl(x):
     def impl(x):
         return np.int64(trailing_zeros(np.uint64(x)))
+
+    return impl
+
+
+def highest_bit(x) -> int:
+    """Index of the highest set bit of the nonzero uint64 ``x`` (one ``lzcnt`` when compiled)."""
+    return int(x).bit_length() - 1
+
+
+@overload(highest_bit, inline="always")
+def _highest_bit_impl(x):
+    def impl(x):
+        return 63 - np.int64(leading_zeros(np.uint64(x)))
 
     return impl
 
@@ -570,7 +608,10 @@ def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
         per = 1
     # the mover's stacks as a bitboard, built without a branch per square, then visited lowest
     # square first (the same order as a square loop, without its mispredicted tests)
+    # (walls and capstones, which stop a spread, as bitboards for the free runs)
     own = np.uint64(0)
+    stops = np.uint64(0)
+    walls = np.uint64(0)
     for sq in range(nsq):
         out[n] = make_placement(sq, k0)
         out[n + 1] = make_placement(sq, k1)
@@ -579,17 +620,33 @@ def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
         if h == 0:
             n += per
         mine = (h != 0) & ((state[OFF_LO + sq] & 1) == mover)
-        own |= np.uint64(mine) << np.uint64(sq)
+        bit = np.uint64(sq)
+        own |= np.uint64(mine) << bit
+        top = state[OFF_TOP + sq]
+        stops |= np.uint64(top >> 1) << bit  # WALL (2) and CAP (3)
+        walls |= np.uint64(top == WALL) << bit
     while own != np.uint64(0):
         sq = lowest_bit(own)
         own &= own - np.uint64(1)
         carry = min(state[OFF_HEIGHT + sq], size)
         is_cap = state[OFF_TOP + sq] == CAP
-        rank = np.int64(np.uint64(sq) // np.uint64(size))
-        file = sq - rank * size
+        here = LINE[size, sq]
         for direction in range(4):
-            free, blocker = _free_run(state, sq, direction, size, rank, file)
-            f = 1 if (is_cap and blocker == WALL) else 0
+            # free run: squares up to the nearest wall/capstone on the ray (lowest bit of the
+            # ray's stops going up or right, highest going down or left), or to the edge
+            ray = RAYS[size, direction, sq]
+            hit = stops & ray
+            if direction == DIR_UP or direction == DIR_RIGHT:
+                stop = lowest_bit(hit) & 63
+            else:
+                stop = highest_bit(hit) & 63
+            d = LINE[size, stop] - here
+            if direction == DIR_UP or direction == DIR_DOWN:
+                d = d >> 3
+            free_hit = abs(d) - 1
+            blocked = hit != np.uint64(0)
+            free = free_hit if blocked else RAY_LEN[size, direction, sq]
+            f = 1 if (is_cap and blocked and (walls >> np.uint64(stop)) & np.uint64(1)) else 0
             base = sq | (direction << 8)
             cnt = PATTERN_NUM[carry, free, f]
             for j in range(cnt):

@@ -786,21 +786,21 @@ def _expand(n, w, p, mv, first, nch, status, flags, count, overflow, ip: np.ndar
         if pr > prev:
             ordered = False
         prev = pr
-    if total > 0.0 and total < np.inf:
+    ug = np.uint64(g)
+    if not (total > 0.0 and total < np.inf):
+        u = 1.0 / nm
+        for i in range(nm):
+            p[ug, np.uint64(f + i)] = u
+            mv[ug, np.uint64(f + i)] = moves[i]
+    elif ordered:
+        inv = 1.0 / total
+        for i in range(nm):
+            p[ug, np.uint64(f + i)] = pbuf[i] * inv
+            mv[ug, np.uint64(f + i)] = moves[i]
+    else:
         inv = 1.0 / total
         for i in range(nm):
             pbuf[i] = pbuf[i] * inv
-    else:
-        ordered = True
-        u = 1.0 / nm
-        for i in range(nm):
-            pbuf[i] = u
-    ug = np.uint64(g)
-    if ordered:
-        for i in range(nm):
-            p[ug, np.uint64(f + i)] = pbuf[i]
-            mv[ug, np.uint64(f + i)] = moves[i]
-    else:
         order = np.argsort(-pbuf[:nm], kind="mergesort")
         for j in range(nm):
             i = np.uint64(order[j])
@@ -1091,21 +1091,34 @@ def select_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, games: np.ndarray,
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_leaf(n, w, p, mv, count, states, path, lgame, ldepth, j: int) -> None:
-    """Prefetch what expanding and backing up leaf ``j`` touches: its position, the pool slots its
-    children will take (priors and moves, about 80 of them) and the statistics along its path."""
+def _prefetch_leaf(n, w, p, mv, first, nch, status, flags, count, path, lgame, ldepth,
+                   j: int) -> None:  # fmt: skip
+    """Prefetch what expanding and backing up leaf ``j`` touches in the tree (its path must be
+    cached: see ``_prefetch_leaf_path``): the leaf node, the pool slots its children will take
+    (priors and moves, about 80 of them) and the statistics along its path."""
     g = np.int64(lgame[j])
     depth = np.int64(ldepth[j])
-    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
-        prefetch(states, j, off)
+    x = np.int64(path[j, depth])
+    prefetch_write(first, g, x)
+    prefetch_write(nch, g, x)
+    prefetch(status, g, x)
+    prefetch(flags, g, x)
     f = np.int64(count[g])
     for i in range(0, 80, 16):
         prefetch_write(p, g, f + i)
         prefetch_write(mv, g, f + i)
-    for i in range(depth + 1):
+    for i in range(depth):
         x = np.int64(path[j, i])
         prefetch(n, g, x)
         prefetch(w, g, x)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _prefetch_leaf_path(states, path, j: int) -> None:
+    """Prefetch leaf ``j``'s path (node indices) and position."""
+    prefetch(path, j, 0)
+    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
+        prefetch(states, j, off)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1130,8 +1143,10 @@ def expand_backup_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, num: int, pr
         g = np.int64(lgame[j])
         depth = np.int64(ldepth[j])
         x = np.int64(path[j, depth])
+        if j + 2 < num:
+            _prefetch_leaf_path(states, path, j + 2)
         if j + 1 < num:
-            _prefetch_leaf(n, w, p, mv, count, states, path, lgame, ldepth, j + 1)
+            _prefetch_leaf(n, w, p, mv, first, nch, status, flags, count, path, lgame, ldepth, j + 1)
         if use_vl or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
             for i in range(depth + 1):
                 vl[g, path[j, i]] -= 1
