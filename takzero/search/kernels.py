@@ -422,15 +422,13 @@ def road_win_squares(state: np.ndarray) -> np.uint64:
     size = state[I_SIZE]
     nsq = size * size
     mover = state[I_PLY] & 1
-    bb = np.uint64(0)  # road_bitboard(state, mover), and the empty squares, in one pass
+    bb = np.uint64(0)  # road_bitboard(state, mover), and the empty squares, in one branch-free pass
     empty = np.uint64(0)
     for sq in range(nsq):
-        bit = np.uint64(1) << np.uint64(sq)
-        t = state[OFF_TOP + sq]
-        if state[OFF_HEIGHT + sq] == 0:
-            empty |= bit
-        if (t == FLAT or t == CAP) and (state[OFF_LO + sq] & 1) == mover:
-            bb |= bit
+        at = np.uint64(sq)
+        road = (state[OFF_TOP + sq] & 1) & ((state[OFF_LO + sq] & 1) == mover)  # FLAT, CAP: odd
+        empty |= np.uint64(state[OFF_HEIGHT + sq] == 0) << at
+        bb |= np.uint64(road) << at
     if empty == 0:
         return empty
     row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
@@ -694,33 +692,8 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
         n_self = n[ug, 0]
         pq = -w[ug, 0] / n_self if n_self > 0 else 0.0
         fv = pq - red * np.sqrt(mass)
-    if proven == 0:
-        for i in range(nc):
-            c = np.uint64(f + i)
-            pr = mixp[ug, np.uint64(i)]
-            if use_vl:
-                nn = np.float64(n[ug, c] + vl[ug, c])
-                num = np.float64(w[ug, c]) - vlv * vl[ug, c]
-            else:
-                nn = np.float64(n[ug, c])
-                num = np.float64(w[ug, c])
-            # _q_plus_u written branch-free (the loop vectorises): the denominator is guarded for
-            # unvisited children, whose score is the FPU one
-            den = nn * (1.0 + nn)
-            visited = (num * (1.0 + nn) + cs * pr * nn) / (den if den > 0.0 else 1.0)
-            buf[i] = visited if nn > 0.0 else fv + cs * pr
-        best = buf[0]
-        bi = 0
-        for i in range(1, nc):
-            if buf[i] > best:
-                best = buf[i]
-                bi = i
-        return f + bi
-    win = 0
     for i in range(nc):
         c = np.uint64(f + i)
-        s = status[ug, c]
-        win |= s == WIN
         pr = mixp[ug, np.uint64(i)]
         if use_vl:
             nn = np.float64(n[ug, c] + vl[ug, c])
@@ -728,15 +701,31 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
         else:
             nn = np.float64(n[ug, c])
             num = np.float64(w[ug, c])
+        # _q_plus_u written branch-free (the loop vectorises): the denominator is guarded for
+        # unvisited children, whose score is the FPU one
         den = nn * (1.0 + nn)
         visited = (num * (1.0 + nn) + cs * pr * nn) / (den if den > 0.0 else 1.0)
-        sc = visited if nn > 0.0 else fv + cs * pr
-        sc = cs * pr / (1.0 + nn) if s == DRAW else sc
-        buf[i] = -np.inf if s == LOSS else sc
-    if win:
-        for i in range(nc):
-            if status[ug, np.uint64(f + i)] == WIN:
+        buf[i] = visited if nn > 0.0 else fv + cs * pr
+    if proven == 0:
+        best = buf[0]
+        bi = 0
+        for i in range(1, nc):
+            if buf[i] > best:
+                best = buf[i]
+                bi = i
+        return f + bi
+    # proven children: a win is taken at once, a loss never, a draw scores its exact value 0
+    for i in range(nc):
+        c = np.uint64(f + i)
+        s = status[ug, c]
+        if s != UNKNOWN:
+            if s == WIN:
                 return f + i
+            if s == LOSS:
+                buf[i] = -np.inf
+            else:
+                nn = np.float64(n[ug, c] + (vl[ug, c] if use_vl else 0))
+                buf[i] = cs * mixp[ug, np.uint64(i)] / (1.0 + nn)
     best = -np.inf
     best_c = -1
     for i in range(nc):
