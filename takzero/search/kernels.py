@@ -986,18 +986,15 @@ def _prefetch_root_node(n, w, first, nch, status, g: int) -> None:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_root_children(n, w, mv, first, nch, status, mixp, root, g: int, gumbel: bool) -> None:
+def _prefetch_root_children(n, w, first, nch, status, mixp, root, g: int, gumbel: bool) -> None:
     """Prefetch what the root scan of game ``g`` reads (its root node must be cached: see
-    ``_prefetch_root_node``): the children's statistics, moves and links, the mixed priors and the
-    root position's header and square fields."""
+    ``_prefetch_root_node``): the children's statistics, the mixed priors and the root position's
+    header and square fields."""
     f = first[g, 0]
     nc = nch[g, 0]
     for i in range(0, nc, 16):  # 4-byte fields: 16 per cache line
         prefetch(n, g, f + i)
         prefetch(w, g, f + i)
-        prefetch(mv, g, f + i)
-        prefetch(first, g, f + i)
-        prefetch(nch, g, f + i)
     for i in range(0, nc, 64):
         prefetch(status, g, f + i)
     if not gumbel:
@@ -1037,7 +1034,7 @@ def select_kernel(T, GM, LV, fp: np.ndarray, ip: np.ndarray, games: np.ndarray,
         if gi + 1 < ng:
             g1 = np.int64(games[gi + 1])
             if searching[g1]:
-                _prefetch_root_children(n, w, mv, first, nch, status, mixp, root, g1, gumbel)
+                _prefetch_root_children(n, w, first, nch, status, mixp, root, g1, gumbel)
         if not searching[g]:
             continue
         got = 0
