@@ -190,6 +190,17 @@ def test_api_misuse_raises():
         BatchedMCTS(1, 5).reset(0, Position.start(4).state)
 
 
+def test_repeated_game_indices_rejected():
+    # a game listed twice would take more rows of the leaf buffer than it has
+    mcts = BatchedMCTS(2, 4, SearchConfig(simulations=30, root_noise=False))
+    for g in range(2):
+        mcts.reset(g, Position.start(4).state)
+    with pytest.raises(ValueError, match="repeat"):
+        mcts.begin_search(games=[0, 0, 1])
+    mcts.run(HashEvaluator(4), games=[0, 1])  # the search still works afterwards
+    assert mcts.simulations_done(0) == mcts.simulations_done(1) == 30
+
+
 def test_uniform_evaluator_masked_matches_unmasked():
     visits = []
     for masked in (False, True):

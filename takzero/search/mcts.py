@@ -265,6 +265,10 @@ class BatchedMCTS:
 
         Returns:
             (len(games),) bool: which searches are full (to be recorded as training targets).
+
+        Raises:
+            ValueError: an index out of range or given twice, or ``simulations`` < 1.
+            RuntimeError: a search step is still pending.
         """
         self._check_idle()
         cfg = self.config
@@ -273,6 +277,9 @@ class BatchedMCTS:
         games = np.ascontiguousarray(np.asarray(games, dtype=np.int32).reshape(-1))
         if games.size and (games.min() < 0 or games.max() >= self.num_games):
             raise ValueError("game index out of range")
+        if np.unique(games).size != games.size:
+            # each game takes at most leaves_per_step rows of the leaf buffer per step
+            raise ValueError(f"game indices repeat: {games.tolist()}")
         noise = cfg.root_noise if add_noise is None else bool(add_noise)
         if simulations is not None:
             full = cheap = int(simulations)
