@@ -23,7 +23,7 @@ Per game (``Games``): root states ``root (G, STATE_LEN) int64``, flags ``active`
 position), ``searching`` (in the current search), budgets ``target``/``done``/``inflight``, the
 search's ``noise`` and ``full`` (playout cap) flags, the per-game random stream ``rng`` (uint64,
 splitmix64), root arrays indexed by child slot ``extra (G, A) float32`` (Dirichlet noise, or Gumbel
-+ log prior in Gumbel mode), ``mixp (G, A) float64`` (PUCT: the root priors mixed with the noise,
++ log prior in Gumbel mode), ``mixp (G, A) float32`` (PUCT: the root priors mixed with the noise,
 set once per search) and ``sv (G, A) int32`` (Gumbel: visits of this search, for Sequential
 Halving), ``raw (G,) float32`` (the root's value estimate before this search, for v_mix),
 ``seq (G, S) int32`` (the Gumbel considered-visit schedule) and ``overflow (G,) int32`` (leaves
@@ -691,7 +691,7 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
     for i in range(nc):
         c = np.uint64(f + i)
         nv = n[ug, c] + (vl[ug, c] if use_vl else 0)
-        mass += mixp[ug, np.uint64(i)] if nv > 0 else 0.0
+        mass += np.float64(mixp[ug, np.uint64(i)]) if nv > 0 else 0.0
         proven |= status[ug, c]
     fv = fp[FP_FPU_VALUE]
     if np.isnan(fv):
@@ -701,7 +701,7 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
         fv = pq - red * np.sqrt(mass)
     for i in range(nc):
         c = np.uint64(f + i)
-        pr = mixp[ug, np.uint64(i)]
+        pr = np.float64(mixp[ug, np.uint64(i)])
         if use_vl:
             nn = np.float64(n[ug, c] + vl[ug, c])
             num = np.float64(w[ug, c]) - vlv * vl[ug, c]
@@ -732,7 +732,7 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
                 buf[i] = -np.inf
             else:
                 nn = np.float64(n[ug, c] + (vl[ug, c] if use_vl else 0))
-                buf[i] = cs * mixp[ug, np.uint64(i)] / (1.0 + nn)
+                buf[i] = cs * np.float64(mixp[ug, np.uint64(i)]) / (1.0 + nn)
     best = -np.inf
     best_c = -1
     for i in range(nc):
@@ -1005,7 +1005,7 @@ def _prefetch_root_children(n, w, first, nch, status, mixp, root, g: int, gumbel
     for i in range(0, nc, 64):
         prefetch(status, g, f + i)
     if not gumbel:
-        for i in range(0, nc, 8):
+        for i in range(0, nc, 16):
             prefetch(mixp, g, i)
     for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
         prefetch(root, g, off)

@@ -154,7 +154,7 @@ class BatchedMCTS:
             full=np.ones(g_count, dtype=np.bool_),
             rng=rng,
             extra=np.zeros((g_count, a), dtype=np.float32),
-            mixp=np.zeros((g_count, a), dtype=np.float64),
+            mixp=np.zeros((g_count, a), dtype=np.float32),
             sv=np.zeros((g_count, a), dtype=np.int32),
             raw=np.zeros(g_count, dtype=np.float32),
             seq=np.zeros((g_count, max(1, cfg.max_simulations)), dtype=np.int32),
