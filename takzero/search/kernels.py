@@ -686,19 +686,21 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
     nc = nch[ug, 0]
     cs = _cs(fp, np.float64(n[ug, 0] + (vl[ug, 0] if use_vl else 0)))
     vlv = fp[FP_VL]
-    mass = 0.0
     proven = 0
     for i in range(nc):
-        c = np.uint64(f + i)
-        nv = n[ug, c] + (vl[ug, c] if use_vl else 0)
-        mass += np.float64(mixp[ug, np.uint64(i)]) if nv > 0 else 0.0
-        proven |= status[ug, c]
+        proven |= status[ug, np.uint64(f + i)]
     fv = fp[FP_FPU_VALUE]
     if np.isnan(fv):
         red = 0.0 if noise[ug] and fp[FP_NOISE_WEIGHT] > 0.0 else fp[FP_FPU_ROOT_RED]
         n_self = n[ug, 0]
-        pq = -w[ug, 0] / n_self if n_self > 0 else 0.0
-        fv = pq - red * np.sqrt(mass)
+        fv = -w[ug, 0] / n_self if n_self > 0 else 0.0
+        if red != 0.0:  # the prior mass of the visited children (a sequential sum)
+            mass = 0.0
+            for i in range(nc):
+                c = np.uint64(f + i)
+                nv = n[ug, c] + (vl[ug, c] if use_vl else 0)
+                mass += np.float64(mixp[ug, np.uint64(i)]) if nv > 0 else 0.0
+            fv -= red * np.sqrt(mass)
     for i in range(nc):
         c = np.uint64(f + i)
         pr = np.float64(mixp[ug, np.uint64(i)])
