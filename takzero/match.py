@@ -740,7 +740,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("--nodes must be >= 1")
             tc = TimeControl(nodes=args.nodes, **common)
         else:
-            tc = TimeControl(movetime=args.movetime or 1000, **common)
+            if args.movetime is not None and args.movetime < 1:
+                raise ValueError(f"--movetime must be >= 1 ms, got {args.movetime}")
+            tc = TimeControl(movetime=1000 if args.movetime is None else args.movetime, **common)
         openings = load_openings(args.openings, args.size, half_komi) if args.openings else None
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.log else None
         run_tei_match(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 import threading
 import time
@@ -512,6 +513,12 @@ def main(argv: list[str] | None = None) -> int:
         session.run()
     except KeyboardInterrupt:
         print("\nbye")
+    except BrokenPipeError:
+        # the reader of our output went away (e.g. piped into head): stop without a traceback;
+        # point stdout at devnull so that the flush at exit does not fail again (Python docs,
+        # "Note on SIGPIPE")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

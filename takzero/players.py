@@ -619,16 +619,16 @@ class UCTPlayer(BasePlayer):
 def make_player(spec: str, seed: int = 0) -> BasePlayer:
     """A baseline from a short spec: ``random``, ``greedy``, ``uct`` or ``uct:<simulations>``
     (e.g. ``uct:200``). Raises ValueError for an unknown spec."""
-    kind, _, arg = spec.partition(":")
+    kind, colon, arg = spec.partition(":")
     kind = kind.strip().lower()
-    if kind == "random" and not arg:
+    if kind == "random" and not colon:
         return RandomPlayer(seed)
-    if kind == "greedy" and not arg:
+    if kind == "greedy" and not colon:
         return GreedyPlayer(seed)
     if kind == "uct":
-        if not arg:
+        if not colon:
             return UCTPlayer(seed=seed)
-        if arg.isdigit():
+        if arg.isdigit():  # "uct:" (nothing after the colon) is an error, not the default
             return UCTPlayer(simulations=int(arg), seed=seed)
     raise ValueError(f"unknown player '{spec}'; expected random, greedy, uct or uct:<simulations>")
 

@@ -233,3 +233,5 @@ def test_cli_rejects_bad_arguments(tmp_path: Path, capsys) -> None:
     assert main(["--engine", "a", "--engine", "b", "--openings", str(tmp_path / "none")]) == 2
     assert main(["--engine", "a", "--games", "2"]) == 2
     assert "exactly two engines" in capsys.readouterr().err
+    assert main(["--engine", "a", "--engine", "b", "--movetime", "0"]) == 2  # was read as 1000
+    assert "--movetime must be >= 1" in capsys.readouterr().err

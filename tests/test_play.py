@@ -40,6 +40,20 @@ def every_placement(size: int) -> list[str]:
     return [f"{f}{r}" for r in range(1, size + 1) for f in files]
 
 
+def test_output_closed_early_is_not_a_traceback(tmp_path: Path) -> None:
+    """``takzero.play ... | head -1``: the session stops quietly when its output pipe closes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "takzero.play", "--opponent", "random", "--size", "3"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    proc.stdout.readline()
+    proc.stdout.close()  # as head does after its first line
+    _, err = proc.communicate(input=b"help\n" * 2000 + b"quit\n", timeout=120)
+    assert b"Traceback" not in err, err.decode()
+    assert proc.returncode == 1
+
+
 def test_scripted_stdin_game_to_the_end_saves_a_valid_ptn(tmp_path: Path) -> None:
     """Try every square in turn: illegal tries are refused and the game goes on; the board fills
     or a road ends the game; then the game is saved and replayed."""

@@ -197,7 +197,7 @@ def test_make_player_and_validation() -> None:
     assert isinstance(make_player("greedy"), GreedyPlayer)
     p = make_player("uct:123")
     assert isinstance(p, UCTPlayer) and p.simulations == 123 and p.name == "uct123"
-    for bad in ("minimax", "uct:x", "random:3"):
+    for bad in ("minimax", "uct:x", "random:3", "uct:", "random:", "greedy:"):
         with pytest.raises(ValueError):
             make_player(bad)
     with pytest.raises(ValueError):
