@@ -168,6 +168,20 @@ def default_size(roots: tuple[str | Path, ...] | None = None) -> int:
     return 6 if 6 in have or not have else max(have)
 
 
+def start_position(
+    size: int, komi: float | None, player: Any, say: Callable[[str], None]
+) -> Position:
+    """The start position: ``komi`` points, or (``None``) the komi a network opponent was trained
+    with (``model_half_komi`` of its metadata; ``say`` tells), else 0. Raises ValueError for a
+    komi that is not a finite multiple of 0.5."""
+    if komi is not None:
+        return Position.start(size, komi=komi)
+    half_komi = getattr(player, "model_half_komi", None) or 0
+    if half_komi:
+        say(f"komi {half_komi / 2:g}, as the network was trained (--komi to change)")
+    return Position.start(size, half_komi=half_komi)
+
+
 def make_opponent(
     model: str | None,
     opponent: str | None,
@@ -447,7 +461,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--opponent", help="baseline instead of a network: random, greedy, uct, uct:<sims>"
     )
     p.add_argument("--size", type=int, help="board size 3..8 (default: the model's, else 6)")
-    p.add_argument("--komi", type=float, default=0.0, help="komi in points (default 0)")
+    p.add_argument(
+        "--komi", type=float, help="komi in points (default: the network's training komi, else 0)"
+    )
     p.add_argument(
         "--colour",
         "--color",
@@ -484,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--threads must be in 0..1024, got {args.threads}")
         if args.ply_limit is not None and args.ply_limit < 1:
             raise ValueError(f"--ply-limit must be >= 1, got {args.ply_limit}")
+        if args.model and args.opponent not in (None, "network"):
+            raise ValueError(f"--model and --opponent {args.opponent} exclude each other")
         if args.threads and (args.model or args.opponent in (None, "network")):
             import torch
 
@@ -491,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         player, size = make_opponent(
             args.model, args.opponent, args.size, args.simulations, args.seed, print, args.device
         )
-        start = Position.start(size, komi=args.komi)
+        start = start_position(size, args.komi, player, print)
     except ValueError as e:
         print(f"takzero.play: {e}", file=sys.stderr)
         return 2

@@ -177,6 +177,28 @@ def test_opponent_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "plays 3x3, not 4x4" in said[0]
 
 
+def test_komi_defaults_to_the_networks_and_model_excludes_a_baseline(tmp_path: Path) -> None:
+    import torch
+
+    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.play import main, start_position
+    from takzero.players import NetworkPlayer
+
+    torch.manual_seed(0)
+    net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
+    player = NetworkPlayer.load(checkpoint_dict(net, half_komi=3), simulations=8)
+    said: list[str] = []
+    assert start_position(3, None, player, said.append).half_komi == 3
+    assert said == ["komi 1.5, as the network was trained (--komi to change)"]
+    assert start_position(3, 0.5, player, said.append).half_komi == 1  # --komi wins
+    assert start_position(3, None, UCTPlayer(), said.append).half_komi == 0
+    with pytest.raises(ValueError):
+        start_position(3, 0.3, player, said.append)
+    model = tmp_path / "m.pt"
+    torch.save(checkpoint_dict(net), model)
+    assert main(["--model", str(model), "--opponent", "random"]) == 2  # was: M silently ignored
+
+
 def test_network_opponent_shows_win_draw_loss(tmp_path: Path) -> None:
     import torch
 
