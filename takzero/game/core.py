@@ -390,13 +390,40 @@ def new_state(size: int, stones: int, caps: int, half_komi: int = 0) -> np.ndarr
 @njit(cache=True)
 def road_bitboard(state: np.ndarray, colour: int) -> np.uint64:
     """Bitboard (bit sq) of squares topped by ``colour``'s flat or capstone."""
-    size = state[I_SIZE]
-    bb = np.uint64(0)
-    for sq in range(size * size):
-        t = state[OFF_TOP + sq]
-        if (t == FLAT or t == CAP) and (state[OFF_LO + sq] & 1) == colour:
-            bb |= np.uint64(1) << np.uint64(sq)
-    return bb
+    white, black, _ = road_bitboards(state)
+    return black if colour == BLACK else white
+
+
+@njit(cache=True)
+def road_bitboards(state: np.ndarray) -> tuple[np.uint64, np.uint64, np.uint64]:
+    """(white, black) ``road_bitboard``s and the empty squares, in one pass without a branch per
+    square."""
+    white = np.uint64(0)
+    black = np.uint64(0)
+    empty = np.uint64(0)
+    one = np.uint64(1)
+    for sq in range(state[I_SIZE] * state[I_SIZE]):
+        at = np.uint64(sq)
+        road = np.uint64(state[OFF_TOP + sq] & 1)  # FLAT (1) and CAP (3) are the odd types
+        colour = np.uint64(state[OFF_LO + sq] & 1)
+        black |= (road & colour) << at
+        white |= (road & (colour ^ one)) << at
+        empty |= np.uint64(state[OFF_HEIGHT + sq] == 0) << at
+    return white, black, empty
+
+
+@njit(cache=True, inline="always")
+def line_cover(bb: np.uint64, size: int) -> tuple[int, np.uint64]:
+    """(number of ranks holding a piece of ``bb``, mask of the files holding one (bit = file)):
+    a road crosses every rank or every file, so these rule roads out without a flood fill."""
+    row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
+    files = np.uint64(0)
+    ranks = 0
+    for r in range(size):
+        x = (bb >> np.uint64(r * size)) & row
+        files |= x
+        ranks += x != np.uint64(0)
+    return ranks, files
 
 
 @njit(cache=True)
@@ -437,14 +464,9 @@ def _road_on(bb: np.uint64, size: int) -> bool:
     """True if the road pieces ``bb`` (a ``road_bitboard``) of a size-N board form a road."""
     # A road crosses every rank (bottom to top) or every file (left to right): test that first,
     # which settles most positions without a flood fill.
-    row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
-    files = np.uint64(0)
-    all_ranks = True
-    for r in range(size):
-        x = (bb >> np.uint64(r * size)) & row
-        files |= x
-        all_ranks &= x != np.uint64(0)
-    all_files = files == row
+    ranks, files = line_cover(bb, size)
+    all_ranks = ranks == size
+    all_files = files == (np.uint64(1) << np.uint64(size)) - np.uint64(1)
     if not (all_ranks or all_files):
         return False
     bottom, top, left, right = _edge_masks(size)
@@ -480,14 +502,7 @@ def compute_result(state: np.ndarray, mover: int) -> int:
     count when the board is full or either reserve is empty, komi added to black's count.
     """
     size = state[I_SIZE]
-    white = np.uint64(0)  # both colours' road_bitboard in one pass, without a branch per square
-    black = np.uint64(0)
-    one = np.uint64(1)
-    for sq in range(size * size):
-        road = np.uint64(state[OFF_TOP + sq] & 1)  # FLAT (1) and CAP (3) are the odd types
-        colour = np.uint64(state[OFF_LO + sq] & 1)
-        black |= (road & colour) << np.uint64(sq)
-        white |= (road & (colour ^ one)) << np.uint64(sq)
+    white, black, _ = road_bitboards(state)
     wr = _road_on(white, size)
     br = _road_on(black, size)
     if wr and br:
@@ -545,28 +560,40 @@ def result_winner(result: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _free_run(
-    state: np.ndarray, sq: int, direction: int, size: int, rank: int, file: int
-) -> tuple[int, int]:
-    """Number of squares a spread from ``sq`` (at ``rank``, ``file``: passed in, so that the
-    division is done once per square, not per direction) can drop on before an edge/wall/capstone,
-    and the type of the blocking piece on the board just beyond (EMPTY if the edge blocks)."""
-    step = direction_step(direction, size)
-    if direction == DIR_UP:
-        edge = size - 1 - rank
-    elif direction == DIR_DOWN:
-        edge = rank
-    elif direction == DIR_RIGHT:
-        edge = size - 1 - file
+def _spread_bitboards(state: np.ndarray, nsq: int, mover: int):
+    """(the mover's stacks, walls and capstones (which stop a spread), walls) as bitboards, built
+    without a branch per square."""
+    own = np.uint64(0)
+    stops = np.uint64(0)
+    walls = np.uint64(0)
+    for sq in range(nsq):
+        bit = np.uint64(sq)
+        mine = (state[OFF_HEIGHT + sq] != 0) & ((state[OFF_LO + sq] & 1) == mover)
+        own |= np.uint64(mine) << bit
+        top = state[OFF_TOP + sq]
+        stops |= np.uint64(top >> 1) << bit  # WALL (2) and CAP (3)
+        walls |= np.uint64(top == WALL) << bit
+    return own, stops, walls
+
+
+@njit(cache=True, inline="always")
+def _free_run(stops: np.uint64, walls: np.uint64, size: int, sq: int, direction: int):
+    """(number of squares a spread from ``sq`` can drop on before an edge, wall or capstone;
+    whether a wall is what stops it). The nearest stop on the ray is its lowest set bit going up
+    or right, its highest going down or left."""
+    ray = RAYS[size, direction, sq]
+    hit = stops & ray
+    if direction == DIR_UP or direction == DIR_RIGHT:
+        stop = lowest_bit(hit) & 63
     else:
-        edge = file
-    s = sq
-    for i in range(edge):
-        s += step
-        t = state[OFF_TOP + s]
-        if t == WALL or t == CAP:
-            return i, t
-    return edge, EMPTY
+        stop = highest_bit(hit) & 63
+    d = LINE[size, stop] - LINE[size, sq]
+    if direction == DIR_UP or direction == DIR_DOWN:
+        d = d >> 3
+    blocked = hit != np.uint64(0)
+    free = abs(d) - 1 if blocked else RAY_LEN[size, direction, sq]
+    wall = blocked and (walls >> np.uint64(stop)) & np.uint64(1) != np.uint64(0)
+    return free, wall
 
 
 @njit(cache=True)
@@ -606,47 +633,23 @@ def generate_moves(state: np.ndarray, out: np.ndarray) -> int:
     elif state[I_CAPS + mover] > 0:
         k0 = CAP
         per = 1
-    # the mover's stacks as a bitboard, built without a branch per square, then visited lowest
-    # square first (the same order as a square loop, without its mispredicted tests)
-    # (walls and capstones, which stop a spread, as bitboards for the free runs)
-    own = np.uint64(0)
-    stops = np.uint64(0)
-    walls = np.uint64(0)
     for sq in range(nsq):
         out[n] = make_placement(sq, k0)
         out[n + 1] = make_placement(sq, k1)
         out[n + 2] = make_placement(sq, CAP)
-        h = state[OFF_HEIGHT + sq]
-        if h == 0:
+        if state[OFF_HEIGHT + sq] == 0:
             n += per
-        mine = (h != 0) & ((state[OFF_LO + sq] & 1) == mover)
-        bit = np.uint64(sq)
-        own |= np.uint64(mine) << bit
-        top = state[OFF_TOP + sq]
-        stops |= np.uint64(top >> 1) << bit  # WALL (2) and CAP (3)
-        walls |= np.uint64(top == WALL) << bit
+    # spreads: the mover's stacks visited lowest square first (the order of a square loop,
+    # without its mispredicted tests)
+    own, stops, walls = _spread_bitboards(state, nsq, mover)
     while own != np.uint64(0):
         sq = lowest_bit(own)
         own &= own - np.uint64(1)
         carry = min(state[OFF_HEIGHT + sq], size)
         is_cap = state[OFF_TOP + sq] == CAP
-        here = LINE[size, sq]
         for direction in range(4):
-            # free run: squares up to the nearest wall/capstone on the ray (lowest bit of the
-            # ray's stops going up or right, highest going down or left), or to the edge
-            ray = RAYS[size, direction, sq]
-            hit = stops & ray
-            if direction == DIR_UP or direction == DIR_RIGHT:
-                stop = lowest_bit(hit) & 63
-            else:
-                stop = highest_bit(hit) & 63
-            d = LINE[size, stop] - here
-            if direction == DIR_UP or direction == DIR_DOWN:
-                d = d >> 3
-            free_hit = abs(d) - 1
-            blocked = hit != np.uint64(0)
-            free = free_hit if blocked else RAY_LEN[size, direction, sq]
-            f = 1 if (is_cap and blocked and (walls >> np.uint64(stop)) & np.uint64(1)) else 0
+            free, wall = _free_run(stops, walls, size, sq, direction)
+            f = 1 if (is_cap and wall) else 0
             base = sq | (direction << 8)
             cnt = PATTERN_NUM[carry, free, f]
             for j in range(cnt):
@@ -676,18 +679,16 @@ def count_moves(state: np.ndarray) -> int:
     if state[I_CAPS + mover] > 0:
         per_empty += 1
     n = empties * per_empty
-    for sq in range(nsq):
-        h = state[OFF_HEIGHT + sq]
-        if h == 0 or (state[OFF_LO + sq] & 1) != mover:
-            continue
-        carry = min(h, size)
+    own, stops, walls = _spread_bitboards(state, nsq, mover)
+    while own != np.uint64(0):
+        sq = lowest_bit(own)
+        own &= own - np.uint64(1)
+        carry = min(state[OFF_HEIGHT + sq], size)
         is_cap = state[OFF_TOP + sq] == CAP
-        rank = sq // size
-        file = sq - rank * size
         for direction in range(4):
-            free, blocker = _free_run(state, sq, direction, size, rank, file)
+            free, wall = _free_run(stops, walls, size, sq, direction)
             n += PATTERN_COUNT[carry, free]
-            if is_cap and blocker == WALL:
+            if is_cap and wall:
                 n += PATTERN_FLATTEN[carry, free]
     return n
 

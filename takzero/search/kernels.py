@@ -83,9 +83,11 @@ from takzero.game.core import (
     _flood,
     apply_move,
     generate_moves,
+    line_cover,
     make_move,
     popcount,
     result_winner,
+    road_bitboards,
     unmake_move,
 )
 from takzero.nn.actions import move_to_action
@@ -428,26 +430,13 @@ def road_win_squares(state: np.ndarray) -> np.uint64:
     cannot be completed by one placement and is skipped (most positions: no flood fill at all)."""
     size = state[I_SIZE]
     nsq = size * size
-    mover = state[I_PLY] & 1
-    bb = np.uint64(0)  # road_bitboard(state, mover), and the empty squares, in one branch-free pass
-    empty = np.uint64(0)
-    for sq in range(nsq):
-        at = np.uint64(sq)
-        road = (state[OFF_TOP + sq] & 1) & ((state[OFF_LO + sq] & 1) == mover)  # FLAT, CAP: odd
-        empty |= np.uint64(state[OFF_HEIGHT + sq] == 0) << at
-        bb |= np.uint64(road) << at
+    white, black, empty = road_bitboards(state)
     if empty == 0:
         return empty
-    row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
-    files = 0
-    ranks = 0
-    for r in range(size):
-        x = np.int64((bb >> np.uint64(r * size)) & row)
-        files |= x
-        if x != 0:
-            ranks += 1
+    bb = black if state[I_PLY] & 1 else white
+    ranks, files = line_cover(bb, size)
     vertical = ranks >= size - 1
-    horizontal = popcount(files) >= size - 1
+    horizontal = popcount(np.int64(files)) >= size - 1
     if not (vertical or horizontal):
         return np.uint64(0)
     board = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -677,8 +666,9 @@ def _select_root(n, w, status, vl, first, nch, noise, mixp, fp, g: int, buf: np.
                  use_vl: bool) -> int:  # fmt: skip
     """PUCT at the root: a full scan (noise mixes the priors, so no prefix property); -1 if every
     child is a proven loss. The mixed priors ``mixp`` are set once per search (``_init_root``).
-    The scores are computed branch-free into ``buf`` (a proven loss scores -inf, a proven draw its
-    exact value 0 plus U) and the first maximum is taken. Indices are cast to unsigned so that
+    The scores are computed branch-free into ``buf``; proven children are then fixed up (a win is
+    taken at once, a loss scores -inf, a draw its exact value 0 plus U) and the first maximum is
+    taken. Indices are cast to unsigned so that
     numba drops its negative-index handling, which keeps these loops several times faster.
     ``use_vl``: virtual visits may be pending (more than one leaf per game per step)."""
     ug = np.uint64(g)
@@ -904,6 +894,14 @@ def begin_kernel(T, GM, fp: np.ndarray, ip: np.ndarray, games: np.ndarray, full_
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def _count_root_visit(sv, path, slot: int, g: int, f0: int, gumbel: bool) -> None:
+    """Count a simulation for the root child it went through (``sv``: Gumbel's Sequential
+    Halving; PUCT does not use it)."""
+    if gumbel:
+        sv[g, path[slot, 1] - f0] += 1
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mixp, sv, raw, seq,
              states, path, fp: np.ndarray, ip: np.ndarray, g: int, slot: int,
              qbuf: np.ndarray) -> tuple[int, int]:  # fmt: skip
@@ -956,32 +954,36 @@ def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mix
                 s = ts
                 _propagate(nch, first, status, path, slot, g, depth - 1)
         if s != UNKNOWN:
-            if gumbel:
-                sv[g, path[slot, 1] - f0] += 1
+            _count_root_visit(sv, path, slot, g, f0, gumbel)
             _backup(n, w, path, slot, g, depth, status_value(s))
             return 1, depth
         if nch[g, c] > 0:
             if depth < MAX_DEPTH - 1:
                 x = c
                 continue
-            if gumbel:
-                sv[g, path[slot, 1] - f0] += 1
+            _count_root_visit(sv, path, slot, g, f0, gumbel)
             _backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
             return 1, depth
         if use_vl and vl[g, c] > 0:
             return 2, depth
         if n[g, c] > 0:
             # evaluated but not expandable (tree full, or at MAX_DEPTH): back up its mean again
-            if gumbel:
-                sv[g, path[slot, 1] - f0] += 1
+            _count_root_visit(sv, path, slot, g, f0, gumbel)
             _backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
             return 1, depth
         if use_vl:
             for i in range(depth + 1):
                 vl[g, path[slot, i]] += 1
-        if gumbel:
-            sv[g, path[slot, 1] - f0] += 1
+        _count_root_visit(sv, path, slot, g, f0, gumbel)
         return 0, depth
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _prefetch_position(states, i: int) -> None:
+    """Prefetch the first line of the header and of each square field of position ``states[i]``
+    (the hardware prefetcher follows the rest)."""
+    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
+        prefetch(states, i, off)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -1009,8 +1011,7 @@ def _prefetch_root_children(n, w, first, nch, status, mixp, root, g: int, gumbel
     if not gumbel:
         for i in range(0, nc, 16):
             prefetch(mixp, g, i)
-    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
-        prefetch(root, g, off)
+    _prefetch_position(root, g)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1112,8 +1113,7 @@ def _prefetch_leaf(n, w, p, mv, first, nch, status, flags, count, path, lgame, l
 def _prefetch_leaf_path(states, path, j: int) -> None:
     """Prefetch leaf ``j``'s path (node indices) and position."""
     prefetch(path, j, 0)
-    for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
-        prefetch(states, j, off)
+    _prefetch_position(states, j)
 
 
 @njit(cache=True, error_model="numpy")
