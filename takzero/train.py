@@ -602,15 +602,36 @@ def run_training(cfg: TrainConfig) -> Path:
     return Run(cfg).run()
 
 
+def _hydra_output_dir() -> Path | None:
+    """The folder Hydra writes its files to in this run (``checkpoint_root/run_name/hydra`` unless
+    ``hydra.run.dir`` is overridden); None outside a Hydra run."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        return None
+
+
+def pin_run_name(dcfg: DictConfig, hydra_out: Path | None) -> None:
+    """Set ``run_name`` to the folder Hydra already made (``hydra_out`` = ``checkpoint_root /
+    name / 'hydra'``). ``run_name`` defaults to a time stamp (``${now:...}``) that Hydra's config
+    and the run's config resolve separately: across a second boundary they differ and the run
+    would land beside its own ``hydra/`` folder. Nothing changes when ``hydra.run.dir`` points
+    elsewhere."""
+    if hydra_out is None or hydra_out.name != "hydra":
+        return
+    root = Path(str(dcfg.checkpoint_root))
+    if hydra_out.parent.parent.resolve() == root.resolve():
+        dcfg.run_name = hydra_out.parent.name
+
+
 def _remove_empty_run_dir() -> None:
     """After a rejected config, remove the run folder Hydra made if it holds only Hydra's files."""
     import shutil
 
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        out = Path(HydraConfig.get().runtime.output_dir)
-    except ValueError:
+    out = _hydra_output_dir()
+    if out is None:
         return
     run_dir = out.parent
     if out.name == "hydra" and run_dir.exists() and [p.name for p in run_dir.iterdir()] == ["hydra"]:
@@ -627,6 +648,7 @@ def main() -> None:
     @hydra.main(config_path=config_dir, config_name="train", version_base="1.3")
     def _entry(dcfg: DictConfig) -> None:
         try:
+            pin_run_name(dcfg, _hydra_output_dir())
             cfg = load_config(dcfg)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)

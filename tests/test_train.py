@@ -237,3 +237,17 @@ def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None
     with pytest.raises(RunDirError, match="already has checkpoints .*resume=false"):
         Run(load_config(raw))._check_run_dir()
     assert (tmp_path / "r" / "ckpt_000000007.pt").exists()  # nothing deleted
+
+
+def test_run_name_pinned_to_hydras_folder(tmp_path: Path) -> None:
+    """A time-stamped run_name is resolved by Hydra and by the run separately: the run takes the
+    folder Hydra already made (its hydra/ files and the run's files stay together)."""
+    from takzero.train import pin_run_name
+
+    dcfg = OmegaConf.create({"checkpoint_root": str(tmp_path), "run_name": "smoke-20261129-224007"})
+    pin_run_name(dcfg, tmp_path / "smoke-20261129-224006" / "hydra")
+    assert dcfg.run_name == "smoke-20261129-224006"
+    pin_run_name(dcfg, tmp_path / "elsewhere" / "out")  # hydra.run.dir overridden: left alone
+    pin_run_name(dcfg, Path("/other/root/x/hydra"))
+    pin_run_name(dcfg, None)
+    assert dcfg.run_name == "smoke-20261129-224006"
