@@ -36,7 +36,6 @@ def main() -> None:
     from takzero.nn.model import LossWeights
     from takzero.replay import Records
     from takzero.selfplay import SelfPlayWorker
-    from takzero.train import model_config_of
     from takzero.trainer import Trainer
 
     raw = OmegaConf.merge(
@@ -120,7 +119,7 @@ def main() -> None:
         flush=True,
     )
     torch.set_num_threads(cfg.train.threads)
-    trainer = Trainer(model_config_of(cfg), cfg.train, LossWeights(), device=cfg.device)
+    trainer = Trainer(cfg.model_config(), cfg.train, LossWeights(), device=cfg.device)
     rng = np.random.default_rng(0)
     bs = cfg.train.batch_size
     trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))  # warm-up

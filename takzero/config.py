@@ -12,12 +12,16 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from takzero.game.core import STANDARD_RESERVES
+from takzero.nn.actions import num_actions
+from takzero.nn.model import LossWeights, ModelConfig
+from takzero.search.config import SearchConfig
 
 
 class ConfigError(ValueError):
@@ -126,12 +130,82 @@ class TrainConfig:
     sample_games_every: int = 50  # write one PTN sample game per this many games
     board: BoardConfig = field(default_factory=BoardConfig)
     model: ModelSection = field(default_factory=ModelSection)
-    mcts: dict[str, Any] = field(default_factory=dict)  # takzero.search.SearchConfig fields
+    mcts: SearchConfig = field(default_factory=SearchConfig)  # the self-play search
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     train: TrainSection = field(default_factory=TrainSection)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+
+    # -- translations to the settings of the parts of a run (the one place that maps keys) ------
+
+    def model_config(self) -> ModelConfig:
+        """The network's :class:`takzero.nn.model.ModelConfig` (``board.size`` and ``model.*``)."""
+        m = self.model
+        return ModelConfig(
+            size=self.board.size,
+            channels=m.channels,
+            blocks=m.blocks,
+            layers=m.layers,
+            global_pool=m.global_pool,
+        )
+
+    def loss_weights(self) -> LossWeights:
+        """The loss weights of ``model.value_weight`` and ``model.aux_weight``."""
+        return LossWeights(value=self.model.value_weight, aux=self.model.aux_weight)
+
+    def replay_kwargs(self, run_dir: Path) -> dict[str, Any]:
+        """Constructor arguments of the run's replay buffer (``replay.*``, shards under
+        ``run_dir/replay``)."""
+        r = self.replay
+        return {
+            "size": self.board.size,
+            "top_k": r.top_k,
+            "window_max": r.window_max,
+            "fixed_window": r.fixed_window,
+            "window_c": r.window_c,
+            "window_alpha": r.window_alpha,
+            "window_beta": r.window_beta,
+            "min_positions": r.min_positions,
+            "samples_per_position": r.samples_per_position,
+            "max_ahead": r.max_ahead,
+            "shard_dir": str(Path(run_dir) / "replay"),
+            "shard_positions": r.shard_positions,
+            "seed": self.seed,
+        }
+
+    def mcts_keys_given(self) -> frozenset[str]:
+        """The ``mcts.*`` keys the composed config set (recorded by :func:`load_config`; empty for
+        a TrainConfig built in code)."""
+        return getattr(self, "_mcts_given", frozenset())
+
+    def selfplay_search_config(self) -> SearchConfig:
+        """The self-play :class:`SearchConfig`: ``mcts.*`` with ``max_plies`` =
+        ``selfplay.ply_limit`` and, unless ``mcts.node_budget`` is given, a node budget sized to the
+        simulation budget: ``min(200_000, max(A + 1, 300 * (max_simulations + 1)))`` nodes per tree
+        (A = the number of action indices of the board)."""
+        d = {**self.mcts.to_dict(), "max_plies": self.selfplay.ply_limit}
+        if "node_budget" not in self.mcts_keys_given():
+            probe = SearchConfig.from_dict(d)
+            a = num_actions(self.board.size)
+            d["node_budget"] = int(min(200_000, max(a + 1, 300 * (probe.max_simulations + 1))))
+        return SearchConfig.from_dict(d)
+
+    def evaluation_search_config(self) -> SearchConfig:
+        """The gating/baseline :class:`SearchConfig`: ``mcts.*`` without noise or playout cap
+        (:meth:`SearchConfig.evaluation`), ``evaluator.simulations`` (0: ``mcts.simulations``)
+        and ``max_plies`` = ``selfplay.ply_limit``."""
+        return SearchConfig.from_dict(
+            {
+                **self.mcts.evaluation().to_dict(),
+                "max_plies": self.selfplay.ply_limit,
+                "simulations": self.evaluation_simulations(),
+            }
+        )
+
+    def evaluation_simulations(self) -> int:
+        """Simulations per move in gating and baseline matches."""
+        return self.evaluator.simulations or self.mcts.simulations
 
 
 def _finite(x: float) -> bool:
@@ -154,14 +228,43 @@ def load_config(cfg: DictConfig | dict) -> TrainConfig:
     drop = {"hydra", "defaults"}  # Hydra's own keys, present when a raw YAML file is loaded
     if drop & set(src.keys()):
         src = OmegaConf.masked_copy(src, [k for k in src.keys() if k not in drop])
+    given = src.get("mcts") if "mcts" in src else None
+    if isinstance(given, DictConfig):
+        _check_mcts_types(given)
     try:
         merged = OmegaConf.merge(schema, src)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or ""
         raise ConfigError(f"{key}: {e.msg if hasattr(e, 'msg') else e}") from None
-    out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    try:
+        out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except (ValueError, OmegaConfBaseException) as err:  # SearchConfig.validate
+        msg = getattr(err, "msg", None) or str(err)
+        raise ConfigError(f"mcts: {msg}") from None
+    keys = frozenset(str(k) for k in given.keys()) if isinstance(given, DictConfig) else frozenset()
+    object.__setattr__(out, "_mcts_given", keys)
     validate(out)
     return out
+
+
+def _check_mcts_types(node: DictConfig) -> None:
+    """Strict types for the given ``mcts.*`` values before OmegaConf's conversions (which would
+    read ``1`` as ``true``): booleans must be booleans, integers must not be booleans or
+    fractions, floats must be finite numbers. Unknown keys are left to the schema merge."""
+    for f in dataclasses.fields(SearchConfig):
+        if f.name not in node:
+            continue
+        v = node[f.name]
+        key = f"mcts.{f.name}"
+        if v is None:
+            continue
+        if isinstance(f.default, bool):
+            _check(isinstance(v, bool), key, "must be true or false", v)
+        elif "int" in str(f.type):
+            _check(isinstance(v, int) and not isinstance(v, bool), key, "must be an integer", v)
+        elif "float" in str(f.type):
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and _finite(float(v))
+            _check(ok, key, "must be a finite number", v)
 
 
 def validate(c: TrainConfig) -> None:
@@ -253,27 +356,3 @@ def validate(c: TrainConfig) -> None:
         bool(c.run_name) and re.fullmatch(r"[\w.\-]+", c.run_name) is not None and c.run_name not in (".", ".."),
         "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", c.run_name,
     )
-    # The search section is checked by its own dataclass: unknown keys and bad values fail here.
-    from takzero.search import SearchConfig  # local: the search imports numba code
-
-    fields = {f.name: f for f in dataclasses.fields(SearchConfig)}
-    for k, v in c.mcts.items():
-        _check(k in fields, f"mcts.{k}", f"unknown key; known: {sorted(fields)}", k)
-        default = fields[k].default
-        if isinstance(default, bool):
-            _check(isinstance(v, bool), f"mcts.{k}", "must be true or false", v)
-        elif isinstance(default, int) or "int" in str(fields[k].type):
-            ok = (v is None and "None" in str(fields[k].type)) or (isinstance(v, int) and not isinstance(v, bool))
-            _check(ok, f"mcts.{k}", "must be an integer", v)
-        elif isinstance(default, float) or "float" in str(fields[k].type):
-            ok = (v is None and "None" in str(fields[k].type)) or (
-                isinstance(v, int | float) and not isinstance(v, bool) and _finite(float(v))
-            )
-            _check(ok, f"mcts.{k}", "must be a finite number", v)
-    try:
-        sc = SearchConfig(**c.mcts)
-        check = getattr(sc, "validate", None)
-        if check is not None:
-            check()
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"mcts: {err}") from None

@@ -163,19 +163,13 @@ class GatingEvaluator:
     """
 
     def __init__(self, cfg: Any) -> None:
-        from takzero.train import model_config_of  # local: train imports this module's users
-
         self.cfg = cfg
-        self.model_config = model_config_of(cfg)
+        self.model_config = cfg.model_config()
         self.start = Position.start(
             cfg.board.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
         )
-        base = SearchConfig.from_dict(dict(cfg.mcts))
-        sims = cfg.evaluator.simulations or base.simulations
-        self.search = SearchConfig.from_dict(
-            {**base.evaluation().to_dict(), "max_plies": cfg.selfplay.ply_limit, "simulations": sims}
-        )
-        self.simulations = sims
+        self.search = cfg.evaluation_search_config()
+        self.simulations = cfg.evaluation_simulations()
         self.rounds = 0
 
     def _side(self, name: str, weights: dict[str, torch.Tensor]) -> NetSide:

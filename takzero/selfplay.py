@@ -26,23 +26,10 @@ import torch
 from takzero.game import core
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
-from takzero.nn.actions import num_actions
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import model_from_config
 from takzero.replay import Records, pack_states
-from takzero.search import BatchedMCTS, SearchConfig
-
-
-def search_config_for(cfg: Any) -> SearchConfig:
-    """The self-play :class:`SearchConfig` of a run: the ``mcts`` section, with the ply limit of
-    ``selfplay.ply_limit`` and, unless given, a node budget sized to the simulation budget."""
-    d = dict(cfg.mcts)
-    d["max_plies"] = cfg.selfplay.ply_limit
-    probe = SearchConfig.from_dict(d)
-    if "node_budget" not in cfg.mcts:
-        a = num_actions(cfg.board.size)
-        d["node_budget"] = int(min(200_000, max(a + 1, 300 * (probe.max_simulations + 1))))
-    return SearchConfig.from_dict(d)
+from takzero.search import BatchedMCTS
 
 
 @dataclass
@@ -70,18 +57,16 @@ class SelfPlayWorker:
     """
 
     def __init__(self, cfg: Any, worker_id: int = 0, device: str | None = None) -> None:
-        from takzero.train import model_config_of
-
         self.cfg = cfg
         self.sp = cfg.selfplay
         self.size = cfg.board.size
         self.num_games = self.sp.games_per_worker
         self.worker_id = worker_id
-        self.search_config = search_config_for(cfg)
+        self.search_config = cfg.selfplay_search_config()
         seed = cfg.seed * 1_000_003 + worker_id * 7919
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
-        model = model_from_config(model_config_of(cfg))
+        model = model_from_config(cfg.model_config())
         self.evaluator = Evaluator(model, device=device or cfg.device)
         self.generation = 0
         self.start = Position.start(

@@ -36,7 +36,6 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from takzero.config import ConfigError, TrainConfig, load_config
-from takzero.nn.model import LossWeights, ModelConfig
 from takzero.replay import ReplayBuffer
 from takzero.trainer import (
     Trainer,
@@ -190,37 +189,6 @@ class EvaluatorActor:
 # ---------------------------------------------------------------------------------------------
 
 
-def model_config_of(cfg: TrainConfig) -> ModelConfig:
-    m = cfg.model
-    return ModelConfig(
-        size=cfg.board.size,
-        channels=m.channels,
-        blocks=m.blocks,
-        layers=m.layers,
-        global_pool=m.global_pool,
-    )
-
-
-def replay_kwargs(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
-    """Constructor arguments of the run's :class:`ReplayBuffer`."""
-    r = cfg.replay
-    return {
-        "size": cfg.board.size,
-        "top_k": r.top_k,
-        "window_max": r.window_max,
-        "fixed_window": r.fixed_window,
-        "window_c": r.window_c,
-        "window_alpha": r.window_alpha,
-        "window_beta": r.window_beta,
-        "min_positions": r.min_positions,
-        "samples_per_position": r.samples_per_position,
-        "max_ahead": r.max_ahead,
-        "shard_dir": str(run_dir / "replay"),
-        "shard_positions": r.shard_positions,
-        "seed": cfg.seed,
-    }
-
-
 def _init_ray(cfg: TrainConfig) -> None:
     import ray
 
@@ -324,9 +292,9 @@ class Run:
         self._write_config()
         _init_ray(cfg)
         trainer = Trainer(
-            model_config_of(cfg),
+            cfg.model_config(),
             cfg.train,
-            LossWeights(value=cfg.model.value_weight, aux=cfg.model.aux_weight),
+            cfg.loss_weights(),
             device=cfg.device,
             seed=cfg.seed,
         )
@@ -345,7 +313,7 @@ class Run:
             _log_hparams(writer, cfg)
 
         coordinator = ray.remote(Coordinator).options(num_cpus=0).remote()
-        replay = ray.remote(ReplayBuffer).options(num_cpus=0).remote(**replay_kwargs(cfg, self.run_dir))
+        replay = ray.remote(ReplayBuffer).options(num_cpus=0).remote(**cfg.replay_kwargs(self.run_dir))
         loaded = ray.get(replay.load.remote(state.get("replay") if state else None))
         if loaded:
             log.info("replay: reloaded %d positions from shards", loaded)
@@ -474,7 +442,7 @@ class Run:
 
     def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
         d = {
-            "model_config": model_config_of(self.cfg).to_dict(),
+            "model_config": self.cfg.model_config().to_dict(),
             "model_state": state,
             "generation": generation,
             "run_name": self.cfg.run_name,
