@@ -1,4 +1,5 @@
-"""Input planes: shapes and exact channel contents on hand-built positions."""
+"""Input planes: shapes and exact channel contents on hand-built positions (the channels of feature
+version 1, which version 2 keeps; the version-2 planes are tested in test_nn_features_v2.py)."""
 
 from __future__ import annotations
 
@@ -60,24 +61,34 @@ def build(size: int, stacks: dict[str, str], ply: int = 2, half_komi: int = 0) -
     return state
 
 
-def planes_of(state: np.ndarray, layers: int | None = None) -> tuple[np.ndarray, dict[str, int]]:
+def planes_of(
+    state: np.ndarray, layers: int | None = None, version: int = 1
+) -> tuple[np.ndarray, dict[str, int]]:
     size = int(state[core.I_SIZE])
-    out = F.new_planes(1, size, layers)
-    F.encode(state[None], out)
-    layers = F.layers_from_channels(out.shape[1])
-    return out[0], {name: i for i, name in enumerate(F.channel_names(layers))}
+    out = F.new_planes(1, size, layers, version)
+    F.encode(state[None], out, version=version)
+    layers = F.layers_from_channels(out.shape[1], version)
+    return out[0], {name: i for i, name in enumerate(F.channel_names(layers, version))}
 
 
 def test_channel_count_and_names() -> None:
-    assert F.num_channels(8) == 31 and F.num_channels(1) == 17
+    assert F.num_channels(8, 1) == 31 and F.num_channels(1, 1) == 17
+    assert F.num_channels(8, 2) == 40 and F.num_channels(8) == F.num_channels(8, F.FEATURE_VERSION)
     assert F.default_layers(6) == 8
-    for layers in (1, 5, 8):
-        assert len(F.channel_names(layers)) == F.num_channels(layers)
-        assert F.layers_from_channels(F.num_channels(layers)) == layers
+    for version in F.FEATURE_VERSIONS:
+        for layers in (1, 5, 8):
+            assert len(F.channel_names(layers, version)) == F.num_channels(layers, version)
+            assert F.layers_from_channels(F.num_channels(layers, version), version) == layers
+        # version 2 keeps the channels of version 1 in front
+        assert F.channel_names(8, version)[:31] == F.channel_names(8, 1)
     with pytest.raises(ValueError):
-        F.layers_from_channels(30)
+        F.layers_from_channels(30, 1)
+    with pytest.raises(ValueError):
+        F.layers_from_channels(31, 2)
     with pytest.raises(ValueError):
         F.num_channels(0)
+    with pytest.raises(ValueError):
+        F.num_channels(8, 3)
     assert f"{F.FEATURE_VERSION}" in F.__doc__
 
 
@@ -194,13 +205,14 @@ def colour_swap(state: np.ndarray) -> np.ndarray:
     return out
 
 
-def test_planes_do_not_depend_on_the_movers_colour() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_planes_do_not_depend_on_the_movers_colour(version: int) -> None:
     states = F.random_states(6, 40, seed=11, min_plies=2, max_plies=80, half_komi=3)
     swapped = np.stack([colour_swap(s) for s in states])
-    a = F.new_planes(40, 6)
-    b = F.new_planes(40, 6)
-    F.encode(states, a)
-    F.encode(swapped, b)
+    a = F.new_planes(40, 6, version=version)
+    b = F.new_planes(40, 6, version=version)
+    F.encode(states, a, version=version)
+    F.encode(swapped, b, version=version)
     assert np.array_equal(a, b)
     # and the encoding is not trivially constant across positions
     assert not np.array_equal(a[0], a[1])
@@ -218,6 +230,10 @@ def test_encode_overwrites_and_validates() -> None:
         F.encode(states, F.new_planes(8, 6))  # wrong board size
     with pytest.raises(ValueError):
         F.encode(states, out, layers=3)  # C does not match
+    with pytest.raises(ValueError):
+        F.encode(states, out, version=1)  # a version-2 buffer is not a version-1 one
+    with pytest.raises(ValueError):
+        F.encode(states, out, version=3)
     with pytest.raises(ValueError):
         F.encode(states.astype(np.int32), out)
     mixed = np.concatenate([states[:4], F.random_states(6, 4, seed=2)])

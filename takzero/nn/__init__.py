@@ -1,7 +1,7 @@
 """Network package: input features, action space, model, losses and batched inference.
 
-* ``takzero.nn.features``: positions -> (B, C, N, N) float32 planes (``encode``, channel table,
-  ``FEATURE_VERSION``).
+* ``takzero.nn.features``: positions -> (B, C, N, N) float32 planes (``encode``, channel tables,
+  ``FEATURE_VERSION`` for new models, ``FEATURE_VERSIONS`` encoded).
 * ``takzero.nn.actions``: move code <-> action index, legal masks, symmetry permutations.
 * ``takzero.nn.model``: ``TakNet``, ``ModelConfig``, masked softmax and the losses.
 * ``takzero.nn.inference``: ``Evaluator`` and TorchScript/ONNX export.
@@ -25,7 +25,13 @@ from takzero.nn.actions import (
     transform_planes,
     transform_policy,
 )
-from takzero.nn.features import FEATURE_VERSION, default_layers, encode, num_channels
+from takzero.nn.features import (
+    FEATURE_VERSION,
+    FEATURE_VERSIONS,
+    default_layers,
+    encode,
+    num_channels,
+)
 
 _LAZY = {
     "ModelConfig": "takzero.nn.model",
@@ -41,6 +47,7 @@ _LAZY = {
 
 __all__ = [
     "FEATURE_VERSION",
+    "FEATURE_VERSIONS",
     "action_permutation",
     "action_to_move",
     "default_layers",

@@ -1,12 +1,18 @@
 """Input planes of the network: a batch of positions -> (B, C, N, N) float32, mover's view.
 
-Feature version 1 (``FEATURE_VERSION``). ``L`` = number of stack layers encoded (``layers``),
-N = board size. "own" is the player to move (``ply & 1``), "opp" the other one. Planes are indexed
-``[rank, file]``: ``planes[b, c, rank, file]`` is square ``rank * N + file`` (a1 = [0, 0]), the same
-square numbering as the rules core and the action space. ``C = num_channels(L) = 2 * L + 15``.
+Feature version 2 (``FEATURE_VERSION``, the default for new models); version 1 (the shipped 5x5
+model's) is still encoded, bit for bit as before: its channels are the first ``2 * L + 15`` of
+version 2. ``encode(states, out, version=...)`` takes the version a model was built for
+(``ModelConfig.feature_version``; ``FEATURE_VERSIONS`` lists the ones this code encodes).
+
+``L`` = number of stack layers encoded (``layers``), N = board size. "own" is the player to move
+(``ply & 1``), "opp" the other one. Planes are indexed ``[rank, file]``: ``planes[b, c, rank,
+file]`` is square ``rank * N + file`` (a1 = [0, 0]), the same square numbering as the rules core and
+the action space. ``C = num_channels(L, version)``: ``2 * L + 15`` in version 1, ``2 * L + 24`` in
+version 2. A "road piece" is a flat or a capstone on top of a stack (walls never count).
 
 =================  =========================================================================
-channel            content
+channel            content (versions 1 and 2)
 =================  =========================================================================
 2d, d < L          1 where the piece d places below the top of the stack (d = 0: the top) is
                    own
@@ -29,11 +35,47 @@ channel            content
 2L + 14            1 everywhere during the opening swap (plies 0 and 1), else 0
 =================  =========================================================================
 
+=================  =========================================================================
+channel            content (version 2 only)
+=================  =========================================================================
+2L + 15            own placement-road squares: 1 on each empty square where a road piece
+                   (flat or capstone) of own completes own road: ``core.road_win_squares``
+2L + 16            opponent's placement-road squares: the same for the opponent as if it were
+                   to move (see "opponent's threats" below)
+2L + 17            own spread-road origins: 1 on each own stack (own piece on top) from which
+                   some legal spread leaves own with a road (a win: with the dragon clause the
+                   mover wins even if the spread also makes the opponent's road); 0 elsewhere
+                   (``spread_road_origins``)
+2L + 18            opponent's spread-road origins, as if the opponent were to move
+2L + 19            own line cover: ``(R[rank] + F[file]) / 2``, R[r] = 1 if own has a road
+                   piece in rank r, F[f] = 1 if own has one in file f (a road crosses every
+                   rank or every file; one plane for both axes keeps it symmetric)
+2L + 20            opponent's line cover
+2L + 21            own group span: on each own road piece, ``max(ranks, files)`` spanned by its
+                   group (orthogonally connected own road pieces) / N; 0 elsewhere. 1 = the
+                   group joins two opposite edges (a road)
+2L + 22            opponent's group span
+2L + 23            flat-count difference with komi from the mover's view, in flats / N
+                   (broadcast): ``(2 * (own flats - opp flats) + hk) / (2 N)``, hk = +half_komi
+                   when black is to move, -half_komi when white is (flats: stacks topped by a
+                   flat, as the flat count counts them); > 0 means the mover would win the
+                   flat count if the game ended now
+=================  =========================================================================
+
+Opponent's threats (2L + 16, 2L + 18) are computed on a copy of the position with the side to move
+flipped (``ply ^ 1``, which keeps plies >= 2 out of the opening). Reserves are not read: in a
+position that goes on both players have a piece left (an empty reserve ends the game) and every
+piece but a wall is a road piece, so a placement square is a threat whatever the reserves hold.
+During the opening (plies 0 and 1) the four threat planes are 0 (no spreads, and a road needs at
+least N >= 3 pieces). A finished position is encoded as if the game went on (its result is not
+read). All planes are functions of the board alone and commute with the 8 board symmetries.
+
 Standard reserves are ``core.STANDARD_RESERVES`` (6x6: 30 stones, 1 capstone). The default
-``layers`` is ``default_layers(N) = N + 2`` (the carry limit plus two): 8 on 6x6, 31 channels.
+``layers`` is ``default_layers(N) = N + 2`` (the carry limit plus two): 8 on 6x6, 31 channels in
+version 1, 40 in version 2.
 
 The side to move's colour is deliberately not a plane (the rules are colour-symmetric apart from
-komi, which the komi plane carries).
+komi, which the komi planes carry).
 """
 
 from __future__ import annotations
@@ -42,6 +84,8 @@ import numpy as np
 from numba import njit
 
 from takzero.game.core import (
+    CAP,
+    HEADER_LEN,
     I_CAPS,
     I_HALF_KOMI,
     I_PLY,
@@ -53,19 +97,40 @@ from takzero.game.core import (
     OFF_HI,
     OFF_LO,
     OFF_TOP,
+    PATTERN_LIST,
+    PATTERN_NUM,
+    RAY_LEN,
+    RAYS,
     STANDARD_RESERVES,
     STATE_LEN,
     WORD_BITS,
+    _edge_masks,
+    _flood,
+    _free_run,
+    _nbrs,
+    _road_on,
+    _spread_bitboards,
+    apply_move,
+    direction_step,
+    flat_counts,
     generate_moves,
+    line_cover,
+    lowest_bit,
     make_move,
+    make_spread,
     popcount,
+    road_bitboard,
+    road_bitboards,
+    road_win_squares,
     unmake_move,
 )
 
-#: Version of the channel layout documented above; models store it and refuse other versions.
-FEATURE_VERSION = 1
-#: Channels that do not depend on the number of layers.
-NUM_FIXED_CHANNELS = 15
+#: Version of the channel layout documented above that new models are built for.
+FEATURE_VERSION = 2
+#: Versions ``encode`` can produce; models store theirs and other versions are refused.
+FEATURE_VERSIONS = (1, 2)
+#: Channels that do not depend on the number of layers, per feature version.
+NUM_FIXED_CHANNELS = {1: 15, 2: 24}
 #: Divisor of the counts of pieces deeper than the encoded layers.
 BURIED_SCALE = 10.0
 #: Divisor of the mover's-view half-komi.
@@ -73,13 +138,16 @@ KOMI_SCALE = 4.0
 
 __all__ = [
     "FEATURE_VERSION",
+    "FEATURE_VERSIONS",
     "channel_names",
+    "check_version",
     "default_layers",
     "encode",
     "layers_from_channels",
     "new_planes",
     "num_channels",
     "random_states",
+    "spread_road_origins",
 ]
 
 # per-size normalisers of the reserve planes, indexed by N
@@ -90,44 +158,68 @@ for _n, (_stones, _caps) in STANDARD_RESERVES.items():
     _STD_CAPS[_n] = max(1, _caps)
 
 
+def check_version(version: int) -> int:
+    """``version`` as an int if this code encodes it (``FEATURE_VERSIONS``); else ValueError."""
+    if isinstance(version, bool) or int(version) != version or version not in FEATURE_VERSIONS:
+        raise ValueError(
+            f"feature version {version!r} is not one this code encodes {FEATURE_VERSIONS}"
+        )
+    return int(version)
+
+
 def default_layers(size: int) -> int:
     """Default number of stack layers for board size N: the carry limit N plus 2."""
     return int(size) + 2
 
 
-def num_channels(layers: int) -> int:
-    """Number of input planes C for ``layers`` stack layers: ``2 * layers + 15``."""
+def num_channels(layers: int, version: int = FEATURE_VERSION) -> int:
+    """Number of input planes C for ``layers`` stack layers: ``2 * layers + 15`` in feature
+    version 1, ``2 * layers + 24`` in version 2. Raises ValueError for layers < 1 or an unknown
+    version."""
+    version = check_version(version)
     if layers < 1:
         raise ValueError(f"layers must be >= 1, got {layers}")
-    return 2 * int(layers) + NUM_FIXED_CHANNELS
+    return 2 * int(layers) + NUM_FIXED_CHANNELS[version]
 
 
-def layers_from_channels(channels: int) -> int:
-    """Inverse of ``num_channels``; raises ValueError if ``channels`` is not 2 * L + 15, L >= 1."""
-    layers, odd = divmod(int(channels) - NUM_FIXED_CHANNELS, 2)
+def layers_from_channels(channels: int, version: int = FEATURE_VERSION) -> int:
+    """Inverse of ``num_channels`` for ``version``; raises ValueError if ``channels`` is not
+    ``num_channels(L, version)`` for some L >= 1 (or the version is unknown)."""
+    version = check_version(version)
+    fixed = NUM_FIXED_CHANNELS[version]
+    layers, odd = divmod(int(channels) - fixed, 2)
     if odd or layers < 1:
-        raise ValueError(f"{channels} is not a valid channel count (2 * L + 15, L >= 1)")
+        raise ValueError(
+            f"{channels} is not a valid channel count of feature version {version} "
+            f"(2 * L + {fixed}, L >= 1)"
+        )
     return layers
 
 
-def channel_names(layers: int) -> list[str]:
-    """Short names of the C channels, in order (for logs, docs and tests)."""
+def channel_names(layers: int, version: int = FEATURE_VERSION) -> list[str]:
+    """Short names of the C channels of ``version``, in order (for logs, docs and tests)."""
+    version = check_version(version)
     names = []
     for d in range(layers):
         names += [f"own_layer{d}", f"opp_layer{d}"]
     names += ["own_buried", "opp_buried"]
     names += ["own_flat", "own_wall", "own_cap", "opp_flat", "opp_wall", "opp_cap"]
     names += ["own_stones", "own_caps", "opp_stones", "opp_caps", "komi", "board", "opening"]
-    assert len(names) == num_channels(layers)
+    if version >= 2:
+        names += ["own_place_road", "opp_place_road", "own_spread_road", "opp_spread_road"]
+        names += ["own_lines", "opp_lines", "own_group_span", "opp_group_span", "flat_diff"]
+    assert len(names) == num_channels(layers, version)
     return names
 
 
-def new_planes(batch: int, size: int, layers: int | None = None) -> np.ndarray:
-    """Zeroed (batch, C, N, N) float32 array for ``encode`` (C from ``layers``, default
-    ``default_layers(size)``)."""
+def new_planes(
+    batch: int, size: int, layers: int | None = None, version: int = FEATURE_VERSION
+) -> np.ndarray:
+    """Zeroed (batch, C, N, N) float32 array for ``encode`` (C = ``num_channels(layers,
+    version)``, layers by default ``default_layers(size)``)."""
     if layers is None:
         layers = default_layers(size)
-    return np.zeros((batch, num_channels(layers), size, size), dtype=np.float32)
+    return np.zeros((batch, num_channels(layers, version), size, size), dtype=np.float32)
 
 
 @njit(cache=True, inline="always")
@@ -146,11 +238,226 @@ def _black_below(lo: int, hi: int, start: int, end: int) -> int:
     return n
 
 
+# ---------------------------------------------------------------------------------------------
+# Version-2 helpers: road threats, line cover, group span
+# ---------------------------------------------------------------------------------------------
+
+
+def _plus_table() -> np.ndarray:
+    """PLUS[N, sq, c]: bitboard of ``sq`` and the squares at most ``c`` steps from it along its
+    rank and file on a size-N board (every square a spread of at most c pieces from ``sq`` can
+    touch, whatever stands in the way)."""
+    plus = np.zeros((MAX_SIZE + 1, MAX_SIZE * MAX_SIZE, MAX_SIZE + 1), dtype=np.uint64)
+    for n in range(1, MAX_SIZE + 1):
+        for sq in range(n * n):
+            rank, file = divmod(sq, n)
+            for c in range(MAX_SIZE + 1):
+                bits = 0
+                for r in range(n):
+                    for f in range(n):
+                        if (r == rank and abs(f - file) <= c) or (f == file and abs(r - rank) <= c):
+                            bits |= 1 << (r * n + f)
+                plus[n, sq, c] = bits
+    return plus
+
+
+_PLUS = _plus_table()
+
+
+@njit(cache=True, inline="always")
+def _ray_prefix(size: int, direction: int, sq: int, n: int) -> np.uint64:
+    """Bitboard of the first ``n`` squares beyond ``sq`` in ``direction`` (all of the ray when
+    ``n`` reaches the edge)."""
+    ray = RAYS[size, direction, sq]
+    if n >= RAY_LEN[size, direction, sq]:
+        return ray
+    return ray & ~RAYS[size, direction, sq + n * direction_step(direction, size)]
+
+
+@njit(cache=True, inline="always")
+def _joins_edges(x: np.uint64, zb: np.uint64, zt: np.uint64, zl: np.uint64, zr: np.uint64) -> bool:
+    """True if the connected squares ``x`` meet both zones of one pair of opposite edges."""
+    zero = np.uint64(0)
+    return ((x & zb) != zero and (x & zt) != zero) or ((x & zl) != zero and (x & zr) != zero)
+
+
+@njit(cache=True)
+def spread_road_origins(state: np.ndarray) -> np.uint64:
+    """Bitboard (bit sq, uint64) of the player to move's stacks from which some legal spread
+    leaves that player with a road (a road win for them: with the dragon clause the mover wins
+    even when the spread also completes the opponent's road).
+
+    Args:
+        state: (STATE_LEN,) int64 position; played on and restored exactly (``I_RESULT`` too),
+            so it must be writable. Its result is not read: a finished position is treated as if
+            the game went on. Plies 0 and 1 (the opening swap, no spreads) give 0.
+
+    The spreads are the ones ``core.generate_moves`` lists (the same free runs and drop-pattern
+    tables), played with ``core.apply_move`` / ``unmake_move`` and tested with the core road test.
+    Only the candidates that pass a bound are played. After a spread the mover's road pieces lie
+    within its road pieces now plus the spread's squares (origin and the squares it drops on, a
+    straight connected run); a road through such a run exists iff the run meets both "zones" of
+    a pair of opposite edges (zone: the edge's own line, the road pieces connected to that edge,
+    and their neighbours). The run is bounded first by the stack's plus shape (its rank and file
+    within the carry, ``_PLUS``), then by its free run in each direction, which settles nearly
+    every stack without playing a move. (With a road already on the board no bound is used.)
+    """
+    size = state[I_SIZE]
+    if state[I_PLY] < 2:
+        return np.uint64(0)
+    nsq = size * size
+    mover = state[I_PLY] & 1
+    own, stops, walls = _spread_bitboards(state, nsq, mover)
+    white, black, _ = road_bitboards(state)
+    bb = black if mover == 1 else white
+    bottom, top, left, right = _edge_masks(size)
+    not_left = ~left
+    not_right = ~right
+    board = np.uint64(0xFFFFFFFFFFFFFFFF)
+    if nsq < 64:
+        board = (np.uint64(1) << np.uint64(nsq)) - np.uint64(1)
+    a = _flood(bottom, bb, size, not_left, not_right)
+    b = _flood(top, bb, size, not_left, not_right)
+    c = _flood(left, bb, size, not_left, not_right)
+    d = _flood(right, bb, size, not_left, not_right)
+    zb = a | _nbrs(a, size, not_left, not_right, board) | bottom
+    zt = b | _nbrs(b, size, not_left, not_right, board) | top
+    zl = c | _nbrs(c, size, not_left, not_right, board) | left
+    zr = d | _nbrs(d, size, not_left, not_right, board) | right
+    bound = (a & top) == np.uint64(0) and (c & right) == np.uint64(0)  # no road yet
+    result = state[I_RESULT]
+    one = np.uint64(1)
+    origins = np.uint64(0)
+    while own != np.uint64(0):
+        sq = lowest_bit(own)
+        own &= own - one
+        carry = min(state[OFF_HEIGHT + sq], size)
+        if bound and not _joins_edges(_PLUS[size, sq, carry], zb, zt, zl, zr):
+            continue
+        bit = one << np.uint64(sq)
+        is_cap = state[OFF_TOP + sq] == CAP
+        for direction in range(4):
+            free, wall = _free_run(stops, walls, size, sq, direction)
+            f = 1 if (is_cap and wall) else 0
+            run = bit | _ray_prefix(size, direction, sq, min(carry, free + f))
+            if bound and not _joins_edges(run, zb, zt, zl, zr):
+                continue
+            found = False
+            for j in range(PATTERN_NUM[carry, free, f]):
+                move = make_spread(sq, direction, PATTERN_LIST[carry, free, f, j])
+                undo = apply_move(state, move)
+                found = _road_on(road_bitboard(state, mover), size)
+                unmake_move(state, move, undo)
+                if found:
+                    break
+            if found:
+                origins |= bit
+                break
+    state[I_RESULT] = result
+    return origins
+
+
+@njit(cache=True, inline="always")
+def _copy_position(src: np.ndarray, dst: np.ndarray) -> None:
+    """Copy the header and the on-board squares of ``src`` into ``dst`` (the rest of ``dst`` is
+    not read by the rules functions for that board size)."""
+    for i in range(HEADER_LEN):
+        dst[i] = src[i]
+    for sq in range(src[I_SIZE] * src[I_SIZE]):
+        dst[OFF_HEIGHT + sq] = src[OFF_HEIGHT + sq]
+        dst[OFF_TOP + sq] = src[OFF_TOP + sq]
+        dst[OFF_LO + sq] = src[OFF_LO + sq]
+        dst[OFF_HI + sq] = src[OFF_HI + sq]
+
+
+@njit(cache=True, inline="always")
+def _set_squares(bb: np.uint64, plane: np.ndarray, n: int, value: float) -> None:
+    """plane[rank, file] = value on every square of the bitboard ``bb``."""
+    one = np.uint64(1)
+    while bb != np.uint64(0):
+        sq = lowest_bit(bb)
+        bb &= bb - one
+        r = sq // n
+        plane[r, sq - r * n] = value
+
+
+@njit(cache=True, inline="always")
+def _line_cover_plane(bb: np.uint64, n: int, plane: np.ndarray) -> None:
+    """plane[r, f] = (1 if ``bb`` has a square in rank r) / 2 + (1 if one in file f) / 2."""
+    row = (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+    ranks = np.uint64(0)
+    files = np.uint64(0)
+    for r in range(n):
+        x = (bb >> np.uint64(r * n)) & row
+        files |= x
+        ranks |= np.uint64(x != np.uint64(0)) << np.uint64(r)
+    for r in range(n):
+        rv = 0.5 * np.float32((ranks >> np.uint64(r)) & np.uint64(1))
+        for f in range(n):
+            plane[r, f] = rv + 0.5 * np.float32((files >> np.uint64(f)) & np.uint64(1))
+
+
+@njit(cache=True, inline="always")
+def _group_span_plane(bb: np.uint64, n: int, plane: np.ndarray) -> None:
+    """On each square of ``bb``: max(ranks, files) spanned by its orthogonally connected group in
+    ``bb``, / n (a connected group covers a contiguous run of ranks and of files, so the number of
+    lines it touches is its span)."""
+    _, _, left, right = _edge_masks(n)
+    not_left = ~left
+    not_right = ~right
+    one = np.uint64(1)
+    rest = bb
+    while rest != np.uint64(0):
+        seed = rest & (~rest + one)
+        group = _flood(seed, bb, n, not_left, not_right)
+        rest &= ~group
+        ranks, files = line_cover(group, n)
+        span = max(ranks, popcount(np.int64(files)))
+        _set_squares(group, plane, n, span / n)
+
+
+@njit(cache=True, inline="always")
+def _encode_v2_planes(s: np.ndarray, o: np.ndarray, c0: int, scratch: np.ndarray) -> None:
+    """Write the nine version-2 channels c0 .. c0 + 8 of position ``s`` into ``o`` (C, N, N);
+    ``scratch`` is a (STATE_LEN,) int64 work array."""
+    n = s[I_SIZE]
+    ply = s[I_PLY]
+    mover = ply & 1
+    o[c0 : c0 + 4] = 0.0
+    white, black, _ = road_bitboards(s)
+    own_bb = black if mover == 1 else white
+    opp_bb = white if mover == 1 else black
+    if ply >= 2:
+        _copy_position(s, scratch)
+        _set_squares(road_win_squares(scratch), o[c0], n, 1.0)
+        _set_squares(spread_road_origins(scratch), o[c0 + 2], n, 1.0)
+        scratch[I_PLY] = ply ^ 1  # the opponent to move (ply stays >= 2)
+        _set_squares(road_win_squares(scratch), o[c0 + 1], n, 1.0)
+        _set_squares(spread_road_origins(scratch), o[c0 + 3], n, 1.0)
+    _line_cover_plane(own_bb, n, o[c0 + 4])
+    _line_cover_plane(opp_bb, n, o[c0 + 5])
+    o[c0 + 6 : c0 + 8] = 0.0
+    _group_span_plane(own_bb, n, o[c0 + 6])
+    _group_span_plane(opp_bb, n, o[c0 + 7])
+    w, b = flat_counts(s)
+    hk = s[I_HALF_KOMI]
+    diff = 2 * (w - b) - hk
+    if mover == 1:
+        diff = -diff
+    o[c0 + 8] = diff / (2.0 * n)
+
+
 @njit(cache=True)
 def _encode(
-    states: np.ndarray, out: np.ndarray, layers: int, std_stones: np.ndarray, std_caps: np.ndarray
+    states: np.ndarray,
+    out: np.ndarray,
+    layers: int,
+    std_stones: np.ndarray,
+    std_caps: np.ndarray,
+    version: int,
 ) -> None:
     base = 2 * layers
+    scratch = np.zeros(STATE_LEN, dtype=np.int64)
     for b in range(states.shape[0]):
         s = states[b]
         n = s[I_SIZE]
@@ -193,22 +500,35 @@ def _encode(
         o[base + 12] = hk / KOMI_SCALE
         o[base + 13] = 1.0
         o[base + 14] = 1.0 if s[I_PLY] < 2 else 0.0
+        if version >= 2:
+            _encode_v2_planes(s, o, base + 15, scratch)
 
 
-def encode(states: np.ndarray, out: np.ndarray, layers: int | None = None) -> np.ndarray:
-    """Encode a batch of positions into input planes (channel table in the module docstring).
+def encode(
+    states: np.ndarray,
+    out: np.ndarray,
+    layers: int | None = None,
+    version: int = FEATURE_VERSION,
+) -> np.ndarray:
+    """Encode a batch of positions into input planes (channel tables in the module docstring).
 
     Args:
-        states: (B, STATE_LEN) int64 positions, all of size N (may be finished positions).
+        states: (B, STATE_LEN) int64 positions, all of size N (may be finished positions); read
+            only.
         out: (B, C, N, N) float32, C-contiguous; fully overwritten.
-        layers: stack layers L; by default inferred from C (= 2 L + 15). If given it must match.
+        layers: stack layers L; by default inferred from C (= ``num_channels(L, version)``). If
+            given it must match.
+        version: feature version of the planes (the model's ``ModelConfig.feature_version``);
+            version 1 gives exactly the planes of the version-1 code.
 
     Returns:
         ``out``.
 
     Raises:
-        ValueError: on wrong shapes/dtypes, mixed sizes or a C that does not match ``layers``.
+        ValueError: on wrong shapes/dtypes, mixed sizes, an unknown version or a C that does not
+            match ``layers`` and ``version``.
     """
+    version = check_version(version)
     if states.ndim != 2 or states.shape[1] != STATE_LEN or states.dtype != np.int64:
         raise ValueError(
             f"states must be (B, {STATE_LEN}) int64, got {states.shape} {states.dtype}"
@@ -223,7 +543,7 @@ def encode(states: np.ndarray, out: np.ndarray, layers: int | None = None) -> np
             f"out must be a C-contiguous ({states.shape[0]}, C, N, N) float32 array, "
             f"got {out.shape} {out.dtype}"
         )
-    inferred = layers_from_channels(out.shape[1])
+    inferred = layers_from_channels(out.shape[1], version)
     if layers is not None and layers != inferred:
         raise ValueError(f"out has {out.shape[1]} channels, which is L={inferred}, not {layers}")
     if states.shape[0] == 0:
@@ -231,7 +551,7 @@ def encode(states: np.ndarray, out: np.ndarray, layers: int | None = None) -> np
     size = int(states[0, I_SIZE])
     if not (states[:, I_SIZE] == size).all() or out.shape[2] != size or out.shape[3] != size:
         raise ValueError("all positions must have the board size of out's last two axes")
-    _encode(states, out, inferred, _STD_STONES, _STD_CAPS)
+    _encode(states, out, inferred, _STD_STONES, _STD_CAPS, version)
     return out
 
 

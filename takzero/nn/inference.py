@@ -10,6 +10,9 @@
 * ``values`` (B,) float32: W - L in [-1, 1] for the player to move.
 * ``wdl`` (B, 3) float32: win/draw/loss probabilities of the player to move.
 
+Positions are encoded with the model's feature version (``metadata['feature_version']``, see
+``takzero.nn.features``): a version-1 model such as the shipped 5x5 one gets version-1 planes.
+
 Backends: a PyTorch module (eager ``TakNet`` from a checkpoint, or TorchScript), run in ``eval()``
 mode under ``torch.inference_mode()`` on CPU or CUDA (``device="auto"`` picks CUDA when available),
 optionally under bf16 autocast on CUDA; or an ONNX file run by onnxruntime (optional extra
@@ -40,7 +43,7 @@ from torch import nn
 
 from takzero.game.core import I_SIZE, STATE_LEN
 from takzero.nn.actions import legal_mask, num_actions
-from takzero.nn.features import FEATURE_VERSION, encode, layers_from_channels
+from takzero.nn.features import check_version, encode, layers_from_channels
 from takzero.nn.model import (
     ModelConfig,
     TakNet,
@@ -236,14 +239,17 @@ class Evaluator:
             if it is still being trained), or a TorchScript module with ``metadata``.
         device: ``'auto'`` (CUDA if available, else CPU), ``'cpu'``, ``'cuda'``, ``'cuda:1'``, ...
         bf16: run the network under bf16 autocast (only on CUDA; ignored on CPU).
-        metadata: required for a TorchScript module (``size`` and ``in_channels`` at least);
-            for a ``TakNet`` it defaults to ``model_metadata(model)``.
+        metadata: required for a TorchScript module (``size`` and ``in_channels`` at least;
+            ``feature_version`` picks the input encoding, 1 when missing: files from before
+            version 2 were all version 1); for a ``TakNet`` it defaults to
+            ``model_metadata(model)``.
 
     Use the ``from_checkpoint``, ``from_torchscript``, ``from_onnx`` or ``load`` constructors to
     read files. Not thread-safe (the input buffers are shared between calls).
 
     Raises:
-        ValueError: missing/incompatible metadata (unknown size, other feature version).
+        ValueError: missing/incompatible metadata (unknown size, a feature version this code does
+            not encode, a channel count that does not fit the version).
     """
 
     def __init__(
@@ -262,13 +268,10 @@ class Evaluator:
         self.metadata = dict(metadata)
         self.size = int(metadata["size"])
         self.in_channels = int(metadata["in_channels"])
-        self.layers = layers_from_channels(self.in_channels)
+        #: input feature version of the model; ``evaluate`` encodes positions with it
+        self.feature_version = check_version(int(metadata.get("feature_version", 1)))
+        self.layers = layers_from_channels(self.in_channels, self.feature_version)
         self.num_actions = num_actions(self.size)
-        version = int(metadata.get("feature_version", FEATURE_VERSION))
-        if version != FEATURE_VERSION:
-            raise ValueError(
-                f"model uses feature version {version}, this code has {FEATURE_VERSION}"
-            )
         if int(metadata.get("num_actions", self.num_actions)) != self.num_actions:
             raise ValueError("metadata num_actions does not match the size's action space")
         self._session = _onnx_session
@@ -356,7 +359,8 @@ class Evaluator:
 
     def buffers(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         """The preallocated (planes (batch, C, N, N) float32, mask (batch, A) bool) input
-        buffers for ``batch`` (pinned memory on CUDA). Callers may fill them and pass them to
+        buffers for ``batch`` (pinned memory on CUDA). Callers may fill them (planes with
+        ``encode(states, planes, self.layers, self.feature_version)``) and pass them to
         ``evaluate_planes``; ``evaluate`` overwrites them."""
         buf = self._buffers.get(batch)
         if buf is None:
@@ -391,7 +395,7 @@ class Evaluator:
         if len(states) and not (states[:, I_SIZE] == self.size).all():
             raise ValueError(f"this model plays size {self.size}")
         planes, mask = self.buffers(len(states))
-        encode(states, planes)
+        encode(states, planes, self.layers, self.feature_version)
         legal_mask(states, mask)
         return self.evaluate_planes(planes, mask)
 

@@ -1,7 +1,7 @@
 """Policy/value network (residual tower, optional KataGo-style global pooling) and its losses.
 
-``TakNet.forward(planes)`` takes (B, C, N, N) float32 planes from ``takzero.nn.features.encode`` and
-returns three tensors:
+``TakNet.forward(planes)`` takes (B, C, N, N) float32 planes from ``takzero.nn.features.encode``
+(of the net's ``config.feature_version``) and returns three tensors:
 
 * ``policy_logits`` (B, A), A = ``actions.num_actions(N)``, indexed like the action space
   (``channel * N * N + square``); raw logits, mask them with ``masked_log_softmax``;
@@ -35,7 +35,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from takzero.nn.actions import action_channels, num_actions
-from takzero.nn.features import FEATURE_VERSION, default_layers, layers_from_channels, num_channels
+from takzero.nn.features import (
+    FEATURE_VERSION,
+    FEATURE_VERSIONS,
+    default_layers,
+    layers_from_channels,
+    num_channels,
+)
 
 __all__ = [
     "LossWeights",
@@ -70,7 +76,9 @@ class ModelConfig:
         policy_channels: hidden channels of the policy head.
         value_channels: hidden channels of the value head before pooling.
         value_hidden: width of the value head's fully connected layer.
-        feature_version: ``features.FEATURE_VERSION`` the net was built for.
+        feature_version: the input feature version the net was built for (one of
+            ``features.FEATURE_VERSIONS``; new nets: ``features.FEATURE_VERSION``). It fixes the
+            input planes (``features.encode(..., version=feature_version)``) and their number.
     """
 
     size: int = 6
@@ -94,16 +102,16 @@ class ModelConfig:
             self.gpool_channels = max(8, self.channels // 4)
         if self.channels < 1 or self.blocks < 0 or self.layers < 1 or self.gpool_every < 1:
             raise ValueError(f"invalid model config {self}")
-        if self.feature_version != FEATURE_VERSION:
+        if self.feature_version not in FEATURE_VERSIONS:
             raise ValueError(
                 f"model built for feature version {self.feature_version}, this code encodes "
-                f"version {FEATURE_VERSION}"
+                f"versions {FEATURE_VERSIONS}"
             )
 
     @property
     def in_channels(self) -> int:
-        """Input planes C = features.num_channels(layers)."""
-        return num_channels(self.layers)
+        """Input planes C = features.num_channels(layers, feature_version)."""
+        return num_channels(self.layers, self.feature_version)
 
     @property
     def num_actions(self) -> int:
@@ -177,10 +185,12 @@ class TakNet(nn.Module):
         size: board size N.
         channels: tower width.
         blocks: residual blocks.
-        in_channels: input planes C (must be ``features.num_channels(L)`` for some L >= 1).
+        in_channels: input planes C (must be ``features.num_channels(L, feature_version)`` for
+            some L >= 1).
         global_pool: KataGo-style pooling bias blocks on/off.
         gpool_channels, gpool_every, policy_channels, value_channels, value_hidden: see
             ``ModelConfig``.
+        feature_version: input feature version (``features.FEATURE_VERSIONS``).
 
     The built configuration is ``self.config`` (a ``ModelConfig``).
     """
@@ -197,19 +207,21 @@ class TakNet(nn.Module):
         policy_channels: int = 32,
         value_channels: int = 32,
         value_hidden: int = 128,
+        feature_version: int = FEATURE_VERSION,
     ) -> None:
         super().__init__()
         cfg = ModelConfig(
             size=size,
             channels=channels,
             blocks=blocks,
-            layers=layers_from_channels(in_channels),
+            layers=layers_from_channels(in_channels, feature_version),
             global_pool=global_pool,
             gpool_channels=gpool_channels,
             gpool_every=gpool_every,
             policy_channels=policy_channels,
             value_channels=value_channels,
             value_hidden=value_hidden,
+            feature_version=feature_version,
         )
         self.config = cfg
         self.size = size
@@ -276,6 +288,7 @@ def model_from_config(config: ModelConfig | dict[str, Any]) -> TakNet:
         policy_channels=config.policy_channels,
         value_channels=config.value_channels,
         value_hidden=config.value_hidden,
+        feature_version=config.feature_version,
     )
 
 
