@@ -24,7 +24,7 @@ import torch
 
 from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
 from takzero.nn.actions import action_permutation, legal_mask
-from takzero.nn.features import encode, num_channels
+from takzero.nn.features import FEATURE_VERSION, encode, num_channels
 from takzero.nn.model import LossWeights, ModelConfig, TakNet, model_from_config, total_loss
 from takzero.replay import Records, dense_policy, unpack_states
 
@@ -53,7 +53,7 @@ class Batch:
 
 
 def make_batch(
-    records: Records, size: int, layers: int, rng: np.random.Generator, augment: bool = True
+    records: Records, size: int, layers: int, rng: np.random.Generator, augment: bool = True, feature_version: int = FEATURE_VERSION
 ) -> Batch:
     """Decode records into training tensors, each sample under a random one of the 8 symmetries
     (the same transform for its position, legal mask and policy target)."""
@@ -72,8 +72,8 @@ def make_batch(
             moved = np.zeros((rows.size, n_actions), np.float32)
             moved[:, perm] = policy[rows]
             policy[rows] = moved
-    planes = np.zeros((len(records), num_channels(layers), size, size), np.float32)
-    encode(states, planes, layers)
+    planes = np.zeros((len(records), num_channels(layers, feature_version), size, size), np.float32)
+    encode(states, planes, layers, feature_version)
     mask = np.zeros((len(records), n_actions), np.bool_)
     legal_mask(states, mask)
     return Batch(
@@ -147,7 +147,7 @@ class Trainer:
         value sign accuracy on decisive positions, lr, grad norm). A non-finite loss or gradient
         skips the step (counted in ``skipped_steps``) instead of corrupting the weights."""
         size = self.model_config.size
-        batch = make_batch(records, size, self.model_config.layers, self.rng)
+        batch = make_batch(records, size, self.model_config.layers, self.rng, feature_version=self.model_config.feature_version)
         dev = self.device
         planes = batch.planes.to(dev, non_blocking=True)
         mask = batch.mask.to(dev, non_blocking=True)
