@@ -10,6 +10,11 @@ random mid-game positions:
 * ``evaluator``: ``Evaluator.evaluate`` end to end (encode + mask + network + masked softmax);
 * ``encode_share``: encode time / network time per batch (target: < 5% at batch 256);
 * ``train_step``: forward + backward + SGD step of the default model, samples/s (trainability).
+* ``feature_cost`` (``--features``, alone): encoding cost per position of feature versions 1 and 2
+  against the CPU network time per position of the default models of configs/config/5x5_cpu.yaml
+  and 6x6.yaml (built for version 2), on random mid-game positions (plies 3N..12N), batches 64 and
+  256: ``{"bench", "model", "size", "batch", "version", "channels", "encode_us_per_position",
+  "network_us_per_position", "share", "threads", "loadavg_1min"}``, share = encode / network.
 
 Each line: ``{"bench", "batch", "positions_per_s", "device", "ms_per_batch", "threads",
 "loadavg_1min"}`` (the load average tells whether other processes shared the CPU). Times are
@@ -17,6 +22,7 @@ medians over repeats of at least ``--min-time`` seconds in all.
 
     python scripts/bench_inference.py                  # CPU, and CUDA when available
     python scripts/bench_inference.py --batches 1 256 --device cpu --threads 2
+    python scripts/bench_inference.py --features --threads 2      # feature versions 1 and 2
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from takzero.nn.actions import legal_mask, num_actions  # noqa: E402
-from takzero.nn.features import encode, new_planes, random_states  # noqa: E402
+from takzero.nn.features import FEATURE_VERSIONS, encode, new_planes, random_states  # noqa: E402
 from takzero.nn.inference import Evaluator  # noqa: E402
 from takzero.nn.model import ModelConfig, model_from_config, total_loss  # noqa: E402
 
@@ -79,9 +85,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds per measurement")
     parser.add_argument("--size", type=int, default=6)
     parser.add_argument("--no-train", action="store_true", help="skip the train_step figure")
+    parser.add_argument("--features", action="store_true", help="only the feature_cost lines")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.features:
+        bench_features(args.min_time)
+        return
     size = args.size
     cfg = ModelConfig(size=size)
     states_all = random_states(size, max(args.batches), seed=0, min_plies=4, max_plies=60)
@@ -151,6 +161,54 @@ def bench_device(
         opt.step()
 
     emit("train_step", b, timeit(step, args.min_time, sync), dev)
+
+
+#: Configs whose model the encoding cost is compared with (configs/config/<name>.yaml).
+FEATURE_MODELS = ("5x5_cpu", "6x6")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config_model(name: str) -> ModelConfig:
+    """The ``ModelConfig`` of configs/config/<name>.yaml (model keys not set there: train.yaml's)."""
+    import yaml
+
+    base = yaml.safe_load((ROOT / "configs" / "train.yaml").read_text())
+    conf = yaml.safe_load((ROOT / "configs" / "config" / f"{name}.yaml").read_text())
+    model = {**base["model"], **conf.get("model", {})}
+    return ModelConfig(
+        size=conf["board"]["size"], channels=model["channels"], blocks=model["blocks"],
+        layers=model["layers"], global_pool=model["global_pool"],
+    )  # fmt: skip
+
+
+def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> None:
+    """``feature_cost`` lines: encode time per position of each feature version next to the CPU
+    network time per position of each default model (see the module docstring)."""
+    for name in FEATURE_MODELS:
+        cfg = config_model(name)
+        size = cfg.size
+        model = model_from_config(cfg).eval()
+        states_all = random_states(size, max(batches), seed=1, min_plies=3 * size,
+                                   max_plies=12 * size)  # fmt: skip
+        for b in batches:
+            states = states_all[:b]
+            planes = new_planes(b, size, cfg.layers, cfg.feature_version)
+            encode(states, planes, cfg.layers, cfg.feature_version)
+            x = torch.from_numpy(planes)
+            net = timeit(partial(_forward, model, x, "cpu", False), min_time, _no_sync) / b
+            for version in FEATURE_VERSIONS:
+                out = new_planes(b, size, cfg.layers, version)
+                enc = timeit(partial(encode, states, out, cfg.layers, version), min_time / 2,
+                             _no_sync) / b  # fmt: skip
+                line = {
+                    "bench": "feature_cost", "model": name, "size": size, "batch": b,
+                    "version": version, "channels": out.shape[1],
+                    "encode_us_per_position": round(1e6 * enc, 3),
+                    "network_us_per_position": round(1e6 * net, 2),
+                    "share": round(enc / net, 5), "threads": torch.get_num_threads(),
+                    "loadavg_1min": round(os.getloadavg()[0], 2),
+                }  # fmt: skip
+                print(json.dumps(line), flush=True)
 
 
 def _no_sync() -> None:
