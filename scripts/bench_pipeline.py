@@ -34,9 +34,9 @@ def main() -> None:
 
     from takzero.config import load_config
     from takzero.nn.model import LossWeights
-    from takzero.replay import Records
-    from takzero.selfplay import SelfPlayWorker
-    from takzero.trainer import Trainer
+    from takzero.pipeline.replay import Records
+    from takzero.pipeline.selfplay import SelfPlayWorker
+    from takzero.pipeline.trainer import Trainer
 
     raw = OmegaConf.merge(
         OmegaConf.load(ROOT / "configs/train.yaml"),

@@ -42,7 +42,7 @@ FORMATS = ("torchscript", "onnx")
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a training checkpoint (``torch.save`` dict). A ``<path>.sha256`` sidecar, when present,
-    is verified (``takzero.trainer.load_checked``).
+    is verified (``takzero.pipeline.checkpoints.load_checked``).
 
     Raises FileNotFoundError for a missing file, ValueError when the file is not a checkpoint
     with ``model_config`` and ``model_state`` (or fails its checksum).
@@ -54,7 +54,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{path}: no such checkpoint")
     side = Path(str(path) + ".sha256")
     if side.exists():
-        from takzero.trainer import CheckpointError, load_checked
+        from takzero.pipeline.checkpoints import CheckpointError, load_checked
 
         try:
             ckpt = load_checked(path)

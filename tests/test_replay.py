@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from takzero.game import Position, core
-from takzero.replay import (
+from takzero.pipeline.replay import (
     Records,
     ReplayBuffer,
     board_record_len,

@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 
 from takzero.config import ConfigError, load_config
 from takzero.game import Position
-from takzero.replay import ReplayBuffer, unpack_states
-from takzero.trainer import list_checkpoints, load_checked
+from takzero.pipeline.checkpoints import list_checkpoints, load_checked
+from takzero.pipeline.replay import ReplayBuffer, unpack_states
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,7 @@ def test_cli_rejects_bad_value_at_startup(tmp_path: Path) -> None:
 
 
 def test_selfplay_value_targets_have_the_right_sign() -> None:
-    from takzero.selfplay import SelfPlayWorker
+    from takzero.pipeline.selfplay import SelfPlayWorker
 
     cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
                               "selfplay.resign_threshold": -1.0}))  # fmt: skip
@@ -184,7 +184,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     restarted by Ray."""
     import ray
 
-    from takzero.train import Coordinator, remote_selfplay_actor
+    from takzero.pipeline.actors import Coordinator, remote_selfplay_actor
 
     cfg = load_config(_cfg(**{"replay.min_positions": 50, "replay.max_ahead": 100,
                               "selfplay.games_per_worker": 8, "mcts.simulations": 4}))  # fmt: skip
@@ -216,8 +216,8 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
 
 
 def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None:
-    from takzero.train import Run, RunDirError
-    from takzero.trainer import atomic_torch_save
+    from takzero.pipeline.checkpoints import atomic_torch_save
+    from takzero.pipeline.run import Run, RunDirError
 
     raw = OmegaConf.merge(
         OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")

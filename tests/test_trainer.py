@@ -10,15 +10,14 @@ from takzero.config import TrainSection
 from takzero.game import Position, core
 from takzero.nn.actions import legal_actions
 from takzero.nn.model import ModelConfig
-from takzero.replay import Records, pack_states, sparse_policy
-from takzero.trainer import (
+from takzero.pipeline.checkpoints import (
     CheckpointError,
-    Trainer,
     atomic_torch_save,
     load_checked,
     load_latest,
-    make_batch,
 )
+from takzero.pipeline.replay import Records, pack_states, sparse_policy
+from takzero.pipeline.trainer import Trainer, make_batch
 
 SIZE = 4
 

@@ -28,7 +28,7 @@ from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import model_from_config
-from takzero.replay import Records, pack_states
+from takzero.pipeline.replay import Records, pack_states
 from takzero.search import BatchedMCTS
 
 

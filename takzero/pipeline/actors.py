@@ -1,0 +1,149 @@
+"""Ray actors of a training run: the coordinator (weights of the promoted and latest generations,
+stop and pause flags, self-play statistics), the self-play actor around
+:class:`takzero.pipeline.selfplay.SelfPlayWorker`, and the evaluator actor around
+:class:`takzero.pipeline.gating.GatingEvaluator`. The driver (``takzero.pipeline.run``) creates
+them; the classes are plain Python and become actors with ``ray.remote``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from takzero.config import TrainConfig
+
+# ---------------------------------------------------------------------------------------------
+# Coordinator: weights, stop flag and statistics shared by the actors
+# ---------------------------------------------------------------------------------------------
+
+
+class Coordinator:
+    """Holds the promoted and the latest weights with their generation numbers, the stop flag,
+    and the self-play statistics reported by the workers (drained by the driver)."""
+
+    def __init__(self) -> None:
+        self.weights: dict[str, tuple[int, dict[str, torch.Tensor]] | None] = {
+            "promoted": None,
+            "latest": None,
+        }
+        self.stopped = False
+        self.paused = False
+        self.stats: list[dict[str, float]] = []
+        self.games: list[str] = []
+
+    def publish(self, kind: str, generation: int, state_dict: dict[str, torch.Tensor]) -> None:
+        self.weights[kind] = (generation, state_dict)
+
+    def generation(self, kind: str) -> int:
+        w = self.weights[kind]
+        return -1 if w is None else w[0]
+
+    def get_weights(self, kind: str, known: int) -> tuple[int, dict[str, torch.Tensor]] | None:
+        """The weights of ``kind`` if their generation differs from ``known``, else None."""
+        w = self.weights[kind]
+        if w is None or w[0] == known:
+            return None
+        return w
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def should_stop(self) -> bool:
+        return self.stopped
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+
+    def is_paused(self) -> bool:
+        return self.paused
+
+    def report(self, stats: dict[str, float], ptn: list[str] | None = None) -> None:
+        self.stats.append(stats)
+        if ptn:
+            self.games.extend(ptn)
+
+    def drain(self) -> tuple[list[dict[str, float]], list[str]]:
+        stats, games = self.stats, self.games
+        self.stats, self.games = [], []
+        return stats, games
+
+
+# ---------------------------------------------------------------------------------------------
+# Actors
+# ---------------------------------------------------------------------------------------------
+
+
+class SelfPlayActor:
+    """Ray actor around :class:`takzero.pipeline.selfplay.SelfPlayWorker`: plays until told to stop,
+    refreshing weights when a new generation appears, pushing finished games to the replay buffer
+    (waiting while the buffer says it is too far ahead of the trainer)."""
+
+    def __init__(self, cfg: TrainConfig, worker_id: int) -> None:
+        from takzero.pipeline.selfplay import SelfPlayWorker
+
+        torch.set_num_threads(cfg.selfplay.threads)
+        self.worker = SelfPlayWorker(cfg, worker_id)
+        self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
+
+    def run(self, coordinator: Any, replay: Any) -> int:
+        import ray
+
+        generation = -1
+        pending = None  # records refused by the buffer, retried before playing on
+        last_check = 0.0
+        while True:
+            now = time.monotonic()
+            if now - last_check > 1.0:
+                last_check = now
+                if ray.get(coordinator.should_stop.remote()):
+                    return self.worker.games_finished
+                w = ray.get(coordinator.get_weights.remote(self.kind, generation))
+                if w is not None:
+                    generation = w[0]
+                    self.worker.set_weights(w[1], generation)
+            if pending is not None:
+                if ray.get(replay.add.remote(pending[0], pending[1])):
+                    pending = None
+                else:
+                    time.sleep(0.2)
+                    continue
+            if ray.get(coordinator.is_paused.remote()):
+                time.sleep(0.2)
+                continue
+            records, stats, ptn = self.worker.play_step()
+            if stats:
+                coordinator.report.remote(stats, ptn)
+            if records is not None and len(records):
+                if not ray.get(replay.add.remote(records, int(stats.get("selfplay/games", 0)))):
+                    pending = (records, int(stats.get("selfplay/games", 0)))
+
+
+def remote_selfplay_actor(num_gpus: float = 0.0) -> Any:
+    """The Ray actor class of a self-play worker: one CPU (and ``num_gpus``), restarted by Ray
+    when its process dies, with its ``run`` task retried on the new process."""
+    import ray
+
+    return ray.remote(num_cpus=1, num_gpus=num_gpus, max_restarts=-1, max_task_retries=-1)(
+        SelfPlayActor
+    )
+
+
+class EvaluatorActor:
+    """Ray actor that plays a candidate generation against the incumbent (gating) and against the
+    fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        from takzero.pipeline.gating import GatingEvaluator
+
+        torch.set_num_threads(1)
+        self.evaluator = GatingEvaluator(cfg)
+
+    def evaluate(
+        self,
+        candidate: tuple[int, dict[str, torch.Tensor]],
+        incumbent: tuple[int, dict[str, torch.Tensor]],
+        play_baselines: bool,
+    ) -> dict[str, Any]:
+        return self.evaluator.evaluate(candidate, incumbent, play_baselines)

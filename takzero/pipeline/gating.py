@@ -1,0 +1,5 @@
+"""TEMPORARY (replaced by the players/matches branch at merge)."""
+
+from takzero.evaluate import GatingEvaluator
+
+__all__ = ["GatingEvaluator"]

@@ -1,0 +1,131 @@
+"""The package's rooms depend downward only, and no module imports itself back through others.
+
+Reads every module's imports with ``ast`` (imports inside functions included: a delayed import
+hides a cycle from Python but not from this test) and checks:
+
+* the floors: ``game`` imports nothing else of takzero; ``nn`` only ``game``; ``search`` only
+  ``game`` and ``nn``; ``players``, ``matches`` and ``pipeline`` only the floors below them (and
+  ``config``), never a command-line module; ``config`` nothing above ``players``;
+* no import cycle between modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "takzero"
+
+#: Command-line modules: the top floor; nothing below imports them.
+CLI_MODULES = {"train", "play", "tei", "match", "evaluate", "export"}
+
+#: Which rooms each room may import (besides itself).
+ALLOWED: dict[str, set[str]] = {
+    "game": set(),
+    "nn": {"game"},
+    "search": {"game", "nn"},
+    "players": {"game", "nn", "search"},
+    "config": {"game", "nn", "search", "players"},
+    "matches": {"game", "nn", "search", "players"},
+    "pipeline": {"game", "nn", "search", "players", "matches", "config"},
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _room(module: str) -> str:
+    """``takzero.search.mcts`` -> ``search``; ``takzero.train`` -> ``train``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _imports(path: Path) -> set[str]:
+    """The takzero modules ``path`` imports (``from takzero.x import y`` counts as ``takzero.x``
+    and, when ``takzero.x.y`` is a module, as that too)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("takzero"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not node.module.startswith("takzero"):
+                continue
+            out.add(node.module)
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                if _exists(sub):
+                    out.add(sub)
+    return out
+
+
+def _exists(module: str) -> bool:
+    base = PACKAGE.parent.joinpath(*module.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        graph[_module_name(path)] = {m for m in _imports(path) if _exists(m)}
+    return graph
+
+
+GRAPH = _graph()
+
+
+def test_graph_is_read() -> None:
+    # The test sees the package: the rooms and the command-line modules are all there.
+    rooms = {_room(m) for m in GRAPH}
+    assert {"game", "nn", "search", "players", "matches", "pipeline"} <= rooms
+    assert CLI_MODULES <= rooms
+    assert any(GRAPH[m] for m in GRAPH)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _room(m) in ALLOWED))
+def test_imports_go_downward(module: str) -> None:
+    room = _room(module)
+    bad = sorted(m for m in GRAPH[module] if _room(m) not in ALLOWED[room] | {room, ""})
+    assert not bad, f"{module} ({room}) imports {bad}; {room} may import only {sorted(ALLOWED[room])}"
+
+
+def test_no_import_cycle() -> None:
+    # Depth-first search over the module graph; a back edge is a cycle.
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(GRAPH.get(m, ())):
+            if n == m or n == "takzero":
+                continue
+            # A package's __init__ importing its own submodules is not a cycle through the room.
+            if m.startswith(n + ".") or n.startswith(m + "."):
+                continue
+            if state.get(n) == 1:
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in state:
+                visit(n)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
+    # The reader sees an import inside a function (the kind that hid the train <-> selfplay cycle).
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from takzero.train import main\n    return main\n")
+    assert "takzero.train" in _imports(src)
