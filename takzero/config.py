@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.nn.actions import num_actions
+from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
 from takzero.nn.model import LossWeights, ModelConfig
 from takzero.search.config import SearchConfig
 
@@ -41,6 +42,7 @@ class ModelSection:
     channels: int = 64
     blocks: int = 6
     layers: int | None = None  # stack layers encoded (None: the feature default for the size)
+    feature_version: int = FEATURE_VERSION  # input planes (takzero.nn.features); 1 for old runs
     global_pool: bool = True
     value_weight: float = 1.0
     aux_weight: float = 0.1
@@ -148,6 +150,7 @@ class TrainConfig:
             blocks=m.blocks,
             layers=m.layers,
             global_pool=m.global_pool,
+            feature_version=m.feature_version,
         )
 
     def loss_weights(self) -> LossWeights:
@@ -286,6 +289,7 @@ def validate(c: TrainConfig) -> None:
     _check(m.blocks >= 0, "model.blocks", "must be >= 0", m.blocks)
     if m.layers is not None:
         _check(1 <= m.layers <= 64, "model.layers", "must be 1..64", m.layers)
+    _check(m.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", m.feature_version)
     _check(m.value_weight >= 0, "model.value_weight", "must be >= 0", m.value_weight)
     _check(m.aux_weight >= 0, "model.aux_weight", "must be >= 0", m.aux_weight)
     s = c.selfplay

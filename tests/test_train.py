@@ -239,6 +239,29 @@ def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None
     assert (tmp_path / "r" / "ckpt_000000007.pt").exists()  # nothing deleted
 
 
+def test_resume_with_another_network_is_refused_naming_the_keys(tmp_path: Path) -> None:
+    """A run folder whose checkpoint was built with other model settings (here: the input feature
+    version of an old run) is refused before Ray starts, naming each key and both values."""
+    from takzero.pipeline.checkpoints import atomic_torch_save
+    from takzero.pipeline.run import Run, RunDirError
+
+    raw = OmegaConf.merge(
+        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
+    )
+    raw.run_name = "r"
+    raw.checkpoint_root = str(tmp_path)
+    cfg = load_config(raw)
+    old = {**cfg.model_config().to_dict(), "feature_version": 1, "channels": 8}
+    atomic_torch_save({"step": 7, "model_config": old}, tmp_path / "r" / "ckpt_000000007.pt")
+    with pytest.raises(RunDirError, match=r"model.channels: checkpoint 8.*model.feature_version: checkpoint 1, config 2"):
+        Run(cfg)._check_run_dir()
+    raw.model.feature_version = 1
+    raw.model.channels = 8
+    run = Run(load_config(raw))
+    run._check_run_dir()  # the same network: resumes
+    assert run.resume_from is not None
+
+
 def test_run_name_pinned_to_hydras_folder(tmp_path: Path) -> None:
     """A time-stamped run_name is resolved by Hydra and by the run separately: the run takes the
     folder Hydra already made (its hydra/ files and the run's files stay together)."""

@@ -135,6 +135,20 @@ class Run:
                 "(see the errors above); not starting over on top of them: restore their "
                 ".sha256 files, move them away, or choose a new run_name"
             )
+        saved = self.resume_from[1].get("model_config")
+        if saved is not None:
+            want = self.cfg.model_config().to_dict()
+            diff = {k: (saved.get(k), v) for k, v in want.items() if saved.get(k, v) != v}
+            if diff:
+                keys = ", ".join(
+                    f"model.{'size' if k == 'size' else k}: checkpoint {a!r}, config {b!r}"
+                    for k, (a, b) in sorted(diff.items())
+                ).replace("model.size", "board.size")
+                raise RunDirError(
+                    f"{self.resume_from[0]} was trained with another network than this config "
+                    f"builds ({keys}); set those keys to the checkpoint's values to resume, or "
+                    "choose a new run_name"
+                )
 
     def _restore(self, trainer: Trainer) -> dict[str, Any] | None:
         """Load the checkpoint found by :meth:`_check_run_dir` into ``trainer`` (None: a new run)."""
