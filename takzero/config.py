@@ -345,8 +345,13 @@ def validate(c: TrainConfig) -> None:
             ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
             "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
         )
+    from takzero.players.registry import check_spec  # the player specs' one table
+
     for name in e.baselines:
-        _check(name in ("random", "greedy", "uct"), "evaluator.baselines", "entries must be random, greedy or uct", name)
+        try:
+            check_spec(name)
+        except ValueError as err:
+            _check(False, "evaluator.baselines", str(err), name)
     _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device", "must be auto, cpu or cuda[:N]", c.device)
     if c.device.startswith("cuda"):
         import torch
