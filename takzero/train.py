@@ -170,7 +170,7 @@ class EvaluatorActor:
     fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer."""
 
     def __init__(self, cfg: TrainConfig) -> None:
-        from takzero.evaluate import GatingEvaluator
+        from takzero.pipeline.gating import GatingEvaluator
 
         torch.set_num_threads(1)
         self.evaluator = GatingEvaluator(cfg)

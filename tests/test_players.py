@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from takzero.arena import run_match
 from takzero.game import Position
+from takzero.matches.games import run_match
 from takzero.players import (
     GreedyPlayer,
     Player,
