@@ -9,7 +9,7 @@ Speed lines: ``{"bench": "uct", "size", "simulations", "games", "plies", "second
 time excluded; ``simulations_per_s`` from wall time in ``choose``, ``simulations_per_cpu_s`` from
 this process's CPU time, which is the better number on a shared, loaded machine; ``loadavg_1min``
 says how loaded it was), and the same for the greedy player (``moves_per_s``). Strength lines:
-the match summary of :meth:`takzero.arena.MatchResult.summary` plus wall time.
+the match summary of :meth:`takzero.matches.results.MatchResult.summary` plus wall time.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import math
 import os
 import time
 
-from takzero.arena import play_game, run_match
 from takzero.game import Position
+from takzero.matches.games import play_game, run_match
 from takzero.players import GreedyPlayer, RandomPlayer, UCTPlayer
 
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from takzero.game.core import STANDARD_RESERVES
+from takzero.game.position import komi_to_half_komi
 from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
 from takzero.nn.model import LossWeights, ModelConfig
@@ -153,6 +154,10 @@ class TrainConfig:
             feature_version=m.feature_version,
         )
 
+    def half_komi(self) -> int:
+        """``board.komi`` in half points (the unit of the rules core and of model metadata)."""
+        return komi_to_half_komi(self.board.komi)
+
     def loss_weights(self) -> LossWeights:
         """The loss weights of ``model.value_weight`` and ``model.aux_weight``."""
         return LossWeights(value=self.model.value_weight, aux=self.model.aux_weight)
@@ -275,7 +280,10 @@ def validate(c: TrainConfig) -> None:
     b = c.board
     _check(b.size in STANDARD_RESERVES, "board.size", "must be 3..8", b.size)
     _check(math.isfinite(b.komi) and abs(b.komi) <= 20, "board.komi", "must be within -20..20", b.komi)
-    _check(abs(b.komi * 2 - round(b.komi * 2)) < 1e-9, "board.komi", "must be a multiple of 0.5", b.komi)
+    try:
+        komi_to_half_komi(b.komi)
+    except ValueError:
+        _check(False, "board.komi", "must be a multiple of 0.5", b.komi)
     if b.flats is not None:
         _check(1 <= b.flats <= 60, "board.flats", "must be 1..60", b.flats)
     if b.caps is not None:
@@ -349,8 +357,13 @@ def validate(c: TrainConfig) -> None:
             ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
             "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
         )
+    from takzero.players.registry import check_spec  # the player specs' one table
+
     for name in e.baselines:
-        _check(name in ("random", "greedy", "uct"), "evaluator.baselines", "entries must be random, greedy or uct", name)
+        try:
+            check_spec(name)
+        except ValueError as err:
+            _check(False, "evaluator.baselines", str(err), name)
     _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device", "must be auto, cpu or cuda[:N]", c.device)
     if c.device.startswith("cuda"):
         import torch

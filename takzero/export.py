@@ -109,9 +109,11 @@ def checkpoint_metadata(
     checkpoint's folder, the komi to the run folder's ``config.yaml`` and then 0 (``warn`` is
     called with a message then). Raises ValueError for a komi that is not a multiple of 0.5.
     """
+    from takzero.game.position import komi_to_half_komi
+
     src = Path(source) if source is not None else None
     if komi is not None:
-        half_komi = komi * 2
+        half_komi = komi_to_half_komi(komi)
     elif "half_komi" in ckpt:
         half_komi = int(ckpt["half_komi"])
     else:
@@ -119,10 +121,7 @@ def checkpoint_metadata(
         if found is None:
             warn("warning: the checkpoint does not say its komi; writing komi 0 (use --komi)")
             found = 0.0
-        half_komi = found * 2
-    if half_komi != int(half_komi):
-        raise ValueError(f"komi must be a multiple of 0.5, got {half_komi / 2}")
-    half_komi = int(half_komi)
+        half_komi = komi_to_half_komi(found)
     if run_name is None:
         run_name = ckpt.get("run_name")
         if run_name is None and src is not None:

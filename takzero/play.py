@@ -20,7 +20,8 @@ player), or its expected score (the UCT baseline).
 Opponent: ``--model FILE`` (an exported model or a checkpoint); without it
 ``checkpoints/pretrained/<N>x<N>.pt`` when that file exists (without ``--size``: the shipped
 model's size, 5x5 today), else the UCT baseline (said clearly).
-``--opponent random|greedy|uct|uct:<sims>`` picks a baseline. Strength: ``--simulations N`` and/or
+``--opponent SPEC`` picks a player spec instead (``takzero.players.registry``: ``random``,
+``greedy``, ``uct[:N]``, ``model:PATH[:N]``). Strength: ``--simulations N`` and/or
 ``--time SECONDS`` per engine move. ``--size``, ``--komi``, ``--colour white|black|random``,
 ``--seed``, ``--ply-limit`` (draw after that many plies; threefold repetition is always a draw).
 
@@ -35,7 +36,6 @@ import argparse
 import datetime as _dt
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,8 +45,9 @@ from takzero.game.core import BLACK, CAP, STANDARD_RESERVES, WALL, WHITE
 from takzero.game.moves import FILES, MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn_file
-from takzero.players import PlayerMove, UCTPlayer, make_player
-from takzero.tei import think
+from takzero.players.base import PlayerMove
+from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
+from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 
 __all__ = ["PlaySession", "describe_eval", "main", "pretrained_path", "render_board"]
 
@@ -194,23 +195,27 @@ def make_opponent(
 ) -> tuple[Any, int]:
     """The engine player and the board size to play.
 
-    ``opponent`` (a baseline spec) wins over models; ``model`` is loaded as a
+    ``opponent`` (a player spec; a ``model:PATH`` spec plays its network's size) wins over
+    models; ``model`` is loaded as a
     :class:`takzero.players.NetworkPlayer`; with neither, the pretrained model for the size is
     used when it exists (without ``size``: see :func:`default_size`; ``pretrained_roots``: where
     to look, default :data:`PRETRAINED_DIRS`), else ``uct`` (``say`` explains). A model that does not play ``size``
     falls back to ``uct`` with a message. Raises ValueError for a bad spec or an unusable model
     file given explicitly.
     """
-    from takzero.players import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
-
     def baseline(spec: str, board: int) -> tuple[Any, int]:
-        p = make_player(spec, seed=seed)
-        if simulations is not None and isinstance(p, UCTPlayer) and ":" not in spec:
-            p.simulations = simulations
-        return p, board
+        return make_player(spec, seed=seed, simulations=simulations), board
 
     if opponent is not None and opponent != "network":
-        return baseline(opponent, size or 6)
+        player = make_player(opponent, seed=seed, simulations=simulations)
+        if isinstance(player, NetworkPlayer):
+            if size is not None and size != player.model_size:
+                raise ValueError(
+                    f"--opponent {opponent} plays {player.model_size}x{player.model_size}, "
+                    f"not {size}x{size}"
+                )
+            return player, player.model_size
+        return player, size or 6
     path = model
     if path is None:
         board = size or default_size(pretrained_roots)
@@ -317,7 +322,7 @@ class PlaySession:
         if nodes is None and self.seconds is None:
             pm = self.player.choose(pos)
         else:
-            pm, _ = think(self.player, pos, nodes, self.seconds, threading.Event())
+            pm = self.player.think(pos, nodes=nodes, seconds=self.seconds)
         took = time.perf_counter() - t0
         text = pos.ptn(pm.code)
         self._play(pm.code)
@@ -450,16 +455,17 @@ class PlaySession:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m takzero.play", description="Play takzero in the terminal (moves in PTN)."
+        prog="python -m takzero.play",
+        description="Play takzero in the terminal (moves in PTN).",
+        epilog=help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--model",
         help="exported model or checkpoint (default: checkpoints/pretrained/<N>x<N>.pt if present; "
         "without --size, the shipped model's size)",
     )
-    p.add_argument(
-        "--opponent", help="baseline instead of a network: random, greedy, uct, uct:<sims>"
-    )
+    p.add_argument("--opponent", help=f"a player spec instead of the network: {spec_syntax()}")
     p.add_argument("--size", type=int, help="board size 3..8 (default: the model's, else 6)")
     p.add_argument(
         "--komi", type=float, help="komi in points (default: the network's training komi, else 0)"
@@ -502,7 +508,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--ply-limit must be >= 1, got {args.ply_limit}")
         if args.model and args.opponent not in (None, "network"):
             raise ValueError(f"--model and --opponent {args.opponent} exclude each other")
-        if args.threads and (args.model or args.opponent in (None, "network")):
+        network = args.opponent in (None, "network") or check_spec(args.opponent) == "model"
+        if args.threads and (args.model or network):
             import torch
 
             torch.set_num_threads(args.threads)

@@ -6,8 +6,9 @@ stdin/stdout, so match runners (``takzero.match``, racetrack) and GUIs can use t
 * ``tei`` -> ``id name``, ``id author``, the options, ``teiok``. Options:
   ``HalfKomi`` (spin, half points added to black's flat count), ``Nodes`` (spin, simulations per
   move when ``go`` gives no limit), ``Model`` (string, path of an exported model or checkpoint;
-  setting it loads it), ``Fallback`` (string, baseline for board sizes the model cannot play:
-  ``random``, ``greedy``, ``uct``, ``uct:<sims>`` or ``none`` to refuse), ``Seed`` (spin).
+  setting it loads it), ``Fallback`` (string, the player for board sizes the model cannot play:
+  a player spec of ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse),
+  ``Seed`` (spin).
 * ``isready`` -> ``readyok``; ``setoption name <Name> value <v>``; ``teinewgame <size>``;
   ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``;
   ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]``; ``stop``;
@@ -17,11 +18,11 @@ stdin/stdout, so match runners (``takzero.match``, racetrack) and GUIs can use t
 
 Behaviour worth knowing:
 
-* The search runs on a worker thread; stdin is read on the main thread, so ``stop`` (and
-  ``quit``) act during a search. Network searches run in chunks of 32 simulations and check the
-  stop flag between chunks, whatever the limit (so ``stop`` or ``quit`` right after ``go nodes N``
-  answers with the chunks searched so far); the UCT baseline under a node limit runs its one search
-  to its end. Other commands that arrive during
+* The search runs on a worker thread (the player's own ``think``, which keeps its clock); stdin
+  is read on the main thread, so ``stop`` (and ``quit``) act during a search. Network searches run
+  in chunks of 32 simulations and check the stop flag between chunks, whatever the limit (so
+  ``stop`` or ``quit`` right after ``go nodes N`` answers with the chunks searched so far); the UCT
+  baseline under a node limit runs its one search to its end. Other commands that arrive during
   a finite search wait for it to finish (so transcripts are deterministic); during ``go infinite``
   ``isready`` is answered at once and any other command stops the search first.
 * Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
@@ -37,8 +38,13 @@ Behaviour worth knowing:
 * Scores: ``score cp`` is ``round(111.7146 * tan(1.5620688 * v))`` of the value v in [-1, 1] for
   the side to move (the mapping Leela Chess Zero used for its value head), about +-100 at v = +-0.5.
 
-Without ``--model`` the engine plays ``--player`` (a baseline, default ``uct:200``), which makes it
-testable without a network.
+Without ``--model`` the engine plays ``--player`` (a player spec, default ``uct:200``), which makes
+it testable without a network.
+
+The protocol state machine (:class:`TEIEngine`) lives here, in the command-line module, because an
+engine protocol server *is* a command line: it reads commands and prints lines, like
+``takzero.play``'s terminal session. What is not protocol lives below it: players and their clocks
+in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.players.registry``.
 """
 
 from __future__ import annotations
@@ -57,7 +63,8 @@ from typing import Any, TextIO
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.moves import MoveError
 from takzero.game.position import Position, TPSError
-from takzero.players import BasePlayer, PlayerMove, UCTPlayer, make_player
+from takzero.players.base import BasePlayer, PlayerMove
+from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 
 __all__ = [
     "ENGINE_AUTHOR",
@@ -67,7 +74,6 @@ __all__ = [
     "format_info",
     "main",
     "parse_go",
-    "think",
     "value_to_cp",
 ]
 
@@ -82,7 +88,7 @@ MOVE_OVERHEAD_MS = 30
 
 
 # ---------------------------------------------------------------------------------------------
-# Search limits and the generic "think" over any player
+# Search limits and info lines
 # ---------------------------------------------------------------------------------------------
 
 
@@ -209,73 +215,6 @@ def format_info(
     return " ".join(parts)
 
 
-Progress = Callable[[PlayerMove, int], None]
-
-
-def think(
-    player: Any,
-    position: Position,
-    nodes: int | None,
-    seconds: float | None,
-    stop: threading.Event,
-    on_progress: Progress | None = None,
-) -> tuple[PlayerMove, int]:
-    """Search ``position`` with any player under a node and/or time limit, stoppable by ``stop``.
-
-    * A player with a ``think(position, nodes=, seconds=, stop=, on_progress=)`` method (the
-      network player) does it itself.
-    * :class:`UCTPlayer`: with only a node limit, one search of ``nodes`` simulations; with a time
-      limit or none (infinite), searches of 64, 128, 256, ... simulations (each a fresh tree, capped
-      by ``nodes`` and at the size that takes about a second) until the time is spent (the next
-      one would not fit) or ``stop`` is set; the last finished search gives the move.
-    * Other players (random, greedy): one ``choose``.
-
-    ``on_progress(answer, total_nodes)`` is called after each finished chunk. Returns (answer,
-    total nodes searched). Raises ValueError on a finished position.
-    """
-    if hasattr(player, "think"):
-        pm = player.think(
-            position, nodes=nodes, seconds=seconds, stop=stop, on_progress=on_progress
-        )
-        return pm, pm.nodes
-    if not isinstance(player, UCTPlayer):
-        pm = player.choose(position)
-        return pm, pm.nodes
-    saved = player.simulations
-    try:
-        if seconds is None and nodes is not None and not stop.is_set():
-            player.simulations = int(nodes)
-            pm = player.choose(position)
-            if on_progress is not None:
-                on_progress(pm, pm.nodes)
-            return pm, pm.nodes
-        t0 = time.perf_counter()
-        chunk = 64
-        total = 0
-        best: PlayerMove | None = None
-        while True:
-            n = chunk if nodes is None else min(chunk, nodes)
-            player.simulations = n
-            c0 = time.perf_counter()
-            pm = player.choose(position)
-            took = time.perf_counter() - c0
-            total += n
-            best = pm
-            if on_progress is not None:
-                on_progress(pm, total)
-            if stop.is_set() or (nodes is not None and n >= nodes):
-                break
-            elapsed = time.perf_counter() - t0
-            grow = took < 1.0
-            nxt = chunk * 2 if grow else chunk
-            if seconds is not None and elapsed + took * (nxt / n) * 1.1 > seconds:
-                break
-            chunk = nxt
-        return best, total
-    finally:
-        player.simulations = saved
-
-
 # ---------------------------------------------------------------------------------------------
 # Player construction
 # ---------------------------------------------------------------------------------------------
@@ -334,10 +273,10 @@ class TEIEngine:
         self.device = device
         self.model_loader = model_loader
         self.player_spec = player
-        make_player(player)  # validate early
+        check_spec(player)  # validate early
         self.fallback_spec = fallback if fallback is not None else player
         if self.fallback_spec != "none":
-            make_player(self.fallback_spec)
+            check_spec(self.fallback_spec)
         self.model_path: str | None = None
         self.network: Any = None
         self.half_komi = 0
@@ -551,7 +490,7 @@ class TEIEngine:
             spec = value.strip()
             if spec != "none":
                 try:
-                    make_player(spec)
+                    check_spec(spec)
                 except ValueError as e:
                     self.info(f"setoption: Fallback: {e}")
                     return
@@ -711,9 +650,11 @@ class TEIEngine:
             self.send(format_info(pos, pm, time.perf_counter() - t0, total))
 
         try:
-            pm, total = think(player, pos, nodes, seconds, self._stop, progress)
+            pm = player.think(
+                pos, nodes=nodes, seconds=seconds, stop=self._stop, on_progress=progress
+            )
             if not reported or reported[0] is not pm:
-                self.send(format_info(pos, pm, time.perf_counter() - t0, total))
+                self.send(format_info(pos, pm, time.perf_counter() - t0, pm.nodes))
             move = pos.ptn(pm.code)
         except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
             codes = pos.legal_move_codes()
@@ -736,16 +677,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m takzero.tei",
         description="takzero as a TEI engine (reads commands on stdin, answers on stdout).",
+        epilog=help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", help="exported model (model.pt / model.onnx) or checkpoint")
     p.add_argument(
         "--player",
         default=DEFAULT_PLAYER,
-        help="baseline without --model: random, greedy, uct, uct:<sims> (default uct:200)",
+        help=f"player without --model: {spec_syntax()} (default {DEFAULT_PLAYER})",
     )
     p.add_argument(
         "--fallback",
-        help="baseline for sizes the model does not play, or 'none' to refuse (default: --player)",
+        help="player spec for sizes the model does not play, or 'none' to refuse (default: --player)",
     )
     p.add_argument(
         "--nodes",

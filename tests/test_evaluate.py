@@ -75,7 +75,7 @@ def test_evaluate_cli_prints_json_lines(tiny_model: Path, capsys: pytest.Capture
 
 
 def test_wilson_interval() -> None:
-    from takzero.evaluate import wilson_interval
+    from takzero.matches.stats import wilson_interval
 
     assert wilson_interval(1.0, 200) == (0.9812, 1.0)  # all won: a real lower bound, not 1.0
     assert wilson_interval(0.0, 200) == (0.0, 0.0188)

@@ -13,14 +13,9 @@ import pytest
 
 from takzero.game import Position
 from takzero.game.ptn import read_ptn_file
-from takzero.match import (
-    MatchAborted,
-    Opening,
-    TimeControl,
-    load_openings,
-    main,
-    run_tei_match,
-)
+from takzero.match import main
+from takzero.matches.openings import Opening, load_openings
+from takzero.matches.tei_match import MatchAborted, TimeControl, run_tei_match
 
 ROOT = Path(__file__).resolve().parents[1]
 

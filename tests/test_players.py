@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from takzero.arena import run_match
 from takzero.game import Position
+from takzero.matches.games import run_match
 from takzero.players import (
     GreedyPlayer,
     Player,
@@ -17,6 +19,7 @@ from takzero.players import (
     RandomPlayer,
     UCTPlayer,
     as_player_move,
+    check_spec,
     greedy_move,
     make_player,
     side_can_win_now,
@@ -208,3 +211,113 @@ def test_make_player_and_validation() -> None:
         UCTPlayer(rollout_plies=-1)
     assert as_player_move(17) == PlayerMove(17)
     assert as_player_move(PlayerMove(3, value=0.5)).value == 0.5
+
+
+# -- the player table (takzero.players.registry) ------------------------------------------------
+
+SHIPPED_5X5 = Path(__file__).resolve().parents[1] / "checkpoints" / "pretrained" / "5x5.pt"
+
+
+def test_every_kind_builds_and_plays_a_legal_move() -> None:
+    from takzero.players import KINDS
+
+    examples = {
+        "random": "random", "greedy": "greedy", "uct": "uct:20",
+        "model": f"model:{SHIPPED_5X5}:8",
+    }  # fmt: skip
+    assert {k.name for k in KINDS} == set(examples)  # a new kind needs an example here
+    pos = Position.start(5).play("a1").play("e5")
+    for kind in KINDS:
+        spec = examples[kind.name]
+        assert check_spec(spec) == kind.name
+        p = make_player(spec, seed=1)
+        assert isinstance(p, Player)
+        p.reset(5, 0, seed=2)
+        assert p.choose(pos).code in set(pos.legal_move_codes().tolist()), spec
+
+
+def test_help_text_lists_every_kind() -> None:
+    from takzero.players import KINDS, help_text, spec_syntax
+
+    text = help_text()
+    for kind in KINDS:
+        assert kind.syntax in text and kind.help in text and kind.syntax in spec_syntax()
+
+
+@pytest.mark.parametrize(
+    "bad", ["minimax", "uct:x", "uct:0", "uct:", "random:3", "greedy:", "model:", "model:nope.pt"]
+)
+def test_bad_specs_name_the_known_kinds(bad: str) -> None:
+    from takzero.players import KINDS
+
+    for fn in (check_spec, make_player):
+        with pytest.raises(ValueError, match="unknown player") as err:
+            fn(bad)
+        assert all(kind.syntax in str(err.value) for kind in KINDS)
+
+
+def test_model_spec_loads_the_shipped_network() -> None:
+    from takzero.players import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer, spec_label
+
+    p = make_player(f"model:{SHIPPED_5X5}:12", seed=3)
+    assert isinstance(p, NetworkPlayer) and p.simulations == 12 and p.model_size == 5
+    assert p.name == "model-5x5"  # the shipped file has no run name
+    assert make_player(f"model:{SHIPPED_5X5}").simulations == DEFAULT_NETWORK_SIMULATIONS
+    assert make_player(f"model:{SHIPPED_5X5}", simulations=9).simulations == 9  # no count given
+    pos = Position.start(5).play("a1").play("e5").play("c3")
+    p.reset(5, 0, seed=0)
+    answer = p.choose(pos)
+    assert answer.code in set(pos.legal_move_codes().tolist()) and answer.nodes == 12
+    assert spec_label(f"model:{SHIPPED_5X5}:12") == "model-5x5-12"
+    assert spec_label("uct:200") == "uct200" and spec_label("random") == "random"
+    with pytest.raises(ValueError, match="cannot load model"):
+        make_player(f"model:{Path(__file__)}")  # a file that is not a model
+
+
+def test_simulations_apply_only_when_the_spec_gives_none() -> None:
+    assert make_player("uct", simulations=33).simulations == 33
+    assert make_player("uct:44", simulations=33).simulations == 44
+    assert make_player("uct").simulations == 1000
+    assert isinstance(make_player("greedy", simulations=33), GreedyPlayer)
+
+
+# -- players keep their own clock (think) --------------------------------------------------------
+
+
+def test_think_of_a_non_searching_player_is_one_choose() -> None:
+    pos = Position.start(4).play("a1").play("d4")
+    assert GreedyPlayer(4).think(pos, nodes=10, seconds=0.01) == GreedyPlayer(4).choose(pos)
+
+
+def test_uct_think_under_a_node_limit_is_one_search() -> None:
+    pos = Position.start(4).play("a1").play("d4")
+    seen: list[int] = []
+    player = UCTPlayer(simulations=500, seed=2)
+    a = player.think(pos, nodes=60, on_progress=lambda m, n: seen.append(n))
+    b = UCTPlayer(simulations=60, seed=2).choose(pos)
+    assert a == b and a.nodes == 60 and seen == [60]
+
+
+def test_uct_think_on_time_grows_its_searches_and_counts_them_all() -> None:
+    pos = Position.start(4).play("a1").play("d4")
+    UCTPlayer(simulations=8).choose(pos)  # compiled before the clock starts
+    seen: list[int] = []
+    pm = UCTPlayer(seed=1).think(pos, seconds=0.3, on_progress=lambda m, n: seen.append(n))
+    assert seen[:2] == [64, 64 + 128] and pm.nodes == seen[-1]
+    stop = threading.Event()
+    stop.set()  # already stopped: one search of the first size
+    assert UCTPlayer(seed=1).think(pos, stop=stop).nodes == 64
+
+
+def test_uct_think_on_time_stops_at_a_win_in_one() -> None:
+    # Before: a win in one (played unsearched) kept doubling the "search" until the time was
+    # spent, allocating trees of millions of nodes.
+    case = _tactics()[0]
+    pos = Position.from_tps(case["tps"], komi=case["komi"])
+    UCTPlayer(simulations=8).choose(pos)  # compiled before the clock starts
+    seen: list[int] = []
+    t0 = time.perf_counter()
+    pm = UCTPlayer(seed=1).think(pos, seconds=5.0, on_progress=lambda m, n: seen.append(n))
+    assert time.perf_counter() - t0 < 2.0
+    assert pm.code in {pos.check_move(m) for m in case["winning_moves"]}
+    assert seen == [0] and pm.nodes == 0

@@ -1,5 +1,199 @@
-"""TEMPORARY (replaced by the players/matches branch at merge)."""
+"""Gating in training: the promotion decision (:func:`gate`: a score threshold or an SPRT) and
+the evaluator that plays each new generation against the incumbent and the fixed baselines
+(:class:`GatingEvaluator`), with batched matches of ``takzero.matches.games``.
 
-from takzero.evaluate import GatingEvaluator
+Games use paired openings (each opening once with each colour); evaluation games never enter the
+replay buffer.
+"""
 
-__all__ = ["GatingEvaluator"]
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from takzero.game.position import Position
+from takzero.matches.games import NetSide, play_match
+from takzero.matches.openings import random_openings
+from takzero.matches.results import MatchResult
+from takzero.matches.stats import EloEstimate, SPRTResult
+from takzero.nn.inference import Evaluator
+from takzero.nn.model import ModelConfig, model_from_config
+from takzero.players.base import Player
+from takzero.players.registry import check_spec, make_player, spec_label
+
+# ---------------------------------------------------------------------------------------------
+# The decision
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """``promote``: True when the candidate (player A) should replace the incumbent.
+    ``decision``: 'accept' | 'reject' | 'continue' (SPRT undecided: play more games; ``promote``
+    is False). ``score``: A's mean score; ``sprt``: the SPRT details (None for 'threshold')."""
+
+    promote: bool
+    decision: str
+    method: str
+    score: float
+    elo: EloEstimate
+    sprt: SPRTResult | None = None
+
+
+def gate(
+    match: MatchResult,
+    method: str = "threshold",
+    threshold: float = 0.55,
+    elo0: float = 0.0,
+    elo1: float = 35.0,
+    alpha: float = 0.05,
+    beta: float = 0.05,
+) -> GateDecision:
+    """Promotion decision for candidate A against incumbent B.
+
+    ``method='threshold'``: promote when A's score >= ``threshold`` (AlphaGo Zero's gate is 0.55).
+    ``method='sprt'``: :meth:`MatchResult.sprt` with (elo0, elo1, alpha, beta); default H1 of 35
+    Elo is about a 0.55 score. Raises ValueError for no games, an unknown method, or a threshold
+    outside [0, 1].
+    """
+    if match.num_games == 0:
+        raise ValueError("no games to gate on")
+    est = match.elo()
+    if method == "threshold":
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+        ok = match.score >= threshold
+        return GateDecision(ok, "accept" if ok else "reject", method, match.score, est)
+    if method == "sprt":
+        res = match.sprt(elo0, elo1, alpha, beta)
+        return GateDecision(res.decision == "accept", res.decision, method, match.score, est, res)
+    raise ValueError(f"method must be 'threshold' or 'sprt', got '{method}'")
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluator
+# ---------------------------------------------------------------------------------------------
+
+
+def evaluator_from_weights(
+    model_config: ModelConfig, state_dict: dict[str, torch.Tensor], device: str = "cpu"
+) -> Evaluator:
+    """An inference evaluator of ``model_config`` loaded with ``state_dict``."""
+    model = model_from_config(model_config)
+    model.load_state_dict(state_dict)
+    return Evaluator(model, device=device)
+
+
+def baseline_player(spec: str, uct_simulations: int, seed: int) -> Player:
+    """The player of one ``evaluator.baselines`` entry (a player spec,
+    ``takzero.players.registry``). A ``uct`` without a count searches ``uct_simulations``
+    (``evaluator.uct_simulations``) per move: the one place of that rule. Raises ValueError for
+    a bad spec."""
+    simulations = uct_simulations if check_spec(spec) == "uct" else None
+    return make_player(spec, seed=seed, simulations=simulations)
+
+
+class GatingEvaluator:
+    """Plays each new generation against the incumbent (gating) and against fixed baselines.
+
+    Args:
+        cfg: the run's :class:`takzero.config.TrainConfig` (board, ``selfplay.ply_limit``,
+            ``evaluator.*``; the network from ``cfg.model_config()``, the search from
+            ``cfg.evaluation_search_config()`` and ``cfg.evaluation_simulations()``).
+    """
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.model_config = cfg.model_config()
+        self.start = Position.start(
+            cfg.board.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
+        )
+        self.search = cfg.evaluation_search_config()
+        self.simulations = cfg.evaluation_simulations()
+        self.rounds = 0
+
+    def _side(self, name: str, weights: dict[str, torch.Tensor]) -> NetSide:
+        return NetSide(
+            name=name,
+            evaluator=evaluator_from_weights(self.model_config, weights),
+            config=self.search,
+            simulations=self.simulations,
+            sampling_plies=self.cfg.evaluator.sampling_plies,
+        )
+
+    def evaluate(
+        self,
+        candidate: tuple[int, dict[str, torch.Tensor]],
+        incumbent: tuple[int, dict[str, torch.Tensor]],
+        play_baselines: bool,
+    ) -> dict[str, Any]:
+        """Gating match of ``candidate`` (generation, weights) against ``incumbent``, then (if
+        ``play_baselines``) the baselines. Returns a dict with 'decision' ('promote' | 'reject' |
+        None when gating is off), 'scalars' for TensorBoard ('elo/vs_<label>' and
+        'score/vs_<label>' per baseline, the label from
+        ``takzero.players.registry.spec_label``), 'ptn' (file name -> PTN text), 'summary',
+        'candidate_generation' and 'candidate_weights'."""
+        e = self.cfg.evaluator
+        self.rounds += 1
+        gen, weights = candidate
+        inc_gen, inc_weights = incumbent
+        cand_side = self._side(f"takzero-gen{gen}", weights)
+        scalars: dict[str, float] = {}
+        ptn: dict[str, str] = {}
+        out: dict[str, Any] = {
+            "candidate_generation": gen,
+            "candidate_weights": weights,
+            "decision": None,
+            "scalars": scalars,
+            "ptn": ptn,
+            "summary": "",
+        }
+        seed = self.cfg.seed * 1000 + self.rounds
+        ply_limit = self.cfg.selfplay.ply_limit
+        if e.gating != "off":
+            t0 = time.perf_counter()
+            openings = random_openings(self.start, e.games // 2, plies=2, seed=seed)
+            inc_side = self._side(f"takzero-gen{inc_gen}", inc_weights)
+            match = play_match(cand_side, inc_side, self.start, openings, ply_limit, seed)
+            decision = gate(
+                match,
+                method=e.gating,
+                threshold=e.threshold,
+                elo0=e.sprt_elo0,
+                elo1=e.sprt_elo1,
+                alpha=e.sprt_alpha,
+                beta=e.sprt_beta,
+            )
+            out["decision"] = "promote" if decision.promote else "reject"
+            rule = f"{e.gating} {e.threshold:g}" if e.gating == "threshold" else e.gating
+            out["summary"] = (
+                f"score {match.score:.3f} vs gen {inc_gen} over {match.num_games} games, "
+                f"{rule}: {decision.decision}"
+            )
+            scalars["gating/score_vs_incumbent"] = match.score
+            scalars["gating/promoted"] = float(decision.promote)
+            scalars["gating/seconds"] = time.perf_counter() - t0
+            ptn[f"gating_gen{gen:05d}_vs_gen{inc_gen:05d}.ptn"] = "\n".join(
+                g.to_ptn() for g in match.games
+            )
+        if play_baselines:
+            for spec in e.baselines:
+                label = spec_label(spec)
+                player = baseline_player(spec, e.uct_simulations, seed)
+                pairs = e.baseline_games // 2
+                openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
+                match = play_match(cand_side, player, self.start, openings, ply_limit, seed)
+                est = match.elo()
+                scalars[f"elo/vs_{label}"] = float(np.clip(est.elo, -1000, 1000))
+                scalars[f"score/vs_{label}"] = match.score
+                ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = "\n".join(
+                    g.to_ptn() for g in match.games
+                )
+        return out
+
+
+__all__ = ["GateDecision", "GatingEvaluator", "baseline_player", "evaluator_from_weights", "gate"]

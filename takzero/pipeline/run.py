@@ -325,7 +325,7 @@ class Run:
             "model_state": state,
             "generation": generation,
             "run_name": self.cfg.run_name,
-            "half_komi": int(round(self.cfg.board.komi * 2)),
+            "half_komi": self.cfg.half_komi(),
         }
         atomic_torch_save(d, self.run_dir / "best.pt")
 

@@ -1,4 +1,5 @@
-"""Arena: games, paired openings, draws, PTN, Elo formulas, SPRT and gating."""
+"""Matches: the game loop (single games, paired-opening matches, batched matches), draws, PTN,
+Elo formulas and SPRT."""
 
 from __future__ import annotations
 
@@ -6,23 +7,29 @@ import math
 
 import pytest
 
-from takzero.arena import (
-    MatchResult,
+from takzero.game import IllegalMoveError, Position
+from takzero.game.ptn import read_ptn
+from takzero.matches.games import NetSide, play_game, play_games, play_match, run_match
+from takzero.matches.openings import random_openings
+from takzero.matches.results import MatchResult
+from takzero.matches.stats import (
     elo_pentanomial,
     elo_to_score,
     elo_trinomial,
-    gate,
     llr_logistic,
     llr_normal,
-    play_game,
-    random_openings,
-    run_match,
     score_to_elo,
     sprt,
 )
-from takzero.game import IllegalMoveError, Position
-from takzero.game.ptn import read_ptn
-from takzero.players import BasePlayer, GreedyPlayer, PlayerMove, RandomPlayer
+from takzero.players import (
+    BasePlayer,
+    GreedyPlayer,
+    NetworkPlayer,
+    PlayerMove,
+    RandomPlayer,
+    UCTPlayer,
+)
+from takzero.search import HashEvaluator, SearchConfig
 
 
 class ScriptedPlayer(BasePlayer):
@@ -291,40 +298,122 @@ def test_llr_exact_and_normal_agree_on_large_samples() -> None:
     assert llr_logistic(0, 10, results) == pytest.approx(-llr_logistic(10, 0, results))
 
 
-def _synthetic(wins: int, draws: int, losses: int) -> MatchResult:
-    m = MatchResult("cand", "inc")
-    scores = [1.0] * wins + [0.5] * draws + [0.0] * losses
-    for i, s in enumerate(scores):
-        m.add(None, i % 2 == 0, s, i // 2)
-    return m
-
-
-def test_gate_threshold_and_sprt() -> None:
-    strong = _synthetic(80, 10, 10)
-    weak = _synthetic(10, 10, 80)
-    even = _synthetic(6, 8, 6)
-    g = gate(strong, "threshold", threshold=0.55)
-    assert g.promote and g.decision == "accept" and g.score == pytest.approx(0.85)
-    assert not gate(weak).promote
-    assert not gate(_synthetic(5, 1, 4), threshold=0.6).promote  # 0.55 < 0.6
-    assert gate(_synthetic(5, 2, 3), threshold=0.6).promote  # 0.6 >= 0.6
-    s = gate(strong, "sprt", elo0=0, elo1=35)
-    assert s.promote and s.decision == "accept" and s.sprt is not None
-    w = gate(weak, "sprt")
-    assert not w.promote and w.decision == "reject"
-    e = gate(even, "sprt")
-    assert not e.promote and e.decision == "continue"
-    with pytest.raises(ValueError):
-        gate(strong, "vote")
-    with pytest.raises(ValueError):
-        gate(MatchResult("a", "b"))
-    with pytest.raises(ValueError):
-        gate(strong, threshold=1.5)
-
-
 def test_summary_keys() -> None:
     m = run_match(GreedyPlayer(1), RandomPlayer(2), 3, 0, num_openings=2, ply_limit=60, seed=2)
     s = m.summary()
     for key in ("games", "wins", "draws", "losses", "score", "elo", "elo_lower", "elo_upper"):
         assert key in s
     assert s["elo_model"] == "pentanomial"
+
+
+# -- the one game loop reproduces the records of the loops it replaced --------------------------
+#
+# Expected moves produced with the code before the restructure (an untouched checkout at commit
+# deafe75: takzero.arena.play_game / run_match and takzero.evaluate.play_match / NetSide, the same
+# calls with the same arguments, PYTHONPATH pointing at that checkout); the new loop must give the
+# same games move for move.
+
+OLD_PLAY_GAME = "a1 d4 a3 c1 c4 d2 b4 Sa4 b3"
+OLD_RUN_MATCH = [
+    "b3 c1 b2 b3- c1< 2b2- Sa3 c2 b3 a2 c3 b1+",
+    "b3 c1 a3 Sc3 a2 c3- a1",
+    "a1 a2 Sc1 a1+ Sb3 a1 a3 2a2+ b3< b3 3a3- b3< b1 a1> 3a2> c3 b3 a1 b2+ c3-",
+    "a1 a2 a3 c1 a2- c3 a2",
+]
+OLD_PLAY_MATCH_RANDOM = [
+    "a4 b1 Sc1 d1 d3 Sb3 c1< c4 a3 b3- Sd2 c4> c2 Sc3 c4 Sb3 d3+ b3+ d3 b4< Sa2 Sb4 d3+ b2> a2> b4- 3d4< 2a4> c4> c3> Sc3 Sa1 Sa2 c1 a4",
+    "a4 b1 d1 Sb4 a1 Sc1 a1+ Sd2 Sc3 Sc4 Sd3 b4- c3- Sc3 Sd4 a1 b1+ a3 c2< a3+ a3 d2< a3+ b4 3a4-12 b4< d3- c3> 2b2< b1 b2 a3+ d2- Sa3 3a2- a3+ 2a1> 2a2- Sc3 a2",
+    "c1 a2 Sa4 Sd4 Sb1 d4< b1< Sa3 Sb3 b4 b1 d2 Sd1 c4< a2> d4 c2 d3 b1+ d2+ d2 c1< b2<",
+    "c1 a2 Sd3 b1 d1 b1+ Sc2 d2 a2- a3 Sb3 c3 c2+ a2 b4 c1+",
+]
+OLD_PLAY_MATCH_NETS = [
+    "a4 b1 Sd3 b2 b1> Sa3 Sb4 Sa1 d2 a3- b4- Sb4 c4 b2- Sc3 b4> d3- Sb2 2d2- 2c4<11 Sd3 2a4- Sd4 a4 b3+ a1> c2 a1 c3< d2 d1+ a2- d3< Sc4 a2 2a3- d3 b1> a3",
+    "a4 b1 Sa1 Sa3 Sd2 Sd4 Sd1 Sb4 Sc1 b4< Sb3 b4 c1< c2 d1< Sd1 a1+ b2 a1 a4> Sd3 d4< b1+ Sd4 c3",
+    "c1 a2 a2> Sc3 Sd4 Sa2 b4 c3> b4> c1< b4 Sa3 Sb3 b1> Sd1 d3- b1 d2< d3 a1 b4< d2 Sb4 a2- b4< c2> b1> c3 c1< d2< b1+ c2< 2a4> c2 d1< d2< c1+ d1 2b4> Sb1",
+    "c1 a2 b2 Sd4 a2+ Sc4 d1 d4- b1 Sa1 b4 c1< b3 c3 b3> c2 2c3- Sa2 a3+ a1> Sa3 3b1+12 d1+ 2b3+ Sd4 3b4-111 a3> d3- a1 a3 Sb4 c1 3c2+ d1 d4- b1+ Sc2 b2- c2< d2<",
+]
+
+
+def test_play_game_same_record_as_the_old_arena() -> None:
+    rec = play_game(
+        GreedyPlayer(1, name="greedy"),
+        RandomPlayer(2, name="random"),
+        Position.start(4, half_komi=2),
+        ply_limit=200,
+        opening_moves=["a1", "d4"],
+        seed=5,
+    )
+    assert " ".join(rec.ptn_moves) == OLD_PLAY_GAME
+    assert (rec.result, rec.reason) == ("R-0", "road")
+    assert [None if i is None else i.value for i in rec.infos] == [None] * 8 + [1.0]
+
+
+def test_run_match_same_games_as_the_old_arena() -> None:
+    m = run_match(
+        UCTPlayer(simulations=20, seed=1, name="uct"), GreedyPlayer(2, name="greedy"), 3, 0,
+        num_openings=2, ply_limit=60, seed=2,
+    )  # fmt: skip
+    assert [" ".join(g.ptn_moves) for g in m.games] == OLD_RUN_MATCH
+    assert m.a_scores == [0.0, 0.0, 0.0, 0.0] and m.a_white == [True, False, True, False]
+
+
+def _hash_side(name: str, seed: int, sims: int, sampling: int) -> NetSide:
+    return NetSide(name, HashEvaluator(4, seed=seed), SearchConfig(simulations=sims).evaluation(),
+                   sims, sampling_plies=sampling)  # fmt: skip
+
+
+def test_play_match_same_games_as_the_old_evaluator() -> None:
+    start = Position.start(4, half_komi=1)
+    openings = random_openings(start, 2, plies=2, seed=3)
+    side = _hash_side("hash", 7, 16, 2)
+    m = play_match(side, RandomPlayer(9, name="random"), start, openings, 40, seed=4)
+    assert [" ".join(g.ptn_moves) for g in m.games] == OLD_PLAY_MATCH_RANDOM
+    assert m.a_scores == [1.0, 0.5, 1.0, 1.0] and m.a_white == [True, False, True, False]
+    assert [g.result for g in m.games] == ["F-0", "1/2-1/2", "R-0", "0-R"]
+    m2 = play_match(side, _hash_side("hash2", 8, 8, 3), start, openings, 40, seed=6)
+    assert [" ".join(g.ptn_moves) for g in m2.games] == OLD_PLAY_MATCH_NETS
+    assert m2.a_scores == [1.0, 0.0, 0.5, 0.5]
+    # The network side's answers are kept per ply: root value, simulations, a PV from the move.
+    rec = m.games[0]
+    assert rec.white == "hash" and rec.infos[:2] == [None, None] and len(rec.infos) == rec.plies
+    for ply, info in enumerate(rec.infos[2:], start=2):
+        assert info is not None and info.code == rec.moves[ply]
+        if ply % 2 == 0:  # white: the network
+            assert info.pv[0] == info.code and info.nodes == 16 and -1.0 <= info.value <= 1.0
+
+
+def test_a_game_plays_the_same_alone_and_in_a_batch() -> None:
+    # Deterministic sides (a network side at temperature 0, a player without randomness): each
+    # game of a batch is the game the same call plays alone.
+    start = Position.start(4)
+    openings = random_openings(start, 3, plies=2, seed=1)
+    side = _hash_side("hash", 3, 8, 0)
+    a_white = [True, False, True]
+    batch = play_games(side, CodePlayer(), start, openings, a_white, 30, seeds=(5, None))
+    assert [r.white for r in batch] == ["hash", "first", "hash"]
+    for gi, opening in enumerate(openings):
+        (single,) = play_games(
+            side, CodePlayer(), start, [opening], [a_white[gi]], 30, seeds=(5, None)
+        )
+        assert single.moves == batch[gi].moves and single.result == batch[gi].result
+    with pytest.raises(ValueError):  # one colour assignment per opening
+        play_games(side, CodePlayer(), start, openings, [True], 30)
+    with pytest.raises(ValueError):  # an opening that ends the game
+        road = ["a1", "a3", "b3", "b1", "c3"]
+        play_games(RandomPlayer(), RandomPlayer(), Position.start(3), [road], [True], 30)
+
+
+def test_play_match_searches_a_network_player_as_a_batched_side() -> None:
+    from takzero.matches.games import as_side
+
+    net = NetworkPlayer(HashEvaluator(4, seed=2), simulations=8, name="hashnet")
+    side = as_side(net, 4)
+    assert isinstance(side, NetSide) and side.simulations == 8 and side.name == "hashnet"
+    timed = NetworkPlayer(HashEvaluator(4, seed=2), simulations=8, seconds=1.0)
+    assert as_side(timed, 4) is timed  # a clock cannot be batched: played as a player
+    with pytest.raises(ValueError, match="4x4, not 5x5"):
+        as_side(net, 5)
+    start = Position.start(4)
+    m = play_match(net, RandomPlayer(1), start, random_openings(start, 2, seed=0), 30, seed=0)
+    assert m.num_games == 4 and m.player_a == "hashnet"
+    assert all(g.infos[-1] is not None for g in m.games)

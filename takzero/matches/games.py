@@ -1,0 +1,372 @@
+"""The game loop for in-process players: one loop (:func:`play_games`) that gating, evaluation,
+the arena helpers and the benchmarks all use.
+
+A side of a match is either a network (:class:`NetSide`: an inference evaluator plus a search
+config, searched with :class:`takzero.search.BatchedMCTS` over all games of the call at once, one
+network call per search step for every game where it is to move) or any
+:class:`takzero.players.Player` (asked one game at a time). :func:`play_games` plays many games at
+once; :func:`play_game` (one game), :func:`run_match` (paired openings, game after game, with an
+early stop) and :func:`play_match` (paired openings, all games at once) are thin calls of it.
+
+Games are played with :class:`takzero.game.Game`, so the optional adjudications are draws: a ply
+limit (``ply_limit`` plies in the game, opening plies included) and, by default, threefold
+repetition (Tiltak's rule: a position seen three times since the last placement). Evaluation games
+never enter the replay buffer.
+
+TEI engines (external processes with clocks and forfeits) are played by their own loop,
+``takzero.matches.tei_match``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from takzero.game.position import Game, Position
+from takzero.matches.openings import random_openings
+from takzero.matches.results import GameRecord, MatchResult
+from takzero.players.base import Player, PlayerMove, as_player_move
+from takzero.players.network import NetworkPlayer
+from takzero.search import BatchedMCTS, SearchConfig
+
+
+@dataclass
+class NetSide:
+    """A network side of a batched match: ``evaluator`` with ``simulations`` per move under
+    ``config`` (noise off). The first ``sampling_plies`` plies of a game after its opening are
+    sampled from the visit counts with temperature 1 so that games differ; later moves take the
+    most visited child."""
+
+    name: str
+    evaluator: Any
+    config: SearchConfig
+    simulations: int
+    sampling_plies: int = 0
+
+
+Side = NetSide | Player
+
+
+def _seed_for(seed: int | None, *keys: int) -> int | None:
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0])
+
+
+def play_games(
+    side_a: Side,
+    side_b: Side,
+    start: Position,
+    openings: Sequence[Sequence[int | str]],
+    a_white: Sequence[bool],
+    ply_limit: int | None,
+    threefold: bool = True,
+    seeds: tuple[int | None, int | None] = (None, None),
+    sample_seed: int | None = None,
+) -> list[GameRecord]:
+    """Play ``len(openings)`` games between A and B from ``start``, all at once: game i plays
+    ``openings[i]`` (codes or PTN) first, then A and B in turn (A white when ``a_white[i]``)
+    until the rules end it or an adjudication draws it (``ply_limit`` plies, None for none;
+    threefold repetition if ``threefold``).
+
+    Each step, side A then side B moves in every open game where it is to move: a
+    :class:`NetSide` searches all of them in one batched search (one tree per game, reused
+    between moves), a player is asked one game at a time (with a copy of the position). Every
+    ply (opening plies included) is then told to each player side (``observe``) and to the
+    network trees.
+
+    Seeds: ``seeds[k]`` is side k's: a player side gets ``reset(size, half_komi, seeds[k])``
+    once before the games (None leaves its random stream running; a player on both sides is
+    reset once, with A's seed, and told each ply once); a network side seeds its batched tree
+    with it (None: 0). ``sample_seed`` seeds the sampling of the network sides' first plies.
+
+    Returns one :class:`GameRecord` per game (``infos``: the answer of the side that moved per
+    ply, None for opening plies; a network side's answer has the root value, the simulations
+    and the PV; ``seconds``: wall time per colour, a batched search shared evenly between its
+    games).
+
+    Raises ValueError if ``start`` is over, the opening lists do not match, or an opening ends
+    the game, and ``takzero.game.IllegalMoveError`` (a ValueError) for an illegal move.
+    """
+    if start.is_over:
+        raise ValueError(f"the start position is already over ({start.result})")
+    if len(openings) != len(a_white):
+        raise ValueError(f"{len(openings)} openings but {len(a_white)} colour assignments")
+    sides = (side_a, side_b)
+    n_games = len(openings)
+    players = [  # (side index, player); a player on both sides once
+        (k, s)
+        for k, s in enumerate(sides)
+        if not isinstance(s, NetSide) and (k == 0 or s is not side_a)
+    ]
+    for k, player in players:
+        player.reset(start.size, start.half_komi, seeds[k])
+    games = [Game(start, ply_limit=ply_limit, threefold=threefold) for _ in range(n_games)]
+    ptn_moves: list[list[str]] = [[] for _ in range(n_games)]
+    infos: list[list[PlayerMove | None]] = [[] for _ in range(n_games)]
+    seconds = np.zeros((n_games, 2))
+    trees: dict[int, BatchedMCTS] = {}
+
+    def play(gi: int, code: int, answer: PlayerMove | None) -> None:
+        game = games[gi]
+        before = game.position.copy()
+        ptn_moves[gi].append(before.ptn(code))
+        game.play(code)
+        infos[gi].append(answer)
+        for tree in trees.values():
+            tree.advance(gi, code)
+        for _, player in players:
+            observe = getattr(player, "observe", None)
+            if observe is not None:
+                observe(before, code)
+
+    for gi, opening in enumerate(openings):
+        for mv in opening:
+            if games[gi].result.over:
+                raise ValueError("the opening ends the game before its last move")
+            play(gi, games[gi].position.check_move(mv), None)
+        if games[gi].position.is_over:
+            raise ValueError("the opening ends the game")
+    opening_plies = [len(o) for o in openings]
+    for k, side in enumerate(sides):
+        if isinstance(side, NetSide):
+            seed = seeds[k] if seeds[k] is not None else 0
+            trees[k] = BatchedMCTS(n_games, start.size, side.config, seed=seed)
+            for gi, game in enumerate(games):
+                trees[k].reset(gi, game.position.state)
+    rng = np.random.default_rng(sample_seed)
+
+    while True:
+        open_games = [gi for gi, g in enumerate(games) if not g.result.over]
+        if not open_games:
+            break
+        # Who is to move in each open game: side 0 (A) or 1 (B).
+        mover = {
+            gi: 0 if (games[gi].position.side_to_move == 0) == a_white[gi] else 1
+            for gi in open_games
+        }
+        chosen: dict[int, PlayerMove] = {}
+        for k, side in enumerate(sides):
+            mine = [gi for gi in open_games if mover[gi] == k]
+            if not mine:
+                continue
+            if isinstance(side, NetSide):
+                t0 = time.perf_counter()
+                chosen.update(_net_moves(side, trees[k], games, mine, opening_plies, rng))
+                share = (time.perf_counter() - t0) / len(mine)
+                for gi in mine:
+                    seconds[gi, games[gi].position.side_to_move] += share
+            else:
+                for gi in mine:
+                    t0 = time.perf_counter()
+                    chosen[gi] = as_player_move(side.choose(games[gi].position.copy()))
+                    seconds[gi, games[gi].position.side_to_move] += time.perf_counter() - t0
+        for gi, answer in chosen.items():
+            play(gi, answer.code, answer)
+
+    records = []
+    for gi, game in enumerate(games):
+        result = game.result
+        white, black = (side_a, side_b) if a_white[gi] else (side_b, side_a)
+        records.append(
+            GameRecord(
+                white=white.name,
+                black=black.name,
+                start=start.copy(),
+                moves=list(game.moves),
+                ptn_moves=ptn_moves[gi],
+                opening_plies=opening_plies[gi],
+                result=str(result),
+                reason=result.reason,
+                winner=result.winner,
+                infos=infos[gi],
+                seconds=(float(seconds[gi, 0]), float(seconds[gi, 1])),
+            )
+        )
+    return records
+
+
+def _net_moves(
+    side: NetSide,
+    tree: BatchedMCTS,
+    games: list[Game],
+    mine: list[int],
+    opening_plies: list[int],
+    rng: np.random.Generator,
+) -> dict[int, PlayerMove]:
+    """One batched search of ``side`` over the games ``mine``; the move of each (sampled with
+    temperature 1 during the first ``side.sampling_plies`` plies after the opening) with the
+    root value, the simulations and the PV."""
+    tree.run(side.evaluator, games=mine, add_noise=False, simulations=side.simulations)
+    out = {}
+    for gi in mine:
+        ply = len(games[gi].moves) - opening_plies[gi]
+        temperature = 1.0 if ply < side.sampling_plies else 0.0
+        move = int(tree.choose_move(gi, temperature=temperature, rng=rng))
+        out[gi] = PlayerMove(
+            move,
+            value=float(tree.root_value(gi)),
+            nodes=side.simulations,
+            pv=tuple(tree.principal_variation(gi, move)) or (move,),
+        )
+    return out
+
+
+def play_game(
+    white: Player,
+    black: Player,
+    start: Position,
+    ply_limit: int | None,
+    threefold: bool = True,
+    opening_moves: Sequence[int | str] = (),
+    seed: int | None = None,
+) -> GameRecord:
+    """Play one game from ``start`` (:func:`play_games` with one game): ``opening_moves`` (codes
+    or PTN) are played first, then ``white`` and ``black`` choose in turn until the rules end the
+    game or an adjudication draws it (``ply_limit`` plies in the game, None for no limit;
+    threefold repetition if ``threefold``).
+
+    Both players get ``reset(size, half_komi, seed)`` first (per-colour seeds derived from
+    ``seed``; None leaves their random streams running) and ``observe`` after every ply. A player
+    may answer a bare move code instead of a :class:`PlayerMove`.
+
+    Raises ValueError if ``start`` is already over or the opening ends the game, and
+    ``takzero.game.IllegalMoveError`` (a ValueError) if a player or the opening gives an illegal
+    move.
+    """
+    (record,) = play_games(
+        white,
+        black,
+        start,
+        [tuple(opening_moves)],
+        [True],
+        ply_limit,
+        threefold=threefold,
+        seeds=(_seed_for(seed, 0), _seed_for(seed, 1)),
+    )
+    return record
+
+
+def run_match(
+    player_a: Player,
+    player_b: Player,
+    size: int,
+    half_komi: int = 0,
+    num_openings: int = 10,
+    ply_limit: int | None = 300,
+    seed: int = 0,
+    openings: Iterable[Sequence[int | str]] | None = None,
+    opening_plies: int = 2,
+    threefold: bool = True,
+    start: Position | None = None,
+    stop: Callable[[MatchResult], bool] | None = None,
+    on_game: Callable[[GameRecord], None] | None = None,
+) -> MatchResult:
+    """Play ``player_a`` against ``player_b`` on paired openings, one game after the other: each
+    opening is played twice, A white then B white, so the match has ``2 * num_openings`` games.
+
+    Openings are ``openings`` (move sequences, codes or PTN, from the start) when given, otherwise
+    ``num_openings`` distinct random sequences of ``opening_plies`` plies (:func:`random_openings`
+    with ``seed``). ``start`` defaults to the empty ``size`` board with ``half_komi``. Each game
+    is a :func:`play_game` with its own seed derived from ``seed``, opening and colour, so a match
+    is reproducible. ``stop(result)`` is asked after each pair (e.g. an SPRT that has decided) and
+    ends the match early when it returns True; ``on_game(record)`` is called after each game
+    (e.g. PTN logging).
+
+    Raises ValueError for bad sizes, counts, or openings that are illegal or end the game.
+    """
+    if start is None:
+        start = Position.start(size, half_komi=half_komi)
+    elif start.size != size or start.half_komi != half_komi:
+        raise ValueError("start position does not match size/half_komi")
+    if openings is None:
+        if num_openings < 1:
+            raise ValueError(f"num_openings must be >= 1, got {num_openings}")
+        opening_list: list[Sequence[int | str]] = list(
+            random_openings(start, num_openings, opening_plies, seed)
+        )
+    else:
+        opening_list = [tuple(o) for o in openings]
+        if not opening_list:
+            raise ValueError("openings is empty")
+    result = MatchResult(player_a.name, player_b.name)
+    for k, opening in enumerate(opening_list):
+        for a_white in (True, False):
+            white, black = (player_a, player_b) if a_white else (player_b, player_a)
+            record = play_game(
+                white,
+                black,
+                start,
+                ply_limit,
+                threefold=threefold,
+                opening_moves=opening,
+                seed=_seed_for(seed, k, 0 if a_white else 1),
+            )
+            result.add(record, a_white, record.score_for(0 if a_white else 1), k)
+            if on_game is not None:
+                on_game(record)
+        if stop is not None and stop(result):
+            break
+    return result
+
+
+def as_side(side: Side, size: int) -> Side:
+    """The side to play in a batched match: a :class:`takzero.players.NetworkPlayer` without a
+    time limit becomes a :class:`NetSide` (its evaluator, search settings and simulations), so
+    that its games are searched together instead of one at a time; other sides as they are.
+    Raises ValueError for a network of another board size than ``size``."""
+    if isinstance(side, NetworkPlayer) and side.seconds is None:
+        if side.model_size != size:
+            raise ValueError(
+                f"{side.name} plays {side.model_size}x{side.model_size}, not {size}x{size}"
+            )
+        return NetSide(side.name, side.evaluator, side.config, side.simulations)
+    return side
+
+
+def play_match(
+    side_a: Side,
+    side_b: Side,
+    start: Position,
+    openings: Sequence[Sequence[int | str]],
+    ply_limit: int | None,
+    seed: int = 0,
+    threefold: bool = True,
+) -> MatchResult:
+    """Play every opening twice (A white, then B white) with all games at once
+    (:func:`play_games`); a network player is played as a :class:`NetSide` (:func:`as_side`).
+
+    Seeds derived from ``seed``: a player side k is reset with ``seed + 104729 * k``, a network
+    side's tree is seeded with ``seed + 7919 * k`` and the sampled plies with ``seed`` (the
+    evaluator's scheme since its first version, kept so that matches replay exactly). Returns
+    A's :class:`MatchResult` with the :class:`GameRecord` s. Raises ValueError like
+    :func:`play_games`.
+    """
+    sides = (as_side(side_a, start.size), as_side(side_b, start.size))
+    seeds = tuple(
+        seed + (7919 if isinstance(side, NetSide) else 104729) * k for k, side in enumerate(sides)
+    )
+    paired = [opening for opening in openings for _ in (0, 1)]
+    a_white = [True, False] * len(openings)
+    records = play_games(
+        sides[0], sides[1], start, paired, a_white, ply_limit, threefold, seeds, sample_seed=seed
+    )  # fmt: skip
+    result = MatchResult(side_a.name, side_b.name)
+    for gi, record in enumerate(records):
+        result.add(record, a_white[gi], record.score_for(0 if a_white[gi] else 1), gi // 2)
+    return result
+
+
+__all__ = [
+    "NetSide",
+    "Side",
+    "as_side",
+    "play_game",
+    "play_games",
+    "play_match",
+    "run_match",
+]

@@ -1,0 +1,246 @@
+"""Match statistics: Elo from a score, confidence intervals (trinomial, pentanomial, Wilson) and
+Wald's SPRT. All scores are the first player's, draws count half.
+
+* Elo from a score: the logistic model, ``elo = -400 * log10(1 / score - 1)`` (score 0.75 ->
+  190.85 Elo).
+* Confidence interval: normal approximation of the mean score, ``score +- z * se``, mapped to Elo
+  through the same formula. ``se`` comes from the trinomial (win/draw/loss per game) variance, or
+  for paired games from the pentanomial variance (the five outcomes of a game pair, scores 0, 1/4,
+  1/2, 3/4, 1 per game of the pair), which accounts for the correlation inside a pair (the
+  fishtest convention). ``MatchResult.elo`` (``takzero.matches.results``) uses the pentanomial
+  when every opening was played with both colours, otherwise the trinomial, and says which in
+  ``EloEstimate.model``.
+* Wilson score interval (Wilson 1927) of a mean score: does not collapse to a point at 0 or 1.
+* SPRT: Wald's sequential probability ratio test (Wald 1945) of H0: elo = elo0 against H1: elo =
+  elo1 (logistic Elo), with the generalized log-likelihood ratio (GSPRT) computed as fishtest does
+  (``LLRcalc.LLR_logistic`` in official-stockfish/fishtest, after M. Van den Bergh, "A practical
+  introduction to the GSPRT", hardy.uhasselt.be/Fishtest/GSPRT_approximation.pdf): the maximum-
+  likelihood outcome distributions with mean score s0 and s1 are found from the empirical one
+  (empty outcome classes regularised to 1e-3 games), and ``LLR = N * sum_i p_i log(p1_i / p0_i)``.
+  Bounds: accept H1 when ``LLR >= log((1 - beta) / alpha)``, accept H0 when
+  ``LLR <= log(beta / (1 - alpha))``, continue otherwise. :func:`llr_normal` gives the simpler
+  normal approximation ``N (s1 - s0)(2 s - s0 - s1) / (2 var)`` (fishtest's ``LLR_alt2``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+
+def score_to_elo(score: float) -> float:
+    """Logistic Elo difference of a mean score: ``-400 * log10(1 / score - 1)``; -inf at 0, +inf
+    at 1. Raises ValueError outside [0, 1]."""
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"score must be in [0, 1], got {score}")
+    if score == 0.0:
+        return -math.inf
+    if score == 1.0:
+        return math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0) + 0.0  # + 0.0: no -0.0 at score 0.5
+
+
+def elo_to_score(elo: float) -> float:
+    """Expected score of a logistic Elo difference: ``1 / (1 + 10 ** (-elo / 400))``."""
+    return 1.0 / (1.0 + 10.0 ** (-elo / 400.0))
+
+
+@dataclass(frozen=True)
+class EloEstimate:
+    """Elo difference with a confidence interval (``lower``..``upper``, Elo), the mean score, its
+    standard error (score units), the number of samples (games, or game pairs for the
+    pentanomial model) and the model ('trinomial' or 'pentanomial')."""
+
+    elo: float
+    lower: float
+    upper: float
+    score: float
+    stderr: float
+    samples: int
+    model: str
+    confidence: float = 0.95
+
+
+def _check_counts(counts: Sequence[float], k: int) -> list[float]:
+    if len(counts) != k:
+        raise ValueError(f"expected {k} outcome counts, got {len(counts)}")
+    out = [float(c) for c in counts]
+    if any(c < 0 for c in out):
+        raise ValueError(f"outcome counts must be >= 0, got {list(counts)}")
+    if sum(out) <= 0:
+        raise ValueError("no games: the outcome counts sum to 0")
+    return out
+
+
+def _estimate(counts: Sequence[float], confidence: float, model: str) -> EloEstimate:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    k = len(counts)
+    values = [i / (k - 1) for i in range(k)]
+    n = sum(counts)
+    s = sum(v * c for v, c in zip(values, counts, strict=True)) / n
+    var = sum(c * (v - s) ** 2 for v, c in zip(values, counts, strict=True)) / n
+    se = math.sqrt(var / n)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    lo = min(max(s - z * se, 0.0), 1.0)
+    hi = min(max(s + z * se, 0.0), 1.0)
+    return EloEstimate(
+        elo=score_to_elo(s),
+        lower=score_to_elo(lo),
+        upper=score_to_elo(hi),
+        score=s,
+        stderr=se,
+        samples=round(n),
+        model=model,
+        confidence=confidence,
+    )
+
+
+def elo_trinomial(wins: int, draws: int, losses: int, confidence: float = 0.95) -> EloEstimate:
+    """Elo and interval from win/draw/loss counts, each game an independent sample: per-game
+    variance ``(W (1-s)^2 + D (1/2-s)^2 + L s^2) / n``, ``se = sqrt(var / n)``. Raises ValueError
+    for negative counts, no games, or a confidence outside (0, 1)."""
+    return _estimate(_check_counts([losses, draws, wins], 3), confidence, "trinomial")
+
+
+def elo_pentanomial(counts: Sequence[int], confidence: float = 0.95) -> EloEstimate:
+    """Elo and interval from game-pair counts ``[LL, LD+DL, LW+DD+WL, DW+WD, WW]`` (pair scores 0,
+    1/2, 1, 3/2, 2 out of 2), each pair one sample of score 0, 1/4, 1/2, 3/4, 1. Raises ValueError
+    like :func:`elo_trinomial`."""
+    return _estimate(_check_counts(counts, 5), confidence, "pentanomial")
+
+
+def _mle_with_mean(values: list[float], probs: list[float], s: float) -> list[float]:
+    """Maximum-likelihood distribution on ``values`` with mean ``s`` given the empirical ``probs``:
+    ``q_i = p_i / (1 + x (v_i - s))`` with x the root of ``sum p_i (v_i - s) / (1 + x (v_i - s))``
+    (decreasing in x; found by bisection on the interval where every denominator is > 0)."""
+    b = [v - s for v in values]
+    bmax, bmin = max(b), min(b)
+    lo = -1.0 / bmax + 1e-12
+    hi = -1.0 / bmin - 1e-12
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        f = sum(p * bi / (1.0 + mid * bi) for p, bi in zip(probs, b, strict=True))
+        if f > 0:
+            lo = mid
+        else:
+            hi = mid
+    x = 0.5 * (lo + hi)
+    q = [p / (1.0 + x * bi) for p, bi in zip(probs, b, strict=True)]
+    total = sum(q)
+    return [qi / total for qi in q]
+
+
+def _results_pdf(results: Sequence[float]) -> tuple[float, list[float], list[float]]:
+    k = len(results)
+    if k not in (3, 5):
+        raise ValueError(f"results must have 3 (L, D, W) or 5 (pentanomial) counts, got {k}")
+    counts = _check_counts(results, k)
+    counts = [c if c > 0 else 1e-3 for c in counts]  # fishtest's regularisation of empty classes
+    n = sum(counts)
+    return n, [i / (k - 1) for i in range(k)], [c / n for c in counts]
+
+
+def llr_logistic(elo0: float, elo1: float, results: Sequence[float]) -> float:
+    """GSPRT log-likelihood ratio of H1 (elo1) against H0 (elo0), logistic Elo, as fishtest's
+    ``LLR_logistic``. ``results``: ``[L, D, W]`` game counts or ``[LL, LD+DL, LW+DD+WL, DW+WD,
+    WW]`` pair counts (ascending score). Raises ValueError for bad counts."""
+    n, values, probs = _results_pdf(results)
+    s0, s1 = elo_to_score(elo0), elo_to_score(elo1)
+    q0 = _mle_with_mean(values, probs, s0)
+    q1 = _mle_with_mean(values, probs, s1)
+    return n * sum(p * (math.log(a) - math.log(b)) for p, a, b in zip(probs, q1, q0, strict=True))
+
+
+def llr_normal(elo0: float, elo1: float, results: Sequence[float]) -> float:
+    """Normal approximation of :func:`llr_logistic`: ``N (s1 - s0)(2 s - s0 - s1) / (2 var)``
+    with s, var the empirical mean and variance per sample (fishtest's ``LLR_alt2``)."""
+    n, values, probs = _results_pdf(results)
+    s0, s1 = elo_to_score(elo0), elo_to_score(elo1)
+    s = sum(v * p for v, p in zip(values, probs, strict=True))
+    var = sum(p * (v - s) ** 2 for v, p in zip(values, probs, strict=True))
+    return n * (s1 - s0) * (2.0 * s - s0 - s1) / (2.0 * var)
+
+
+@dataclass(frozen=True)
+class SPRTResult:
+    """``decision``: 'accept' (H1: elo >= elo1 is accepted), 'reject' (H0 accepted) or
+    'continue'; ``llr`` and the Wald bounds ``lower`` = log(beta / (1 - alpha)), ``upper`` =
+    log((1 - beta) / alpha)."""
+
+    decision: str
+    llr: float
+    lower: float
+    upper: float
+    elo0: float
+    elo1: float
+
+
+def sprt(
+    results: Sequence[float],
+    elo0: float = 0.0,
+    elo1: float = 35.0,
+    alpha: float = 0.05,
+    beta: float = 0.05,
+) -> SPRTResult:
+    """Wald's SPRT on ``results`` (``[L, D, W]`` or pentanomial pair counts, see
+    :func:`llr_logistic`) for H0: elo = elo0 against H1: elo = elo1 (logistic Elo, elo0 < elo1)
+    with error rates ``alpha`` (false accept of H1) and ``beta`` (false accept of H0). Raises
+    ValueError for elo0 >= elo1, alpha/beta outside (0, 1), or bad counts."""
+    if not elo0 < elo1:
+        raise ValueError(f"need elo0 < elo1, got {elo0} and {elo1}")
+    if not (0.0 < alpha < 1.0 and 0.0 < beta < 1.0):
+        raise ValueError(f"alpha and beta must be in (0, 1), got {alpha} and {beta}")
+    llr = llr_logistic(elo0, elo1, results)
+    lower = math.log(beta / (1.0 - alpha))
+    upper = math.log((1.0 - beta) / alpha)
+    decision = "accept" if llr >= upper else ("reject" if llr <= lower else "continue")
+    return SPRTResult(decision, llr, lower, upper, elo0, elo1)
+
+
+def wilson_interval(score: float, games: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval (Wilson 1927) of a mean score over ``games`` games (draws count
+    half, games taken as independent), 95% by default. Unlike the normal interval it does not
+    collapse to a point at a score of 0 or 1 (200 wins in 200 games: [0.981, 1]). Raises
+    ValueError for games < 1 or a score outside [0, 1]."""
+    if games < 1 or not 0.0 <= score <= 1.0:
+        raise ValueError(f"need games >= 1 and 0 <= score <= 1, got {games} games, score {score}")
+    z2 = z * z / games
+    centre = (score + z2 / 2) / (1 + z2)
+    half = z * math.sqrt(score * (1 - score) / games + z2 / (4 * games)) / (1 + z2)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
+def score_interval(est: EloEstimate) -> tuple[float, float]:
+    """The interval of the mean score that an Elo interval stands for (``est.lower``..``upper``
+    mapped back through :func:`elo_to_score`), rounded to 4 decimals."""
+    return round(elo_to_score(est.lower), 4), round(elo_to_score(est.upper), 4)
+
+
+def format_elo(est: EloEstimate) -> str:
+    """``'+35.2 [-10.1, +80.3] (95%, pentanomial)'`` (``inf`` when a side scored everything)."""
+
+    def f(x: float) -> str:
+        if math.isinf(x):
+            return "+inf" if x > 0 else "-inf"
+        return f"{x:+.1f}"
+
+    return f"{f(est.elo)} [{f(est.lower)}, {f(est.upper)}] ({est.confidence * 100:g}%, {est.model})"
+
+
+__all__ = [
+    "EloEstimate",
+    "SPRTResult",
+    "elo_pentanomial",
+    "elo_to_score",
+    "elo_trinomial",
+    "format_elo",
+    "llr_logistic",
+    "llr_normal",
+    "score_interval",
+    "score_to_elo",
+    "sprt",
+    "wilson_interval",
+]

@@ -1,0 +1,564 @@
+"""Matches between TEI engines (external processes): the TEI client, time controls, one game
+with clocks and engine-fault forfeits (:func:`play_tei_game`) and a paired-opening match
+(:func:`run_tei_match`). ``python -m takzero.match`` is its command line.
+
+This loop stays separate from the in-process loop of ``takzero.matches.games``: it drives
+external processes one game at a time, keeps the clocks, and turns crashes, timeouts, lost time
+and illegal or malformed moves into forfeits (the engine is restarted for the next game), none of
+which an in-process player can do.
+
+* Engines are started with ``shlex.split`` of their command and spoken to in TEI (``tei``/
+  ``teiok``, ``setoption name HalfKomi``, ``teinewgame``, ``isready``, ``position ... moves ...``,
+  ``go ...``, ``bestmove``); any TEI engine works, not only takzero's.
+* Paired openings: each opening is played twice with the colours swapped (an odd game count leaves
+  the last opening unpaired); openings from a file (``takzero.matches.openings.load_openings``) or
+  random.
+* Time control: ``go nodes N``, ``go movetime MS`` or a clock ``BASE+INC`` (``go wtime btime winc
+  binc`` with clocks kept by the runner; an engine that overruns its clock by more than the margin
+  loses on time).
+* Adjudication by the rules engine: roads and flat wins, the ply limit (draw) and threefold
+  repetition (draw, optional).
+* Results: the match from engine 1's point of view (``takzero.matches.results.MatchResult``:
+  pentanomial Elo over game pairs when every opening was played with both colours, else
+  trinomial) and each game as PTN.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import queue
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from takzero.game.core import RESULT_NONE
+from takzero.game.moves import MoveError
+from takzero.game.position import Game, Position
+from takzero.game.ptn import PTNGame, write_ptn
+from takzero.matches.openings import Opening, random_openings
+from takzero.matches.results import MatchResult, colour_score
+from takzero.matches.stats import format_elo
+
+__all__ = [
+    "EngineError",
+    "GameOutcome",
+    "MatchAborted",
+    "TEIClient",
+    "TimeControl",
+    "play_tei_game",
+    "run_tei_match",
+]
+
+
+class EngineError(RuntimeError):
+    """An engine that crashed, timed out or broke the protocol; ``reason`` is short
+    ('crash', 'timeout', 'protocol'), the message says more."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class MatchAborted(RuntimeError):
+    """The match cannot be played at all (an engine does not start); no game was played."""
+
+
+# ---------------------------------------------------------------------------------------------
+# TEI client
+# ---------------------------------------------------------------------------------------------
+
+
+class TEIClient:
+    """One TEI engine process.
+
+    Args:
+        command: the command line (split with ``shlex.split``).
+        label: a fallback name (used until/unless the engine sends ``id name``).
+        stderr: file to append the engine's stderr to (None: discarded).
+        log: called with ``'> line'`` / ``'< line'`` for every line sent / received (debugging).
+        startup_timeout: seconds to wait for ``teiok`` and ``readyok``.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        label: str = "engine",
+        stderr: str | Path | None = None,
+        log: Callable[[str], None] | None = None,
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self.command = command
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ValueError("empty engine command")
+        self.name = label
+        self.id_name: str | None = None
+        self.options: dict[str, str] = {}
+        self.stderr_path = stderr
+        self.log = log
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader: threading.Thread | None = None
+        self._stderr_file = None
+
+    # -- process -----------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start the process and do the ``tei`` handshake (and ``isready``).
+
+        Raises EngineError when the program cannot be started or does not answer."""
+        self.close()
+        self._lines = queue.Queue()
+        if self.stderr_path is not None:
+            self._stderr_file = open(self.stderr_path, "a", encoding="utf-8")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr_file or subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+            )
+        except OSError as e:
+            raise EngineError("crash", f"cannot start '{self.command}': {e}") from None
+        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader.start()
+        self.send("tei")
+        self.options = {}
+        while True:
+            line = self._next(self.startup_timeout, "teiok")
+            if line.startswith("id name "):
+                self.id_name = line[len("id name ") :].strip()
+            elif line.startswith("option name "):
+                rest = line[len("option name ") :]
+                name = rest.split(" type ")[0].strip()
+                self.options[name.lower()] = name
+            elif line.strip() == "teiok":
+                break
+        self.is_ready(self.startup_timeout)
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\r\n")
+            if self.log:
+                self.log(f"< {line}")
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def send(self, line: str) -> None:
+        """Send one line. Raises EngineError('crash') if the process is gone."""
+        if not self.alive:
+            raise EngineError("crash", f"{self.name} is not running ({self._exit_text()})")
+        if self.log:
+            self.log(f"> {line}")
+        try:
+            assert self.proc is not None and self.proc.stdin is not None
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise EngineError(
+                "crash", f"{self.name} closed its input ({self._exit_text()})"
+            ) from None
+
+    def _exit_text(self) -> str:
+        if self.proc is None:
+            return "not started"
+        code = self.proc.poll()
+        return "still running" if code is None else f"exit code {code}"
+
+    def _next(self, timeout: float, waiting_for: str) -> str:
+        try:
+            line = self._lines.get(timeout=max(timeout, 0.001))
+        except queue.Empty:
+            raise EngineError(
+                "timeout", f"{self.name} did not answer {waiting_for} within {timeout:.1f} s"
+            ) from None
+        if line is None:
+            if self.proc is not None:
+                try:
+                    self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
+            raise EngineError(
+                "crash",
+                f"{self.name} stopped ({self._exit_text()}) while {waiting_for} was awaited",
+            )
+        return line
+
+    def is_ready(self, timeout: float = 30.0) -> None:
+        """``isready`` -> wait for ``readyok``. Raises EngineError."""
+        self.send("isready")
+        deadline = time.monotonic() + timeout
+        while self._next(deadline - time.monotonic(), "readyok").strip() != "readyok":
+            pass
+
+    def new_game(self, size: int, half_komi: int) -> None:
+        """``setoption name HalfKomi`` (when the engine has the option or komi is not 0),
+        ``teinewgame <size>``, ``isready``. Starts the engine first if it is not running.
+        Raises EngineError."""
+        if not self.alive:
+            self.start()
+        if "halfkomi" in self.options or half_komi != 0:
+            name = self.options.get("halfkomi", "HalfKomi")
+            self.send(f"setoption name {name} value {half_komi}")
+        self.send(f"teinewgame {size}")
+        self.is_ready(self.startup_timeout)
+
+    def go(self, position_cmd: str, go_cmd: str, timeout: float) -> tuple[str, list[str], float]:
+        """Send ``position_cmd`` and ``go_cmd``; wait for ``bestmove``.
+
+        Returns (the move text, the ``info`` lines received, seconds from ``go`` to
+        ``bestmove``). Raises EngineError (crash, timeout after ``timeout`` s, or a bestmove line
+        without a move)."""
+        self.send(position_cmd)
+        self.send(go_cmd)
+        t0 = time.monotonic()
+        infos: list[str] = []
+        while True:
+            line = self._next(timeout - (time.monotonic() - t0), "bestmove")
+            parts = line.split()
+            if parts and parts[0] == "bestmove":
+                elapsed = time.monotonic() - t0
+                if len(parts) < 2:
+                    raise EngineError("protocol", f"{self.name} sent 'bestmove' without a move")
+                return parts[1], infos, elapsed
+            if parts and parts[0] == "info":
+                infos.append(line)
+
+    def close(self, timeout: float = 3.0) -> None:
+        """``quit``, then terminate/kill if the process does not exit within ``timeout`` s."""
+        proc = self.proc
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write("quit\n")
+                    proc.stdin.flush()
+                except (BrokenPipeError, OSError, ValueError):
+                    pass
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if self._stderr_file is not None:
+            self._stderr_file.close()
+            self._stderr_file = None
+
+    def kill(self) -> None:
+        """Kill the process at once (after a timeout); the next game restarts it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close(timeout=0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Time control
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeControl:
+    """How a move is asked for: ``nodes`` (go nodes), ``movetime`` (ms, go movetime) or a clock
+    ``base`` + ``inc`` (ms; go wtime/btime/winc/binc). ``margin`` (ms): how far past its clock an
+    engine may go before it loses on time; ``move_timeout`` (s): the longest wait for a
+    ``bestmove`` under a node or move-time limit."""
+
+    nodes: int | None = None
+    movetime: int | None = None
+    base: int | None = None
+    inc: int = 0
+    margin: int = 1000
+    move_timeout: float = 120.0
+
+    @classmethod
+    def parse_tc(cls, text: str, **kw) -> TimeControl:
+        """``'60+0.5'`` (seconds) -> base 60000 ms, inc 500 ms. Raises ValueError."""
+        base, _, inc = text.partition("+")
+        b, i = float(base), float(inc) if inc else 0.0
+        if b <= 0 or i < 0:
+            raise ValueError(f"time control must be BASE+INC with BASE > 0, got '{text}'")
+        return cls(base=int(b * 1000), inc=int(i * 1000), **kw)
+
+    def describe(self) -> str:
+        if self.nodes is not None:
+            return f"nodes {self.nodes}"
+        if self.movetime is not None:
+            return f"movetime {self.movetime} ms"
+        return f"{(self.base or 0) / 1000:g}+{self.inc / 1000:g} s"
+
+    def go_command(self, clocks: tuple[float, float]) -> str:
+        """The ``go`` line for the current clocks (ms, white and black)."""
+        if self.nodes is not None:
+            return f"go nodes {self.nodes}"
+        if self.movetime is not None:
+            return f"go movetime {self.movetime}"
+        w, b = (max(0, int(c)) for c in clocks)
+        return f"go wtime {w} btime {b} winc {self.inc} binc {self.inc}"
+
+    def timeout(self, remaining_ms: float) -> float:
+        """Seconds to wait for a bestmove."""
+        if self.base is not None and self.nodes is None and self.movetime is None:
+            return max(0.0, remaining_ms + self.margin) / 1000.0
+        if self.movetime is not None:
+            return min(self.move_timeout, 3 * self.movetime / 1000.0 + 10.0)
+        return self.move_timeout
+
+
+# ---------------------------------------------------------------------------------------------
+# One game
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GameOutcome:
+    """A finished game between two engines.
+
+    ``result``: PTN result token; ``reason``: 'road', 'flat', 'draw', 'ply limit', 'repetition',
+    'crash', 'timeout', 'time', 'illegal move', 'protocol'; ``winner``: 0 white, 1 black, None
+    draw; ``detail``: what happened for forfeits; ``ptn``: the game as PTN text."""
+
+    white: str
+    black: str
+    result: str
+    reason: str
+    winner: int | None
+    plies: int
+    ptn: str
+    detail: str = ""
+    moves: list[int] = field(default_factory=list)
+    seconds: tuple[float, float] = (0.0, 0.0)
+
+    def score_for(self, colour: int) -> float:
+        """1 for a win of ``colour`` (0 white, 1 black), 0.5 for a draw, 0 for a loss."""
+        return colour_score(self.winner, colour)
+
+
+def _position_command(start: Position, moves: Sequence[str]) -> str:
+    std = Position.start(start.size, half_komi=start.half_komi)
+    head = "position startpos" if start == std else f"position tps {start.to_tps()}"
+    return f"{head} moves {' '.join(moves)}".rstrip() if moves else f"{head} moves"
+
+
+def play_tei_game(
+    white: TEIClient,
+    black: TEIClient,
+    opening: Opening,
+    tc: TimeControl,
+    ply_limit: int | None = 300,
+    threefold: bool = True,
+    tags: dict[str, str] | None = None,
+) -> GameOutcome:
+    """Play one game: the opening's moves, then the engines in turn until the rules or an
+    adjudication end it, or an engine forfeits (crash, timeout, lost on time, illegal or
+    malformed move: the opponent wins ``1-0``/``0-1``). Never raises for engine failures; a
+    failed engine is killed so the next game restarts it."""
+    start = opening.start
+    game = Game(start, ply_limit=ply_limit, threefold=threefold)
+    ptn_moves: list[str] = []
+    for code in opening.moves:
+        ptn_moves.append(game.position.ptn(code))
+        game.play(code)
+    engines = (white, black)
+    clocks = [float(tc.base or 0), float(tc.base or 0)]
+    spent = [0.0, 0.0]
+    forfeit: tuple[int, str, str] | None = None  # (loser colour, reason, detail)
+    for colour, eng in enumerate(engines):
+        try:
+            eng.new_game(start.size, start.half_komi)
+        except EngineError as e:
+            eng.kill()
+            forfeit = (colour, e.reason, str(e))
+            break
+    while forfeit is None and not game.result.over:
+        side = game.position.side_to_move
+        eng = engines[side]
+        pos_cmd = _position_command(start, ptn_moves)
+        go_cmd = tc.go_command((clocks[0], clocks[1]))
+        try:
+            text, _infos, elapsed = eng.go(pos_cmd, go_cmd, tc.timeout(clocks[side]))
+        except EngineError as e:
+            eng.kill()
+            forfeit = (side, e.reason, str(e))
+            break
+        spent[side] += elapsed
+        if tc.base is not None and tc.nodes is None and tc.movetime is None:
+            clocks[side] -= elapsed * 1000.0
+            if clocks[side] < -tc.margin:
+                forfeit = (side, "time", f"{eng.name} lost on time ({-clocks[side]:.0f} ms over)")
+                break
+            clocks[side] += tc.inc
+        try:
+            code = game.position.check_move(text)
+        except MoveError as e:
+            forfeit = (side, "illegal move", f"{eng.name} played '{text}': {e}")
+            break
+        ptn_moves.append(game.position.ptn(code))
+        game.play(code)
+    all_tags = {"Player1": white.name, "Player2": black.name}
+    all_tags.update(tags or {})
+    comments: dict[int, list[str]] = {}
+    if forfeit is not None:
+        loser, reason, detail = forfeit
+        result = "0-1" if loser == 0 else "1-0"
+        winner: int | None = 1 - loser
+        comments[len(game.moves)] = [
+            f"{'white' if loser == 0 else 'black'} forfeits: {detail.replace('}', ')')}"
+        ]
+        ptn_game = PTNGame.from_game(game, tags=all_tags, result=result, comments=comments)
+    else:
+        res = game.result
+        assert res.code != RESULT_NONE
+        result, reason, winner, detail = str(res), res.reason, res.winner, ""
+        ptn_game = PTNGame.from_game(game, tags=all_tags)
+    return GameOutcome(
+        white=white.name,
+        black=black.name,
+        result=result,
+        reason=reason,
+        winner=winner,
+        plies=len(game.moves),
+        ptn=write_ptn(ptn_game),
+        detail=detail,
+        moves=list(game.moves),
+        seconds=(spent[0], spent[1]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# A match
+# ---------------------------------------------------------------------------------------------
+
+
+def _distinct_names(a: TEIClient, b: TEIClient) -> None:
+    na = a.id_name or a.name
+    nb = b.id_name or b.name
+    if na == nb:
+        na, nb = f"{na}#1", f"{nb}#2"
+    a.name, b.name = na, nb
+
+
+def run_tei_match(
+    commands: Sequence[str],
+    games: int,
+    size: int,
+    half_komi: int,
+    tc: TimeControl,
+    openings: Sequence[Opening] | None = None,
+    opening_plies: int = 2,
+    seed: int = 0,
+    ply_limit: int | None = 300,
+    threefold: bool = True,
+    out_dir: str | Path | None = None,
+    printer: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
+) -> tuple[MatchResult, list[GameOutcome]]:
+    """Play ``games`` games between the two engines ``commands`` on paired openings (see the
+    module docstring); returns the match from engine 1's point of view and the games.
+
+    Raises ValueError for bad arguments (not two engines, games < 1, openings of another size)
+    and MatchAborted when an engine does not start (no game is played). Later engine failures
+    never raise: they lose games (a crashed engine is restarted for the next game)."""
+    if len(commands) != 2:
+        raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
+    if games < 1:
+        raise ValueError(f"games must be >= 1, got {games}")
+    start = Position.start(size, half_komi=half_komi)
+    n_open = (games + 1) // 2
+    if openings is None:
+        openings = [Opening(start, o) for o in random_openings(start, n_open, opening_plies, seed)]
+    else:
+        openings = list(openings)
+        if not openings:
+            raise ValueError("no openings")
+        if any(o.start.size != size for o in openings):
+            raise ValueError(f"openings must be for {size}x{size}")
+        if len(openings) < n_open:
+            printer(f"note: {len(openings)} openings for {n_open} pairs; they are reused in turn")
+        openings = [openings[i % len(openings)] for i in range(n_open)]
+    out_path = None
+    stderr_paths: list[Path | None] = [None, None]
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        out_path = out / "games.ptn"
+        with open(out_path, "a", encoding="utf-8"):
+            pass  # writable? (emptied only once both engines have started)
+        stderr_paths = [out / "engine1.stderr.log", out / "engine2.stderr.log"]
+    clients = [
+        TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i], log=log)
+        for i, cmd in enumerate(commands)
+    ]
+    for c in clients:
+        try:
+            c.start()
+        except EngineError as e:
+            for other in clients:
+                other.kill()
+            raise MatchAborted(f"{c.name} ({c.command}) did not start: {e}; no games played") from None
+    if out_path is not None:
+        out_path.write_text("", encoding="utf-8")
+    _distinct_names(*clients)
+    a, b = clients
+    printer(
+        f"match: {a.name} vs {b.name}, {games} games, {size}x{size}, komi {start.komi:g}, "
+        f"{tc.describe()}, ply limit {ply_limit}"
+    )
+    result = MatchResult(a.name, b.name)
+    outcomes: list[GameOutcome] = []
+    date = _dt.date.today().strftime("%Y.%m.%d")
+    try:
+        for g in range(games):
+            k, a_white = g // 2, g % 2 == 0
+            opening = openings[k]
+            white, black = (a, b) if a_white else (b, a)
+            tags = {"Event": "takzero match", "Date": date, "Round": str(g + 1)}
+            if opening.moves or opening.start != start:
+                tags["Opening"] = opening.describe()
+            outcome = play_tei_game(white, black, opening, tc, ply_limit, threefold, tags)
+            outcomes.append(outcome)
+            score = outcome.score_for(0 if a_white else 1)
+            result.add(None, a_white, score, k)
+            if out_path is not None:
+                with open(out_path, "a", encoding="utf-8") as f:
+                    f.write(("\n" if g else "") + outcome.ptn)
+            why = outcome.reason + (f": {outcome.detail}" if outcome.detail else "")
+            printer(
+                f"game {g + 1}/{games}: {outcome.white} - {outcome.black} {outcome.result} "
+                f"({why}), {outcome.plies} plies; {a.name} {result.wins}-{result.losses}-"
+                f"{result.draws}"
+            )
+    finally:
+        for c in clients:
+            c.close()
+    printer(
+        f"score of {a.name} vs {b.name}: {result.wins} - {result.losses} - {result.draws} "
+        f"(W-L-D) [{result.score:.3f}] {result.num_games} games"
+    )
+    printer(f"elo difference ({a.name} - {b.name}): {format_elo(result.elo())}")
+    if out_path is not None:
+        printer(f"games written to {out_path}")
+    return result, outcomes

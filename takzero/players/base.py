@@ -1,0 +1,151 @@
+"""The player interface: what matches, the play CLI and the TEI engine need from a player.
+
+The interface (:class:`Player`) is deliberately small:
+
+* ``name`` -- a label for logs, PTN tags and match tables;
+* ``reset(size, half_komi, seed=None)`` -- a new game starts on a ``size`` board with that komi (in
+  half points); a ``seed`` (when given) restarts the player's random stream, so a game played from
+  the same seeds is the same game;
+* ``choose(position) -> PlayerMove`` -- the move to play in ``position`` (a legal move code plus
+  optional evaluation: value, win/draw/loss, nodes searched, principal variation). The player must
+  not change ``position`` (the game loop hands it a copy anyway);
+* ``observe(position, move)`` -- called by the game loop after every ply of the game (both
+  players' plies, opening plies included) with the position before the move and the move code, so
+  a search player can keep its tree between moves. Players that need nothing do nothing.
+
+:class:`BasePlayer` adds the shared plumbing and ``think(position, nodes, seconds, stop,
+on_progress)``, the anytime search under a node and/or time limit that the TEI engine and the play
+CLI use. Its default is one ``choose``; a searching player overrides it with its own clock (the
+UCT baseline: searches of growing size; the network player: chunks of simulations), so callers
+never need to know which kind of player they hold.
+
+Values everywhere are from the point of view of the player to move: win +1, draw 0, loss -1.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from takzero.game.position import Position
+
+
+@dataclass(frozen=True)
+class PlayerMove:
+    """A player's answer: the move and what the player knows about the position.
+
+    ``code``: the move code (``takzero.game.core`` encoding), legal in the position asked about.
+    ``value``: expected outcome for the side to move, -1 (loss) .. +1 (win); None if unknown.
+    ``wdl``: (win, draw, loss) probabilities for the side to move; None if unknown.
+    ``nodes``: simulations / positions searched for this move (0 if none).
+    ``pv``: principal variation, move codes starting with ``code`` (may be empty).
+    ``info``: anything else worth logging (e.g. ``{"kind": "win"}`` for the greedy player).
+    """
+
+    code: int
+    value: float | None = None
+    wdl: tuple[float, float, float] | None = None
+    nodes: int = 0
+    pv: tuple[int, ...] = ()
+    info: Mapping[str, object] = field(default_factory=dict)
+
+
+#: ``on_progress(answer, nodes_so_far)``: called by :meth:`BasePlayer.think` during a search.
+Progress = Callable[[PlayerMove, int], None]
+
+
+@runtime_checkable
+class Player(Protocol):
+    """What a game loop, the play CLI and the TEI engine need from a player (see the module
+    doc)."""
+
+    name: str
+
+    def reset(self, size: int, half_komi: int, seed: int | None = None) -> None:
+        """A new game on a ``size`` board with ``half_komi``; ``seed`` restarts the randomness."""
+        ...
+
+    def choose(self, position: Position) -> PlayerMove:
+        """The move to play in ``position`` (not over); must not modify ``position``."""
+        ...
+
+    def observe(self, position: Position, move: int) -> None:
+        """``move`` was played in ``position`` (by either side); for tree reuse. May do nothing."""
+        ...
+
+
+def as_player_move(answer: PlayerMove | int) -> PlayerMove:
+    """Wrap a bare move code (what a minimal player may return) as a :class:`PlayerMove`."""
+    if isinstance(answer, PlayerMove):
+        return answer
+    return PlayerMove(int(answer))
+
+
+class BasePlayer:
+    """Shared plumbing: a name, a seeded ``numpy`` Generator, no-op :meth:`observe`, and a
+    :meth:`think` that is one :meth:`choose` unless a searching player overrides it.
+
+    ``seed`` (int) seeds the player's random stream; :meth:`reset` with a seed restarts it. Each
+    compiled search draws its own 31-bit seed from this stream, so a player is deterministic for a
+    given seed and sequence of positions.
+    """
+
+    name = "base"
+
+    def __init__(self, seed: int = 0, name: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        self._rng = np.random.default_rng(seed)
+        self.size = 0
+        self.half_komi = 0
+
+    def reset(self, size: int, half_komi: int, seed: int | None = None) -> None:
+        """A new game on a ``size`` board with ``half_komi``; ``seed`` restarts the randomness."""
+        self.size = int(size)
+        self.half_komi = int(half_komi)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+
+    def observe(self, position: Position, move: int) -> None:  # noqa: B027 - optional hook
+        """``move`` was played in ``position``; nothing to do for a player without a tree."""
+        return None
+
+    def choose(self, position: Position) -> PlayerMove:
+        """The move to play in ``position``; subclasses implement it."""
+        raise NotImplementedError
+
+    def think(
+        self,
+        position: Position,
+        nodes: int | None = None,
+        seconds: float | None = None,
+        stop: threading.Event | None = None,
+        on_progress: Progress | None = None,
+    ) -> PlayerMove:
+        """An anytime search of ``position`` under ``nodes`` (simulations) and/or ``seconds``,
+        ended early when ``stop`` is set; ``on_progress(answer, nodes)`` is called during the
+        search by players that report progress. The returned answer's ``nodes`` is the number
+        searched for it in all.
+
+        This default (a player that does not search: random, greedy) is one :meth:`choose`,
+        whatever the limits, without progress reports. Raises ValueError on a finished position.
+        """
+        return self.choose(position)
+
+    def _next_seed(self) -> int:
+        return int(self._rng.integers(0, 2**31 - 1))
+
+    @staticmethod
+    def _check_open(position: Position) -> None:
+        if position.is_over:
+            raise ValueError(f"the game is over ({position.result}); there is no move to choose")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+__all__ = ["BasePlayer", "Player", "PlayerMove", "Progress", "as_player_move"]

@@ -1,0 +1,260 @@
+"""The network player: MCTS (``takzero.search``) guided by a policy/value network, for matches,
+the play CLI and the TEI engine. It keeps its own clock (:meth:`NetworkPlayer.think`: chunks of
+simulations until the node or time limit, or a stop flag).
+
+torch and the search are imported when a network player is built, so that importing
+``takzero.players`` for a baseline stays quick.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from takzero.game.position import Position
+from takzero.players.base import BasePlayer, PlayerMove, Progress
+
+#: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
+DEFAULT_NETWORK_SIMULATIONS = 400
+#: Simulations per chunk of :meth:`NetworkPlayer.think`: the stop flag and the clock are checked
+#: between chunks (a chunk costs that many network calls of batch 1).
+NETWORK_CHUNK = 32
+
+
+class NetworkPlayer(BasePlayer):
+    """A network with MCTS (``takzero.search.BatchedMCTS``, one game slot) for evaluation, play and
+    the TEI engine: no Dirichlet noise, no playout cap, the most visited move (ties: higher Q,
+    then higher prior; a proven win is taken at once).
+
+    Args:
+        evaluator: evaluates positions like ``takzero.nn.inference.Evaluator``:
+            ``evaluate(states (B, STATE_LEN) int64) -> (priors (B, A) float32, values (B,),
+            wdl (B, 3))`` from the side to move's view, with ``size`` (the board size it plays)
+            and optionally ``metadata`` (``half_komi``, ``run_name``, ``generation``).
+        simulations: simulations per move for :meth:`choose` (>= 1).
+        seconds: time budget per move for :meth:`choose` (None: none); with both, whichever
+            runs out first ends the search.
+        config: search settings (``takzero.search.SearchConfig``; default its
+            ``evaluation()`` copy); noise is always off here.
+        reuse_tree: keep the subtree of the moves played (``observe``) for the next search.
+        seed, name: as :class:`BasePlayer` (the name defaults to ``<run_name>-g<generation>``
+            from the metadata, else ``network``).
+
+    :class:`PlayerMove`: ``value`` = root value in [-1, 1] (exact when proven), ``wdl`` = the
+    search value spread around the network's draw probability at the root (``d`` = that draw
+    probability capped at ``1 - |v|``, ``w = (1 - d + v) / 2``, ``l = (1 - d - v) / 2``; exact
+    when proven), ``nodes`` = simulations of this search, ``pv`` = most visited line,
+    ``info`` = root visits of the move, tree nodes, proven result, seconds.
+
+    Raises ValueError for bad settings, a finished position, or a position of another board size
+    than the network's.
+    """
+
+    name = "network"
+
+    def __init__(
+        self,
+        evaluator,
+        simulations: int = DEFAULT_NETWORK_SIMULATIONS,
+        seconds: float | None = None,
+        config=None,
+        reuse_tree: bool = True,
+        seed: int = 0,
+        name: str | None = None,
+    ) -> None:
+        from takzero.search import SearchConfig
+
+        if simulations < 1:
+            raise ValueError(f"simulations must be >= 1, got {simulations}")
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"seconds must be > 0, got {seconds}")
+        meta = dict(getattr(evaluator, "metadata", None) or {})
+        if name is None:
+            run, gen = meta.get("run_name"), meta.get("generation")
+            name = f"{run}-g{gen}" if run and gen is not None else "network"
+        super().__init__(seed, name)
+        self.evaluator = evaluator
+        self.metadata = meta
+        self.model_size = int(getattr(evaluator, "size", meta.get("size", 0)))
+        self.model_half_komi: int | None = (
+            int(meta["half_komi"]) if meta.get("half_komi") is not None else None
+        )
+        self.simulations = int(simulations)
+        self.seconds = seconds
+        self.reuse_tree = bool(reuse_tree)
+        base = (config or SearchConfig()).evaluation()
+        self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree)
+        self._mcts = None
+        self._valid = False  # the tree's root is the position the player was last told about
+        self._draw_cache: dict[int, float] = {}
+
+    @classmethod
+    def load(
+        cls,
+        source,
+        simulations: int = DEFAULT_NETWORK_SIMULATIONS,
+        device: str = "cpu",
+        **kwargs,
+    ) -> NetworkPlayer:
+        """A player for ``source``: an exported file (TorchScript ``.pt`` or ``.onnx``), a
+        training checkpoint (path or loaded dict ``{'model_config', 'model_state', ...}``) or an
+        evaluator. ``kwargs`` go to the constructor. Raises OSError / ValueError / RuntimeError
+        for a file that cannot be used."""
+        if hasattr(source, "evaluate"):
+            return cls(source, simulations=simulations, **kwargs)
+        from takzero.nn.inference import Evaluator
+
+        if isinstance(source, dict):
+            ev = Evaluator.from_checkpoint(source, device=device)
+        else:
+            ev = Evaluator.load(source, device=device)
+        return cls(ev, simulations=simulations, **kwargs)
+
+    # -- Player interface ---------------------------------------------------------------------
+
+    def reset(self, size: int, half_komi: int, seed: int | None = None) -> None:
+        """A new game (drops the tree). Raises ValueError for a size the network does not play."""
+        if int(size) != self.model_size:
+            raise ValueError(
+                f"this network plays {self.model_size}x{self.model_size}, not {size}x{size}"
+            )
+        super().reset(size, half_komi, seed)
+        self._valid = False
+        self._draw_cache.clear()
+
+    def choose(self, position: Position) -> PlayerMove:
+        """Search with ``simulations`` (and ``seconds`` if set) and return the move."""
+        return self.think(position, nodes=self.simulations, seconds=self.seconds)
+
+    def observe(self, position: Position, move: int) -> None:
+        """Tree reuse: if the tree's root is ``position``, the subtree of ``move`` becomes the
+        tree; otherwise the next search starts a fresh tree."""
+        mcts = self._mcts
+        if not (self.reuse_tree and self._valid and mcts is not None and mcts.is_active(0)):
+            self._valid = False
+            return
+        if not np.array_equal(mcts.root_state(0), position.state):
+            self._valid = False
+            return
+        try:
+            mcts.advance(0, int(move))
+        except ValueError:
+            self._valid = False
+            return
+        self._valid = mcts.is_active(0)
+
+    # -- searching ----------------------------------------------------------------------------
+
+    def _tree_for(self, position: Position):
+        from takzero.search import BatchedMCTS
+
+        if self._mcts is None:
+            self._mcts = BatchedMCTS(1, self.model_size, self.config, seed=self._next_seed())
+        mcts = self._mcts
+        if not (self._valid and np.array_equal(mcts.root_state(0), position.state)):
+            mcts.reset(0, position.state)
+        self._valid = mcts.is_active(0)
+        return mcts
+
+    def _draw_probability(self, position: Position) -> float:
+        key = position.hash
+        if key not in self._draw_cache:
+            if len(self._draw_cache) > 4096:
+                self._draw_cache.clear()
+            _, _, wdl = self.evaluator.evaluate(position.state[None].copy())
+            self._draw_cache[key] = float(np.asarray(wdl)[0, 1])
+        return self._draw_cache[key]
+
+    def _pv(self, mcts, first_move: int, limit: int = 32) -> tuple[int, ...]:
+        """Most visited line from the root, starting with the chosen move."""
+        return tuple(mcts.principal_variation(0, first_move, limit)) or (int(first_move),)
+
+    def _answer(self, mcts, position: Position, done: int, seconds: float) -> PlayerMove:
+        move = int(mcts.choose_move(0, temperature=0.0))
+        moves, visits = mcts.root_visits(0)
+        value = float(mcts.root_value(0))
+        proven = mcts.root_proven(0)
+        if proven is not None:
+            wdl = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))[1 - int(proven)]
+        else:
+            v = max(-1.0, min(1.0, value))
+            d = min(max(self._draw_probability(position), 0.0), 1.0 - abs(v))
+            wdl = ((1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0)
+        hit = np.flatnonzero(moves == move)
+        return PlayerMove(
+            move,
+            value=value,
+            wdl=wdl,
+            nodes=int(done),
+            pv=self._pv(mcts, move),
+            info={
+                "visits": int(visits[hit[0]]) if hit.size else 0,
+                "tree_nodes": mcts.tree_size(0),
+                "proven": proven,
+                "seconds": seconds,
+            },
+        )
+
+    def think(
+        self,
+        position: Position,
+        nodes: int | None = None,
+        seconds: float | None = None,
+        stop: threading.Event | None = None,
+        on_progress: Progress | None = None,
+    ) -> PlayerMove:
+        """An anytime search of ``position``: runs chunks of :data:`NETWORK_CHUNK` simulations
+        until ``nodes`` simulations are done, the next chunk would overrun ``seconds``, or
+        ``stop`` (a ``threading.Event``) is set. Without ``nodes`` and ``seconds`` it runs until
+        ``stop`` is set (or ``simulations`` when there is no ``stop``). At least one chunk runs.
+
+        A proven root (a forced win, loss or draw found by the search) ends the search early
+        (without limits: once ``stop`` is set). ``on_progress(answer, simulations)`` is called
+        after the chunks that reach 64, 128, 256, ... simulations (a deterministic schedule) and
+        after the last one. Returns the
+        :class:`PlayerMove`. Raises ValueError (finished position, another board size).
+        """
+        self._check_open(position)
+        if position.size != self.model_size:
+            raise ValueError(
+                f"this network plays {self.model_size}x{self.model_size}, "
+                f"not {position.size}x{position.size}"
+            )
+        if nodes is None and seconds is None and stop is None:
+            nodes = self.simulations
+        mcts = self._tree_for(position)
+        t0 = time.perf_counter()
+        done = 0
+        next_report = 64
+        answer = None
+        while True:
+            chunk = NETWORK_CHUNK if nodes is None else min(NETWORK_CHUNK, nodes - done)
+            mcts.run(self.evaluator, add_noise=False, simulations=chunk)
+            done += chunk
+            elapsed = time.perf_counter() - t0
+            finished = (
+                (nodes is not None and done >= nodes)
+                or (stop is not None and stop.is_set())
+                or (seconds is not None and elapsed * (done + chunk) / done > seconds)
+            )
+            if not finished and mcts.root_proven(0) is not None:
+                # Solved: more search changes nothing. Without limits, wait for the stop flag.
+                if nodes is None and seconds is None and stop is not None:
+                    stop.wait()
+                finished = True
+            if on_progress is not None and (finished or done >= next_report):
+                while next_report <= done:
+                    next_report *= 2
+                answer = self._answer(mcts, position, done, elapsed)
+                on_progress(answer, done)
+            if finished:
+                break
+        if answer is None or answer.nodes != done:
+            answer = self._answer(mcts, position, done, time.perf_counter() - t0)
+        return answer
+
+
+__all__ = ["DEFAULT_NETWORK_SIMULATIONS", "NETWORK_CHUNK", "NetworkPlayer"]
