@@ -55,6 +55,7 @@ from takzero.game.core import (
     flat_winner,
     generate_moves,
     make_move,
+    num_actions,
     result_winner,
     unmake_move,
 )
@@ -180,7 +181,7 @@ GREEDY_KINDS = ("win", "safe", "lost")
 
 @njit(cache=True)
 def _buffer_len(size: int) -> int:
-    return (3 + 4 * ((1 << size) - 2)) * size * size
+    return num_actions(size)
 
 
 @njit(cache=True)

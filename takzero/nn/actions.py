@@ -39,6 +39,7 @@ from takzero.game.core import (
     I_SIZE,
     STATE_LEN,
     generate_moves,
+    num_actions,  # re-exported: the action count is the rules' count of move codes
 )
 from takzero.game.symmetry import (  # re-exported: the compiled transforms live with the rules
     transform_direction,
@@ -87,12 +88,6 @@ def spread_patterns(size: int) -> int:
 def action_channels(size: int) -> int:
     """Action channels per square: ``3 + 4 * (2**N - 2)`` (251 on 6x6)."""
     return NUM_PLACEMENT_CHANNELS + 4 * spread_patterns(size)
-
-
-def num_actions(size: int) -> int:
-    """Size of the action space: ``action_channels(N) * N * N`` (9,036 on 6x6). Same as
-    ``core.num_actions``."""
-    return action_channels(size) * size * size
 
 
 # ---------------------------------------------------------------------------------------------
