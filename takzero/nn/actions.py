@@ -80,8 +80,10 @@ __all__ = [
 ]
 
 
+@njit(cache=True, inline="always")
 def spread_patterns(size: int) -> int:
-    """Number of drop patterns per spread direction on a size-N board: ``2**N - 2``."""
+    """Number of drop patterns per spread direction on a size-N board: ``2**N - 2`` (compiled,
+    callable from Python)."""
     return (1 << size) - 2
 
 
@@ -109,7 +111,7 @@ def move_to_action(move: int, size: int) -> int:
         return (kind - 1) * nsq + sq
     direction = (move >> 8) & 3
     pattern = (move >> 10) & 255
-    channel = 3 + direction * ((1 << size) - 2) + pattern - 1
+    channel = 3 + direction * spread_patterns(size) + pattern - 1
     return channel * nsq + sq
 
 
@@ -123,7 +125,7 @@ def action_to_move(index: int, size: int) -> int:
     if channel < 3:
         return sq | ((channel + 1) << 6)
     r = channel - 3
-    npat = (1 << size) - 2
+    npat = spread_patterns(size)
     direction = r // npat
     pattern = r - direction * npat + 1
     return sq | (direction << 8) | (pattern << 10)
