@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from takzero.game import Position
+from takzero.game.core import has_winning_move
 from takzero.matches.games import run_match
 from takzero.players import (
     GreedyPlayer,
@@ -22,7 +23,6 @@ from takzero.players import (
     check_spec,
     greedy_move,
     make_player,
-    side_can_win_now,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -120,7 +120,7 @@ def test_greedy_blocks_a_one_move_road_threat() -> None:
         assert move.info["kind"] == "safe"
         after = pos.play(move.code)
         buf = np.empty(4096, dtype=np.int64)
-        assert not side_can_win_now(after.state.copy(), buf)
+        assert not has_winning_move(after.state.copy(), buf)
 
 
 def test_uct_blocks_a_one_move_road_threat() -> None:

@@ -267,3 +267,25 @@ def test_principal_variation_is_a_legal_most_visited_line() -> None:
     assert forced[0] == int(moves[-1])
     assert mcts.principal_variation(0, limit=1) == [pv[0]]
     assert best in set(moves.tolist())
+
+
+def test_pack_settings_holds_every_numeric_field():
+    """The kernels' settings record has every number/bool field of SearchConfig under its name,
+    with its value (None: NaN for floats, -1 for ints)."""
+    from dataclasses import fields
+
+    from takzero.search.config import SETTINGS_DTYPE, pack_settings
+
+    cfg = SearchConfig(c_init=1.5, gumbel=True, gumbel_m=7, fpu_value=None, full_sims=None,
+                       max_plies=90, virtual_loss=0.25, road_check=False)  # fmt: skip
+    rec = pack_settings(cfg)[0]
+    assert set(SETTINGS_DTYPE.names) == {f.name for f in fields(SearchConfig)}
+    for name in SETTINGS_DTYPE.names:
+        value = getattr(cfg, name)
+        if value is None:
+            assert np.isnan(rec[name]) if isinstance(rec[name], np.floating) else rec[name] == -1
+        else:
+            assert rec[name] == value, name
+    assert rec["gumbel_m"].dtype == np.int64 and rec["road_check"].dtype == np.bool_
+    assert np.isnan(pack_settings(SearchConfig())[0]["fpu_value"])
+    assert pack_settings(SearchConfig(fpu_value=-1.0))[0]["fpu_value"] == -1.0

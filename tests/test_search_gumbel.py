@@ -9,7 +9,7 @@ from takzero.game import Position
 from takzero.game.core import I_HASH, generate_moves, make_move, num_actions
 from takzero.nn.actions import move_to_action
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig
-from takzero.search.kernels import considered_sequence
+from takzero.search.gumbel import considered_sequence
 
 
 @pytest.mark.parametrize(

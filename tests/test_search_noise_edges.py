@@ -9,7 +9,7 @@ import pytest
 from takzero.game import Position
 from takzero.game.core import generate_moves, num_actions
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig, UniformEvaluator
-from takzero.search import kernels as K
+from takzero.search.tree import UNKNOWN
 
 MID_4X4 = "x,2,x2/x,1,x,2/1,x2,1/x,2,x2 1 4"
 
@@ -167,7 +167,7 @@ def test_visit_accounting(leaves):
         # no terminal positions this close to the start: root = own eval + 120 simulations
         assert int(mcts._T.n[g, 0]) == 121
         assert mcts.root_visits(g)[1].sum() == 120
-        assert not (mcts._T.status[g, : mcts.tree_size(g)] != K.UNKNOWN).any()
+        assert not (mcts._T.status[g, : mcts.tree_size(g)] != UNKNOWN).any()
         _check_tree(mcts, g, exact=True)
     if leaves > 1:
         assert steps < 121

@@ -125,9 +125,17 @@ def test_tactics_in_batch_with_gumbel():
 @pytest.mark.parametrize("size", [3, 4, 5, 6])
 def test_road_win_squares_matches_brute_force(size):
     """The bitboard test of the road check agrees with playing every placement."""
-    from takzero.game.core import CAP, FLAT, I_CAPS, I_PLY, I_STONES, OFF_HEIGHT, make_placement
+    from takzero.game.core import (
+        CAP,
+        FLAT,
+        I_CAPS,
+        I_PLY,
+        I_STONES,
+        OFF_HEIGHT,
+        make_placement,
+        road_win_squares,
+    )
     from takzero.nn.features import random_states
-    from takzero.search.kernels import road_win_squares
 
     states = random_states(size, 400, seed=size, min_plies=4 * size, max_plies=20 * size,
                            spread_bias=0.2)  # fmt: skip
@@ -152,3 +160,25 @@ def test_road_win_squares_matches_brute_force(size):
         checked += 1
         positives += expected != 0
     assert checked > 100 and positives >= 3
+
+
+@pytest.mark.parametrize("size", [4, 5, 6])
+def test_has_winning_move_matches_brute_force(size):
+    """``core.has_winning_move`` (the compiled win-in-one test) agrees with playing every move,
+    on random positions and the win-in-one fixtures, and leaves the position unchanged."""
+    from takzero.game.core import has_winning_move
+    from takzero.nn.features import random_states
+
+    states = random_states(size, 300, seed=10 + size, min_plies=4 * size, max_plies=20 * size,
+                           spread_bias=0.2)  # fmt: skip
+    states = [s for s in states if s[8] == 0]
+    states += [Position.from_tps(t["tps"]).state for t in _tactics() if t["size"] == size]
+    buf = np.empty(num_actions(size), dtype=np.int64)
+    positives = 0
+    for st in states:
+        before = st.copy()
+        got = bool(has_winning_move(st, buf))
+        np.testing.assert_array_equal(st, before)
+        assert got == _opponent_wins_at_once(st)
+        positives += got
+    assert positives >= 3

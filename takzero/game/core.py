@@ -167,8 +167,12 @@ def _ray_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 RAYS, RAY_LEN, LINE = _ray_tables()
 
 
+@njit(cache=True)
 def num_actions(size: int) -> int:
-    """Number of distinct move codes a size-N board can have: (3 + 4 * (2**N - 2)) * N * N."""
+    """Number of distinct move codes a size-N board can have, which is also the size A of the
+    action space (``takzero.nn.actions``): per square 3 placements and 4 directions x
+    (2**N - 2) drop patterns, ``(3 + 4 * (2**N - 2)) * N * N`` (3,075 on 5x5, 9,036 on 6x6).
+    Compiled, and callable from Python (returns an int); the one place this count is written."""
     return (3 + 4 * ((1 << size) - 2)) * size * size
 
 
@@ -440,14 +444,22 @@ def _edge_masks(size: int) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
     return bottom, top, left, right
 
 
-@njit(cache=True)
-def _flood(seed: np.uint64, bb: np.uint64, size: int, not_left: np.uint64, not_right: np.uint64) -> np.uint64:
+@njit(cache=True, inline="always")
+def _neighbours(x: np.uint64, size: int, not_left: np.uint64, not_right: np.uint64) -> np.uint64:
+    """Squares orthogonally next to a square of ``x`` (bitboard of a size-N board; ``not_left`` /
+    ``not_right``: complements of the left and right edges, so a shift does not wrap to the next
+    rank). Bits above the board may be set: callers mask them."""
     n = np.uint64(size)
     one = np.uint64(1)
+    return (x << n) | (x >> n) | ((x << one) & not_left) | ((x >> one) & not_right)
+
+
+@njit(cache=True)
+def _flood(seed: np.uint64, bb: np.uint64, size: int, not_left: np.uint64, not_right: np.uint64) -> np.uint64:
+    """The squares of ``bb`` connected to ``seed & bb`` (orthogonal steps within ``bb``)."""
     front = seed & bb
     while True:
-        grow = front | (front << n) | (front >> n) | ((front << one) & not_left) | ((front >> one) & not_right)
-        grow &= bb
+        grow = (front | _neighbours(front, size, not_left, not_right)) & bb
         if grow == front:
             return front
         front = grow
@@ -477,6 +489,51 @@ def _road_on(bb: np.uint64, size: int) -> bool:
         if _flood(left, bb, size, ~left, ~right) & right:
             return True
     return False
+
+
+@njit(cache=True)
+def road_win_squares(state: np.ndarray) -> np.uint64:
+    """Bitboard (bit sq, uint64) of the empty squares where a flat or capstone of the player to
+    move completes a road for that player (``state``: (STATE_LEN,) int64, a position that goes on;
+    only the board is read, not the reserves: the caller checks that the piece is available).
+
+    A square wins iff it touches (or lies on) both edges' connected groups of the mover's road
+    pieces, for one of the two pairs of opposite edges. A road crosses every rank (or every file),
+    so an axis along which the mover's road pieces cover fewer than size - 1 lines cannot be
+    completed by one placement and is skipped (most positions: no flood fill at all). Used by the
+    search's road check (``takzero.search.steps``); tests compare it with playing every placement.
+    """
+    size = state[I_SIZE]
+    nsq = size * size
+    white, black, empty = road_bitboards(state)
+    if empty == 0:
+        return empty
+    bb = black if state[I_PLY] & 1 else white
+    ranks, files = line_cover(bb, size)
+    vertical = ranks >= size - 1
+    horizontal = popcount(np.int64(files)) >= size - 1
+    if not (vertical or horizontal):
+        return np.uint64(0)
+    board = np.uint64(0xFFFFFFFFFFFFFFFF)
+    if nsq < 64:
+        board = (np.uint64(1) << np.uint64(nsq)) - np.uint64(1)
+    bottom, top, left, right = _edge_masks(size)
+    not_left = ~left
+    not_right = ~right
+    win = np.uint64(0)
+    if vertical:
+        a = _flood(bottom, bb, size, not_left, not_right)
+        b = _flood(top, bb, size, not_left, not_right)
+        win |= ((_neighbours(a, size, not_left, not_right) & board) | bottom) & (
+            (_neighbours(b, size, not_left, not_right) & board) | top
+        )
+    if horizontal:
+        a = _flood(left, bb, size, not_left, not_right)
+        b = _flood(right, bb, size, not_left, not_right)
+        win |= ((_neighbours(a, size, not_left, not_right) & board) | left) & (
+            (_neighbours(b, size, not_left, not_right) & board) | right
+        )
+    return win & empty
 
 
 @njit(cache=True)
@@ -836,6 +893,29 @@ def unmake_move(state: np.ndarray, move: int, undo: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Win in one
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def has_winning_move(state: np.ndarray, buf: np.ndarray) -> bool:
+    """True if the side to move in ``state`` ((STATE_LEN,) int64) has a move that wins at once: a
+    road, or a flat win that ends the game. ``buf``: int64 scratch of length >= num_actions(N).
+    ``state`` is restored. Plays every legal move (make / read the result / unmake); for roads
+    by a placement alone, ``road_win_squares`` answers without playing."""
+    mover = state[I_PLY] & 1
+    n = generate_moves(state, buf)
+    for j in range(n):
+        m = buf[j]
+        u = make_move(state, m)
+        r = state[I_RESULT]
+        unmake_move(state, m, u)
+        if r != RESULT_NONE and result_winner(r) == mover:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
 # Perft and playouts
 # ---------------------------------------------------------------------------------------------
 
@@ -864,7 +944,7 @@ def perft(state: np.ndarray, depth: int) -> int:
     if depth == 0:
         return 1
     size = state[I_SIZE]
-    buffers = np.empty((depth + 1, (3 + 4 * ((1 << size) - 2)) * size * size), dtype=np.int64)
+    buffers = np.empty((depth + 1, num_actions(size)), dtype=np.int64)
     return _perft(state, depth, buffers)
 
 
@@ -874,7 +954,7 @@ def random_playouts(state: np.ndarray, games: int, max_plies: int, seed: int) ->
     plies each. Returns (plies played in all, games that ended by the rules)."""
     np.random.seed(seed)  # noqa: NPY002 (numba supports the legacy global generator)
     size = state[I_SIZE]
-    moves = np.empty((3 + 4 * ((1 << size) - 2)) * size * size, dtype=np.int64)
+    moves = np.empty(num_actions(size), dtype=np.int64)
     played = np.empty(max_plies, dtype=np.int64)
     undos = np.empty(max_plies, dtype=np.int64)
     total = 0
@@ -895,55 +975,3 @@ def random_playouts(state: np.ndarray, games: int, max_plies: int, seed: int) ->
         for j in range(depth - 1, -1, -1):
             unmake_move(state, played[j], undos[j])
     return total, finished
-
-
-@njit(cache=True, error_model="numpy")
-def _nbrs(x: np.uint64, size: int, not_left: np.uint64, not_right: np.uint64, board: np.uint64):
-    n = np.uint64(size)
-    one = np.uint64(1)
-    return ((x << n) | (x >> n) | ((x << one) & not_left) | ((x >> one) & not_right)) & board
-
-
-@njit(cache=True, error_model="numpy")
-def road_win_squares(state: np.ndarray) -> np.uint64:
-    """Bitboard (bit sq) of the empty squares where a flat or capstone of the player to move
-    completes a road. A square wins iff it touches (or lies on) both edges' connected groups of
-    the mover's road pieces, for one of the two pairs of opposite edges. A road crosses every rank
-    (or every file), so an axis along which the mover's road pieces cover fewer than size - 1 lines
-    cannot be completed by one placement and is skipped (most positions: no flood fill at all)."""
-    size = state[I_SIZE]
-    nsq = size * size
-    white, black, empty = road_bitboards(state)
-    if empty == 0:
-        return empty
-    bb = black if state[I_PLY] & 1 else white
-    ranks, files = line_cover(bb, size)
-    vertical = ranks >= size - 1
-    horizontal = popcount(np.int64(files)) >= size - 1
-    if not (vertical or horizontal):
-        return np.uint64(0)
-    board = np.uint64(0xFFFFFFFFFFFFFFFF)
-    if nsq < 64:
-        board = (np.uint64(1) << np.uint64(nsq)) - np.uint64(1)
-    bottom, top, left, right = _edge_masks(size)
-    not_left = ~left
-    not_right = ~right
-    win = np.uint64(0)
-    if vertical:
-        a = _flood(bottom, bb, size, not_left, not_right)
-        b = _flood(top, bb, size, not_left, not_right)
-        win |= (_nbrs(a, size, not_left, not_right, board) | bottom) & (
-            _nbrs(b, size, not_left, not_right, board) | top
-        )
-    if horizontal:
-        a = _flood(left, bb, size, not_left, not_right)
-        b = _flood(right, bb, size, not_left, not_right)
-        win |= (_nbrs(a, size, not_left, not_right, board) | left) & (
-            _nbrs(b, size, not_left, not_right, board) | right
-        )
-    return win & empty
-
-
-# ---------------------------------------------------------------------------------------------
-# Gumbel root (Danihelka et al. 2022)
-# ---------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from takzero.game.core import (
     I_SIZE,
     STATE_LEN,
     generate_moves,
+    num_actions,  # re-exported: the action count is the rules' count of move codes
 )
 from takzero.game.symmetry import (  # re-exported: the compiled transforms live with the rules
     transform_direction,
@@ -79,20 +80,16 @@ __all__ = [
 ]
 
 
+@njit(cache=True, inline="always")
 def spread_patterns(size: int) -> int:
-    """Number of drop patterns per spread direction on a size-N board: ``2**N - 2``."""
+    """Number of drop patterns per spread direction on a size-N board: ``2**N - 2`` (compiled,
+    callable from Python)."""
     return (1 << size) - 2
 
 
 def action_channels(size: int) -> int:
     """Action channels per square: ``3 + 4 * (2**N - 2)`` (251 on 6x6)."""
     return NUM_PLACEMENT_CHANNELS + 4 * spread_patterns(size)
-
-
-def num_actions(size: int) -> int:
-    """Size of the action space: ``action_channels(N) * N * N`` (9,036 on 6x6). Same as
-    ``core.num_actions``."""
-    return action_channels(size) * size * size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,7 +111,7 @@ def move_to_action(move: int, size: int) -> int:
         return (kind - 1) * nsq + sq
     direction = (move >> 8) & 3
     pattern = (move >> 10) & 255
-    channel = 3 + direction * ((1 << size) - 2) + pattern - 1
+    channel = 3 + direction * spread_patterns(size) + pattern - 1
     return channel * nsq + sq
 
 
@@ -128,7 +125,7 @@ def action_to_move(index: int, size: int) -> int:
     if channel < 3:
         return sq | ((channel + 1) << 6)
     r = channel - 3
-    npat = (1 << size) - 2
+    npat = spread_patterns(size)
     direction = r // npat
     pattern = r - direction * npat + 1
     return sq | (direction << 8) | (pattern << 10)

@@ -118,6 +118,7 @@ from takzero.game.core import (
     lowest_bit,
     make_move,
     make_spread,
+    num_actions,
     popcount,
     road_bitboard,
     road_bitboards,
@@ -571,7 +572,7 @@ def _random_states(
 ) -> None:
     np.random.seed(seed)  # noqa: NPY002 (numba)
     size = start[I_SIZE]
-    moves = np.empty((3 + 4 * ((1 << size) - 2)) * size * size, dtype=np.int64)
+    moves = np.empty(num_actions(size), dtype=np.int64)
     for i in range(out.shape[0]):
         s = start.copy()
         target = np.random.randint(min_plies, max_plies + 1)  # noqa: NPY002 (numba)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
-from takzero.nn.actions import action_permutation, legal_mask
+from takzero.nn.actions import action_permutation, legal_mask, num_actions
 from takzero.nn.features import FEATURE_VERSION, encode, num_channels
 from takzero.nn.inference import resolve_device
 from takzero.nn.model import LossWeights, ModelConfig, TakNet, model_from_config, total_loss
@@ -44,7 +44,7 @@ def make_batch(
     """Decode records into training tensors, each sample under a random one of the 8 symmetries
     (the same transform for its position, legal mask and policy target)."""
     states = unpack_states(records.board, size)
-    n_actions = (3 + 4 * ((1 << size) - 2)) * size * size
+    n_actions = num_actions(size)
     policy = dense_policy(records.policy_index, records.policy_prob, n_actions)
     if augment:
         ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))

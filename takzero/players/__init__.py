@@ -14,7 +14,7 @@ works.
 """
 
 from takzero.players.base import BasePlayer, Player, PlayerMove, Progress, as_player_move
-from takzero.players.baselines import GreedyPlayer, RandomPlayer, greedy_move, side_can_win_now
+from takzero.players.baselines import GreedyPlayer, RandomPlayer, greedy_move
 from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NETWORK_CHUNK, NetworkPlayer
 from takzero.players.registry import (
     KINDS,
@@ -56,7 +56,6 @@ __all__ = [
     "help_text",
     "make_player",
     "rollout",
-    "side_can_win_now",
     "spec_label",
     "spec_syntax",
     "uct_search",

@@ -26,7 +26,9 @@ from takzero.game.core import (
     RESULT_ROAD_WHITE,
     flat_counts,
     generate_moves,
+    has_winning_move,
     make_move,
+    num_actions,
     result_winner,
     unmake_move,
 )
@@ -59,32 +61,6 @@ GREEDY_KINDS = ("win", "safe", "lost")
 
 
 @njit(cache=True)
-def move_buffer_len(size: int) -> int:
-    """Length of a move buffer for a ``size`` board: ``takzero.game.core.num_actions(size)``,
-    callable from compiled code (``num_actions`` is plain Python)."""
-    # TODO(merge): use a compiled num_actions of game.core when it has one.
-    return (3 + 4 * ((1 << size) - 2)) * size * size
-
-
-# TODO(merge): use game.core (one win-in-one test for the search, the rules and the players).
-@njit(cache=True)
-def side_can_win_now(state: np.ndarray, buf: np.ndarray) -> bool:
-    """True if the side to move in ``state`` has a move that wins at once (a road, or a flat win
-    that ends the game). ``buf``: int64 scratch of length >= num_actions(N). ``state`` is
-    restored."""
-    mover = state[I_PLY] & 1
-    n = generate_moves(state, buf)
-    for j in range(n):
-        m = buf[j]
-        u = make_move(state, m)
-        r = state[I_RESULT]
-        unmake_move(state, m, u)
-        if r != RESULT_NONE and result_winner(r) == mover:
-            return True
-    return False
-
-
-@njit(cache=True)
 def greedy_move(state: np.ndarray, seed: int) -> tuple[int, int, int]:
     """The greedy player's move in ``state`` (not over; restored on return).
 
@@ -103,7 +79,7 @@ def greedy_move(state: np.ndarray, seed: int) -> tuple[int, int, int]:
     np.random.seed(seed)
     size = state[I_SIZE]
     mover = state[I_PLY] & 1
-    nb = move_buffer_len(size)
+    nb = num_actions(size)
     moves = np.empty(nb, dtype=np.int64)
     replies = np.empty(nb, dtype=np.int64)
     n = generate_moves(state, moves)
@@ -152,7 +128,7 @@ def greedy_move(state: np.ndarray, seed: int) -> tuple[int, int, int]:
             else:
                 m = moves[j]
                 u = make_move(state, m)
-                safe = not side_can_win_now(state, replies)
+                safe = not has_winning_move(state, replies)
                 unmake_move(state, m, u)
             if safe:
                 found += 1
@@ -200,6 +176,4 @@ __all__ = [
     "GreedyPlayer",
     "RandomPlayer",
     "greedy_move",
-    "move_buffer_len",
-    "side_can_win_now",
 ]

@@ -27,12 +27,12 @@ from takzero.game.core import (
     flat_winner,
     generate_moves,
     make_move,
+    num_actions,
     result_winner,
     unmake_move,
 )
 from takzero.game.position import Position
 from takzero.players.base import BasePlayer, PlayerMove, Progress
-from takzero.players.baselines import move_buffer_len
 
 #: Default UCB1 exploration constant c in Q + c * sqrt(ln N / n) with rewards in [0, 1].
 #: UCB1's regret bound (Auer et al. 2002) uses c = sqrt(2), and Kocsis & Szepesvari's UCT keeps
@@ -128,7 +128,7 @@ def uct_search(
     """
     np.random.seed(seed)
     size = root[I_SIZE]
-    nb = move_buffer_len(size)
+    nb = num_actions(size)
     buf = np.empty(nb, dtype=np.int64)
     max_nodes = simulations + 2
     node_first = np.full(max_nodes, -1, dtype=np.int64)

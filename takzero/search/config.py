@@ -33,6 +33,14 @@ Formulas (values are in [-1, 1] from the view of the player to move; ``N`` are v
   otherwise cheap (``cheap_sims``, no noise, not recorded).
 * Temperature: ``temperature`` for plies < ``temperature_plies``, then ``temperature_final``
   (0 = argmax of the visit counts).
+
+The compiled kernels read the settings from :func:`pack_settings`: a (1,) numpy structured array
+with one field per numeric ``SearchConfig`` field, of the same name (``SETTINGS_DTYPE``, made from
+the dataclass fields, so it is the one table of what the kernels can read). A kernel reads a
+setting as ``cfg["c_init"]`` with ``cfg = settings[0]``: the field's offset is a compile-time
+constant, and the layout is part of the kernels' compiled signature, so adding a field never
+leaves a stale cached kernel reading a shifted slot. A new setting is therefore two edits: the
+field here (with its validation) and the kernel that reads it.
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-#: Bytes per node of the preallocated pools (see ``takzero.search.kernels``).
+import numpy as np
+
+#: Bytes per node of the preallocated pools (see ``takzero.search.tree``).
 BYTES_PER_NODE = 28
 
 
@@ -189,3 +199,33 @@ class SearchConfig:
         if unknown:
             raise ValueError(f"unknown search config keys: {sorted(unknown)}")
         return cls(**dict(d))
+
+
+# Field annotation -> dtype of its slot in the packed settings (None reads as NaN or -1).
+_SETTING_TYPES = {
+    "float": np.float64,
+    "float | None": np.float64,
+    "int": np.int64,
+    "int | None": np.int64,
+    "bool": np.bool_,
+}
+
+#: Layout of the settings the compiled kernels read: every ``SearchConfig`` field whose type is
+#: a number or a bool, under its own name (float64, int64 or bool; a ``None`` value reads as NaN
+#: in a float field and -1 in an int field).
+SETTINGS_DTYPE = np.dtype(
+    [(f.name, _SETTING_TYPES[f.type]) for f in fields(SearchConfig) if f.type in _SETTING_TYPES],
+    align=True,
+)
+
+
+def pack_settings(cfg: SearchConfig) -> np.ndarray:
+    """The settings of ``cfg`` as a (1,) array of ``SETTINGS_DTYPE``, for the compiled kernels
+    (which read ``settings[0]["field"]``)."""
+    out = np.zeros(1, dtype=SETTINGS_DTYPE)
+    for name in SETTINGS_DTYPE.names:
+        value = getattr(cfg, name)
+        if value is None:
+            value = np.nan if SETTINGS_DTYPE.fields[name][0] == np.float64 else -1
+        out[0][name] = value
+    return out

@@ -1,7 +1,7 @@
 """Batched MCTS over many games: :class:`BatchedMCTS`, :func:`search_position`.
 
 One :class:`BatchedMCTS` holds a tree for each of G games (G up to a few thousand) in preallocated
-numba arrays (see ``takzero.search.kernels`` for the layout). A search step is two compiled calls:
+numba arrays (layout: ``takzero.search.tree``). A search step is two compiled calls (``steps``):
 
 1. :meth:`BatchedMCTS.select_leaves` descends every searching game's tree by PUCT (or the Gumbel
    root rule) and returns the leaves as one batch of positions ``(L, STATE_LEN) int64``; terminal
@@ -42,10 +42,22 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from takzero.game.core import I_PLY, I_SIZE, STATE_LEN, generate_moves, num_actions
-from takzero.nn.actions import move_to_action
-from takzero.search import kernels as K
-from takzero.search.config import SearchConfig
+from takzero.game.core import I_SIZE, STATE_LEN, generate_moves, num_actions
+from takzero.search import readout
+from takzero.search.config import SearchConfig, pack_settings
+from takzero.search.rng import game_seed, stream_state
+from takzero.search.steps import begin_kernel, expand_backup_kernel, select_kernel
+from takzero.search.tree import (
+    UNKNOWN,
+    Scratch,
+    advance_kernel,
+    clear_tree,
+    new_games,
+    new_leaves,
+    new_scratch,
+    new_trees,
+    terminal_status,
+)
 
 __all__ = [
     "BatchedMCTS",
@@ -54,25 +66,6 @@ __all__ = [
     "game_seed",
     "search_position",
 ]
-
-_MASK64 = (1 << 64) - 1
-
-
-def _splitmix_py(x: int) -> int:
-    z = x & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
-def game_seed(seed: int, g: int) -> int:
-    """Initial random-stream state (uint64 as int) of game ``g`` of a search seeded with ``seed``."""
-    return _splitmix_py(_splitmix_py(int(seed) & _MASK64) ^ ((g + 1) * 0x9E3779B97F4A7C15))
-
-
-def _stream_state(seed: int) -> int:
-    """Stream state for an explicit per-game seed (``reset(..., seed=...)``)."""
-    return _splitmix_py((int(seed) & _MASK64) ^ 0xD1B54A32D192ED03)
 
 
 def _as_state(state) -> np.ndarray:
@@ -104,6 +97,9 @@ class SearchStats:
 class BatchedMCTS:
     """Trees of ``num_games`` games of board size ``size`` searched together.
 
+    The object owns the arrays (``takzero.search.tree``) and drives the compiled step kernels
+    (``takzero.search.steps``); the readout methods delegate to ``takzero.search.readout``.
+
     Args:
         num_games: G, the number of game slots.
         size: board size N (all positions must have it).
@@ -129,68 +125,14 @@ class BatchedMCTS:
             raise ValueError("num_games must be >= 1")
         if cfg.node_budget < a + 1:
             raise ValueError(f"node_budget {cfg.node_budget} is below num_actions + 1 = {a + 1}")
-        b = cfg.node_budget
-        self._T = K.Trees(
-            n=np.zeros((g_count, b), dtype=np.int32),
-            w=np.zeros((g_count, b), dtype=np.float32),
-            p=np.zeros((g_count, b), dtype=np.float32),
-            mv=np.zeros((g_count, b), dtype=np.int32),
-            first=np.zeros((g_count, b), dtype=np.int32),
-            nch=np.zeros((g_count, b), dtype=np.int32),
-            status=np.zeros((g_count, b), dtype=np.int8),
-            flags=np.zeros((g_count, b), dtype=np.int8),
-            vl=np.zeros((g_count, b), dtype=np.int16),
-            count=np.zeros(g_count, dtype=np.int32),
-        )
         rng = np.array([game_seed(seed, g) for g in range(g_count)], dtype=np.uint64)
-        self._GM = K.Games(
-            root=np.zeros((g_count, STATE_LEN), dtype=np.int64),
-            active=np.zeros(g_count, dtype=np.bool_),
-            searching=np.zeros(g_count, dtype=np.bool_),
-            target=np.zeros(g_count, dtype=np.int32),
-            done=np.zeros(g_count, dtype=np.int32),
-            inflight=np.zeros(g_count, dtype=np.int32),
-            noise=np.zeros(g_count, dtype=np.bool_),
-            full=np.ones(g_count, dtype=np.bool_),
-            rng=rng,
-            extra=np.zeros((g_count, a), dtype=np.float32),
-            mixp=np.zeros((g_count, a), dtype=np.float32),
-            sv=np.zeros((g_count, a), dtype=np.int32),
-            raw=np.zeros(g_count, dtype=np.float32),
-            seq=np.zeros((g_count, max(1, cfg.max_simulations)), dtype=np.int32),
-            overflow=np.zeros(g_count, dtype=np.int32),
-        )
-        lmax = g_count * cfg.leaves_per_step
-        self._LV = K.Leaves(
-            states=np.zeros((lmax, STATE_LEN), dtype=np.int64),
-            game=np.zeros(lmax, dtype=np.int32),
-            depth=np.zeros(lmax, dtype=np.int32),
-            path=np.zeros((lmax, K.MAX_DEPTH), dtype=np.int32),
-        )
-        fp = np.zeros(K.FP_LEN, dtype=np.float64)
-        fp[K.FP_C_INIT] = cfg.c_init
-        fp[K.FP_C_BASE] = cfg.c_base
-        fp[K.FP_FPU_RED] = cfg.fpu_reduction
-        fp[K.FP_FPU_ROOT_RED] = cfg.fpu_reduction_root
-        fp[K.FP_FPU_VALUE] = np.nan if cfg.fpu_value is None else cfg.fpu_value
-        fp[K.FP_NOISE_WEIGHT] = cfg.noise_weight
-        fp[K.FP_ALPHA] = cfg.dirichlet_alpha
-        fp[K.FP_ALPHA_SCALE] = cfg.dirichlet_alpha_scale
-        fp[K.FP_G_CVISIT] = cfg.gumbel_c_visit
-        fp[K.FP_G_CSCALE] = cfg.gumbel_c_scale
-        fp[K.FP_VL] = cfg.virtual_loss if cfg.leaves_per_step > 1 else 0.0
-        ip = np.zeros(K.IP_LEN, dtype=np.int64)
-        ip[K.IP_GUMBEL] = int(cfg.gumbel)
-        ip[K.IP_GUMBEL_M] = cfg.gumbel_m
-        ip[K.IP_LEAVES] = cfg.leaves_per_step
-        ip[K.IP_MAX_PLIES] = cfg.max_plies
-        ip[K.IP_ROAD_CHECK] = int(cfg.road_check)
-        ip[K.IP_ROOT_CHECK] = int(cfg.root_terminal_check)
-        self._fp = fp
-        self._ip = ip
+        self._T = new_trees(g_count, cfg.node_budget)
+        self._GM = new_games(rng, a, cfg.max_simulations)
+        self._LV = new_leaves(g_count * cfg.leaves_per_step)
+        self._settings = pack_settings(cfg)
         self._moves = np.empty(a, dtype=np.int32)
         self._qbuf = np.empty(a, dtype=np.float64)
-        self._scratch: K.Scratch | None = None
+        self._scratch: Scratch | None = None
         self._pending = 0
         self._search_games = np.arange(g_count, dtype=np.int32)
 
@@ -208,18 +150,18 @@ class BatchedMCTS:
         gm.root[g] = st
         gm.searching[g] = False
         gm.overflow[g] = 0
-        alive = K.terminal_status(gm.root[g], self.config.max_plies) == K.UNKNOWN
-        K.clear_tree(t, g, alive)
+        alive = terminal_status(gm.root[g], self.config.max_plies) == UNKNOWN
+        clear_tree(t, g, alive)
         gm.active[g] = alive
         if seed is not None:
-            gm.rng[g] = np.uint64(_stream_state(seed))
+            gm.rng[g] = np.uint64(stream_state(seed))
 
     def free(self, g: int) -> None:
         """Drop slot ``g``'s tree and mark it inactive."""
         self._check_idle()
         self._GM.active[g] = False
         self._GM.searching[g] = False
-        K.clear_tree(self._T, g, False)
+        clear_tree(self._T, g, False)
 
     def active_games(self) -> np.ndarray:
         """Indices (int64) of the slots holding an unfinished position."""
@@ -293,8 +235,8 @@ class BatchedMCTS:
         need = max(full, cheap)
         if need > self._GM.seq.shape[1]:
             self._GM = self._GM._replace(seq=np.zeros((self.num_games, need), dtype=np.int32))
-        K.begin_kernel(
-            self._T, self._GM, self._fp, self._ip, games, full, cheap, cfg.full_prob, cap, noise
+        begin_kernel(
+            self._T, self._GM, self._settings, games, full, cheap, cfg.full_prob, cap, noise
         )
         self._search_games = games
         return self._GM.full[games].copy()
@@ -313,8 +255,8 @@ class BatchedMCTS:
         """
         if self._pending:
             raise RuntimeError("expand_backup must be called before selecting again")
-        n = K.select_kernel(
-            self._T, self._GM, self._LV, self._fp, self._ip, self._search_games, self._qbuf
+        n = select_kernel(
+            self._T, self._GM, self._LV, self._settings, self._search_games, self._qbuf
         )
         self._pending = n
         return self._LV.states[:n], self._LV.game[:n]
@@ -343,8 +285,8 @@ class BatchedMCTS:
             else:
                 flat = np.ascontiguousarray(priors, dtype=np.float32).reshape(-1)
                 stride = self.num_actions
-            K.expand_backup_kernel(
-                self._T, self._GM, self._LV, self._fp, self._ip, n, flat, stride, values,
+            expand_backup_kernel(
+                self._T, self._GM, self._LV, self._settings, n, flat, stride, values,
                 self._moves, self._qbuf,
             )  # fmt: skip
         self._pending = 0
@@ -378,195 +320,6 @@ class BatchedMCTS:
         stats.total_seconds = time.perf_counter() - t0
         return stats
 
-    # -- results at the root -----------------------------------------------------------------
-
-    def _children(self, g: int) -> slice:
-        t = self._T
-        f = int(t.first[g, 0])
-        return slice(f, f + int(t.nch[g, 0]))
-
-    def root_moves(self, g: int) -> np.ndarray:
-        """(k,) int64 move codes of the root's children (the legal moves once the root is
-        expanded; empty before)."""
-        return self._T.mv[g, self._children(g)].astype(np.int64)
-
-    def root_visits(self, g: int) -> tuple[np.ndarray, np.ndarray]:
-        """(moves (k,) int64, visits (k,) int32) of the root's children."""
-        sl = self._children(g)
-        return self._T.mv[g, sl].astype(np.int64), self._T.n[g, sl].copy()
-
-    def root_q(self, g: int) -> np.ndarray:
-        """(k,) float32 mean value of each root child from the root mover's view (NaN if
-        unvisited; the exact value if proven)."""
-        t = self._T
-        sl = self._children(g)
-        n = t.n[g, sl].astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            q = np.where(n > 0, t.w[g, sl] / n, np.nan)
-        st = t.status[g, sl]
-        q = np.where(st == K.WIN, 1.0, np.where(st == K.LOSS, -1.0, np.where(st == K.DRAW, 0.0, q)))
-        return q.astype(np.float32)
-
-    def root_priors(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(moves (k,) int64, priors (k,) float32, mixed (k,) float32): the network priors of the
-        root's children and the priors the search used (with Dirichlet noise when it is on)."""
-        t, gm = self._T, self._GM
-        sl = self._children(g)
-        p = t.p[g, sl].copy()
-        k = p.shape[0]
-        mixed = p
-        eps = self.config.noise_weight
-        if gm.noise[g] and not self.config.gumbel and eps > 0 and k:
-            mixed = ((1.0 - eps) * p + eps * gm.extra[g, :k]).astype(np.float32)
-        return t.mv[g, sl].astype(np.int64), p, mixed
-
-    def root_proven(self, g: int) -> int | None:
-        """Proven result for the side to move at the root: 1 win, 0 draw, -1 loss, None unknown."""
-        s = int(self._T.status[g, 0])
-        return {K.UNKNOWN: None, K.WIN: -1, K.LOSS: 1, K.DRAW: 0}[s]
-
-    def root_value(self, g: int) -> float:
-        """Value of the root for its side to move: the exact value if proven, else the mean of the
-        backed-up values (in [-1, 1]); 0 before any evaluation."""
-        proven = self.root_proven(g)
-        if proven is not None:
-            return float(proven)
-        n = int(self._T.n[g, 0])
-        return float(-self._T.w[g, 0] / n) if n else 0.0
-
-    def _sigma_q(self, g: int) -> np.ndarray:
-        k = int(self._T.nch[g, 0])
-        out = np.empty(max(k, 1), dtype=np.float64)
-        if k:
-            K.root_sigma_q(self._T, self._GM, self._fp, g, out)
-        return out[:k]
-
-    def _target_probs(self, g: int) -> np.ndarray:
-        """Policy target over the root's child slots (float64, sums to 1)."""
-        t = self._T
-        sl = self._children(g)
-        st = t.status[g, sl]
-        k = st.shape[0]
-        if k == 0:
-            raise ValueError(f"game {g} has no expanded root (run a search first)")
-        win = st == K.WIN
-        if win.any():
-            return win / win.sum()
-        keep = st != K.LOSS
-        if not keep.any():
-            keep = np.ones(k, dtype=bool)
-        if self.config.gumbel:
-            logits = np.log(np.maximum(t.p[g, sl].astype(np.float64), 1e-30))
-            z = np.where(keep, logits + self._sigma_q(g), -np.inf)
-            z = np.exp(z - z.max())
-            return z / z.sum()
-        v = np.where(keep, t.n[g, sl], 0).astype(np.float64)
-        if v.sum() <= 0:
-            v = np.where(keep, t.p[g, sl], 0).astype(np.float64) + keep * 1e-12
-        return v / v.sum()
-
-    def principal_variation(self, g: int, first_move: int | None = None, limit: int = 32) -> list[int]:
-        """Move codes of the most visited line from slot ``g``'s root (starting with
-        ``first_move`` when given, e.g. the move actually chosen), at most ``limit`` plies."""
-        t = self._T
-        pv: list[int] = []
-        node = 0
-        for depth in range(limit):
-            f, k = int(t.first[g, node]), int(t.nch[g, node])
-            if k <= 0:
-                break
-            visits = t.n[g, f : f + k]
-            if depth == 0 and first_move is not None:
-                idx = np.flatnonzero(t.mv[g, f : f + k] == first_move)
-                if idx.size == 0:
-                    break
-                j = int(idx[0])
-            else:
-                j = int(np.argmax(visits))
-                if visits[j] <= 0:
-                    break
-            pv.append(int(t.mv[g, f + j]))
-            node = f + j
-        return pv
-
-    def policy_target(self, g: int) -> tuple[np.ndarray, np.ndarray]:
-        """Training policy target of the root: (actions (k,) int64 action indices, probs (k,)
-        float32 summing to 1) over the legal moves.
-
-        PUCT: visit counts (children proven lost excluded unless all are); Gumbel: the improved
-        policy ``softmax(log P + sigma(completed Q))``; a proven win: uniform over the winning
-        moves."""
-        probs = self._target_probs(g)
-        moves = self.root_moves(g)
-        actions = np.array([move_to_action(int(m), self.size) for m in moves], dtype=np.int64)
-        return actions, probs.astype(np.float32)
-
-    def policy_dense(self, g: int) -> np.ndarray:
-        """The policy target as a dense (A,) float32 vector over action indices."""
-        actions, probs = self.policy_target(g)
-        out = np.zeros(self.num_actions, dtype=np.float32)
-        out[actions] = probs
-        return out
-
-    def choose_move(self, g: int, temperature: float | None = None, rng=None) -> int:
-        """Move code to play at slot ``g``'s root after a search.
-
-        A proven winning move is taken at once (the most visited one). Otherwise, children proven
-        lost are avoided (unless all are), and:
-
-        * PUCT: visit counts with temperature ``tau`` (default ``config.temperature_at(ply)``):
-          ``tau == 0`` takes the most visited move (ties: higher Q, then higher prior), else samples
-          with probability proportional to ``N ** (1 / tau)``;
-        * Gumbel: the Sequential Halving winner (most search visits, then the largest
-          gumbel + log P + sigma(Q)); the temperature is not used, the exploration comes from the
-          Gumbel draw (none when noise is off).
-
-        ``rng`` (``numpy.random.Generator``) draws the sample; default: the slot's own stream.
-        """
-        t, gm = self._T, self._GM
-        sl = self._children(g)
-        k = sl.stop - sl.start
-        if k == 0:
-            raise ValueError(f"game {g} has no expanded root (run a search first)")
-        mv = t.mv[g, sl]
-        n = t.n[g, sl].astype(np.float64)
-        st = t.status[g, sl]
-        win = st == K.WIN
-        if win.any():
-            return int(mv[np.argmax(np.where(win, n, -1.0))])
-        keep = st != K.LOSS
-        if not keep.any():
-            keep = np.ones(k, dtype=bool)
-        if self.config.gumbel:
-            score = gm.extra[g, :k].astype(np.float64) + self._sigma_q(g)
-            sv = gm.sv[g, :k]
-            top = sv[keep].max()
-            cand = keep & (sv == top)
-            return int(mv[np.argmax(np.where(cand, score, -np.inf))])
-        tau = (
-            self.config.temperature_at(int(gm.root[g, I_PLY]))
-            if temperature is None
-            else temperature
-        )
-        visits = np.where(keep, n, 0.0)
-        if visits.sum() <= 0:
-            visits = np.where(keep, t.p[g, sl].astype(np.float64) + 1e-12, 0.0)
-        if tau <= 1e-6:
-            best = visits.max()
-            cand = np.flatnonzero(visits == best)
-            if cand.size > 1:
-                q = self.root_q(g)[cand]
-                q = np.where(np.isnan(q), -np.inf, q)
-                pri = t.p[g, sl][cand]
-                cand = cand[np.lexsort((-pri, -q))]
-            return int(mv[cand[0]])
-        with np.errstate(divide="ignore"):
-            z = np.log(visits) / tau
-        z = np.exp(z - z.max())
-        cdf = np.cumsum(z / z.sum())
-        u = rng.random() if rng is not None else K.rand_uniform(gm.rng, g)
-        return int(mv[min(int(np.searchsorted(cdf, u, side="right")), k - 1)])
-
     def advance(self, g: int, move) -> None:
         """Play ``move`` (code, ``Move`` or PTN string) at slot ``g``'s root. With
         ``config.reuse_tree`` the move's subtree becomes the new tree (fresh noise comes with the
@@ -582,22 +335,61 @@ class BatchedMCTS:
         if code not in set(legal[:nl].tolist()):
             raise ValueError(f"move {move!r} is not legal in game {g}")
         if self._scratch is None:
-            b = self.config.node_budget
-            self._scratch = K.Scratch(
-                n=np.zeros(b, dtype=np.int32),
-                w=np.zeros(b, dtype=np.float32),
-                p=np.zeros(b, dtype=np.float32),
-                mv=np.zeros(b, dtype=np.int32),
-                first=np.zeros(b, dtype=np.int32),
-                nch=np.zeros(b, dtype=np.int32),
-                status=np.zeros(b, dtype=np.int8),
-                flags=np.zeros(b, dtype=np.int8),
-                old=np.zeros(b, dtype=np.int32),
-            )
-        K.advance_kernel(
+            self._scratch = new_scratch(self.config.node_budget)
+        advance_kernel(
             self._T, self._GM, self._scratch, g, code, self.config.reuse_tree,
             self.config.max_plies,
         )  # fmt: skip
+
+    # -- readouts at the root (``takzero.search.readout``) ------------------------------------
+
+    def root_moves(self, g: int) -> np.ndarray:
+        """(k,) int64 move codes of the root's children (``readout.root_moves``)."""
+        return readout.root_moves(self._T, g)
+
+    def root_visits(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """(moves (k,) int64, visits (k,) int32) of the root's children."""
+        return readout.root_visits(self._T, g)
+
+    def root_q(self, g: int) -> np.ndarray:
+        """(k,) float32 Q of each root child, root mover's view (``readout.root_q``)."""
+        return readout.root_q(self._T, g)
+
+    def root_priors(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(moves, network priors, priors the search used) of the root's children."""
+        return readout.root_priors(self._T, self._GM, self.config, g)
+
+    def root_proven(self, g: int) -> int | None:
+        """Proven result for the side to move at the root: 1 win, 0 draw, -1 loss, None unknown."""
+        return readout.root_proven(self._T, g)
+
+    def root_value(self, g: int) -> float:
+        """Value of the root for its side to move (``readout.root_value``)."""
+        return readout.root_value(self._T, g)
+
+    def principal_variation(
+        self, g: int, first_move: int | None = None, limit: int = 32
+    ) -> list[int]:
+        """Move codes of the most visited line (``readout.principal_variation``)."""
+        return readout.principal_variation(self._T, g, first_move, limit)
+
+    def policy_target(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """Training policy target (actions (k,) int64, probs (k,) float32) of the root
+        (``readout.policy_target``: visit counts, or the Gumbel improved policy)."""
+        return readout.policy_target(self._T, self._GM, self._settings, self.config, self.size, g)
+
+    def policy_dense(self, g: int) -> np.ndarray:
+        """The policy target as a dense (A,) float32 vector over action indices."""
+        return readout.policy_dense(self._T, self._GM, self._settings, self.config, self.size, g)
+
+    def choose_move(self, g: int, temperature: float | None = None, rng=None) -> int:
+        """Move code to play at slot ``g``'s root after a search (``readout.choose_move``: a proven
+        win, else visit counts with the temperature schedule, or the Gumbel winner)."""
+        return readout.choose_move(
+            self._T, self._GM, self._settings, self.config, g, temperature, rng
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
 
     def _move_code(self, move) -> int:
         if isinstance(move, str):

@@ -1,0 +1,211 @@
+"""PUCT selection (AlphaZero) with first-play urgency (KataGo) and Dirichlet root noise.
+
+The formulas (sources in ``takzero.search.config``), each written once here:
+
+* ``exploration``: ``c(s) * sqrt(N(s))`` with the AlphaZero log schedule or a constant c_puct;
+* ``puct_score``: ``Q(a) + c(s) * P(a) * sqrt(N(s)) / (1 + N(a))``, with ``Q`` the first-play
+  value for an unvisited child; used at the root (``select_root``) and below it
+  (``select_prefix``);
+* ``first_play_value``: the Q of an unvisited child, ``Q(parent) - reduction * sqrt(prior mass of
+  the visited children)``, or the fixed ``fpu_value``;
+* ``draw_score``: a child proven drawn scores its exact value 0 plus the exploration term;
+* ``mix_root_noise``: the root priors ``(1 - eps) * P + eps * Dir(alpha)``.
+
+A proven win is taken at once and a proven loss is never entered (MCTS-Solver). Hot-path helpers
+take the 2-D pool arrays and index them with ``[g, i]``: taking row views or unpacking the named
+tuples per call costs reference-count updates that dominate otherwise. Functions are numba
+``@njit(cache=True)``, the selection helpers inlined into the step kernels
+(``takzero.search.steps``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from takzero.search.numba_ext import prefetch
+from takzero.search.rng import draw_dirichlet
+from takzero.search.tree import DRAW, LOSS, UNKNOWN, WIN
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def exploration(cfg, nx: float) -> float:
+    """``c(s) * sqrt(N(s))`` of PUCT for a parent with ``nx`` visits (float64; at least 1 under
+    the root): ``c(s) = c_init + log((1 + N(s) + c_base) / c_base)`` when ``c_base > 0`` (the
+    AlphaZero log schedule), else ``c_init``. ``cfg``: the packed settings record."""
+    cp = cfg["c_init"]
+    cb = cfg["c_base"]
+    if cb > 0.0:
+        cp += np.log((1.0 + nx + cb) / cb)
+    return cp * np.sqrt(max(nx, 1.0))
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def puct_score(num: float, nn: float, cs: float, pr: float, fpu: float) -> float:
+    """PUCT score ``Q + U`` of a child (float64 throughout).
+
+    ``num``: the child's value sum less its virtual loss, ``nn``: its visits plus virtual visits,
+    ``cs``: ``exploration`` of the parent, ``pr``: its prior, ``fpu``: ``first_play_value`` of the
+    parent. Visited (``nn > 0``): ``num / nn + cs * pr / (1 + nn)``, written with one division;
+    unvisited: ``fpu + cs * pr``. Branch-free (the division is guarded, then one select), so the
+    root's scan over all children vectorises."""
+    den = nn * (1.0 + nn)
+    visited = (num * (1.0 + nn) + cs * pr * nn) / (den if den > 0.0 else 1.0)
+    return visited if nn > 0.0 else fpu + cs * pr
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def first_play_value(fixed: float, n_self, w_self, reduction: float, mass: float) -> float:
+    """Q given to an unvisited child (first-play urgency, KataGo): ``fixed`` unless it is NaN
+    (the ``fpu_value`` setting), else ``Q(parent) - reduction * sqrt(mass)``, with ``Q(parent) =
+    -w_self / n_self`` (0 before its first visit) and ``mass`` the prior mass of the visited
+    children."""
+    if not np.isnan(fixed):
+        return fixed
+    pq = -w_self / n_self if n_self > 0 else 0.0
+    return pq - reduction * np.sqrt(mass)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def draw_score(nn: float, cs: float, pr: float) -> float:
+    """Score of a child proven drawn: its exact value 0 plus the exploration term
+    ``cs * pr / (1 + nn)`` (``nn``: visits plus virtual visits)."""
+    return cs * pr / (1.0 + nn)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def select_prefix(n, w, p, mv, status, vl, first, nch, cfg, g: int, x: int, use_vl: bool) -> int:
+    """PUCT at a non-root node ``x`` of game ``g``: the child index to descend into, -1 if every
+    child is a proven loss. Children are stored by decreasing prior and a non-root node always
+    selects either a visited child or the first unvisited one (all unvisited children share the
+    FPU value, so the first has the largest U), hence its visited children form a prefix: the scan
+    stops at the first unvisited child. Same result as a full scan, ties to the lowest index.
+    ``use_vl``: virtual visits may be pending; without them ``vl`` is all zero and not read."""
+    f = first[g, x]
+    nc = nch[g, x]
+    # the child taken next reads these at its own index (in the first cache line of the children
+    # when the visited prefix is short): start the loads now, alongside the scan's own misses,
+    # instead of one after the other
+    prefetch(mv, g, f)
+    prefetch(nch, g, f)
+    prefetch(first, g, f)
+    cs = exploration(cfg, np.float64(n[g, x] + (vl[g, x] if use_vl else 0)))
+    vlv = cfg["virtual_loss"]
+    best = -np.inf
+    best_c = -1
+    mass = 0.0
+    cand = -1
+    for c in range(f, f + nc):
+        s = status[g, c]
+        nn = np.float64(n[g, c] + (vl[g, c] if use_vl else 0))
+        if s == UNKNOWN and nn == 0.0:
+            cand = c
+            break
+        if s == LOSS:
+            continue
+        if s == WIN:
+            return c
+        pr = np.float64(p[g, c])
+        if nn > 0.0:
+            mass += pr
+        if s == DRAW:
+            sc = draw_score(nn, cs, pr)
+        else:
+            num = np.float64(w[g, c]) - (vlv * vl[g, c] if use_vl else 0.0)
+            sc = puct_score(num, nn, cs, pr, 0.0)
+        if sc > best:
+            best = sc
+            best_c = c
+    if cand >= 0:
+        fv = first_play_value(cfg["fpu_value"], n[g, x], w[g, x], cfg["fpu_reduction"], mass)
+        su = puct_score(0.0, 0.0, cs, np.float64(p[g, cand]), fv)
+        if su > best or (su == best and cand < best_c):
+            return cand
+    return best_c
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def select_root(n, w, status, vl, first, nch, noise, mixp, cfg, g: int, buf: np.ndarray,
+                use_vl: bool) -> int:  # fmt: skip
+    """PUCT at the root of game ``g``: a full scan (noise mixes the priors, so no prefix
+    property); the child index, -1 if every child is a proven loss. The mixed priors ``mixp`` are
+    set once per search (``mix_root_noise``); the first-play reduction is ``fpu_reduction_root``,
+    0 while noise is on. The scores are computed branch-free into ``buf`` (float64, length >= the
+    children); proven children are then fixed up (a win is taken at once, a loss scores -inf, a
+    draw ``draw_score``) and the first maximum is taken. Indices are cast to unsigned so that
+    numba drops its negative-index handling, which keeps these loops several times faster.
+    ``use_vl``: virtual visits may be pending (more than one leaf per game per step)."""
+    ug = np.uint64(g)
+    f = first[ug, 0]
+    nc = nch[ug, 0]
+    cs = exploration(cfg, np.float64(n[ug, 0] + (vl[ug, 0] if use_vl else 0)))
+    vlv = cfg["virtual_loss"]
+    proven = 0
+    for i in range(nc):
+        proven |= status[ug, np.uint64(f + i)]
+    fixed = cfg["fpu_value"]
+    red = 0.0 if noise[ug] and cfg["noise_weight"] > 0.0 else cfg["fpu_reduction_root"]
+    mass = 0.0
+    if np.isnan(fixed) and red != 0.0:  # the prior mass of the visited children (a sequential sum)
+        for i in range(nc):
+            c = np.uint64(f + i)
+            nv = n[ug, c] + (vl[ug, c] if use_vl else 0)
+            mass += np.float64(mixp[ug, np.uint64(i)]) if nv > 0 else 0.0
+    fv = first_play_value(fixed, n[ug, 0], w[ug, 0], red, mass)
+    for i in range(nc):
+        c = np.uint64(f + i)
+        pr = np.float64(mixp[ug, np.uint64(i)])
+        if use_vl:
+            nn = np.float64(n[ug, c] + vl[ug, c])
+            num = np.float64(w[ug, c]) - vlv * vl[ug, c]
+        else:
+            nn = np.float64(n[ug, c])
+            num = np.float64(w[ug, c])
+        buf[i] = puct_score(num, nn, cs, pr, fv)
+    if proven == 0:
+        best = buf[0]
+        bi = 0
+        for i in range(1, nc):
+            if buf[i] > best:
+                best = buf[i]
+                bi = i
+        return f + bi
+    # proven children: a win is taken at once, a loss never, a draw scores its exact value 0
+    for i in range(nc):
+        c = np.uint64(f + i)
+        s = status[ug, c]
+        if s != UNKNOWN:
+            if s == WIN:
+                return f + i
+            if s == LOSS:
+                buf[i] = -np.inf
+            else:
+                nn = np.float64(n[ug, c] + (vl[ug, c] if use_vl else 0))
+                buf[i] = draw_score(nn, cs, np.float64(mixp[ug, np.uint64(i)]))
+    best = -np.inf
+    best_c = -1
+    for i in range(nc):
+        if buf[i] > best:
+            best = buf[i]
+            best_c = f + i
+    return best_c
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def mix_root_noise(T, GM, cfg, g: int, f: int, nc: int) -> None:
+    """Set the PUCT root priors of game ``g`` for a new search (root children ``f .. f + nc``):
+    ``mixp = (1 - eps) * P + eps * eta`` with ``eta ~ Dir(alpha)`` drawn into ``extra`` when the
+    search has noise (``eps = noise_weight`` > 0; ``alpha = dirichlet_alpha``, or
+    ``dirichlet_alpha_scale / nc`` when that is 0), else ``mixp = P``."""
+    ext = GM.extra[g]
+    eps = cfg["noise_weight"]
+    noisy = GM.noise[g] and eps > 0.0
+    if noisy:
+        alpha = cfg["dirichlet_alpha"]
+        if alpha <= 0.0:
+            alpha = cfg["dirichlet_alpha_scale"] / nc
+        draw_dirichlet(GM.rng, g, ext, nc, alpha)
+    keep = 1.0 - eps if noisy else 1.0
+    mix = eps if noisy else 0.0
+    for i in range(nc):
+        GM.mixp[g, i] = keep * T.p[g, f + i] + mix * ext[i]

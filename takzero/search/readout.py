@@ -1,0 +1,239 @@
+"""Readouts of a searched root: visit counts, Q values, priors, proofs, policy targets, the move
+to play and the principal variation. Plain numpy functions over the pools of
+``takzero.search.tree`` (``T``: ``Trees``, ``GM``: ``Games``, ``settings``: the packed settings,
+``config``: the ``SearchConfig``), for game ``g``; ``BatchedMCTS`` delegates its readout methods
+here. Values are from the view of the side to move at the root; move codes are core codes
+(int64), action indices those of ``takzero.nn.actions``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from takzero.game.core import I_PLY, num_actions
+from takzero.nn.actions import move_to_action
+from takzero.search.config import SearchConfig
+from takzero.search.gumbel import root_sigma_q
+from takzero.search.rng import rand_uniform
+from takzero.search.tree import DRAW, LOSS, UNKNOWN, WIN, Games, Trees
+
+__all__ = [
+    "choose_move",
+    "policy_dense",
+    "policy_target",
+    "principal_variation",
+    "root_moves",
+    "root_priors",
+    "root_proven",
+    "root_q",
+    "root_value",
+    "root_visits",
+    "sigma_q",
+    "target_probs",
+]
+
+
+def _children(T: Trees, g: int) -> slice:
+    """Pool slots of the root's children."""
+    f = int(T.first[g, 0])
+    return slice(f, f + int(T.nch[g, 0]))
+
+
+def root_moves(T: Trees, g: int) -> np.ndarray:
+    """(k,) int64 move codes of the root's children (the legal moves once the root is expanded;
+    empty before)."""
+    return T.mv[g, _children(T, g)].astype(np.int64)
+
+
+def root_visits(T: Trees, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """(moves (k,) int64, visits (k,) int32) of the root's children."""
+    sl = _children(T, g)
+    return T.mv[g, sl].astype(np.int64), T.n[g, sl].copy()
+
+
+def root_q(T: Trees, g: int) -> np.ndarray:
+    """(k,) float32 mean value of each root child from the root mover's view (NaN if unvisited;
+    the exact value if proven)."""
+    sl = _children(T, g)
+    n = T.n[g, sl].astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.where(n > 0, T.w[g, sl] / n, np.nan)
+    st = T.status[g, sl]
+    q = np.where(st == WIN, 1.0, np.where(st == LOSS, -1.0, np.where(st == DRAW, 0.0, q)))
+    return q.astype(np.float32)
+
+
+def root_priors(
+    T: Trees, GM: Games, config: SearchConfig, g: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(moves (k,) int64, priors (k,) float32, mixed (k,) float32): the network priors of the
+    root's children and the priors the search used (with Dirichlet noise when it is on:
+    ``(1 - noise_weight) * P + noise_weight * eta``, in float32)."""
+    sl = _children(T, g)
+    p = T.p[g, sl].copy()
+    k = p.shape[0]
+    mixed = p
+    eps = config.noise_weight
+    if GM.noise[g] and not config.gumbel and eps > 0 and k:
+        mixed = ((1.0 - eps) * p + eps * GM.extra[g, :k]).astype(np.float32)
+    return T.mv[g, sl].astype(np.int64), p, mixed
+
+
+def root_proven(T: Trees, g: int) -> int | None:
+    """Proven result for the side to move at the root: 1 win, 0 draw, -1 loss, None unknown."""
+    s = int(T.status[g, 0])
+    return {UNKNOWN: None, WIN: -1, LOSS: 1, DRAW: 0}[s]
+
+
+def root_value(T: Trees, g: int) -> float:
+    """Value of the root for its side to move: the exact value if proven, else the mean of the
+    backed-up values (in [-1, 1]); 0 before any evaluation."""
+    proven = root_proven(T, g)
+    if proven is not None:
+        return float(proven)
+    n = int(T.n[g, 0])
+    return float(-T.w[g, 0] / n) if n else 0.0
+
+
+def sigma_q(T: Trees, GM: Games, settings: np.ndarray, g: int) -> np.ndarray:
+    """(k,) float64 ``sigma(completed Q)`` of the root's children (``gumbel.sigma_q``)."""
+    k = int(T.nch[g, 0])
+    out = np.empty(max(k, 1), dtype=np.float64)
+    if k:
+        root_sigma_q(T, GM, settings, g, out)
+    return out[:k]
+
+
+def target_probs(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
+                 g: int) -> np.ndarray:  # fmt: skip
+    """Policy target over the root's child slots ((k,) float64, sums to 1): uniform over the
+    proven wins if any; else, children proven lost excluded (unless all are), the Gumbel improved
+    policy ``softmax(log P + sigma(completed Q))`` or the visit counts (PUCT; the priors if no
+    child has a visit).
+
+    Raises:
+        ValueError: the root is not expanded.
+    """
+    sl = _children(T, g)
+    st = T.status[g, sl]
+    k = st.shape[0]
+    if k == 0:
+        raise ValueError(f"game {g} has no expanded root (run a search first)")
+    win = st == WIN
+    if win.any():
+        return win / win.sum()
+    keep = st != LOSS
+    if not keep.any():
+        keep = np.ones(k, dtype=bool)
+    if config.gumbel:
+        logits = np.log(np.maximum(T.p[g, sl].astype(np.float64), 1e-30))
+        z = np.where(keep, logits + sigma_q(T, GM, settings, g), -np.inf)
+        z = np.exp(z - z.max())
+        return z / z.sum()
+    v = np.where(keep, T.n[g, sl], 0).astype(np.float64)
+    if v.sum() <= 0:
+        v = np.where(keep, T.p[g, sl], 0).astype(np.float64) + keep * 1e-12
+    return v / v.sum()
+
+
+def policy_target(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig, size: int,
+                  g: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Training policy target of the root: (actions (k,) int64 action indices, probs (k,)
+    float32 summing to 1) over the legal moves (``target_probs``)."""
+    probs = target_probs(T, GM, settings, config, g)
+    moves = root_moves(T, g)
+    actions = np.array([move_to_action(int(m), size) for m in moves], dtype=np.int64)
+    return actions, probs.astype(np.float32)
+
+
+def policy_dense(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig, size: int,
+                 g: int) -> np.ndarray:  # fmt: skip
+    """The policy target as a dense (A,) float32 vector over action indices."""
+    actions, probs = policy_target(T, GM, settings, config, size, g)
+    out = np.zeros(num_actions(size), dtype=np.float32)
+    out[actions] = probs
+    return out
+
+
+def principal_variation(T: Trees, g: int, first_move: int | None = None,
+                        limit: int = 32) -> list[int]:  # fmt: skip
+    """Move codes of the most visited line from the root (starting with ``first_move`` when
+    given, e.g. the move actually chosen), at most ``limit`` plies."""
+    pv: list[int] = []
+    node = 0
+    for depth in range(limit):
+        f, k = int(T.first[g, node]), int(T.nch[g, node])
+        if k <= 0:
+            break
+        visits = T.n[g, f : f + k]
+        if depth == 0 and first_move is not None:
+            idx = np.flatnonzero(T.mv[g, f : f + k] == first_move)
+            if idx.size == 0:
+                break
+            j = int(idx[0])
+        else:
+            j = int(np.argmax(visits))
+            if visits[j] <= 0:
+                break
+        pv.append(int(T.mv[g, f + j]))
+        node = f + j
+    return pv
+
+
+def choose_move(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig, g: int,
+                temperature: float | None = None, rng=None) -> int:  # fmt: skip
+    """Move code to play at the root after a search.
+
+    A proven winning move is taken at once (the most visited one). Otherwise, children proven
+    lost are avoided (unless all are), and:
+
+    * PUCT: visit counts with temperature ``tau`` (default ``config.temperature_at(ply)``):
+      ``tau == 0`` takes the most visited move (ties: higher Q, then higher prior), else samples
+      with probability proportional to ``N ** (1 / tau)``;
+    * Gumbel: the Sequential Halving winner (most search visits, then the largest
+      gumbel + log P + sigma(Q)); the temperature is not used, the exploration comes from the
+      Gumbel draw (none when noise is off).
+
+    ``rng`` (``numpy.random.Generator``) draws the sample; default: the game's own stream.
+
+    Raises:
+        ValueError: the root is not expanded.
+    """
+    sl = _children(T, g)
+    k = sl.stop - sl.start
+    if k == 0:
+        raise ValueError(f"game {g} has no expanded root (run a search first)")
+    mv = T.mv[g, sl]
+    n = T.n[g, sl].astype(np.float64)
+    st = T.status[g, sl]
+    win = st == WIN
+    if win.any():
+        return int(mv[np.argmax(np.where(win, n, -1.0))])
+    keep = st != LOSS
+    if not keep.any():
+        keep = np.ones(k, dtype=bool)
+    if config.gumbel:
+        score = GM.extra[g, :k].astype(np.float64) + sigma_q(T, GM, settings, g)
+        sv = GM.sv[g, :k]
+        top = sv[keep].max()
+        cand = keep & (sv == top)
+        return int(mv[np.argmax(np.where(cand, score, -np.inf))])
+    tau = config.temperature_at(int(GM.root[g, I_PLY])) if temperature is None else temperature
+    visits = np.where(keep, n, 0.0)
+    if visits.sum() <= 0:
+        visits = np.where(keep, T.p[g, sl].astype(np.float64) + 1e-12, 0.0)
+    if tau <= 1e-6:
+        best = visits.max()
+        cand = np.flatnonzero(visits == best)
+        if cand.size > 1:
+            q = root_q(T, g)[cand]
+            q = np.where(np.isnan(q), -np.inf, q)
+            pri = T.p[g, sl][cand]
+            cand = cand[np.lexsort((-pri, -q))]
+        return int(mv[cand[0]])
+    with np.errstate(divide="ignore"):
+        z = np.log(visits) / tau
+    z = np.exp(z - z.max())
+    cdf = np.cumsum(z / z.sum())
+    u = rng.random() if rng is not None else rand_uniform(GM.rng, g)
+    return int(mv[min(int(np.searchsorted(cdf, u, side="right")), k - 1)])

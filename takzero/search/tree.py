@@ -1,0 +1,339 @@
+"""The search trees: node pools and their layout, proof statuses, backup and tree upkeep.
+
+Compiled functions are numba ``@njit(cache=True)``; ``NUMBA_DISABLE_JIT=1`` runs them as plain
+Python. ``takzero.search.mcts.BatchedMCTS`` owns the arrays (made by the ``new_*`` functions
+below) and calls the kernels once per batch; nothing runs per node in Python.
+
+Trees (``Trees``; structure of arrays, one row per game, ``B = node_budget`` columns; node 0 is
+the root)::
+
+    n       (G, B) int32    visits (completed backups)
+    w       (G, B) float32  sum of backed-up values, from the view of the player who made the
+                            move INTO the node (so Q(child) = w / n is the parent mover's view)
+    p       (G, B) float32  prior of the move into the node (normalised over the parent's moves)
+    mv      (G, B) int32    core move code of the move into the node (unused at the root)
+    first   (G, B) int32    index of the first child; children of a node are contiguous
+    nch     (G, B) int32    number of children (0 = not expanded)
+    status  (G, B) int8     proof status for the player who moved into the node: UNKNOWN, WIN,
+                            DRAW, LOSS (exact game-theoretic value under the rules + ply limit)
+    flags   (G, B) int8     FLAG_TERMINAL (game over or ply limit), FLAG_NOEXPAND (tree was full)
+    vl      (G, B) int16    in-flight visits (pending leaves below; virtual loss)
+    count   (G,)   int32    nodes in use
+
+Per game (``Games``): root states ``root (G, STATE_LEN) int64``, flags ``active`` (holds a live
+position), ``searching`` (in the current search), budgets ``target``/``done``/``inflight``, the
+search's ``noise`` and ``full`` (playout cap) flags, the per-game random stream ``rng`` (uint64,
+``takzero.search.rng``), root arrays indexed by child slot ``extra (G, A) float32`` (Dirichlet
+noise, or Gumbel + log prior in Gumbel mode), ``mixp (G, A) float32`` (PUCT: the root priors mixed
+with the noise, set once per search) and ``sv (G, A) int32`` (Gumbel: visits of this search, for
+Sequential Halving), ``raw (G,) float32`` (the root's value estimate before this search, for
+v_mix), ``seq (G, S) int32`` (the Gumbel considered-visit schedule) and ``overflow (G,) int32``
+(leaves left unexpanded because the tree was full).
+
+Leaves of one step (``Leaves``): ``states (L, STATE_LEN) int64`` (handed to the evaluator),
+``game (L,) int32``, ``depth (L,) int32``, ``path (L, MAX_DEPTH) int32`` (node indices, root first).
+
+Settings: the kernels read the search settings from a (1,) structured array made by
+``takzero.search.config.pack_settings`` (one field per ``SearchConfig`` field).
+
+Proofs (MCTS-Solver, Winands et al. 2008): a child that wins for the mover makes the node a win for
+the mover; a node whose children are all proven takes the best of them (``compute_status``).
+Selection never enters a proven-lost child and backs up the exact value of a proven or terminal
+node without a network call.
+
+Invariants the kernels rely on:
+
+* children are stored by decreasing prior, so the visited children of a non-root node form a prefix
+  (``takzero.search.puct.select_prefix`` stops at the first unvisited one; the root is always
+  scanned in full);
+* every slot at or past ``count[g]`` has zero statistics (``clear_tree``, ``advance_kernel``), so
+  an expansion writes only priors and moves;
+* ``vl`` is zero everywhere between steps, and with one leaf per game per step (the default) it
+  stays zero during a descent too, so it is then neither read nor written;
+* a flagged node (FLAG_TERMINAL or FLAG_NOEXPAND) is proven or has visits.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from takzero.game.core import I_PLY, I_RESULT, STATE_LEN, make_move, result_winner
+
+#: Longest selection path (plies below the root) kept per leaf; deeper leaves are not expanded.
+MAX_DEPTH = 256
+
+# Proof status, from the view of the player who made the move into the node.
+UNKNOWN = 0
+WIN = 1
+DRAW = 2
+LOSS = 3
+
+FLAG_TERMINAL = 1
+FLAG_NOEXPAND = 2
+
+Trees = namedtuple("Trees", ["n", "w", "p", "mv", "first", "nch", "status", "flags", "vl", "count"])
+Games = namedtuple(
+    "Games",
+    [
+        "root", "active", "searching", "target", "done", "inflight", "noise", "full", "rng",
+        "extra", "mixp", "sv", "raw", "seq", "overflow",
+    ],
+)  # fmt: skip
+Leaves = namedtuple("Leaves", ["states", "game", "depth", "path"])
+#: One tree's worth of scratch columns for the compaction in ``advance_kernel``.
+Scratch = namedtuple("Scratch", ["n", "w", "p", "mv", "first", "nch", "status", "flags", "old"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Allocation
+# ---------------------------------------------------------------------------------------------
+
+
+def new_trees(games: int, budget: int) -> Trees:
+    """Zeroed node pools of ``games`` trees of ``budget`` nodes (dtypes: see the module
+    docstring; memory is committed by the OS only when touched)."""
+    shape = (games, budget)
+    return Trees(
+        n=np.zeros(shape, dtype=np.int32),
+        w=np.zeros(shape, dtype=np.float32),
+        p=np.zeros(shape, dtype=np.float32),
+        mv=np.zeros(shape, dtype=np.int32),
+        first=np.zeros(shape, dtype=np.int32),
+        nch=np.zeros(shape, dtype=np.int32),
+        status=np.zeros(shape, dtype=np.int8),
+        flags=np.zeros(shape, dtype=np.int8),
+        vl=np.zeros(shape, dtype=np.int16),
+        count=np.zeros(games, dtype=np.int32),
+    )
+
+
+def new_games(rng: np.ndarray, actions: int, schedule: int) -> Games:
+    """Per-game arrays for ``len(rng)`` games: random streams ``rng`` ((G,) uint64, kept), root
+    arrays of ``actions`` child slots, a Gumbel schedule of ``schedule`` simulations."""
+    g = rng.shape[0]
+    return Games(
+        root=np.zeros((g, STATE_LEN), dtype=np.int64),
+        active=np.zeros(g, dtype=np.bool_),
+        searching=np.zeros(g, dtype=np.bool_),
+        target=np.zeros(g, dtype=np.int32),
+        done=np.zeros(g, dtype=np.int32),
+        inflight=np.zeros(g, dtype=np.int32),
+        noise=np.zeros(g, dtype=np.bool_),
+        full=np.ones(g, dtype=np.bool_),
+        rng=rng,
+        extra=np.zeros((g, actions), dtype=np.float32),
+        mixp=np.zeros((g, actions), dtype=np.float32),
+        sv=np.zeros((g, actions), dtype=np.int32),
+        raw=np.zeros(g, dtype=np.float32),
+        seq=np.zeros((g, max(1, schedule)), dtype=np.int32),
+        overflow=np.zeros(g, dtype=np.int32),
+    )
+
+
+def new_leaves(rows: int) -> Leaves:
+    """Leaf buffers of ``rows`` leaves (games x leaves per step)."""
+    return Leaves(
+        states=np.zeros((rows, STATE_LEN), dtype=np.int64),
+        game=np.zeros(rows, dtype=np.int32),
+        depth=np.zeros(rows, dtype=np.int32),
+        path=np.zeros((rows, MAX_DEPTH), dtype=np.int32),
+    )
+
+
+def new_scratch(budget: int) -> Scratch:
+    """Scratch columns of one tree of ``budget`` nodes for ``advance_kernel``."""
+    return Scratch(
+        n=np.zeros(budget, dtype=np.int32),
+        w=np.zeros(budget, dtype=np.float32),
+        p=np.zeros(budget, dtype=np.float32),
+        mv=np.zeros(budget, dtype=np.int32),
+        first=np.zeros(budget, dtype=np.int32),
+        nch=np.zeros(budget, dtype=np.int32),
+        status=np.zeros(budget, dtype=np.int8),
+        flags=np.zeros(budget, dtype=np.int8),
+        old=np.zeros(budget, dtype=np.int32),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Statuses, backup and proofs
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def status_value(s: int) -> float:
+    """Exact value of a proof status for the player who moved into the node (WIN 1, LOSS -1,
+    DRAW and UNKNOWN 0)."""
+    if s == WIN:
+        return 1.0
+    if s == LOSS:
+        return -1.0
+    return 0.0
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def terminal_status(state: np.ndarray, max_plies: int) -> int:
+    """Proof status of ``state`` for the player who just moved: WIN/LOSS/DRAW if the game is over
+    (or the ply limit ``max_plies`` > 0 is reached: DRAW), else UNKNOWN."""
+    res = state[I_RESULT]
+    if res != 0:
+        w = result_winner(res)
+        mover = (state[I_PLY] - 1) & 1
+        if w == -1:
+            return DRAW
+        if w == mover:
+            return WIN
+        return LOSS
+    if max_plies > 0 and state[I_PLY] >= max_plies:
+        return DRAW
+    return UNKNOWN
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def compute_status(nch: np.ndarray, first: np.ndarray, status: np.ndarray, g: int, x: int) -> int:
+    """Proof status of node ``x`` of game ``g`` from its children (its own if not expanded): LOSS
+    if a child is a WIN (for the player moving from ``x``), else UNKNOWN while a child is, else
+    DRAW if a child is, else WIN (every child lost)."""
+    nc = nch[g, x]
+    if nc == 0:
+        return status[g, x]
+    f = first[g, x]
+    all_proven = True
+    any_draw = False
+    for c in range(f, f + nc):
+        s = status[g, c]
+        if s == WIN:
+            return LOSS
+        if s == UNKNOWN:
+            all_proven = False
+        elif s == DRAW:
+            any_draw = True
+    if not all_proven:
+        return UNKNOWN
+    if any_draw:
+        return DRAW
+    return WIN
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def propagate(nch, first, status, path, slot: int, g: int, d: int) -> None:
+    """Recompute proof statuses from ``path[slot, d]`` up to the root, stopping at the first node
+    whose status does not change."""
+    for i in range(d, -1, -1):
+        x = np.int64(path[slot, i])
+        s = compute_status(nch, first, status, g, x)
+        if s == status[g, x]:
+            return
+        status[g, x] = s
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def backup(n, w, path, slot: int, g: int, depth: int, v: float) -> None:
+    """Add one visit and value ``v`` (view of the player who moved into ``path[slot, depth]``) to
+    every node of the path, negating at each ply."""
+    for i in range(depth, -1, -1):
+        x = path[slot, i]
+        n[g, x] += 1
+        w[g, x] += v
+        v = -v
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree upkeep
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, error_model="numpy")
+def _zero_slots(T, g: int, lo: int, hi: int) -> None:
+    """Zero the statistics of node slots [lo, hi) of game ``g`` (see the free-slot invariant)."""
+    hi = min(hi, T.n.shape[1])
+    for i in range(lo, hi):
+        T.n[g, i] = 0
+    for i in range(lo, hi):
+        T.w[g, i] = 0.0
+    for i in range(lo, hi):
+        T.nch[g, i] = 0
+    for i in range(lo, hi):
+        T.status[g, i] = UNKNOWN
+    for i in range(lo, hi):
+        T.flags[g, i] = 0
+    for i in range(lo, hi):
+        T.vl[g, i] = 0
+
+
+@njit(cache=True, error_model="numpy")
+def clear_tree(T, g: int, keep_root: bool = True) -> None:
+    """Make game ``g``'s tree a single unexpanded root (or empty: ``keep_root=False``). Zeroes the
+    used slots, keeping the free-slot invariant: every slot at or past ``count`` has zero
+    statistics (n, w, nch, status, flags, vl), so an expansion only writes priors and moves."""
+    _zero_slots(T, g, 0, max(T.count[g], 1))
+    T.p[g, 0] = 1.0
+    T.mv[g, 0] = 0
+    T.first[g, 0] = 0
+    T.count[g] = 1 if keep_root else 0
+
+
+@njit(cache=True, error_model="numpy")
+def advance_kernel(T, GM, S, g: int, move: int, reuse: bool, max_plies: int) -> int:
+    """Play ``move`` (legal, checked by the caller) at game ``g``'s root. With ``reuse`` and an
+    expanded child for the move, that child's subtree becomes the tree (compacted to the front of
+    the pool, breadth first, through the scratch ``S``); otherwise the tree is cleared. A finished
+    game (or the ply limit) deactivates the game. Returns the number of nodes kept."""
+    f = T.first[g, 0]
+    nc = T.nch[g, 0]
+    c = -1
+    for i in range(nc):
+        if T.mv[g, f + i] == move:
+            c = f + i
+            break
+    st = GM.root[g]
+    make_move(st, move)
+    GM.searching[g] = False
+    if terminal_status(st, max_plies) != UNKNOWN:
+        GM.active[g] = False
+        clear_tree(T, g, False)
+        return 0
+    if c < 0 or not reuse or T.nch[g, c] == 0:
+        clear_tree(T, g)
+        return 1
+    # breadth-first copy of the subtree of c into the scratch columns
+    S.old[0] = c
+    S.first[0] = 0
+    head = 0
+    tail = 1
+    while head < tail:
+        o = S.old[head]
+        S.n[head] = T.n[g, o]
+        S.w[head] = T.w[g, o]
+        S.p[head] = T.p[g, o]
+        S.mv[head] = T.mv[g, o]
+        S.status[head] = T.status[g, o]
+        S.flags[head] = T.flags[g, o]
+        k = T.nch[g, o]
+        S.nch[head] = k
+        if k > 0:
+            fo = T.first[g, o]
+            S.first[head] = tail
+            for j in range(k):
+                S.old[tail + j] = fo + j
+            tail += k
+        else:
+            S.first[head] = 0
+        head += 1
+    old_count = T.count[g]
+    for i in range(tail):
+        T.n[g, i] = S.n[i]
+        T.w[g, i] = S.w[i]
+        T.p[g, i] = S.p[i]
+        T.mv[g, i] = S.mv[i]
+        T.first[g, i] = S.first[i]
+        T.nch[g, i] = S.nch[i]
+        T.status[g, i] = S.status[i]
+        T.flags[g, i] = S.flags[i]
+        T.vl[g, i] = 0
+    _zero_slots(T, g, tail, old_count)
+    T.count[g] = tail
+    return tail
