@@ -107,7 +107,7 @@ from takzero.game.core import (
     _edge_masks,
     _flood,
     _free_run,
-    _nbrs,
+    _neighbours,
     _road_on,
     _spread_bitboards,
     apply_move,
@@ -321,10 +321,10 @@ def spread_road_origins(state: np.ndarray) -> np.uint64:
     b = _flood(top, bb, size, not_left, not_right)
     c = _flood(left, bb, size, not_left, not_right)
     d = _flood(right, bb, size, not_left, not_right)
-    zb = a | _nbrs(a, size, not_left, not_right, board) | bottom
-    zt = b | _nbrs(b, size, not_left, not_right, board) | top
-    zl = c | _nbrs(c, size, not_left, not_right, board) | left
-    zr = d | _nbrs(d, size, not_left, not_right, board) | right
+    zb = a | (_neighbours(a, size, not_left, not_right) & board) | bottom
+    zt = b | (_neighbours(b, size, not_left, not_right) & board) | top
+    zl = c | (_neighbours(c, size, not_left, not_right) & board) | left
+    zr = d | (_neighbours(d, size, not_left, not_right) & board) | right
     bound = (a & top) == np.uint64(0) and (c & right) == np.uint64(0)  # no road yet
     result = state[I_RESULT]
     one = np.uint64(1)
