@@ -4,7 +4,8 @@
 within ``plies`` plies, looking at ALL legal moves of both sides: no proof numbers, no move
 restriction, no transposition table, no threat heuristics. A win is any end of the game in the
 attacker's favour by the rules (a road; a flat win when the board fills or a reserve empties);
-a draw or a defender win is not. Attacker nodes return at the first winning move, defender nodes
+a draw or a defender win is not. With ``roads_only=True`` only the attacker's road is a win (a
+forced road), any other end of the game is not. Attacker nodes return at the first winning move, defender nodes
 at the first reply that escapes (the usual AND/OR cut-offs, which change no answer).
 
 The only shortcut is at the attacker's last ply (and as a first pass at every attacker node):
@@ -37,6 +38,8 @@ from takzero.game.core import (
     OFF_LO,
     OFF_TOP,
     RESULT_NONE,
+    RESULT_ROAD_BLACK,
+    RESULT_ROAD_WHITE,
     WALL,
     direction_step,
     distance_to_edge,
@@ -50,10 +53,18 @@ from takzero.game.position import Position
 UNKNOWN_RESULT = -1
 
 
+@njit(cache=True, inline="always")
+def _wins(r: int, attacker: int, roads_only: bool) -> bool:
+    """Whether result ``r`` (not RESULT_NONE) is a win for ``attacker`` that counts."""
+    if result_winner(r) != attacker:
+        return False
+    return not roads_only or r == RESULT_ROAD_WHITE or r == RESULT_ROAD_BLACK
+
+
 @njit(cache=True)
-def _may_win_at_once(state: np.ndarray) -> bool:
+def _may_win_at_once(state: np.ndarray, roads_only: bool) -> bool:
     """False only when the side to move certainly has no move that wins at once (see the module
-    docstring for the condition)."""
+    docstring for the condition; with ``roads_only`` flat wins do not count)."""
     size = state[I_SIZE]
     nsq = size * size
     mover = state[I_PLY] & 1
@@ -62,7 +73,7 @@ def _may_win_at_once(state: np.ndarray) -> bool:
         if state[OFF_HEIGHT + sq] == 0:
             empties += 1
     reserve = state[I_STONES + mover] + state[I_CAPS + mover]
-    if reserve <= 1 or empties < size:
+    if not roads_only and (reserve <= 1 or empties < size):
         return True  # the ply may end the game by the flat count
     one = np.uint64(1)
     roads = np.uint64(0)
@@ -102,10 +113,10 @@ def _may_win_at_once(state: np.ndarray) -> bool:
 
 
 @njit(cache=True)
-def _search(state, plies, attacker, bufs, ctr) -> int:
-    """1 if ``attacker`` wins by force within ``plies`` plies from here, 0 if not, -1 when the
-    node budget ``ctr[1]`` ran out (``ctr[0]`` counts nodes). ``bufs[plies]`` is this level's move
-    list. ``state`` is restored."""
+def _search(state, plies, attacker, roads_only, bufs, ctr) -> int:
+    """1 if ``attacker`` wins by force within ``plies`` plies from here (by a road only, with
+    ``roads_only``), 0 if not, -1 when the node budget ``ctr[1]`` ran out (``ctr[0]`` counts
+    nodes). ``bufs[plies]`` is this level's move list. ``state`` is restored."""
     if ctr[0] >= ctr[1]:
         return -1
     ctr[0] += 1
@@ -116,13 +127,13 @@ def _search(state, plies, attacker, bufs, ctr) -> int:
     n = generate_moves(state, moves)
     unknown = False
     if mover == attacker:
-        if _may_win_at_once(state):
+        if _may_win_at_once(state, roads_only):
             for j in range(n):
                 m = moves[j]
                 u = make_move(state, m)
                 r = state[I_RESULT]
                 unmake_move(state, m, u)
-                if r != RESULT_NONE and result_winner(r) == attacker:
+                if r != RESULT_NONE and _wins(r, attacker, roads_only):
                     return 1
         if plies < 2:
             return 0
@@ -131,7 +142,7 @@ def _search(state, plies, attacker, bufs, ctr) -> int:
             u = make_move(state, m)
             v = 0
             if state[I_RESULT] == RESULT_NONE:
-                v = _search(state, plies - 1, attacker, bufs, ctr)
+                v = _search(state, plies - 1, attacker, roads_only, bufs, ctr)
             unmake_move(state, m, u)
             if v == 1:
                 return 1
@@ -144,9 +155,9 @@ def _search(state, plies, attacker, bufs, ctr) -> int:
         u = make_move(state, m)
         r = state[I_RESULT]
         if r != RESULT_NONE:
-            v = 1 if result_winner(r) == attacker else 0
+            v = 1 if _wins(r, attacker, roads_only) else 0
         else:
-            v = _search(state, plies - 1, attacker, bufs, ctr)
+            v = _search(state, plies - 1, attacker, roads_only, bufs, ctr)
         unmake_move(state, m, u)
         if v == 0:
             return 0
@@ -156,7 +167,7 @@ def _search(state, plies, attacker, bufs, ctr) -> int:
 
 
 @njit(cache=True)
-def _winning_moves(state, plies, bufs, ctr, out) -> int:
+def _winning_moves(state, plies, roads_only, bufs, ctr, out) -> int:
     """Write into ``out`` every move of the side to move after which it wins by force within
     ``plies`` plies in all (the move included); returns their number, or -1 if the budget ran out."""
     attacker = state[I_PLY] & 1
@@ -168,9 +179,9 @@ def _winning_moves(state, plies, bufs, ctr, out) -> int:
         u = make_move(state, m)
         r = state[I_RESULT]
         if r != RESULT_NONE:
-            v = 1 if result_winner(r) == attacker else 0
+            v = 1 if _wins(r, attacker, roads_only) else 0
         else:
-            v = _search(state, plies - 1, attacker, bufs, ctr)
+            v = _search(state, plies - 1, attacker, roads_only, bufs, ctr)
         unmake_move(state, m, u)
         if v < 0:
             return -1
@@ -197,7 +208,7 @@ def _safe_moves(state, plies, bufs, ctr, out) -> int:
         if r != RESULT_NONE:
             v = 1 if result_winner(r) == opp else 0
         else:
-            v = _search(state, plies, opp, bufs, ctr)
+            v = _search(state, plies, opp, False, bufs, ctr)
         unmake_move(state, m, u)
         if v < 0:
             return -1
@@ -220,23 +231,29 @@ def _prepare(position: Position, plies: int, max_nodes: int) -> tuple[np.ndarray
     return state, bufs, ctr
 
 
-def forced_win(position: Position, plies: int, max_nodes: int = 50_000_000) -> bool | None:
+def forced_win(
+    position: Position, plies: int, max_nodes: int = 50_000_000, roads_only: bool = False
+) -> bool | None:
     """True if the side to move wins by force within ``plies`` plies (all moves of both sides
-    searched), False if not, None if ``max_nodes`` positions were not enough. A finished position
-    is False. Raises TypeError/ValueError for bad arguments (plies 0..12)."""
+    searched; with ``roads_only`` only a road counts as a win, a flat win is no win), False if
+    not, None if ``max_nodes`` positions were not enough. A finished position is False. Raises
+    TypeError/ValueError for bad arguments (plies 0..12)."""
     state, bufs, ctr = _prepare(position, plies, max_nodes)
-    v = _search(state, plies, int(state[I_PLY]) & 1, bufs, ctr)
+    v = _search(state, plies, int(state[I_PLY]) & 1, bool(roads_only), bufs, ctr)
     return None if v < 0 else bool(v)
 
 
-def winning_moves(position: Position, plies: int, max_nodes: int = 50_000_000) -> list[int] | None:
+def winning_moves(
+    position: Position, plies: int, max_nodes: int = 50_000_000, roads_only: bool = False
+) -> list[int] | None:
     """Move codes of the side to move that win by force within ``plies`` plies counting the move
-    itself (``plies >= 1``), in move-generation order; None if ``max_nodes`` ran out."""
+    itself (``plies >= 1``; ``roads_only`` as in :func:`forced_win`), in move-generation order;
+    None if ``max_nodes`` ran out."""
     if plies < 1:
         raise ValueError(f"plies must be >= 1, got {plies!r}")
     state, bufs, ctr = _prepare(position, plies, max_nodes)
     out = np.empty(bufs.shape[1], dtype=np.int64)
-    k = _winning_moves(state, plies, bufs, ctr, out)
+    k = _winning_moves(state, plies, bool(roads_only), bufs, ctr, out)
     return None if k < 0 else [int(c) for c in out[:k]]
 
 

@@ -57,9 +57,12 @@ tables", ICCA Journal 17(4), 1994). Each entry: hash, pn, dn, work (nodes), best
 move of an attacker node, the refutation of a defender node), proof depth (plies), taint,
 invocation, generation.
 
-Budget: ``max_nodes`` counts node visits (one per call of the df-pn recursion, re-visits counted
-again) and is never exceeded; ``max_seconds`` is checked between compiled chunks of at most about
-20 ms of search (the first chunk is 256 nodes), so a search stops within a few tens of ms of it.
+Budget: ``max_nodes`` counts node visits (one per visit of a node by df-pn -- an expansion of
+its moves --, re-visits counted again) and is never exceeded; ``max_seconds`` is checked between
+compiled chunks of about 5 ms of search (the first chunk is 4 node visits, later ones are sized by
+the rate seen and the time left). The search stops at the end of a chunk and resumes from its own
+stack in the next one (no restart from the root), so the chunks cost nothing but the check; a
+search ends within one node visit (a few ms on a 6x6 middle game) of its time budget.
 
 The proof depth reported with a WIN is the number of plies from the root to the end of the game
 along the longest line of the proof found; it bounds the length of the forced win (a shorter one
@@ -82,6 +85,9 @@ from numba import njit
 from takzero.game import core
 from takzero.game.core import (
     CAP,
+    DIR_DOWN,
+    DIR_RIGHT,
+    DIR_UP,
     FLAT,
     I_CAPS,
     I_HASH,
@@ -90,10 +96,12 @@ from takzero.game.core import (
     I_SIZE,
     I_STONES,
     OFF_HEIGHT,
+    OFF_LO,
     OFF_TOP,
     PATTERN_LIST,
     PATTERN_NUM,
     RESULT_NONE,
+    WALL,
     _free_run,
     _road_on,
     _spread_bitboards,
@@ -144,13 +152,59 @@ C_MAXDEPTH = 5  # path depth limit (plies)
 C_ATTACKER = 6  # 0 white, 1 black
 C_CYCLES = 7  # children found on the current path (repetitions)
 C_CUTS = 8  # children cut by the depth limit
-C_EXPAND = 9  # node expansions (move generation + classification)
+C_DEPTH = 9  # path index where a stopped search resumes
 C_LEN = 10
 
 
 # ---------------------------------------------------------------------------------------------
 # Road in one, tak, win at once
 # ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _line_masks(bb: np.uint64, size: int) -> tuple[int, int]:
+    """(ranks, files) holding a piece of ``bb``, as masks (bit r = rank r, bit f = file f)."""
+    row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
+    files = np.uint64(0)
+    ranks = 0
+    for r in range(size):
+        x = (bb >> np.uint64(r * size)) & row
+        files |= x
+        if x != np.uint64(0):
+            ranks |= 1 << r
+    return ranks, np.int64(files)
+
+
+@njit(cache=True, inline="always")
+def _spread_road(bb, colours, height, moving_road, pattern, sq, step, side, size) -> bool:
+    """Whether spreading the top pieces of ``sq`` with drop ``pattern`` gives ``side`` a road,
+    from the road pieces ``bb`` of ``side`` before the move, without playing it. ``colours``: the
+    stack's colour bits (bit t = the piece t below the top); the origin's new top is the piece
+    just under the carried ones (a flat), each square passed is topped by the last piece dropped
+    on it: carried pieces go bottom first, so after ``r`` pieces are left to carry, the square's
+    top is the piece ``r`` below the old top; the last square gets the moving piece itself, which
+    is a road piece unless it is a wall (``moving_road``)."""
+    one = np.uint64(1)
+    k = core.bit_length(pattern)
+    out = bb & ~(one << np.uint64(sq))
+    if height > k and ((colours >> k) & 1) == side:
+        out |= one << np.uint64(sq)
+    r = k
+    i = k - 1
+    s = sq
+    while r > 0:
+        s += step
+        d = 1
+        i -= 1
+        while i >= 0 and ((pattern >> i) & 1) == 0:
+            d += 1
+            i -= 1
+        r -= d
+        bit = one << np.uint64(s)
+        out &= ~bit
+        if ((colours >> r) & 1) == side and (r > 0 or moving_road):
+            out |= bit
+    return _road_on(out, size)
 
 
 @njit(cache=True)
@@ -161,10 +215,12 @@ def road_moves(state: np.ndarray, side: int, out: np.ndarray, list_all: bool) ->
     (returns 0 or 1). Nothing is found in a finished position or during the opening plies.
 
     Placements: :func:`~takzero.game.core.road_win_squares` (flat and capstone per square, as the
-    reserve allows). Spreads: for each stack ``side`` controls and each direction, the squares the
-    spread can reach plus its origin are added to ``side``'s road pieces; only when that union holds
-    a road (a necessary condition, since a spread changes no other square) are the drop patterns
-    played and tested one by one. ``state`` is restored.
+    reserve allows). Spreads: nothing to do unless ``side``'s road pieces plus every square any of
+    its spreads can change hold a road; then for each stack ``side`` controls and each direction, the first p
+    squares the spread can reach (and the origin, if a piece left there can be ``side``'s) are
+    added to ``side``'s road pieces; a drop pattern that covers p squares is only tested -- on
+    bitboards, without playing it (:func:`_spread_road`) -- when that union holds a road for its p
+    (a necessary condition: a spread changes no other square). ``state`` is restored.
     """
     if state[I_RESULT] != RESULT_NONE:
         return 0
@@ -197,32 +253,84 @@ def road_moves(state: np.ndarray, side: int, out: np.ndarray, list_all: bool) ->
     bb = road_bitboard(state, side)
     own, stops, walls = _spread_bitboards(state, nsq, side)
     one = np.uint64(1)
+    # first all spreads at once: side's road pieces plus every square any spread can change
+    union = bb
+    rest = own
+    while rest != np.uint64(0):
+        sq = lowest_bit(rest)
+        rest &= rest - one
+        union |= one << np.uint64(sq)
+        is_cap = state[OFF_TOP + sq] == CAP
+        for direction in range(4):
+            free, wall = _free_run(stops, walls, size, sq, direction)
+            reach = free + (1 if (is_cap and wall) else 0)
+            step = direction_step(direction, size)
+            s = sq
+            for _ in range(reach):
+                s += step
+                union |= one << np.uint64(s)
+    if not _road_on(union, size):
+        state[I_PLY] = ply
+        return n
     while own != np.uint64(0):
         sq = lowest_bit(own)
         own &= own - one
-        carry = min(state[OFF_HEIGHT + sq], size)
+        height = state[OFF_HEIGHT + sq]
+        colours = state[OFF_LO + sq]  # bit t: colour of the piece t below the top
+        carry = min(height, size)
         is_cap = state[OFF_TOP + sq] == CAP
+        moving_road = state[OFF_TOP + sq] != WALL
+        # the origin stays a road piece of side's only if a piece left on it can be side's flat
+        bit = one << np.uint64(sq)
+        base_cover = bb & ~bit
+        for t in range(1, min(carry, height - 1) + 1):
+            if ((colours >> t) & 1) == side:
+                base_cover |= bit
+                break
+        # the ranks and files those pieces cover (bit r, bit f): a road crosses every rank or
+        # every file, and a spread adds squares of its own line only
+        rank_mask, file_mask = _line_masks(base_cover, size)
+        full = (1 << size) - 1
+        r0 = sq // size
+        f0 = sq - r0 * size
         for direction in range(4):
             free, wall = _free_run(stops, walls, size, sq, direction)
             f = 1 if (is_cap and wall) else 0
             reach = free + f
-            if reach == 0:
-                continue
+            # a pattern dropping on p squares changes only the origin and those p squares: it can
+            # only make a road if the road pieces plus them hold one; the fewest such squares, p0
+            p0 = 0
             step = direction_step(direction, size)
-            cover = bb | (one << np.uint64(sq))
             s = sq
-            for _ in range(reach):
+            cover = base_cover
+            for i in range(reach):
                 s += step
                 cover |= one << np.uint64(s)
-            if not _road_on(cover, size):
+                # lines covered with the first i + 1 squares of the spread
+                if direction == DIR_UP:
+                    rk = rank_mask | (((1 << (i + 1)) - 1) << (r0 + 1))
+                    fl = file_mask | (1 << f0)
+                elif direction == DIR_DOWN:
+                    rk = rank_mask | (((1 << (i + 1)) - 1) << (r0 - i - 1))
+                    fl = file_mask | (1 << f0)
+                elif direction == DIR_RIGHT:
+                    rk = rank_mask | (1 << r0)
+                    fl = file_mask | (((1 << (i + 1)) - 1) << (f0 + 1))
+                else:
+                    rk = rank_mask | (1 << r0)
+                    fl = file_mask | (((1 << (i + 1)) - 1) << (f0 - i - 1))
+                if (rk == full or fl == full) and _road_on(cover, size):
+                    p0 = i + 1
+                    break
+            if p0 == 0:
                 continue
             base = sq | (direction << 8)
             for j in range(PATTERN_NUM[carry, free, f]):
-                m = base | (PATTERN_LIST[carry, free, f, j] << 10)
-                u = core.apply_move(state, m)
-                road = _road_on(road_bitboard(state, side), size)
-                unmake_move(state, m, u)
-                if road:
+                pattern = PATTERN_LIST[carry, free, f, j]
+                if core.popcount(pattern) < p0:
+                    continue
+                if _spread_road(bb, colours, height, moving_road, pattern, sq, step, side, size):
+                    m = base | (pattern << 10)
                     out[n] = m
                     n += 1
                     if not list_all:
@@ -325,35 +433,52 @@ def _sat_add(a: int, b: int) -> int:
     return INF if s > INF else s
 
 
+# frame fields (fr[depth, field], int64): one df-pn visit on the explicit stack
+F_SINCE = 0  # path index of the first position after the last placement
+F_THPHI = 1  # thresholds of this visit, in the node's own (phi, delta) terms
+F_THDELTA = 2
+F_PINV = 3  # invocation id of the parent's visit (context of a tainted disproof)
+F_INV = 4  # this visit's invocation id
+F_START = 5  # node count when the visit began (work)
+F_OFF = 6  # first pool row of the children
+F_K = 7  # number of children in the pool
+F_MAXDEP = 8  # defender node: longest line among replies settled at expansion
+F_OR = 9  # 1 attacker node, 0 defender node
+F_BEST = 10  # child being searched (pool row offset from F_OFF)
+F_UNDO = 11  # undo token of the move into that child
+F_PHI = 12  # last (phi, delta) of the node
+F_DELTA = 13
+F_LEN = 14
+
+# children pool columns (pool[row, column], int64)
+P_MOVE = 0
+P_KEY = 1
+P_PN = 2
+P_DN = 3
+P_TAINT = 4
+P_DEP = 5
+P_LEN = 6
+
+
 @njit(cache=True)
-def _mid(state, depth, since, th_phi, th_delta, parent_inv, tt, ctr, path, buf, buf2):
-    """One df-pn visit (Nagai's MID) of the node ``state`` at path index ``depth``: expand it,
-    then search its most-proving child while the node's (phi, delta) stay under the thresholds.
-    Returns (pn, dn, taint, proof depth) of the node; stores them in ``tt``. ``since``: path index
-    of the first position after the last placement (repetitions can only go back that far);
-    ``parent_inv``: the caller's invocation id (the context of a tainted disproof)."""
-    if ctr[C_NODES] >= ctr[C_LIMIT]:
-        ctr[C_ABORT] = 1
-        return 1, 1, CLEAN, 0
-    start_nodes = ctr[C_NODES]
-    ctr[C_NODES] = start_nodes + 1
-    ctr[C_EXPAND] += 1
-    inv = ctr[C_INV] + 1
-    ctr[C_INV] = inv
+def _expand(state, d, tt, ctr, path, buf, buf2, pool, fr):
+    """Expand the node at path index ``d`` (the position in ``state``): classify its moves (see the
+    module docstring), put the children that stay open into ``pool`` from row ``fr[d, F_OFF]``.
+    Returns (settled, pn, dn, proof depth): settled = 1 when the node was decided at once (values
+    stored in ``tt``), 2 when the pool is too small (the search must stop and grow it), else 0."""
     gen = ctr[C_GEN]
     attacker = ctr[C_ATTACKER]
     key = state[I_HASH]
     is_or = (state[I_PLY] & 1) == attacker
+    inv = fr[d, F_INV]
+    since = fr[d, F_SINCE]
+    off = fr[d, F_OFF]
     n = generate_moves(state, buf)
-    cm = np.empty(n, dtype=np.int64)
-    cpn = np.empty(n, dtype=np.int64)
-    cdn = np.empty(n, dtype=np.int64)
-    ctaint = np.empty(n, dtype=np.int64)
-    cdep = np.empty(n, dtype=np.int64)
-    ckey = np.empty(n, dtype=np.int64)
+    if off + n > pool.shape[0]:
+        return 2, 1, 1, 0
     k = 0
-    maxdep = 0  # defender node: the longest line among the replies settled at expansion
-    cut = depth + 1 > ctr[C_MAXDEPTH]
+    maxdep = 0
+    cut = d + 1 > ctr[C_MAXDEPTH]
     for j in range(n):
         m = buf[j]
         u = make_move(state, m)
@@ -363,11 +488,11 @@ def _mid(state, depth, since, th_phi, th_delta, parent_inv, tt, ctr, path, buf, 
             unmake_move(state, m, u)
             if is_or and won:
                 _tt_store(tt, key, gen, 0, INF, 1, m, 1, CLEAN, 0)
-                return 0, INF, CLEAN, 1
+                return 1, 0, INF, 1
             if not is_or:
                 if not won:  # the defender ends the game without losing: refuted
                     _tt_store(tt, key, gen, INF, 0, 1, m, 0, CLEAN, 0)
-                    return INF, 0, CLEAN, 0
+                    return 1, INF, 0, 0
                 maxdep = max(maxdep, 1)
             continue
         if is_or:
@@ -378,67 +503,185 @@ def _mid(state, depth, since, th_phi, th_delta, parent_inv, tt, ctr, path, buf, 
                 maxdep = max(maxdep, 2)
         if keep:
             h = state[I_HASH]
-            cm[k] = m
-            ckey[k] = h
-            cpn[k] = 1
-            cdn[k] = 1
-            ctaint[k] = CLEAN
-            cdep[k] = 0
+            row = off + k
+            pool[row, P_MOVE] = m
+            pool[row, P_KEY] = h
+            pool[row, P_PN] = 1
+            pool[row, P_DN] = 1
+            pool[row, P_TAINT] = CLEAN
+            pool[row, P_DEP] = 0
             loop = -1
             if (m >> 6) & 3 == 0:  # a spread: the position may repeat one on the path
-                for i in range(since, depth + 1):
+                for i in range(since, d + 1):
                     if path[i] == h:
                         loop = i
                         break
             if loop >= 0:
                 ctr[C_CYCLES] += 1
-                cpn[k] = INF
-                cdn[k] = 0
-                ctaint[k] = loop
+                pool[row, P_PN] = INF
+                pool[row, P_DN] = 0
+                pool[row, P_TAINT] = loop
             elif cut:
                 ctr[C_CUTS] += 1
-                cpn[k] = INF
-                cdn[k] = 0
-                ctaint[k] = CUT
+                pool[row, P_PN] = INF
+                pool[row, P_DN] = 0
+                pool[row, P_TAINT] = CUT
             else:
                 s = _tt_slot(tt, h, gen)
                 if s >= 0 and _tt_usable(tt, s, inv):
-                    cpn[k] = tt[s, T_PN]
-                    cdn[k] = tt[s, T_DN]
-                    ctaint[k] = tt[s, T_TAINT]
-                    cdep[k] = tt[s, T_DEPTH]
+                    pool[row, P_PN] = tt[s, T_PN]
+                    pool[row, P_DN] = tt[s, T_DN]
+                    pool[row, P_TAINT] = tt[s, T_TAINT]
+                    pool[row, P_DEP] = tt[s, T_DEPTH]
             k += 1
         unmake_move(state, m, u)
+    fr[d, F_K] = k
+    fr[d, F_MAXDEP] = maxdep
+    fr[d, F_OR] = 1 if is_or else 0
     if k == 0:
         if is_or:  # no tak: disproved under the move restriction
             _tt_store(tt, key, gen, INF, 0, 1, -1, 0, CLEAN, 0)
-            return INF, 0, CLEAN, 0
+            return 1, INF, 0, 0
         _tt_store(tt, key, gen, 0, INF, 1, -1, maxdep, CLEAN, 0)  # every reply loses at once
-        return 0, INF, CLEAN, maxdep
+        return 1, 0, INF, maxdep
+    return 0, 1, 1, 0
 
-    phi = 0
-    delta = 0
+
+@njit(cache=True)
+def _finish(state, d, tt, ctr, pool, fr):
+    """Store the node at path index ``d`` in ``tt`` from its last (phi, delta) and return its
+    (pn, dn, taint, proof depth): the proving move and depth of a proof, the taint of a
+    disproof (see the module docstring)."""
+    gen = ctr[C_GEN]
+    key = state[I_HASH]
+    is_or = fr[d, F_OR] == 1
+    off = fr[d, F_OFF]
+    k = fr[d, F_K]
+    work = ctr[C_NODES] - fr[d, F_START]
+    if is_or:
+        pn = fr[d, F_PHI]
+        dn = fr[d, F_DELTA]
+    else:
+        pn = fr[d, F_DELTA]
+        dn = fr[d, F_PHI]
+    if pn == 0:
+        if is_or:  # the shortest proved child
+            bi = -1
+            for i in range(off, off + k):
+                if pool[i, P_PN] == 0 and (bi < 0 or pool[i, P_DEP] < pool[bi, P_DEP]):
+                    bi = i
+            dep = 1 + pool[bi, P_DEP]
+            _tt_store(tt, key, gen, 0, INF, work, pool[bi, P_MOVE], dep, CLEAN, 0)
+            return 0, INF, CLEAN, dep
+        dep = fr[d, F_MAXDEP]
+        for i in range(off, off + k):
+            dep = max(dep, 1 + pool[i, P_DEP])
+        _tt_store(tt, key, gen, 0, INF, work, -1, dep, CLEAN, 0)
+        return 0, INF, CLEAN, dep
+    if dn == 0:
+        mv = -1
+        if is_or:  # every child disproved: the worst taint counts
+            taint = CLEAN
+            for i in range(off, off + k):
+                taint = min(taint, pool[i, P_TAINT])
+        else:  # one refutation suffices: the cleanest
+            taint = CUT - 1
+            for i in range(off, off + k):
+                if pool[i, P_DN] == 0 and pool[i, P_TAINT] > taint:
+                    taint = pool[i, P_TAINT]
+                    mv = pool[i, P_MOVE]
+        if taint >= d:  # a loop back to this very node is a true repetition
+            taint = CLEAN
+        _tt_store(tt, key, gen, INF, 0, work, mv, 0, taint, fr[d, F_PINV])
+        return INF, 0, taint, 0
+    _tt_store(tt, key, gen, pn, dn, work, -1, 0, CLEAN, 0)
+    return pn, dn, CLEAN, 0
+
+
+@njit(cache=True)
+def _search_chunk(state, tt, ctr, path, buf, buf2, pool, fr, resume):
+    """df-pn (Nagai's MID, with an explicit stack instead of recursion) from the root with
+    infinite thresholds. Each visit of a node expands it, then searches its most-proving child
+    while the node's (phi, delta) stay under its thresholds.
+
+    Runs until the root is decided (returns its (pn, dn, taint, proof depth), ``state`` back at
+    the root) or until a node visit would make ``ctr[C_NODES]`` pass ``ctr[C_LIMIT]``: then
+    ``ctr[C_ABORT] = 1`` and the search stops where it is -- ``state``, ``path``, ``pool`` and the
+    frames ``fr`` hold the open visits -- and a call with ``resume=True`` (and a higher limit)
+    goes on from there. ``ctr[C_ABORT] = 2``: the children pool ``pool`` is full; resume with a
+    larger copy of it."""
+    ctr[C_ABORT] = 0
+    gen = ctr[C_GEN]
+    if resume:
+        d = ctr[C_DEPTH]
+    else:
+        path[0] = state[I_HASH]
+        fr[0, F_SINCE] = 0
+        fr[0, F_THPHI] = INF
+        fr[0, F_THDELTA] = INF
+        fr[0, F_PINV] = 0
+        fr[0, F_OFF] = 0
+        d = 0
+    enter = True
+    rp = 1
+    rd = 1
+    rt = CLEAN
+    rdep = 0
     while True:
-        # phi = min over children of their delta, delta = sum of their phi
-        # (OR node: phi = pn, delta = dn, a child's (phi, delta) = (dn, pn); AND node: swapped)
+        if enter:
+            # a new visit of the node at path index d
+            if ctr[C_NODES] >= ctr[C_LIMIT]:
+                ctr[C_ABORT] = 1
+                ctr[C_DEPTH] = d
+                return 1, 1, CLEAN, 0
+            ctr[C_NODES] += 1
+            inv = ctr[C_INV] + 1
+            ctr[C_INV] = inv
+            fr[d, F_INV] = inv
+            fr[d, F_START] = ctr[C_NODES] - 1
+            settled, rp, rd, rdep = _expand(state, d, tt, ctr, path, buf, buf2, pool, fr)
+            rt = CLEAN
+            if settled == 2:  # the pool is full: this visit starts again after it grows
+                ctr[C_NODES] -= 1
+                ctr[C_ABORT] = 2
+                ctr[C_DEPTH] = d
+                return 1, 1, CLEAN, 0
+            if settled == 1:  # decided at once: back to the parent
+                if d == 0:
+                    return rp, rd, rt, rdep
+                d -= 1
+                unmake_move(state, pool[fr[d, F_OFF] + fr[d, F_BEST], P_MOVE], fr[d, F_UNDO])
+                row = fr[d, F_OFF] + fr[d, F_BEST]
+                pool[row, P_PN] = rp
+                pool[row, P_DN] = rd
+                pool[row, P_TAINT] = rt
+                pool[row, P_DEP] = rdep
+            enter = False
+        # the loop of the visit at path index d: phi = min of the children's delta, delta = sum of
+        # their phi (attacker node: phi = pn, delta = dn, a child's (phi, delta) = (dn, pn);
+        # defender node: the other way round)
+        is_or = fr[d, F_OR] == 1
+        off = fr[d, F_OFF]
+        k = fr[d, F_K]
+        inv = fr[d, F_INV]
         best = -1
         phi = INF
         delta = 0
         delta2 = INF
-        for i in range(k):
-            if cpn[i] != 0 and cdn[i] != 0:
-                s = _tt_slot(tt, ckey[i], gen)
+        for i in range(off, off + k):
+            if pool[i, P_PN] != 0 and pool[i, P_DN] != 0:
+                s = _tt_slot(tt, pool[i, P_KEY], gen)
                 if s >= 0 and _tt_usable(tt, s, inv):
-                    cpn[i] = tt[s, T_PN]
-                    cdn[i] = tt[s, T_DN]
-                    ctaint[i] = tt[s, T_TAINT]
-                    cdep[i] = tt[s, T_DEPTH]
+                    pool[i, P_PN] = tt[s, T_PN]
+                    pool[i, P_DN] = tt[s, T_DN]
+                    pool[i, P_TAINT] = tt[s, T_TAINT]
+                    pool[i, P_DEP] = tt[s, T_DEPTH]
             if is_or:
-                pc = cdn[i]
-                dc = cpn[i]
+                pc = pool[i, P_DN]
+                dc = pool[i, P_PN]
             else:
-                pc = cpn[i]
-                dc = cdn[i]
+                pc = pool[i, P_PN]
+                dc = pool[i, P_DN]
             delta = _sat_add(delta, pc)
             if dc < phi:
                 delta2 = phi
@@ -446,90 +689,40 @@ def _mid(state, depth, since, th_phi, th_delta, parent_inv, tt, ctr, path, buf, 
                 best = i
             elif dc < delta2:
                 delta2 = dc
+        fr[d, F_PHI] = phi
+        fr[d, F_DELTA] = delta
+        th_phi = fr[d, F_THPHI]
+        th_delta = fr[d, F_THDELTA]
         if phi == 0 or delta == 0 or phi >= th_phi or delta >= th_delta:
-            break
-        pbest = cdn[best] if is_or else cpn[best]
-        if th_delta >= INF:
-            th_phi_c = INF
-        else:
-            th_phi_c = th_delta - delta + pbest
+            rp, rd, rt, rdep = _finish(state, d, tt, ctr, pool, fr)
+            if d == 0:
+                return rp, rd, rt, rdep
+            d -= 1
+            unmake_move(state, pool[fr[d, F_OFF] + fr[d, F_BEST], P_MOVE], fr[d, F_UNDO])
+            row = fr[d, F_OFF] + fr[d, F_BEST]
+            pool[row, P_PN] = rp
+            pool[row, P_DN] = rd
+            pool[row, P_TAINT] = rt
+            pool[row, P_DEP] = rdep
+            continue
+        # thresholds of the most-proving child, in its own (phi, delta) terms
+        pbest = pool[best, P_DN] if is_or else pool[best, P_PN]
+        th_phi_c = INF if th_delta >= INF else th_delta - delta + pbest
         if delta2 >= INF:
             th_delta_c = th_phi
         else:
             th_delta_c = min(th_phi, max(delta2 + 1, (delta2 * EPS_NUM + EPS_DEN - 1) // EPS_DEN))
-        if is_or:
-            th_pn_c = th_delta_c
-            th_dn_c = th_phi_c
-        else:
-            th_pn_c = th_phi_c
-            th_dn_c = th_delta_c
-        m = cm[best]
-        u = make_move(state, m)
-        path[depth + 1] = state[I_HASH]
-        since_c = since if (m >> 6) & 3 == 0 else depth + 1
-        # the child's (phi, delta) thresholds in its own terms: an AND child's phi is its dn
-        if is_or:
-            rp, rd, rt, rdep = _mid(state, depth + 1, since_c, th_dn_c, th_pn_c, inv, tt, ctr, path, buf, buf2)
-        else:
-            rp, rd, rt, rdep = _mid(state, depth + 1, since_c, th_pn_c, th_dn_c, inv, tt, ctr, path, buf, buf2)
-        unmake_move(state, m, u)
-        if ctr[C_ABORT]:
-            break
-        cpn[best] = rp
-        cdn[best] = rd
-        ctaint[best] = rt
-        cdep[best] = rdep
-
-    work = ctr[C_NODES] - start_nodes
-    if is_or:
-        pn = phi
-        dn = delta
-    else:
-        pn = delta
-        dn = phi
-    if pn == 0:
-        dn = INF
-        if is_or:  # the shortest proved child
-            bi = -1
-            for i in range(k):
-                if cpn[i] == 0 and (bi < 0 or cdep[i] < cdep[bi]):
-                    bi = i
-            d = 1 + cdep[bi]
-            _tt_store(tt, key, gen, 0, INF, work, cm[bi], d, CLEAN, 0)
-            return 0, INF, CLEAN, d
-        d = maxdep
-        for i in range(k):
-            d = max(d, 1 + cdep[i])
-        _tt_store(tt, key, gen, 0, INF, work, -1, d, CLEAN, 0)
-        return 0, INF, CLEAN, d
-    if dn == 0:
-        pn = INF
-        mv = -1
-        if is_or:  # every child disproved: the worst taint counts
-            taint = CLEAN
-            for i in range(k):
-                taint = min(taint, ctaint[i])
-        else:  # one refutation suffices: the cleanest
-            taint = CUT - 1
-            for i in range(k):
-                if cdn[i] == 0 and ctaint[i] > taint:
-                    taint = ctaint[i]
-                    mv = cm[i]
-        if taint >= depth:  # a loop back to this very node is a true repetition
-            taint = CLEAN
-        _tt_store(tt, key, gen, INF, 0, work, mv, 0, taint, parent_inv)
-        return INF, 0, taint, 0
-    _tt_store(tt, key, gen, pn, dn, work, -1, 0, CLEAN, 0)
-    return pn, dn, CLEAN, 0
-
-
-@njit(cache=True)
-def _search_chunk(state, tt, ctr, path, buf, buf2):
-    """One df-pn call from the root with infinite thresholds, stopping at ``ctr[C_LIMIT]`` nodes.
-    Returns (pn, dn, taint, proof depth) of the root; ``state`` is restored."""
-    ctr[C_ABORT] = 0
-    path[0] = state[I_HASH]
-    return _mid(state, 0, 0, INF, INF, 0, tt, ctr, path, buf, buf2)
+        m = pool[best, P_MOVE]
+        fr[d, F_BEST] = best - off
+        fr[d, F_UNDO] = make_move(state, m)
+        path[d + 1] = state[I_HASH]
+        fr[d + 1, F_SINCE] = fr[d, F_SINCE] if (m >> 6) & 3 == 0 else d + 1
+        fr[d + 1, F_THPHI] = th_phi_c
+        fr[d + 1, F_THDELTA] = th_delta_c
+        fr[d + 1, F_PINV] = inv
+        fr[d + 1, F_OFF] = off + k
+        d += 1
+        enter = True
 
 
 @njit(cache=True)
@@ -620,6 +813,10 @@ class TinueResult:
 _TABLES: dict[int, list] = {}
 
 
+def _pool(rows: int) -> np.ndarray:
+    return np.zeros((rows, P_LEN), dtype=np.int64)
+
+
 def _tables(tt_bits: int) -> list:
     """The reusable table of this size and its generation counter (one per process)."""
     if tt_bits not in _TABLES:
@@ -686,7 +883,7 @@ def prove_tinue(
     defender's reply.
 
     Budget: ``max_nodes`` (node visits, never exceeded) and/or ``max_seconds`` (wall time, checked
-    every ~20 ms of search); None for both searches until solved, which can take very long.
+    about every 5 ms of search); None for both searches until solved, which can take very long.
     ``max_depth``: path depth limit in plies (1..200). ``tt_bits``: log2 of the table's entries
     (10..26). The table is reused between calls (not thread-safe).
 
@@ -719,8 +916,13 @@ def prove_tinue(
     nbuf = core.num_actions(size) + 8
     buf = np.empty(nbuf, dtype=np.int64)
     buf2 = np.empty(nbuf, dtype=np.int64)
+    pool = _pool(1 << 15)
+    frames = np.zeros((max_depth + 2, F_LEN), dtype=np.int64)
     node_cap = int(max_nodes) if max_nodes is not None else None
-    chunk = 256
+    # a call with no node to spend compiles or loads the JIT code outside the timed search
+    _search_chunk(state, tt, ctr, path, buf, buf2, pool, frames, False)
+    resume = False
+    chunk = 4
     t0 = time.perf_counter()
     pn = dn = 1
     taint = CLEAN
@@ -733,24 +935,32 @@ def prove_tinue(
         ctr[C_LIMIT] = limit
         c0 = int(ctr[C_NODES])
         t1 = time.perf_counter()
-        pn, dn, taint, proof_depth = _search_chunk(state, tt, ctr, path, buf, buf2)
+        pn, dn, taint, proof_depth = _search_chunk(state, tt, ctr, path, buf, buf2, pool, frames, resume)
         now = time.perf_counter()
+        resume = True
         if not ctr[C_ABORT]:
             break
+        if ctr[C_ABORT] == 2:  # the children pool was full: grow it and go on
+            bigger = _pool(2 * pool.shape[0])
+            bigger[: pool.shape[0]] = pool
+            pool = bigger
+            continue
         if node_cap is not None and ctr[C_NODES] >= node_cap:
             note = "nodes"
             break
         if max_seconds is not None and now - t0 >= max_seconds:
             note = "seconds"
             break
+        # next chunk: about 5 ms of search at the rate seen, never past the time left
         rate = (int(ctr[C_NODES]) - c0) / max(now - t1, 1e-6)
-        chunk = max(256, int(rate * 0.02))
+        chunk = max(1, min(4 * chunk, int(rate * 0.005)))
         if max_seconds is not None:
-            left = max_seconds - (now - t0)
-            chunk = max(1, min(chunk, int(rate * left) + 1))
+            chunk = max(1, min(chunk, int(rate * (max_seconds - (now - t0)))))
     seconds = time.perf_counter() - t0
     nodes = int(ctr[C_NODES])
-    if pn == 0 and not ctr[C_ABORT]:
+    if ctr[C_ABORT]:
+        return TinueResult(UNKNOWN, None, [], nodes, seconds, attacker=att, note=note or "nodes")
+    if pn == 0:
         out = np.empty(2 * max_depth + 2, dtype=np.int64)
         npv = _principal_variation(state, tt, ctr, buf, buf2, out)
         codes = [int(c) for c in out[:npv]]
@@ -773,7 +983,7 @@ def prove_tinue(
             pv_codes=codes,
             pv_complete=complete,
         )
-    if dn == 0 and not ctr[C_ABORT]:
+    if dn == 0:
         if taint == CUT:
             return TinueResult(UNKNOWN, None, [], nodes, seconds, attacker=att, note="depth limit")
         return TinueResult(NO_WIN, None, [], nodes, seconds, attacker=att)
