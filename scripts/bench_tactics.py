@@ -13,10 +13,11 @@ budget and returns ``solved``, ``move``, ``nodes``, ``seconds``):
 * ``prover`` -- the df-pn tinuë prover (:func:`takzero.game.tinue.prove_tinue`). A win kind
   (``win_in_1``, ``win_in_3``, ``win_in_5``) is solved when the prover answers WIN within the
   budget (``move_expected`` also says whether its move is one of the listed moves: it may find
-  another win, e.g. a flat win at once or a longer road). ``avoid_loss``: the moves are tried in
-  order, each with an equal share of the time left; the first move after which the prover proves
-  that the opponent has no forced road (NO_WIN) is played; solved when it is one of the expected
-  (safe) moves.
+  another win, e.g. a flat win at once or a longer road). ``avoid_loss``: a move that wins at
+  once is played; else the moves not yet proved lost are searched in passes, each pass sharing
+  half the time left among them; the first move after which the prover proves that the opponent
+  has no forced road (NO_WIN) is played, or when the time is up the first move not proved lost;
+  solved when it is one of the expected (safe) moves.
 
 Lines: ``machine``; then one ``tactics`` line per (solver, set, kind, size): positions, solved,
 solve_rate, move_expected_rate, nodes, seconds, nodes_per_s (node visits per second of solver
@@ -72,25 +73,35 @@ def solve_prover(entry: dict, pos: Position, seconds: float) -> dict:
         }
     if entry["kind"] != "avoid_loss":
         raise ValueError(f"{entry.get('id')}: unknown kind {entry['kind']!r}")
-    codes = [int(c) for c in pos.legal_move_codes()]
+    me = pos.side_to_move
     nodes = 0
     chosen = None
-    me = pos.side_to_move
-    for i, code in enumerate(codes):
-        left = seconds - (time.perf_counter() - t0)
-        if left <= 0:
-            break
+    candidates = []
+    for code in (int(c) for c in pos.legal_move_codes()):
         after = pos.play(code)
-        if after.is_over:
-            if after.result.winner == me:
+        if after.is_over and after.result.winner == me:
+            chosen = code  # a move that wins at once is the best defence
+            break
+        if not after.is_over:
+            candidates.append((code, after))
+    # passes over the moves not proved lost yet, each with half the time left shared among them,
+    # until a move is proved safe (NO_WIN) or the time is up; then the first one left
+    while chosen is None and candidates:
+        left = seconds - (time.perf_counter() - t0)
+        if left <= 0.002:
+            chosen = candidates[0][0]
+            break
+        share = left / 2 / len(candidates)
+        keep = []
+        for code, after in candidates:
+            r = tinue.prove_tinue(after, max_seconds=share, attacker=1 - me)
+            nodes += r.nodes
+            if r.verdict == tinue.NO_WIN:
                 chosen = code
                 break
-            continue
-        r = tinue.prove_tinue(after, max_seconds=left / (len(codes) - i), attacker=1 - me)
-        nodes += r.nodes
-        if r.verdict == tinue.NO_WIN:
-            chosen = code
-            break
+            if r.verdict == tinue.UNKNOWN:
+                keep.append((code, after))
+        candidates = keep
     move = pos.ptn(chosen) if chosen is not None else None
     return {
         "solved": move is not None and move in entry["expected"],

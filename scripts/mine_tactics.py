@@ -17,7 +17,10 @@ before the winner's last moves are examined:
   he has a road in one (tak), or he would have a forced win within 3 plies if it were his move
   (tinuë threat, found with a null move) -- and some but not all moves avoid a forced loss:
   ``expected_moves`` are the moves after which the opponent has no forced win (road or flats)
-  within 3 plies (``plies`` = 3, the horizon), again by exhaustive search.
+  within 3 plies (``plies`` = 3, the horizon), again by exhaustive search, less those after which
+  the tinuë prover (:func:`takzero.game.tinue.prove_tinue`, 5000 node visits, deterministic)
+  proves a longer forced road for the opponent; these are listed as ``lost_beyond_horizon``.
+  Positions where no move is left (lost beyond the horizon) are not kept.
 
 A position whose exhaustive search runs out of ``--max-nodes`` is dropped (counted on stderr).
 Duplicates (same TPS, komi and reserves) are kept once. At most ``--per-kind`` positions per
@@ -26,8 +29,8 @@ robin over the files, games in file order), and at most ``--max-total`` in all.
 
 Output (``--out``, default ``tests/data/tactics_mined.json``): a JSON list of objects with ``id``,
 ``size``, ``komi``, ``tps``, ``side_to_move`` (white/black), ``kind``, ``plies`` (the forced win's
-length, or the avoid_loss horizon), ``expected_moves`` (PTN), ``threat`` (avoid_loss only:
-``road_in_one`` or ``tinue``), ``flats``/``caps`` (only if not the standard reserves) and
+length, or the avoid_loss horizon), ``expected_moves`` (PTN), ``threat`` and
+``lost_beyond_horizon`` (avoid_loss only; threat ``road_in_one`` or ``tinue``), ``flats``/``caps`` (only if not the standard reserves) and
 ``source`` (``file`` relative to the games folder, ``game_index`` 0-based in the file, ``ply``:
 moves played in the game before the position). A summary line per (kind, size) goes to stdout as
 JSON. Deterministic: same files, same output.
@@ -47,10 +50,11 @@ from takzero.game.core import STANDARD_RESERVES
 from takzero.game.exhaustive import forced_win, safe_moves, winning_moves
 from takzero.game.position import Position
 from takzero.game.ptn import PTNError, read_ptn_file
-from takzero.game.tinue import is_tak
+from takzero.game.tinue import WIN, is_tak, prove_tinue
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("win_in_1", "win_in_3", "win_in_5", "avoid_loss")
+PROVER_NODES = 5000  # node budget of the tinue prover when it checks a defence (deterministic)
 
 
 def _null_move(pos: Position) -> Position:
@@ -130,7 +134,19 @@ def classify_defence(pos: Position, max_nodes: int) -> tuple[str, list[int]] | N
         return "budget"
     if not safe or len(safe) == len(pos.legal_move_codes()):
         return None
-    return threat, safe
+    # a move that survives 3 plies may still lose to a longer forced road: the prover's proofs
+    # are sound (checked against the exhaustive search in tests/test_game_tinue.py), so a move it
+    # proves lost is no defence
+    me = pos.side_to_move
+    lost = []
+    for code in safe:
+        after = pos.play(code)
+        if not after.is_over and prove_tinue(after, max_nodes=PROVER_NODES, attacker=1 - me).verdict == WIN:
+            lost.append(code)
+    keep = [c for c in safe if c not in lost]
+    if not keep:
+        return None
+    return threat, keep, lost
 
 
 def road_games(games_dir: Path) -> list[list[tuple[str, int, list[Position], Position]]]:
@@ -211,8 +227,9 @@ def mine(games_dir: Path, per_kind: int, max_total: int, max_nodes: int) -> list
                     continue
                 if got is None:
                     continue
-                threat, moves = got
-                entry = _entry(pos, "avoid_loss", 3, moves, source, {**extra, "threat": threat})
+                threat, moves, lost = got
+                extra_a = {**extra, "threat": threat, "lost_beyond_horizon": [pos.ptn(c) for c in lost]}
+                entry = _entry(pos, "avoid_loss", 3, moves, source, extra_a)
             seen.add(key)
             counts[(entry["kind"], size)] += 1
             kept.append(entry)

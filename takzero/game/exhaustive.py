@@ -232,14 +232,23 @@ def _prepare(position: Position, plies: int, max_nodes: int) -> tuple[np.ndarray
 
 
 def forced_win(
-    position: Position, plies: int, max_nodes: int = 50_000_000, roads_only: bool = False
+    position: Position,
+    plies: int,
+    max_nodes: int = 50_000_000,
+    roads_only: bool = False,
+    attacker: int | None = None,
 ) -> bool | None:
-    """True if the side to move wins by force within ``plies`` plies (all moves of both sides
-    searched; with ``roads_only`` only a road counts as a win, a flat win is no win), False if
-    not, None if ``max_nodes`` positions were not enough. A finished position is False. Raises
-    TypeError/ValueError for bad arguments (plies 0..12)."""
+    """True if ``attacker`` (0 white, 1 black; default the side to move) wins by force within
+    ``plies`` plies (all moves of both sides searched; with ``roads_only`` only a road counts as a
+    win, a flat win is no win), False if not, None if ``max_nodes`` positions were not enough. When
+    the attacker is not to move, every reply of the defender must lose within the plies. A finished
+    position is False. Raises TypeError/ValueError for bad arguments (plies 0..12)."""
     state, bufs, ctr = _prepare(position, plies, max_nodes)
-    v = _search(state, plies, int(state[I_PLY]) & 1, bool(roads_only), bufs, ctr)
+    if attacker is None:
+        attacker = int(state[I_PLY]) & 1
+    if attacker not in (0, 1):
+        raise ValueError(f"attacker must be 0 (white) or 1 (black), got {attacker!r}")
+    v = _search(state, plies, int(attacker), bool(roads_only), bufs, ctr)
     return None if v < 0 else bool(v)
 
 

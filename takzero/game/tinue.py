@@ -35,9 +35,9 @@ road (or a flat win the last move forces); NO_WIN proves that no such forced lin
 still be a forced win by quiet moves, which this search does not look at); UNKNOWN means the node
 or time budget ran out (or the depth limit was reached somewhere the answer depended on).
 
-Repetitions (the graph-history-interaction problem, GHI; M. Kishimoto and M. Müller, "A solution
-to the GHI problem for depth-first proof-number search", Information Sciences 2005): only spreads
-can repeat a position. A child whose position is already on the current path (since its last
+Repetitions (the graph-history-interaction problem, GHI; the general solution is M. Kishimoto and
+M. Müller, "A solution to the GHI problem for depth-first proof-number search", Information
+Sciences 2005 -- this is a simpler, conservative scheme): only spreads can repeat a position. A child whose position is already on the current path (since its last
 placement) counts as disproved: a line that comes back to an earlier position does not force a
 road. Such a disproof depends on the path, so it is *tainted* with the depth of the path position
 it returned to; a node's disproof takes the taints of the disproofs it rests on, and the taint
@@ -115,7 +115,6 @@ from takzero.game.core import (
     road_win_squares,
     unmake_move,
 )
-from takzero.game.moves import format_ptn
 from takzero.game.position import Position
 
 WIN = "WIN"
@@ -216,11 +215,12 @@ def road_moves(state: np.ndarray, side: int, out: np.ndarray, list_all: bool) ->
 
     Placements: :func:`~takzero.game.core.road_win_squares` (flat and capstone per square, as the
     reserve allows). Spreads: nothing to do unless ``side``'s road pieces plus every square any of
-    its spreads can change hold a road; then for each stack ``side`` controls and each direction, the first p
-    squares the spread can reach (and the origin, if a piece left there can be ``side``'s) are
-    added to ``side``'s road pieces; a drop pattern that covers p squares is only tested -- on
-    bitboards, without playing it (:func:`_spread_road`) -- when that union holds a road for its p
-    (a necessary condition: a spread changes no other square). ``state`` is restored.
+    its spreads can change hold a road; then for each stack ``side`` controls and each direction,
+    the first p squares the spread can reach (and the origin, if a piece left there can be
+    ``side``'s) are added to ``side``'s road pieces; a drop pattern that covers p squares is only
+    tested -- on bitboards, without playing it (:func:`_spread_road`) -- when that union holds a
+    road for its p (a necessary condition: a spread changes no other square; the union is first
+    checked to cover every rank or every file, which needs no flood fill). ``state`` is restored.
     """
     if state[I_RESULT] != RESULT_NONE:
         return 0
@@ -396,6 +396,7 @@ def _tt_usable(tt: np.ndarray, slot: int, reader: int) -> bool:
 
 @njit(cache=True)
 def _tt_store(tt, key, gen, pn, dn, work, move, depth, taint, ctx) -> None:
+    """Write an entry (see the module docstring for the replacement scheme)."""
     i = key & (tt.shape[0] - 2)
     slot = -1
     for s in range(i, i + 2):
@@ -1008,7 +1009,6 @@ __all__ = [
     "UNKNOWN",
     "WIN",
     "TinueResult",
-    "format_ptn",
     "format_result",
     "is_tak",
     "prove_tinue",
