@@ -30,10 +30,11 @@ robin over the files, games in file order), and at most ``--max-total`` in all.
 Output (``--out``, default ``tests/data/tactics_mined.json``): a JSON list of objects with ``id``,
 ``size``, ``komi``, ``tps``, ``side_to_move`` (white/black), ``kind``, ``plies`` (the forced win's
 length, or the avoid_loss horizon), ``expected_moves`` (PTN), ``threat`` and
-``lost_beyond_horizon`` (avoid_loss only; threat ``road_in_one`` or ``tinue``), ``flats``/``caps`` (only if not the standard reserves) and
-``source`` (``file`` relative to the games folder, ``game_index`` 0-based in the file, ``ply``:
-moves played in the game before the position). A summary line per (kind, size) goes to stdout as
-JSON. Deterministic: same files, same output.
+``lost_beyond_horizon`` (avoid_loss only; threat ``road_in_one`` or ``tinue``), ``flats``/``caps``
+(only if not the standard reserves) and ``source`` (``file`` relative to the games folder,
+``game_index`` 0-based in the file, ``ply``: moves played in the game before the position). A
+summary line per (kind, size) goes to stdout as JSON. Deterministic: same files, same output
+(about 13 minutes on one core).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def _null_move(pos: Position) -> Position:
     return Position(state)
 
 
-def _reserves(pos: Position, start: Position) -> dict:
+def _reserves(start: Position) -> dict:
     """``flats``/``caps`` entries when the game does not use the standard reserves."""
     stones = start.stones(core.WHITE)
     caps = start.capstones(core.WHITE)
@@ -195,7 +196,7 @@ def mine(games_dir: Path, per_kind: int, max_total: int, max_nodes: int) -> list
             break
         end = len(positions) - 1
         size = positions[0].size
-        extra = _reserves(positions[0], start)
+        extra = _reserves(start)
         for back in (1, 2, 3, 4, 5):
             ply = end - back
             if ply < 2 or len(kept) >= max_total:
