@@ -200,6 +200,16 @@ def test_known_non_wins() -> None:
     assert r.verdict == tinue.NO_WIN and r.attacker == core.BLACK
 
 
+def test_depth_limit() -> None:
+    """A disproof that rests on the depth limit is UNKNOWN, not NO_WIN; a proof within it stays."""
+    r = tinue.prove_tinue(Position.from_tps(SINGLE_THREAT), max_seconds=20, max_depth=2)
+    assert r.verdict == tinue.UNKNOWN and r.note == "depth limit" and r.depth_cuts > 0
+    r = tinue.prove_tinue(Position.from_tps(TRIPLE_THREAT), max_seconds=20, max_depth=2)
+    assert r.verdict == tinue.WIN and r.depth == 3
+    with pytest.raises(ValueError, match="max_depth"):
+        tinue.prove_tinue(Position.from_tps(TRIPLE_THREAT), max_nodes=5, max_depth=0)
+
+
 def test_defender_flat_win_refutes() -> None:
     """A tak that the defender answers by ending the game on flats in his favour is no tinuë:
     4x4 with 7 stones each; black has one stone left and more flats (6 to 2), so any black
@@ -268,11 +278,12 @@ def test_prover_never_claims_a_wrong_win() -> None:
     confirmed by the exhaustive search, every NO_WIN has no forced road within 3 plies (which
     would need a tak first), both for the side to move and for the side that just moved."""
     t0 = time.perf_counter()
-    wins = confirmed = no_wins = 0
+    wins = confirmed = no_wins = repetitions = 0
     for size, games in ((4, 30), (5, 20), (6, 12)):
         for pos in _random_road_positions(100 + size, size, games):
             for attacker in (pos.side_to_move, 1 - pos.side_to_move):
                 r = tinue.prove_tinue(pos, max_nodes=400, attacker=attacker)
+                repetitions += r.repetitions
                 if r.verdict == tinue.WIN:
                     wins += 1
                     assert _replays_to_win(pos, r)
@@ -283,6 +294,7 @@ def test_prover_never_claims_a_wrong_win() -> None:
                     no_wins += 1
                     assert exhaustive.forced_win(pos, 3, max_nodes=2_000_000, roads_only=True) is not True
     assert wins >= 40 and confirmed >= 30 and no_wins >= 20, (wins, confirmed, no_wins)
+    assert repetitions > 0  # the searches met repeated positions (the GHI handling was used)
     assert time.perf_counter() - t0 < 120
 
 

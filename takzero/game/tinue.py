@@ -791,6 +791,8 @@ class TinueResult:
       the forced win.
     * ``nodes``: node visits; ``seconds``: wall time; ``attacker``: 0 white, 1 black; ``note``: why
       the answer is UNKNOWN ('nodes', 'seconds', 'depth limit') or ''.
+    * ``repetitions``: children found on the current path (counted as disproofs, see GHI in the
+      module docstring); ``depth_cuts``: children cut by ``max_depth``.
     """
 
     verdict: str
@@ -804,6 +806,8 @@ class TinueResult:
     pv_codes: list[int] = field(default_factory=list)
     pv_complete: bool = False
     note: str = ""
+    repetitions: int = 0
+    depth_cuts: int = 0
 
     @property
     def nodes_per_second(self) -> float:
@@ -959,8 +963,9 @@ def prove_tinue(
             chunk = max(1, min(chunk, int(rate * (max_seconds - (now - t0)))))
     seconds = time.perf_counter() - t0
     nodes = int(ctr[C_NODES])
+    stats = {"attacker": att, "repetitions": int(ctr[C_CYCLES]), "depth_cuts": int(ctr[C_CUTS])}
     if ctr[C_ABORT]:
-        return TinueResult(UNKNOWN, None, [], nodes, seconds, attacker=att, note=note or "nodes")
+        return TinueResult(UNKNOWN, None, [], nodes, seconds, note=note or "nodes", **stats)
     if pn == 0:
         out = np.empty(2 * max_depth + 2, dtype=np.int64)
         npv = _principal_variation(state, tt, ctr, buf, buf2, out)
@@ -979,16 +984,16 @@ def prove_tinue(
             nodes,
             seconds,
             depth=int(proof_depth),
-            attacker=att,
             move_code=first,
             pv_codes=codes,
             pv_complete=complete,
+            **stats,
         )
     if dn == 0:
         if taint == CUT:
-            return TinueResult(UNKNOWN, None, [], nodes, seconds, attacker=att, note="depth limit")
-        return TinueResult(NO_WIN, None, [], nodes, seconds, attacker=att)
-    return TinueResult(UNKNOWN, None, [], nodes, seconds, attacker=att, note=note or "nodes")
+            return TinueResult(UNKNOWN, None, [], nodes, seconds, note="depth limit", **stats)
+        return TinueResult(NO_WIN, None, [], nodes, seconds, **stats)
+    return TinueResult(UNKNOWN, None, [], nodes, seconds, note=note or "nodes", **stats)
 
 
 def format_result(result: TinueResult) -> str:
