@@ -491,53 +491,6 @@ def _road_on(bb: np.uint64, size: int) -> bool:
     return False
 
 
-@njit(cache=True, error_model="numpy")
-def _nbrs(x: np.uint64, size: int, not_left: np.uint64, not_right: np.uint64, board: np.uint64):
-    n = np.uint64(size)
-    one = np.uint64(1)
-    return ((x << n) | (x >> n) | ((x << one) & not_left) | ((x >> one) & not_right)) & board
-
-
-@njit(cache=True, error_model="numpy")
-def road_win_squares(state: np.ndarray) -> np.uint64:
-    """Bitboard (bit sq) of the empty squares where a flat or capstone of the player to move
-    completes a road. A square wins iff it touches (or lies on) both edges' connected groups of
-    the mover's road pieces, for one of the two pairs of opposite edges. A road crosses every rank
-    (or every file), so an axis along which the mover's road pieces cover fewer than size - 1 lines
-    cannot be completed by one placement and is skipped (most positions: no flood fill at all)."""
-    size = state[I_SIZE]
-    nsq = size * size
-    white, black, empty = road_bitboards(state)
-    if empty == 0:
-        return empty
-    bb = black if state[I_PLY] & 1 else white
-    ranks, files = line_cover(bb, size)
-    vertical = ranks >= size - 1
-    horizontal = popcount(np.int64(files)) >= size - 1
-    if not (vertical or horizontal):
-        return np.uint64(0)
-    board = np.uint64(0xFFFFFFFFFFFFFFFF)
-    if nsq < 64:
-        board = (np.uint64(1) << np.uint64(nsq)) - np.uint64(1)
-    bottom, top, left, right = _edge_masks(size)
-    not_left = ~left
-    not_right = ~right
-    win = np.uint64(0)
-    if vertical:
-        a = _flood(bottom, bb, size, not_left, not_right)
-        b = _flood(top, bb, size, not_left, not_right)
-        win |= (_nbrs(a, size, not_left, not_right, board) | bottom) & (
-            _nbrs(b, size, not_left, not_right, board) | top
-        )
-    if horizontal:
-        a = _flood(left, bb, size, not_left, not_right)
-        b = _flood(right, bb, size, not_left, not_right)
-        win |= (_nbrs(a, size, not_left, not_right, board) | left) & (
-            _nbrs(b, size, not_left, not_right, board) | right
-        )
-    return win & empty
-
-
 @njit(cache=True)
 def road_win_squares(state: np.ndarray) -> np.uint64:
     """Bitboard (bit sq, uint64) of the empty squares where a flat or capstone of the player to
