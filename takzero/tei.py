@@ -9,12 +9,9 @@ stdin/stdout, so match runners (``takzero.match``, racetrack) and GUIs can use t
   setting it loads it), ``Fallback`` (string, the player for board sizes the model cannot play:
   a player spec of ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse),
   ``Seed`` (spin).
-* ``isready`` -> ``readyok``; ``setoption name <Name> value <v>``; ``teinewgame <size>``;
-  ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``;
-  ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]``; ``stop``;
-  ``quit``.
-* During a search: ``info depth D nodes N time MS nps X [score cp C] [wdl W D L] pv m1 m2 ...``
-  (``wdl`` in permille, only when the player knows it), then ``bestmove <ptn>``.
+* ``isready`` -> ``readyok``; ``setoption``; ``teinewgame <size>``; ``position``; ``go``;
+  ``stop``; ``quit``. During a search: ``info`` lines (``wdl`` in permille, only when the player
+  knows it), then ``bestmove <ptn>``. The syntax of each line: ``takzero.matches.tei_protocol``.
 
 Behaviour worth knowing:
 
@@ -43,32 +40,49 @@ it testable without a network.
 
 The protocol state machine (:class:`TEIEngine`) lives here, in the command-line module, because an
 engine protocol server *is* a command line: it reads commands and prints lines, like
-``takzero.play``'s terminal session. What is not protocol lives below it: players and their clocks
-in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.players.registry``.
+``takzero.play``'s terminal session. The text of the protocol lines (``setoption``, ``position``
+and ``go`` parsed; ``id``, ``option``, ``info`` and ``bestmove`` formatted) and the time budget
+of a ``go`` are in ``takzero.matches.tei_protocol``, shared with the match runner's client
+(``SearchLimits``, ``parse_go``, ``value_to_cp`` and ``format_info`` are importable from here
+too). What is not protocol lives below it: players and their clocks in ``takzero.players``
+(``BasePlayer.think``), player specs in ``takzero.players.registry``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from takzero.game.core import STANDARD_RESERVES
-from takzero.game.moves import MoveError
-from takzero.game.position import Position, TPSError
+from takzero.game.position import Position
+from takzero.matches.tei_protocol import (
+    MAX_NODES,
+    MOVE_OVERHEAD_MS,
+    SearchLimits,
+    TEIProtocolError,
+    format_bestmove,
+    format_id,
+    format_info,
+    format_option,
+    parse_go,
+    parse_position,
+    parse_setoption,
+    value_to_cp,
+)
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 
 __all__ = [
     "ENGINE_AUTHOR",
     "ENGINE_NAME",
+    "MAX_NODES",
+    "MOVE_OVERHEAD_MS",
     "SearchLimits",
     "TEIEngine",
     "format_info",
@@ -81,138 +95,7 @@ ENGINE_NAME = "takzero"
 ENGINE_AUTHOR = "takzero developers"
 DEFAULT_PLAYER = "uct:200"
 DEFAULT_SIZE = 6
-MAX_NODES = 100_000_000
 HALF_KOMI_RANGE = (-20, 20)
-#: Milliseconds kept back from every time budget for process and pipe latency.
-MOVE_OVERHEAD_MS = 30
-
-
-# ---------------------------------------------------------------------------------------------
-# Search limits and info lines
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SearchLimits:
-    """What a ``go`` command asks for. Times in milliseconds; None = not given."""
-
-    nodes: int | None = None
-    movetime: int | None = None
-    wtime: int | None = None
-    btime: int | None = None
-    winc: int | None = None
-    binc: int | None = None
-    infinite: bool = False
-
-    def budget_seconds(self, side: int) -> float | None:
-        """Seconds to think for the side to move (0 white, 1 black), or None for no time limit.
-
-        ``movetime`` minus :data:`MOVE_OVERHEAD_MS`; with a clock, ``remaining / 20 + inc * 3/4``
-        capped at half the remaining time (and the overhead kept back). At least 5 ms.
-        """
-        if self.infinite:
-            return None
-        budgets = []
-        if self.movetime is not None:
-            budgets.append(self.movetime - MOVE_OVERHEAD_MS)
-        remaining = self.wtime if side == 0 else self.btime
-        if remaining is not None:
-            inc = (self.winc if side == 0 else self.binc) or 0
-            b = min(remaining / 20 + 0.75 * inc, remaining / 2) - MOVE_OVERHEAD_MS
-            budgets.append(b)
-        if not budgets:
-            return None
-        return max(5.0, min(budgets)) / 1000.0
-
-
-def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
-    """Parse the arguments of ``go`` (the tokens after it). Returns the limits and a list of
-    complaints (unknown tokens, bad numbers) for ``info string``; nothing raises."""
-    limits = SearchLimits()
-    problems: list[str] = []
-    keys = {"nodes", "movetime", "wtime", "btime", "winc", "binc"}
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == "infinite":
-            limits.infinite = True
-            i += 1
-            continue
-        if tok in ("depth", "movestogo", "mate"):  # accepted, not used by an MCTS engine
-            i += 2
-            problems.append(f"go: '{tok}' is not supported and was ignored")
-            continue
-        if tok == "ponder":
-            problems.append("go: 'ponder' is not supported and was ignored")
-            i += 1
-            continue
-        if tok not in keys:
-            problems.append(f"go: unknown parameter '{tok}' ignored")
-            i += 1
-            continue
-        if i + 1 >= len(tokens):
-            problems.append(f"go: '{tok}' needs a number")
-            break
-        raw = tokens[i + 1]
-        try:
-            value = int(float(raw))
-            if value < 0 or (tok == "nodes" and value < 1):
-                raise ValueError
-        except (ValueError, OverflowError):
-            problems.append(f"go: bad value '{raw}' for '{tok}' ignored")
-            i += 2
-            continue
-        setattr(limits, tok, min(value, MAX_NODES) if tok == "nodes" else value)
-        i += 2
-    return limits, problems
-
-
-def value_to_cp(value: float) -> int:
-    """Centipawn-like score of a value in [-1, 1] (side to move's view):
-    ``round(111.714640912 * tan(1.5620688421 * v))``; monotone, 0 at 0, about +-12,700 at +-1."""
-    v = max(-1.0, min(1.0, float(value)))
-    return int(round(111.714640912 * math.tan(1.5620688421 * v)))
-
-
-def _pv_text(position: Position, pv: Iterable[int]) -> list[str]:
-    """PTN of the legal prefix of ``pv`` from ``position``."""
-    out: list[str] = []
-    pos = position.copy()
-    for code in pv:
-        if pos.is_over:
-            break
-        try:
-            text = pos.ptn(int(code))
-            pos = pos.play(int(code))
-        except (MoveError, ValueError):
-            break
-        out.append(text)
-    return out
-
-
-def format_info(
-    position: Position, pm: PlayerMove, seconds: float, nodes: int | None = None
-) -> str:
-    """One ``info`` line for the answer ``pm`` found in ``seconds`` (``nodes`` overrides
-    ``pm.nodes``): depth (= PV length), nodes, time (ms), nps, score cp (if a value is known),
-    wdl permille (if known), pv (the move itself when the player gave no PV)."""
-    n = pm.nodes if nodes is None else nodes
-    ms = int(round(seconds * 1000))
-    nps = int(n / seconds) if seconds > 0 else 0
-    pv = _pv_text(position, pm.pv or (pm.code,))
-    if not pv:
-        pv = [position.ptn(pm.code)]
-    parts = ["info", "depth", str(len(pv)), "nodes", str(n), "time", str(ms), "nps", str(nps)]
-    if pm.value is not None:
-        parts += ["score", "cp", str(value_to_cp(pm.value))]
-    if pm.wdl is not None:
-        w = int(round(1000 * pm.wdl[0]))
-        loss = int(round(1000 * pm.wdl[2]))
-        w = max(0, min(1000, w))
-        loss = max(0, min(1000 - w, loss))
-        parts += ["wdl", str(w), str(1000 - w - loss), str(loss)]
-    parts += ["pv", *pv]
-    return " ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,14 +303,13 @@ class TEIEngine:
 
     def _cmd_tei(self, args: list[str]) -> None:
         who = self.network if self.network is not None else self.baseline
-        self.send(f"id name {ENGINE_NAME} {who.name}")
-        self.send(f"id author {ENGINE_AUTHOR}")
-        lo, hi = HALF_KOMI_RANGE
-        self.send(f"option name HalfKomi type spin default 0 min {lo} max {hi}")
-        self.send(f"option name Nodes type spin default {self.nodes_default} min 1 max {MAX_NODES}")
-        self.send(f"option name Model type string default {self.model_path or '<empty>'}")
-        self.send(f"option name Fallback type string default {self.fallback_spec}")
-        self.send(f"option name Seed type spin default {self.seed} min 0 max 2147483647")
+        for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
+            self.send(line)
+        self.send(format_option("HalfKomi", "spin", 0, *HALF_KOMI_RANGE))
+        self.send(format_option("Nodes", "spin", self.nodes_default, 1, MAX_NODES))
+        self.send(format_option("Model", "string", self.model_path or "<empty>"))
+        self.send(format_option("Fallback", "string", self.fallback_spec))
+        self.send(format_option("Seed", "spin", self.seed, 0, 2147483647))
         self.send("teiok")
 
     def _cmd_isready(self, args: list[str]) -> None:
@@ -441,19 +323,12 @@ class TEIEngine:
 
     def _cmd_setoption(self, args: list[str]) -> None:
         text = " ".join(args)
-        if not args or args[0] != "name":
-            self.info("setoption: expected 'setoption name <Name> value <value>'")
+        try:
+            name, value = parse_setoption(args)
+        except TEIProtocolError as e:
+            self.info(str(e))
             return
-        rest = args[1:]
-        if "value" in rest:
-            k = rest.index("value")
-            name, value = " ".join(rest[:k]), " ".join(rest[k + 1 :])
-        else:
-            name, value = " ".join(rest), ""
         key = name.lower()
-        if not key:
-            self.info("setoption: no option name given")
-            return
         if key == "halfkomi":
             try:
                 hk = int(value)
@@ -559,41 +434,11 @@ class TEIEngine:
             self._select_player(announce=True)
 
     def _cmd_position(self, args: list[str]) -> None:
-        if not args:
-            self.info("position: expected 'startpos' or 'tps <board> <side> <move>'")
+        try:
+            start, codes = parse_position(args, self.size, self.half_komi)
+        except TEIProtocolError as e:  # the previous position stays
+            self.info(str(e))
             return
-        if "moves" in args:
-            k = args.index("moves")
-            head, move_tokens = args[:k], args[k + 1 :]
-        else:
-            head, move_tokens = args, []
-        if head[0] == "startpos":
-            if len(head) > 1:
-                self.info(f"position: unexpected '{' '.join(head[1:])}' after startpos")
-                return
-            start = Position.start(self.size, half_komi=self.half_komi)
-        elif head[0] == "tps":
-            tps = " ".join(head[1:])
-            try:
-                start = Position.from_tps(tps, half_komi=self.half_komi)
-            except (TPSError, ValueError) as e:
-                self.info(f"position: bad TPS: {e}; position not changed")
-                return
-        else:
-            self.info(
-                f"position: expected 'startpos' or 'tps', got '{head[0]}'; position not changed"
-            )
-            return
-        pos = start.copy()
-        codes: list[int] = []
-        for i, tok in enumerate(move_tokens):
-            try:
-                code = pos.check_move(tok)
-            except MoveError as e:
-                self.info(f"position: move {i + 1} '{tok}': {e}; position not changed")
-                return
-            pos.make(code)
-            codes.append(code)
         self._new_position(start, codes)
 
     def _cmd_go(self, args: list[str]) -> None:
@@ -603,14 +448,14 @@ class TEIEngine:
         pos = self.position.copy()
         if pos.is_over:
             self.info(f"the game is over ({pos.result}, {pos.result.reason}); there is no move")
-            self.send("bestmove (none)")
+            self.send(format_bestmove(None))
             return
         if self._player is None:
             self.info(
                 f"cannot play {self.size}x{self.size}: the model plays "
                 f"{self.network.model_size}x{self.network.model_size} and Fallback is none"
             )
-            self.send("bestmove (none)")
+            self.send(format_bestmove(None))
             return
         self._sync_player()
         side = pos.side_to_move
@@ -660,7 +505,7 @@ class TEIEngine:
             codes = pos.legal_move_codes()
             self.info(f"search failed ({type(e).__name__}: {e}); playing the first legal move")
             move = pos.ptn(int(codes[0]))
-        self.send(f"bestmove {move}")
+        self.send(format_bestmove(move))
 
 
 # ---------------------------------------------------------------------------------------------

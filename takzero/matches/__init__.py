@@ -7,5 +7,7 @@ engine match runner.
 * :mod:`takzero.matches.results` -- ``GameRecord`` (with PTN output) and ``MatchResult``;
 * :mod:`takzero.matches.stats` -- Elo, confidence intervals (trinomial, pentanomial, Wilson), SPRT;
 * :mod:`takzero.matches.tei_match` -- matches between external TEI engines (its own loop: clocks,
-  processes, forfeits).
+  processes, forfeits);
+* :mod:`takzero.matches.tei_protocol` -- the text of the TEI lines, shared by that client and the
+  engine ``takzero.tei``.
 """

@@ -9,7 +9,8 @@ which an in-process player can do.
 
 * Engines are started with ``shlex.split`` of their command and spoken to in TEI (``tei``/
   ``teiok``, ``setoption name HalfKomi``, ``teinewgame``, ``isready``, ``position ... moves ...``,
-  ``go ...``, ``bestmove``); any TEI engine works, not only takzero's.
+  ``go ...``, ``bestmove``); any TEI engine works, not only takzero's. The lines are written and
+  read by ``takzero.matches.tei_protocol``, the module the engine (``takzero.tei``) uses too.
 * Paired openings: each opening is played twice with the colours swapped (an odd game count leaves
   the last opening unpaired); openings from a file (``takzero.matches.openings.load_openings``) or
   random.
@@ -42,6 +43,16 @@ from takzero.game.ptn import PTNGame, write_ptn
 from takzero.matches.openings import Opening, random_openings
 from takzero.matches.results import MatchResult, colour_score
 from takzero.matches.stats import format_elo
+from takzero.matches.tei_protocol import (
+    SearchLimits,
+    TEIProtocolError,
+    format_go,
+    format_position,
+    format_setoption,
+    parse_bestmove,
+    parse_id_name,
+    parse_option_name,
+)
 
 __all__ = [
     "EngineError",
@@ -137,12 +148,12 @@ class TEIClient:
         self.options = {}
         while True:
             line = self._next(self.startup_timeout, "teiok")
-            if line.startswith("id name "):
-                self.id_name = line[len("id name ") :].strip()
-            elif line.startswith("option name "):
-                rest = line[len("option name ") :]
-                name = rest.split(" type ")[0].strip()
-                self.options[name.lower()] = name
+            id_name = parse_id_name(line)
+            option = parse_option_name(line)
+            if id_name is not None:
+                self.id_name = id_name
+            elif option is not None:
+                self.options[option.lower()] = option
             elif line.strip() == "teiok":
                 break
         self.is_ready(self.startup_timeout)
@@ -211,7 +222,7 @@ class TEIClient:
             self.start()
         if "halfkomi" in self.options or half_komi != 0:
             name = self.options.get("halfkomi", "HalfKomi")
-            self.send(f"setoption name {name} value {half_komi}")
+            self.send(format_setoption(name, half_komi))
         self.send(f"teinewgame {size}")
         self.is_ready(self.startup_timeout)
 
@@ -227,12 +238,15 @@ class TEIClient:
         infos: list[str] = []
         while True:
             line = self._next(timeout - (time.monotonic() - t0), "bestmove")
+            try:
+                move = parse_bestmove(line)
+            except TEIProtocolError:
+                raise EngineError(
+                    "protocol", f"{self.name} sent 'bestmove' without a move"
+                ) from None
+            if move is not None:
+                return move, infos, time.monotonic() - t0
             parts = line.split()
-            if parts and parts[0] == "bestmove":
-                elapsed = time.monotonic() - t0
-                if len(parts) < 2:
-                    raise EngineError("protocol", f"{self.name} sent 'bestmove' without a move")
-                return parts[1], infos, elapsed
             if parts and parts[0] == "info":
                 infos.append(line)
 
@@ -313,11 +327,11 @@ class TimeControl:
     def go_command(self, clocks: tuple[float, float]) -> str:
         """The ``go`` line for the current clocks (ms, white and black)."""
         if self.nodes is not None:
-            return f"go nodes {self.nodes}"
+            return format_go(SearchLimits(nodes=self.nodes))
         if self.movetime is not None:
-            return f"go movetime {self.movetime}"
+            return format_go(SearchLimits(movetime=self.movetime))
         w, b = (max(0, int(c)) for c in clocks)
-        return f"go wtime {w} btime {b} winc {self.inc} binc {self.inc}"
+        return format_go(SearchLimits(wtime=w, btime=b, winc=self.inc, binc=self.inc))
 
     def timeout(self, remaining_ms: float) -> float:
         """Seconds to wait for a bestmove."""
@@ -357,12 +371,6 @@ class GameOutcome:
         return colour_score(self.winner, colour)
 
 
-def _position_command(start: Position, moves: Sequence[str]) -> str:
-    std = Position.start(start.size, half_komi=start.half_komi)
-    head = "position startpos" if start == std else f"position tps {start.to_tps()}"
-    return f"{head} moves {' '.join(moves)}".rstrip() if moves else f"{head} moves"
-
-
 def play_tei_game(
     white: TEIClient,
     black: TEIClient,
@@ -396,7 +404,7 @@ def play_tei_game(
     while forfeit is None and not game.result.over:
         side = game.position.side_to_move
         eng = engines[side]
-        pos_cmd = _position_command(start, ptn_moves)
+        pos_cmd = format_position(start, ptn_moves)
         go_cmd = tc.go_command((clocks[0], clocks[1]))
         try:
             text, _infos, elapsed = eng.go(pos_cmd, go_cmd, tc.timeout(clocks[side]))

@@ -1,0 +1,329 @@
+"""The PTN game record: :class:`PTNGame` (tags, moves, result, comments, marks; replay and the
+moves as PTN text; :meth:`PTNGame.from_game` for a played game), :class:`PTNError`,
+:data:`RESULT_TOKENS` and the start position of a game's tags (:func:`start_from_tags`).
+
+The format (tags ``Size``, ``Komi``, ``Flats``, ``Caps``, ``TPS``; PTN moves and result tokens)
+is the one of ``tak-rules.md``; the reader that builds these records from text is
+:mod:`takzero.game.ptn`, the writer :mod:`takzero.game.ptn_write`. Every name here is also
+importable from :mod:`takzero.game.ptn`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from takzero.game import core
+from takzero.game.core import STANDARD_RESERVES
+from takzero.game.moves import Move, MoveError, format_ptn
+from takzero.game.position import Game, Position, TPSError, komi_to_half_komi
+
+#: Result tokens a move text may end with.
+RESULT_TOKENS = ("R-0", "0-R", "F-0", "0-F", "1-0", "0-1", "1/2-1/2", "0-0", "*")
+
+_SETUP_TAGS = ("Size", "Komi", "Flats", "Caps", "TPS")
+
+
+class PTNError(ValueError):
+    """A PTN text that cannot be read or replayed.
+
+    Attributes: ``reason`` (what is wrong), ``line`` and ``column`` (1-based, ``None`` if unknown),
+    ``token`` (the offending text, ``None`` if none) and ``source`` (file name or ``"<string>"``).
+    ``str(error)`` is ``source:line:column: token '...': reason``.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        token: str | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.line = line
+        self.column = column
+        self.token = token
+        self.source = source
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        parts = []
+        where = self.source or ""
+        if self.line is not None:
+            where += f":{self.line}" if where else f"line {self.line}"
+            if self.column is not None:
+                where += f":{self.column}" if self.source else f", column {self.column}"
+        if where:
+            parts.append(where)
+        if self.token is not None:
+            parts.append(f"token {self.token!r}")
+        parts.append(self.reason)
+        return ": ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Start position from tags
+# ---------------------------------------------------------------------------------------------
+
+
+def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
+    value = tags.get(key, "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ValueError(f"{key} tag must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def start_from_tags(tags: Mapping[str, str]) -> Position:
+    """The start position described by the tags ``Size``, ``Komi``, ``Flats``, ``Caps`` and ``TPS``.
+
+    Missing ``Komi`` means 0; ``Flats``/``Caps`` default to the standard reserves; without ``TPS``
+    the start is the empty board. Raises PTNError (no location) when the tags are missing or bad:
+    no size at all, a size outside 3..8, a komi that is not a multiple of 0.5, a bad TPS, or a
+    ``Size`` that contradicts the ``TPS``.
+    """
+    return _start_from_tags(tags, {})
+
+
+def _start_from_tags(tags: Mapping[str, str], locs: Mapping[str, tuple[int, int]]) -> Position:
+    def fail(key: str, reason: str) -> PTNError:
+        line, col = locs.get(key, (None, None))
+        token = f'[{key} "{tags[key]}"]' if key in tags else None
+        return PTNError(reason, line=line, column=col, token=token)
+
+    size: int | None = None
+    try:
+        size = _int_tag(tags, "Size")
+    except ValueError as e:
+        raise fail("Size", str(e)) from None
+    if size is not None and size not in STANDARD_RESERVES:
+        raise fail("Size", f"board size must be 3..8, got {size}")
+    komi_text = tags.get("Komi", "").strip()
+    try:
+        komi = float(komi_text) if komi_text else 0.0
+        komi_to_half_komi(komi)
+    except ValueError:
+        raise fail("Komi", f"Komi must be a number of points, a multiple of 0.5; got {komi_text!r}") from None
+    try:
+        flats = _int_tag(tags, "Flats")
+    except ValueError as e:
+        raise fail("Flats", str(e)) from None
+    try:
+        caps = _int_tag(tags, "Caps")
+    except ValueError as e:
+        raise fail("Caps", str(e)) from None
+    tps = tags.get("TPS", "").strip()
+    if tps:
+        try:
+            pos = Position.from_tps(tps, komi=komi, flats=flats, caps=caps)
+        except TPSError as e:
+            raise fail("TPS", f"bad TPS: {e}") from None
+        except ValueError as e:
+            raise fail("TPS", str(e)) from None
+        if size is not None and pos.size != size:
+            raise fail("Size", f"Size {size} does not match the {pos.size}x{pos.size} TPS board")
+        return pos
+    if size is None:
+        raise PTNError("no Size tag (and no TPS tag): the board size is unknown")
+    try:
+        return Position.start(size, komi=komi, flats=flats, caps=caps)
+    except ValueError as e:
+        raise fail("Flats" if "Flats" in tags else "Size", str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The game record
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PTNGame:
+    """One game of a PTN file.
+
+    * ``tags``: tag pairs in file order (``dict`` keeps the order); ``Size``/``Komi``/``Flats``/
+      ``Caps``/``TPS`` define :attr:`start`, the others are kept as they are.
+    * ``moves``: move codes (``takzero.game.core`` encoding) from the start position.
+    * ``result``: the result token of the move text (one of :data:`RESULT_TOKENS`, ``""`` if none);
+      the ``Result`` tag, if any, is in ``tags``.
+    * ``comments``: ``comments[i]`` lists the comments (without braces) written before ply ``i``
+      of the move text; ``comments[len(moves)]`` holds those after the last move.
+    * ``marks``: ``marks[i]`` the annotation marks (``'``, ``"``, ``!``, ``?``) after move ``i``.
+    * ``locations``: ``(line, column, token)`` of each move in the source (empty for a game built
+      in code); ``warnings``: what a lenient read tolerated; ``line``: the line the game starts on;
+      ``source``: the file name. These four do not take part in ``==``.
+    """
+
+    tags: dict[str, str] = field(default_factory=dict)
+    moves: list[int] = field(default_factory=list)
+    result: str = ""
+    comments: dict[int, list[str]] = field(default_factory=dict)
+    marks: dict[int, str] = field(default_factory=dict)
+    locations: list[tuple[int, int, str]] = field(default_factory=list, compare=False)
+    warnings: list[str] = field(default_factory=list, compare=False)
+    line: int | None = field(default=None, compare=False)
+    source: str | None = field(default=None, compare=False)
+
+    # -- derived -----------------------------------------------------------------------------
+
+    @property
+    def start(self) -> Position:
+        """The start position from the tags (a new object each time); raises PTNError."""
+        return start_from_tags(self.tags)
+
+    @property
+    def size(self) -> int:
+        """Board size (from ``Size`` or ``TPS``); raises PTNError."""
+        return self.start.size
+
+    @property
+    def result_tag(self) -> str | None:
+        """The ``Result`` tag, or None if the game has none."""
+        return self.tags.get("Result")
+
+    def move_error(self, index: int, reason: str) -> PTNError:
+        """A PTNError about move ``index`` at its source location (if known)."""
+        if index < len(self.locations):
+            line, col, token = self.locations[index]
+            return PTNError(reason, line=line, column=col, token=token, source=self.source)
+        return PTNError(f"move {index + 1}: {reason}", line=self.line, source=self.source)
+
+    def replay(self, ply_limit: int | None = None, threefold: bool = False) -> Game:
+        """Play every move from :attr:`start` into a :class:`~takzero.game.position.Game` (with
+        the optional adjudications ``ply_limit`` / ``threefold``). Raises PTNError at the first
+        illegal move, naming its line and column and the rule it breaks."""
+        try:
+            game = Game(self.start, ply_limit=ply_limit, threefold=threefold)
+        except PTNError as e:
+            raise PTNError(e.reason, line=self.line, token=e.token, source=self.source) from None
+        for i, code in enumerate(self.moves):
+            try:
+                game.play(code)
+            except MoveError as e:
+                raise self.move_error(i, str(e)) from None
+        return game
+
+    def final_position(self) -> Position:
+        """The position after the last move under the rules alone (no adjudication; faster than
+        :meth:`replay`). Raises PTNError like :meth:`replay`."""
+        return self._walk(None)
+
+    def ptn_moves(self) -> list[str]:
+        """The moves as PTN strings, shortest form, ``*`` on flattening spreads, no marks.
+        Raises PTNError if a move is illegal."""
+        out: list[str] = []
+        self._walk(out)
+        return out
+
+    def _walk(self, texts: list[str] | None) -> Position:
+        try:
+            pos = self.start
+        except PTNError as e:
+            raise PTNError(e.reason, line=self.line, token=e.token, source=self.source) from None
+        buf = np.empty(core.num_actions(pos.size), dtype=np.int64)
+        for i, code in enumerate(self.moves):
+            if texts is not None and pos.is_flattening(code):
+                text = Move(code, pos.size).to_ptn(flatten=True)
+            elif texts is not None:
+                text = format_ptn(code, pos.size)
+            _play_checked(pos, code, buf, lambda reason, i=i: self.move_error(i, reason))
+            if texts is not None:
+                texts.append(text)
+        return pos
+
+    # -- construction from a played game -------------------------------------------------------
+
+    @classmethod
+    def from_game(
+        cls,
+        game: Game,
+        tags: Mapping[str, str] | None = None,
+        result: str | None = None,
+        comments: Mapping[int, list[str]] | None = None,
+    ) -> PTNGame:
+        """A PTN record of a played :class:`~takzero.game.position.Game`.
+
+        Tags written: ``Size``, ``Komi``, ``Flats``/``Caps`` (only if not the standard reserves),
+        ``TPS`` (only if the game does not start from the empty board), then ``tags`` (e.g.
+        ``Player1``, ``Date``), then ``Result``. ``result`` overrides the result (e.g. ``"1-0"``
+        for a resignation); by default it is the game's result when it is over and no result
+        otherwise. An adjudicated draw (ply limit, repetition) gets the result ``1/2-1/2`` and a
+        trailing comment naming the adjudication.
+
+        Raises ValueError if ``tags`` tries to set one of the setup tags or ``Result``, if
+        ``result`` is not a result token, or if the start position cannot be described by tags
+        (e.g. different reserves for the two players).
+        """
+        start = game.start
+        size = start.size
+        out_tags: dict[str, str] = {"Size": str(size), "Komi": f"{start.komi:g}"}
+        totals = []
+        for colour in (core.WHITE, core.BLACK):
+            stones = start.stones(colour)
+            caps = start.capstones(colour)
+            for sq in range(size * size):
+                colours, top = start.stack(sq)
+                for depth, c in enumerate(reversed(colours)):
+                    if c == colour:
+                        if depth == 0 and top == core.CAP:
+                            caps += 1
+                        else:
+                            stones += 1
+            totals.append((stones, caps))
+        if totals[0] != totals[1]:
+            raise ValueError(f"the players' piece counts differ {totals}; PTN tags cannot say that")
+        stones, caps = totals[0]
+        if (stones, caps) != STANDARD_RESERVES[size]:
+            out_tags["Flats"] = str(stones)
+            out_tags["Caps"] = str(caps)
+        empty = Position.start(size, half_komi=start.half_komi, flats=stones, caps=caps)
+        if not np.array_equal(empty.state, start.state):
+            out_tags["TPS"] = start.to_tps()
+        for key, value in (tags or {}).items():
+            if key in _SETUP_TAGS or key == "Result":
+                raise ValueError(f"tag {key} is set from the game; pass result= for the result")
+            out_tags[key] = value
+        rebuilt = start_from_tags(out_tags)
+        if not np.array_equal(rebuilt.state, start.state):
+            raise ValueError("the start position cannot be described by PTN tags")
+        res = game.result
+        out_comments = {k: list(v) for k, v in (comments or {}).items()}
+        if result is None:
+            result = str(res) if res.over else ""
+            if res.over and res.reason in ("ply limit", "repetition"):
+                out_comments.setdefault(len(game.moves), []).append(f"adjudicated draw: {res.reason}")
+        elif result not in RESULT_TOKENS and result != "":
+            raise ValueError(f"result must be one of {RESULT_TOKENS} or '', got {result!r}")
+        if result:
+            out_tags["Result"] = result
+        return cls(tags=out_tags, moves=list(game.moves), result=result, comments=out_comments)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checked moves (the record's replay and the reader)
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _play_if_legal(state: np.ndarray, code: int, buf: np.ndarray) -> bool:
+    """Make move ``code`` in place if it is legal (one compiled call); False if it is not."""
+    n = core.generate_moves(state, buf)
+    for j in range(n):
+        if buf[j] == code:
+            core.make_move(state, code)
+            return True
+    return False
+
+
+def _play_checked(pos: Position, code: int, buf: np.ndarray, error: Callable[[str], PTNError]) -> None:
+    """Play ``code`` in ``pos`` in place; raise ``error(reason)`` if it is illegal."""
+    if not _play_if_legal(pos.state, code, buf):
+        raise error(pos.explain_illegal(code))
+
+
+__all__ = ["RESULT_TOKENS", "PTNError", "PTNGame", "start_from_tags"]

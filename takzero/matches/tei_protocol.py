@@ -1,0 +1,345 @@
+"""The text of the TEI (Tak Engine Interface) protocol lines, one implementation of each, shared by
+the engine (``takzero.tei``) and the match runner's client (``takzero.matches.tei_match``).
+
+The protocol is the one of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci``). Here:
+
+* the handshake: ``id name <name>`` / ``id author <author>`` (:func:`format_id`,
+  :func:`parse_id_name`), ``option name <Name> type <kind> default <v> [min <a>] [max <b>]``
+  (:func:`format_option`, :func:`parse_option_name`) and ``setoption name <Name> value <v>``
+  (:func:`format_setoption`, :func:`parse_setoption`);
+* ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``: :func:`format_position`
+  (client) and :func:`parse_position` (engine);
+* ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]``:
+  :class:`SearchLimits`, :func:`format_go` (client) and :func:`parse_go` (engine), and the
+  engine's time budget of a ``go`` (:meth:`SearchLimits.budget_seconds`);
+* ``info depth D nodes N time MS nps X [score cp C] [wdl W D L] pv m1 m2 ...``:
+  :func:`format_info` (engine), with the score mapping :func:`value_to_cp`;
+* ``bestmove <ptn>`` / ``bestmove (none)``: :func:`format_bestmove` (engine) and
+  :func:`parse_bestmove` (client).
+
+The command loop and its state (options, the current game, the search thread) stay in
+``takzero.tei``; the processes, clocks and forfeits in ``takzero.matches.tei_match``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from takzero.game.moves import MoveError
+from takzero.game.position import Position, TPSError
+from takzero.players.base import PlayerMove
+
+__all__ = [
+    "MAX_NODES",
+    "MOVE_OVERHEAD_MS",
+    "SearchLimits",
+    "TEIProtocolError",
+    "format_bestmove",
+    "format_go",
+    "format_id",
+    "format_info",
+    "format_option",
+    "format_position",
+    "format_setoption",
+    "parse_bestmove",
+    "parse_go",
+    "parse_id_name",
+    "parse_option_name",
+    "parse_position",
+    "parse_setoption",
+    "value_to_cp",
+]
+
+#: The largest node count a ``go nodes`` (or the engine's ``Nodes`` option) asks for.
+MAX_NODES = 100_000_000
+#: Milliseconds kept back from every time budget for process and pipe latency.
+MOVE_OVERHEAD_MS = 30
+
+
+class TEIProtocolError(ValueError):
+    """A protocol line that cannot be used; the message says what was wrong (the engine prints it
+    as ``info string``)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Handshake: id, option, setoption
+# ---------------------------------------------------------------------------------------------
+
+
+def format_id(name: str, author: str) -> list[str]:
+    """The ``id name`` and ``id author`` lines an engine answers ``tei`` with."""
+    return [f"id name {name}", f"id author {author}"]
+
+
+def parse_id_name(line: str) -> str | None:
+    """The name of an ``id name <name>`` line (stripped); None for any other line."""
+    if not line.startswith("id name "):
+        return None
+    return line[len("id name ") :].strip()
+
+
+def format_option(
+    name: str, kind: str, default: object, lo: int | None = None, hi: int | None = None
+) -> str:
+    """``option name <name> type <kind> default <default>``, then ``min <lo>`` and ``max <hi>``
+    when given."""
+    line = f"option name {name} type {kind} default {default}"
+    if lo is not None:
+        line += f" min {lo}"
+    if hi is not None:
+        line += f" max {hi}"
+    return line
+
+
+def parse_option_name(line: str) -> str | None:
+    """The option name of an ``option name <Name> type ...`` line (as written, stripped); None for
+    any other line."""
+    if not line.startswith("option name "):
+        return None
+    return line[len("option name ") :].split(" type ")[0].strip()
+
+
+def format_setoption(name: str, value: object) -> str:
+    """``setoption name <name> value <value>``."""
+    return f"setoption name {name} value {value}"
+
+
+def parse_setoption(args: list[str]) -> tuple[str, str]:
+    """The option name and value of a ``setoption`` command (``args``: the tokens after it; both
+    may hold spaces; the value is ``""`` without ``value``). Raises TEIProtocolError without
+    ``name`` or without an option name."""
+    if not args or args[0] != "name":
+        raise TEIProtocolError("setoption: expected 'setoption name <Name> value <value>'")
+    rest = args[1:]
+    if "value" in rest:
+        k = rest.index("value")
+        name, value = " ".join(rest[:k]), " ".join(rest[k + 1 :])
+    else:
+        name, value = " ".join(rest), ""
+    if not name.lower():
+        raise TEIProtocolError("setoption: no option name given")
+    return name, value
+
+
+# ---------------------------------------------------------------------------------------------
+# position
+# ---------------------------------------------------------------------------------------------
+
+
+def format_position(start: Position, moves: Sequence[str]) -> str:
+    """The ``position`` line for the game from ``start`` with the PTN ``moves``: ``startpos`` when
+    ``start`` is the empty board of its size and komi, else ``tps <tps>``; always ``moves``
+    (``position startpos moves`` with no moves is valid)."""
+    std = Position.start(start.size, half_komi=start.half_komi)
+    head = "position startpos" if start == std else f"position tps {start.to_tps()}"
+    return f"{head} moves {' '.join(moves)}".rstrip() if moves else f"{head} moves"
+
+
+def parse_position(args: list[str], size: int, half_komi: int) -> tuple[Position, list[int]]:
+    """The start position and move codes of a ``position`` command (``args``: the tokens after
+    it); ``startpos`` is the empty ``size`` board, and both starts get ``half_komi``. Raises
+    TEIProtocolError (the message starts with ``position:``) for a bad TPS or an illegal or
+    malformed move."""
+    if not args:
+        raise TEIProtocolError("position: expected 'startpos' or 'tps <board> <side> <move>'")
+    if "moves" in args:
+        k = args.index("moves")
+        head, move_tokens = args[:k], args[k + 1 :]
+    else:
+        head, move_tokens = args, []
+    if head[0] == "startpos":
+        if len(head) > 1:
+            raise TEIProtocolError(f"position: unexpected '{' '.join(head[1:])}' after startpos")
+        start = Position.start(size, half_komi=half_komi)
+    elif head[0] == "tps":
+        tps = " ".join(head[1:])
+        try:
+            start = Position.from_tps(tps, half_komi=half_komi)
+        except (TPSError, ValueError) as e:
+            raise TEIProtocolError(f"position: bad TPS: {e}; position not changed") from None
+    else:
+        raise TEIProtocolError(
+            f"position: expected 'startpos' or 'tps', got '{head[0]}'; position not changed"
+        )
+    pos = start.copy()
+    codes: list[int] = []
+    for i, tok in enumerate(move_tokens):
+        try:
+            code = pos.check_move(tok)
+        except MoveError as e:
+            raise TEIProtocolError(
+                f"position: move {i + 1} '{tok}': {e}; position not changed"
+            ) from None
+        pos.make(code)
+        codes.append(code)
+    return start, codes
+
+
+# ---------------------------------------------------------------------------------------------
+# go
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchLimits:
+    """What a ``go`` command asks for. Times in milliseconds; None = not given."""
+
+    nodes: int | None = None
+    movetime: int | None = None
+    wtime: int | None = None
+    btime: int | None = None
+    winc: int | None = None
+    binc: int | None = None
+    infinite: bool = False
+
+    def budget_seconds(self, side: int) -> float | None:
+        """Seconds to think for the side to move (0 white, 1 black), or None for no time limit.
+
+        ``movetime`` minus :data:`MOVE_OVERHEAD_MS`; with a clock, ``remaining / 20 + inc * 3/4``
+        capped at half the remaining time (and the overhead kept back). At least 5 ms.
+        """
+        if self.infinite:
+            return None
+        budgets = []
+        if self.movetime is not None:
+            budgets.append(self.movetime - MOVE_OVERHEAD_MS)
+        remaining = self.wtime if side == 0 else self.btime
+        if remaining is not None:
+            inc = (self.winc if side == 0 else self.binc) or 0
+            b = min(remaining / 20 + 0.75 * inc, remaining / 2) - MOVE_OVERHEAD_MS
+            budgets.append(b)
+        if not budgets:
+            return None
+        return max(5.0, min(budgets)) / 1000.0
+
+
+def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
+    """Parse the arguments of ``go`` (the tokens after it). Returns the limits and a list of
+    complaints (unknown tokens, bad numbers) for ``info string``; nothing raises."""
+    limits = SearchLimits()
+    problems: list[str] = []
+    keys = {"nodes", "movetime", "wtime", "btime", "winc", "binc"}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == "infinite":
+            limits.infinite = True
+            i += 1
+            continue
+        if tok in ("depth", "movestogo", "mate"):  # accepted, not used by an MCTS engine
+            i += 2
+            problems.append(f"go: '{tok}' is not supported and was ignored")
+            continue
+        if tok == "ponder":
+            problems.append("go: 'ponder' is not supported and was ignored")
+            i += 1
+            continue
+        if tok not in keys:
+            problems.append(f"go: unknown parameter '{tok}' ignored")
+            i += 1
+            continue
+        if i + 1 >= len(tokens):
+            problems.append(f"go: '{tok}' needs a number")
+            break
+        raw = tokens[i + 1]
+        try:
+            value = int(float(raw))
+            if value < 0 or (tok == "nodes" and value < 1):
+                raise ValueError
+        except (ValueError, OverflowError):
+            problems.append(f"go: bad value '{raw}' for '{tok}' ignored")
+            i += 2
+            continue
+        setattr(limits, tok, min(value, MAX_NODES) if tok == "nodes" else value)
+        i += 2
+    return limits, problems
+
+
+def format_go(limits: SearchLimits) -> str:
+    """The ``go`` line of ``limits``: ``go`` then each limit that is set, in the order nodes,
+    movetime, wtime, btime, winc, binc, infinite (``go nodes 7``, ``go wtime 59000 btime 61000
+    winc 500 binc 500``)."""
+    parts = ["go"]
+    for key in ("nodes", "movetime", "wtime", "btime", "winc", "binc"):
+        value = getattr(limits, key)
+        if value is not None:
+            parts += [key, str(value)]
+    if limits.infinite:
+        parts.append("infinite")
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# info
+# ---------------------------------------------------------------------------------------------
+
+
+def value_to_cp(value: float) -> int:
+    """Centipawn-like score of a value in [-1, 1] (side to move's view):
+    ``round(111.714640912 * tan(1.5620688421 * v))``; monotone, 0 at 0, about +-12,700 at +-1."""
+    v = max(-1.0, min(1.0, float(value)))
+    return int(round(111.714640912 * math.tan(1.5620688421 * v)))
+
+
+def _pv_text(position: Position, pv: Iterable[int]) -> list[str]:
+    """PTN of the legal prefix of ``pv`` from ``position``."""
+    out: list[str] = []
+    pos = position.copy()
+    for code in pv:
+        if pos.is_over:
+            break
+        try:
+            text = pos.ptn(int(code))
+            pos = pos.play(int(code))
+        except (MoveError, ValueError):
+            break
+        out.append(text)
+    return out
+
+
+def format_info(
+    position: Position, pm: PlayerMove, seconds: float, nodes: int | None = None
+) -> str:
+    """One ``info`` line for the answer ``pm`` found in ``seconds`` (``nodes`` overrides
+    ``pm.nodes``): depth (= PV length), nodes, time (ms), nps, score cp (if a value is known),
+    wdl permille (if known), pv (the move itself when the player gave no PV)."""
+    n = pm.nodes if nodes is None else nodes
+    ms = int(round(seconds * 1000))
+    nps = int(n / seconds) if seconds > 0 else 0
+    pv = _pv_text(position, pm.pv or (pm.code,))
+    if not pv:
+        pv = [position.ptn(pm.code)]
+    parts = ["info", "depth", str(len(pv)), "nodes", str(n), "time", str(ms), "nps", str(nps)]
+    if pm.value is not None:
+        parts += ["score", "cp", str(value_to_cp(pm.value))]
+    if pm.wdl is not None:
+        w = int(round(1000 * pm.wdl[0]))
+        loss = int(round(1000 * pm.wdl[2]))
+        w = max(0, min(1000, w))
+        loss = max(0, min(1000 - w, loss))
+        parts += ["wdl", str(w), str(1000 - w - loss), str(loss)]
+    parts += ["pv", *pv]
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# bestmove
+# ---------------------------------------------------------------------------------------------
+
+
+def format_bestmove(move: str | None) -> str:
+    """``bestmove <move>``, or ``bestmove (none)`` when there is no move to play."""
+    return f"bestmove {move if move is not None else '(none)'}"
+
+
+def parse_bestmove(line: str) -> str | None:
+    """The move text of a ``bestmove`` line (``(none)`` included, as sent); None when the line is
+    not a ``bestmove`` line. Raises TEIProtocolError for ``bestmove`` without a move."""
+    parts = line.split()
+    if not parts or parts[0] != "bestmove":
+        return None
+    if len(parts) < 2:
+        raise TEIProtocolError("'bestmove' without a move")
+    return parts[1]
