@@ -350,7 +350,7 @@ def test_play_game_same_record_as_the_old_arena() -> None:
 
 def test_run_match_same_games_as_the_old_arena() -> None:
     m = run_match(
-        UCTPlayer(simulations=20, seed=1, name="uct"), GreedyPlayer(2, name="greedy"), 3, 0,
+        UCTPlayer(simulations=20, tinue_nodes=0, seed=1, name="uct"), GreedyPlayer(2, name="greedy"), 3, 0,
         num_openings=2, ply_limit=60, seed=2,
     )  # fmt: skip
     assert [" ".join(g.ptn_moves) for g in m.games] == OLD_RUN_MATCH
@@ -358,7 +358,7 @@ def test_run_match_same_games_as_the_old_arena() -> None:
 
 
 def _hash_side(name: str, seed: int, sims: int, sampling: int) -> NetSide:
-    return NetSide(name, HashEvaluator(4, seed=seed), SearchConfig(simulations=sims).evaluation(),
+    return NetSide(name, HashEvaluator(4, seed=seed), SearchConfig(simulations=sims, tinue_nodes=0).evaluation(),
                    sims, sampling_plies=sampling)  # fmt: skip
 
 

@@ -127,6 +127,10 @@ CUT = -1  # taint of a disproof that rests on the depth limit (never clears)
 EPS_NUM = 5  # 1 + epsilon = 5/4
 EPS_DEN = 4
 DEFAULT_MAX_DEPTH = 60
+#: Node budget of the prover at a player's root (``SearchConfig.tinue_nodes``,
+#: ``takzero.players.tactics``): two calls per move cost about 12 ms on 5x5 and 60 ms on 6x6
+#: mid-game positions on this project's CPU (``scripts/bench_tactics.py --root-cost``).
+DEFAULT_TINUE_NODES = 1000
 DEFAULT_TT_BITS = 18
 
 # transposition table fields (tt[slot, field], int64)
@@ -1010,6 +1014,7 @@ def format_result(result: TinueResult) -> str:
 
 
 __all__ = [
+    "DEFAULT_TINUE_NODES",
     "NO_WIN",
     "UNKNOWN",
     "WIN",

@@ -31,6 +31,7 @@ from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchResult
 from takzero.players.base import Player, PlayerMove, as_player_move
 from takzero.players.network import NetworkPlayer
+from takzero.players.tactics import avoid_tinue, proven_win, ranked_by_visits
 from takzero.search import BatchedMCTS, SearchConfig
 
 
@@ -200,18 +201,36 @@ def _net_moves(
 ) -> dict[int, PlayerMove]:
     """One batched search of ``side`` over the games ``mine``; the move of each (sampled with
     temperature 1 during the first ``side.sampling_plies`` plies after the opening) with the
-    root value, the simulations and the PV."""
-    tree.run(side.evaluator, games=mine, add_noise=False, simulations=side.simulations)
-    out = {}
+    root value, the simulations and the PV. With ``side.config.tinue_nodes`` > 0, the tinuë
+    checks of :mod:`takzero.players.tactics` as a network player makes them: a game whose side to
+    move has a proven forced road plays it without searching, and a searched move after which the
+    opponent has one is replaced by the most visited move without one."""
+    budget = side.config.tinue_nodes
+    out: dict[int, PlayerMove] = {}
     for gi in mine:
+        win = proven_win(games[gi].position, budget)
+        if win is not None:
+            out[gi] = win
+    searched = [gi for gi in mine if gi not in out]
+    if searched:
+        tree.run(side.evaluator, games=searched, add_noise=False, simulations=side.simulations)
+    for gi in searched:
         ply = len(games[gi].moves) - opening_plies[gi]
         temperature = 1.0 if ply < side.sampling_plies else 0.0
         move = int(tree.choose_move(gi, temperature=temperature, rng=rng))
-        out[gi] = PlayerMove(
+        answer = PlayerMove(
             move,
             value=float(tree.root_value(gi)),
             nodes=side.simulations,
             pv=tuple(tree.principal_variation(gi, move)) or (move,),
+        )
+        ranked = ranked_by_visits(move, *tree.root_visits(gi))
+        out[gi] = avoid_tinue(
+            games[gi].position,
+            answer,
+            ranked,
+            budget,
+            pv_of=lambda m, gi=gi: tuple(tree.principal_variation(gi, m)) or (m,),
         )
     return out
 

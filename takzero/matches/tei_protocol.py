@@ -303,7 +303,9 @@ def format_info(
     position: Position, pm: PlayerMove, seconds: float, nodes: int | None = None
 ) -> str:
     """One ``info`` line for the answer ``pm`` found in ``seconds`` (``nodes`` overrides
-    ``pm.nodes``): depth (= PV length), nodes, time (ms), nps, score cp (if a value is known),
+    ``pm.nodes``): depth (= PV length), nodes, time (ms), nps, score: ``mate M`` when the
+    player proved a forced road (``pm.info["mate"]`` plies to the road; M = the mover's moves,
+    ``(plies + 1) // 2``, as UCI counts mate in moves), else cp (if a value is known),
     wdl permille (if known), pv (the move itself when the player gave no PV)."""
     n = pm.nodes if nodes is None else nodes
     ms = int(round(seconds * 1000))
@@ -313,7 +315,11 @@ def format_info(
         pv = [position.ptn(pm.code)]
     parts = ["info", "depth", str(len(pv)), "nodes", str(n), "time", str(ms), "nps", str(nps)]
     if pm.value is not None:
-        parts += ["score", "cp", str(value_to_cp(pm.value))]
+        mate = pm.info.get("mate") if pm.info else None
+        if mate:
+            parts += ["score", "mate", str((int(mate) + 1) // 2)]
+        else:
+            parts += ["score", "cp", str(value_to_cp(pm.value))]
     if pm.wdl is not None:
         w = int(round(1000 * pm.wdl[0]))
         loss = int(round(1000 * pm.wdl[2]))

@@ -16,6 +16,7 @@ import numpy as np
 
 from takzero.game.position import Position
 from takzero.players.base import BasePlayer, PlayerMove, Progress
+from takzero.players.tactics import avoid_tinue, check_tinue_nodes, proven_win, ranked_by_visits
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
@@ -40,6 +41,9 @@ class NetworkPlayer(BasePlayer):
         config: search settings (``takzero.search.SearchConfig``; default its
             ``evaluation()`` copy); noise is always off here.
         reuse_tree: keep the subtree of the moves played (``observe``) for the next search.
+        tinue_nodes: node budget of the tinuë checks around each search
+            (:mod:`takzero.players.tactics`: a proven forced road is played at once, a move
+            after which the opponent has one is avoided); None: ``config.tinue_nodes``; 0: off.
         seed, name: as :class:`BasePlayer` (the name defaults to ``<run_name>-g<generation>``
             from the metadata, else ``network``).
 
@@ -62,6 +66,7 @@ class NetworkPlayer(BasePlayer):
         seconds: float | None = None,
         config=None,
         reuse_tree: bool = True,
+        tinue_nodes: int | None = None,
         seed: int = 0,
         name: str | None = None,
     ) -> None:
@@ -86,7 +91,10 @@ class NetworkPlayer(BasePlayer):
         self.seconds = seconds
         self.reuse_tree = bool(reuse_tree)
         base = (config or SearchConfig()).evaluation()
+        if tinue_nodes is not None:
+            base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
         self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree)
+        self.tinue_nodes = self.config.tinue_nodes
         self._mcts = None
         self._valid = False  # the tree's root is the position the player was last told about
         self._draw_cache: dict[int, float] = {}
@@ -212,7 +220,10 @@ class NetworkPlayer(BasePlayer):
         ``stop`` is set (or ``simulations`` when there is no ``stop``). At least one chunk runs.
 
         A proven root (a forced win, loss or draw found by the search) ends the search early
-        (without limits: once ``stop`` is set). ``on_progress(answer, simulations)`` is called
+        (without limits: once ``stop`` is set). With ``tinue_nodes`` > 0 the tinuë prover runs
+        first: a proven forced road is answered without searching (``nodes`` 0, ``info["mate"]``);
+        after the search, a move after which the opponent has a proven forced road is replaced
+        by the most visited move without one (:func:`takzero.players.tactics.avoid_tinue`). ``on_progress(answer, simulations)`` is called
         after the chunks that reach 64, 128, 256, ... simulations (a deterministic schedule) and
         after the last one. Returns the
         :class:`PlayerMove`. Raises ValueError (finished position, another board size).
@@ -225,6 +236,13 @@ class NetworkPlayer(BasePlayer):
             )
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
+        win = proven_win(position, self.tinue_nodes)
+        if win is not None:
+            if on_progress is not None:
+                on_progress(win, 0)
+            if nodes is None and seconds is None and stop is not None:
+                stop.wait()  # no limits (go infinite): answer when told to stop
+            return win
         mcts = self._tree_for(position)
         t0 = time.perf_counter()
         done = 0
@@ -254,7 +272,10 @@ class NetworkPlayer(BasePlayer):
                 break
         if answer is None or answer.nodes != done:
             answer = self._answer(mcts, position, done, time.perf_counter() - t0)
-        return answer
+        ranked = ranked_by_visits(answer.code, *mcts.root_visits(0))
+        return avoid_tinue(
+            position, answer, ranked, self.tinue_nodes, pv_of=lambda m: self._pv(mcts, m)
+        )
 
 
 __all__ = ["DEFAULT_NETWORK_SIMULATIONS", "NETWORK_CHUNK", "NetworkPlayer"]

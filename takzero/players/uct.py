@@ -32,7 +32,9 @@ from takzero.game.core import (
     unmake_move,
 )
 from takzero.game.position import Position
+from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.players.base import BasePlayer, PlayerMove, Progress
+from takzero.players.tactics import avoid_tinue, check_tinue_nodes, proven_win
 
 #: Default UCB1 exploration constant c in Q + c * sqrt(ln N / n) with rewards in [0, 1].
 #: UCB1's regret bound (Auer et al. 2002) uses c = sqrt(2), and Kocsis & Szepesvari's UCT keeps
@@ -280,8 +282,11 @@ class UCTPlayer(BasePlayer):
     constant c for rewards in [0, 1] (default 0.35, measured; sqrt(2) is UCB1's textbook value).
     ``rollout_plies``: a rollout stops after this many plies (>= 0) and is scored by the flat
     count (komi included), as if the game ended there. ``win_check``: proven wins in one at
-    expansion (see :func:`uct_search`; off = plain UCT). Raises ValueError for bad settings or a
-    finished position. No tree reuse between moves (``observe`` does nothing).
+    expansion (see :func:`uct_search`; off = plain UCT). ``tinue_nodes``: node budget of the tinuë
+    checks around each search (:mod:`takzero.players.tactics`: a proven forced road is played at
+    once, a move after which the opponent has one is replaced by another legal move without one;
+    0: off). Raises ValueError for bad settings or a finished position. No tree reuse between
+    moves (``observe`` does nothing).
 
     ``PlayerMove``: ``value`` = 2 * Q - 1 of the chosen move (Q its mean reward in [0, 1]),
     ``nodes`` = simulations (0 when ``win_check`` found a win in one at the root and played it
@@ -296,6 +301,7 @@ class UCTPlayer(BasePlayer):
         exploration: float = DEFAULT_EXPLORATION,
         rollout_plies: int = DEFAULT_ROLLOUT_PLIES,
         win_check: bool = True,
+        tinue_nodes: int = DEFAULT_TINUE_NODES,
         seed: int = 0,
         name: str | None = None,
     ) -> None:
@@ -310,10 +316,12 @@ class UCTPlayer(BasePlayer):
         self.exploration = float(exploration)
         self.rollout_plies = int(rollout_plies)
         self.win_check = bool(win_check)
+        self.tinue_nodes = check_tinue_nodes(tinue_nodes)
 
     def choose(self, position: Position) -> PlayerMove:
-        """One search of ``simulations`` simulations. Raises ValueError on a finished position."""
-        return self._search(position, self.simulations)
+        """One search of ``simulations`` simulations (with the tinuë checks). Raises ValueError on
+        a finished position."""
+        return self.think(position, nodes=self.simulations)
 
     def _search(self, position: Position, simulations: int) -> PlayerMove:
         self._check_open(position)
@@ -356,11 +364,33 @@ class UCTPlayer(BasePlayer):
 
         Without ``nodes``, ``seconds`` and ``stop``: one search of ``simulations``.
         ``on_progress(answer, total)`` is called after each finished search. The answer's
-        ``nodes`` is the total of simulations run for it. Raises ValueError on a finished
+        ``nodes`` is the total of simulations run for it. With ``tinue_nodes`` > 0 a proven
+        forced road is answered before any search (``nodes`` 0, ``info["mate"]``), and the
+        searched move is checked with :func:`takzero.players.tactics.avoid_tinue` (the other
+        legal moves in generation order as the alternatives). Raises ValueError on a finished
         position.
         """
+        self._check_open(position)
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
+        win = proven_win(position, self.tinue_nodes)
+        if win is not None:
+            if on_progress is not None:
+                on_progress(win, 0)
+            if nodes is None and seconds is None and stop is not None:
+                stop.wait()  # no limits (go infinite): answer when told to stop
+            return win
+        pm = self._think(position, nodes, seconds, stop, on_progress)
+        return avoid_tinue(position, pm, [pm.code], self.tinue_nodes)
+
+    def _think(
+        self,
+        position: Position,
+        nodes: int | None,
+        seconds: float | None,
+        stop: threading.Event | None,
+        on_progress: Progress | None,
+    ) -> PlayerMove:
         stopped = stop is not None and stop.is_set()
         if seconds is None and nodes is not None and not stopped:
             pm = self._search(position, int(nodes))

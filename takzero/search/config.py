@@ -51,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from takzero.game.tinue import DEFAULT_TINUE_NODES
+
 #: Bytes per node of the preallocated pools (see ``takzero.search.tree``).
 BYTES_PER_NODE = 28
 
@@ -96,6 +98,11 @@ class SearchConfig:
         root_terminal_check: at the root, play every legal move and mark the ones that end the game
             (roads of either player, flat wins, ply limit) with their exact result.
         reuse_tree: keep the chosen child's subtree between moves (``BatchedMCTS.advance``).
+        tinue_nodes: node budget of the tinue prover (``takzero.game.tinue``) that players and
+            match sides run at the root around each search (``takzero.players.tactics``: a
+            proven forced road is played at once; a move after which the opponent has one is
+            avoided); 0 turns it off. The compiled search does not read it, and self-play does
+            not use it.
     """
 
     simulations: int = 800
@@ -126,6 +133,7 @@ class SearchConfig:
     road_check: bool = True
     root_terminal_check: bool = True
     reuse_tree: bool = True
+    tinue_nodes: int = DEFAULT_TINUE_NODES
 
     def __post_init__(self) -> None:
         self.validate()
@@ -155,6 +163,7 @@ class SearchConfig:
             (1 <= self.leaves_per_step <= 64, "leaves_per_step must be in 1..64"),
             (self.virtual_loss >= 0, "virtual_loss must be >= 0"),
             (self.max_plies >= 0, "max_plies must be >= 0 (0 = no limit)"),
+            (self.tinue_nodes >= 0, "tinue_nodes must be >= 0 (0 = off)"),
         ]
         for ok, msg in checks:
             if not ok:

@@ -1,0 +1,120 @@
+"""Tinuë checks at a searching player's root: play a proven forced road at once, and never play
+a move after which the opponent has one while a move without one exists.
+
+The strongest Tak engines pair their search with a dedicated prover for exactly this (Topaz: a
+proof-number tinuë solver; Tiltak: a tinuë proof search; Taktician: df-pn): a forced road is
+often a few plies deep but narrow, and a search that spreads its visits by the priors does not
+find it in time. Here the prover is :func:`takzero.game.tinue.prove_tinue` (df-pn under the tak
+move restriction: the attacker only wins at once or makes tak), run with a small node budget:
+
+1. before searching, on the root for the side to move: a WIN is played at once
+   (:func:`proven_win`; value 1, the prover's principal variation, ``info["mate"]`` = plies to
+   the road);
+2. after searching, on the position after the chosen move, for the opponent
+   (:func:`avoid_tinue`): while the opponent has a proven tinuë after it, the next move of the
+   search's ranking is tried instead (the most visited first), down the whole ranking if need
+   be. A move whose check ran out of budget (UNKNOWN) counts as safe. When every move is lost,
+   the search's choice stays (a lost position: every move loses).
+
+Budgets are node visits of the prover (deterministic, unlike seconds): ``max_nodes`` per call.
+A move costs two calls when its search's choice is safe (nearly always); a refuted choice costs
+one call per alternative tried, at most one per legal move (a lost position).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from takzero.game.position import Position
+from takzero.game.tinue import DEFAULT_TINUE_NODES, WIN, prove_tinue
+from takzero.players.base import PlayerMove
+
+
+def check_tinue_nodes(max_nodes: int) -> int:
+    """``max_nodes`` as an int; raises ValueError unless it is an integer >= 0 (0: off)."""
+    if isinstance(max_nodes, bool) or int(max_nodes) != max_nodes or max_nodes < 0:
+        raise ValueError(f"tinue_nodes must be an integer >= 0 (0: off), got {max_nodes!r}")
+    return int(max_nodes)
+
+
+def proven_win(position: Position, max_nodes: int) -> PlayerMove | None:
+    """The side to move's proven forced road as an answer, or None (no proof within
+    ``max_nodes`` prover nodes, or ``max_nodes`` is 0).
+
+    The answer: the prover's first move, ``value`` 1, ``wdl`` (1, 0, 0), ``nodes`` 0 (no search
+    simulations), ``pv`` the forced line, ``info``: ``tinue`` = ``"win"``, ``mate`` = plies of the
+    proof's longest line (the game ends by then whatever the defender does), ``prover_nodes``.
+    Raises ValueError for a finished position."""
+    if max_nodes <= 0:
+        return None
+    result = prove_tinue(position, max_nodes=max_nodes)
+    if result.verdict != WIN or result.move_code is None:
+        return None
+    plies = int(result.depth) if result.depth is not None else len(result.pv_codes)
+    return PlayerMove(
+        int(result.move_code),
+        value=1.0,
+        wdl=(1.0, 0.0, 0.0),
+        nodes=0,
+        pv=tuple(int(c) for c in result.pv_codes) or (int(result.move_code),),
+        info={"tinue": "win", "mate": max(1, plies), "prover_nodes": result.nodes},
+    )
+
+
+def opponent_wins_after(position: Position, code: int, max_nodes: int) -> bool:
+    """True if, after ``code`` is played in ``position``, the opponent has a proven forced road
+    (a road in one included) within ``max_nodes`` prover nodes. A move that ends the game is
+    never refuted here (the game is decided by the move itself)."""
+    after = position.play(int(code))
+    if after.is_over:
+        return False
+    return prove_tinue(after, max_nodes=max_nodes).verdict == WIN
+
+
+def avoid_tinue(
+    position: Position,
+    answer: PlayerMove,
+    ranked: Sequence[int],
+    max_nodes: int,
+    pv_of: Callable[[int], tuple[int, ...]] | None = None,
+) -> PlayerMove:
+    """``answer`` unless its move lets the opponent force a road; then the first move of
+    ``ranked`` (the search's order of preference, best first), then of the other legal moves in
+    generation order, that does not. The replacement answer keeps the search's value and nodes, takes
+    ``pv_of(move)`` (or just the move) as its PV, and lists the refuted moves in
+    ``info["tinue_avoided"]``. When every move is refuted, ``answer`` with ``info["tinue_lost"]``.
+    ``max_nodes`` 0: ``answer`` unchanged."""
+    if max_nodes <= 0 or not opponent_wins_after(position, answer.code, max_nodes):
+        return answer
+    refuted = [int(answer.code)]
+    legal = [int(c) for c in position.legal_move_codes()]
+    for code in itertools.chain(ranked, legal):
+        code = int(code)
+        if code in refuted:
+            continue
+        if opponent_wins_after(position, code, max_nodes):
+            refuted.append(code)
+            continue
+        pv = pv_of(code) if pv_of is not None else (code,)
+        info = {**dict(answer.info), "tinue_avoided": tuple(refuted)}
+        return replace(answer, code=code, pv=pv or (code,), info=info)
+    info = {**dict(answer.info), "tinue_lost": True}
+    return replace(answer, info=info)
+
+
+def ranked_by_visits(chosen: int, moves: Sequence[int], visits: Sequence[int]) -> list[int]:
+    """``chosen`` first, then ``moves`` by visit count, most first (ties: the given order)."""
+    order = sorted(range(len(moves)), key=lambda i: -int(visits[i]))
+    return [int(chosen)] + [int(moves[i]) for i in order if int(moves[i]) != int(chosen)]
+
+
+__all__ = [
+    "DEFAULT_TINUE_NODES",
+    "avoid_tinue",
+    "check_tinue_nodes",
+    "opponent_wins_after",
+    "proven_win",
+    "ranked_by_visits",
+]
