@@ -19,11 +19,13 @@ from typing import Any
 import torch
 
 from takzero.game.position import Position, komi_to_half_komi
+from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import Evaluator
 from takzero.players.registry import help_text, make_player, spec_label, spec_syntax
+from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
 
 __all__ = ["evaluate_model", "main"]
@@ -47,6 +49,7 @@ def evaluate_model(
     device: str = "cpu",
     ptn_dir: str | None = None,
     say: Any = print,
+    tinue_nodes: int = DEFAULT_TINUE_NODES,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
     move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
@@ -58,8 +61,10 @@ def evaluate_model(
     ('score_lower'/'score_upper', a point when every game was won) and
     the Wilson interval ('score_wilson_lower'/'score_wilson_upper')); each is also printed with
     ``say`` as a JSON line (infinite Elo as null). Writes the games as PTN into
-    ``ptn_dir`` when given. Raises ValueError for a bad spec, pairs < 1, simulations < 1, a komi
-    that is not a multiple of 0.5, or a file that is not a model."""
+    ``ptn_dir`` when given. ``tinue_nodes``: the model's tinuë checks at its root
+    (``takzero.players.tactics``; 0: off; the baselines keep their own). Raises ValueError for a
+    bad spec, pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of 0.5,
+    or a file that is not a model."""
     if not 1 <= pairs <= MAX_PAIRS:
         raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
     if not 1 <= simulations <= MAX_SIMULATIONS:
@@ -77,7 +82,9 @@ def evaluate_model(
     size = net.config.size
     half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
-    search = SearchConfig(simulations=simulations, max_plies=ply_limit).evaluation()
+    search = SearchConfig(
+        simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes)
+    ).evaluation()
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
     ptn_files: list[Path] = []
@@ -97,7 +104,10 @@ def evaluate_model(
             match.score, match.num_games
         )
         summary["seconds"] = round(time.perf_counter() - t0, 1)
-        summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed)
+        summary.update(
+            size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
+            tinue_nodes=search.tinue_nodes,
+        )  # fmt: skip
         out.append(summary)
         say(json.dumps(_finite_or_none(summary)))
         if ptn_files:
@@ -130,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
+    p.add_argument(
+        "--tinue-nodes", type=int, default=DEFAULT_TINUE_NODES,
+        help="prover nodes of the model's tinue checks at its root (0: off)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if not 0 <= args.threads <= MAX_THREADS:
         p.error(f"--threads must be in 0..{MAX_THREADS}, got {args.threads}")
@@ -142,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         evaluate_model(
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
-            seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir,
+            seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
         )
     except (OSError, ValueError) as e:
         p.error(str(e))
