@@ -149,7 +149,7 @@ def test_golden_threats(tps: str, half_komi: int, expected: dict[str, set[str]])
     assert {name: squares_of(planes[ch[name]]) for name in THREATS} == expected
     # spread_road_origins on its own (the opponent's on the flipped copy); the state is restored
     state = pos.state.copy()
-    bits = int(F.spread_road_origins(state))
+    bits = int(F.spread_road_origins(state, np.empty(core.num_actions(8), np.int64)))
     assert {square_name(sq, pos.size) for sq in range(pos.size**2) if bits >> sq & 1} == (
         expected["own_spread_road"]
     )
@@ -203,7 +203,7 @@ def test_opening_plies_have_no_threats() -> None:
             ch = channels(size)
             for name in THREATS:
                 assert planes[ch[name]].max() == 0.0
-            assert F.spread_road_origins(state.copy()) == 0
+            assert F.spread_road_origins(state.copy(), np.empty(core.num_actions(8), np.int64)) == 0
             core.make_move(state, core.make_placement(ply, core.FLAT))
 
 

@@ -84,7 +84,6 @@ import numpy as np
 from numba import njit
 
 from takzero.game.core import (
-    CAP,
     HEADER_LEN,
     I_CAPS,
     I_HALF_KOMI,
@@ -97,34 +96,29 @@ from takzero.game.core import (
     OFF_HI,
     OFF_LO,
     OFF_TOP,
-    PATTERN_LIST,
-    PATTERN_NUM,
     RAY_LEN,
     RAYS,
+    SPREAD,
     STANDARD_RESERVES,
     STATE_LEN,
     WORD_BITS,
     _edge_masks,
     _flood,
-    _free_run,
-    _neighbours,
-    _road_on,
-    _spread_bitboards,
-    apply_move,
     direction_step,
     flat_counts,
     generate_moves,
     line_cover,
     lowest_bit,
     make_move,
-    make_spread,
+    move_kind,
+    move_square,
     num_actions,
     popcount,
-    road_bitboard,
     road_bitboards,
     road_win_squares,
     unmake_move,
 )
+from takzero.game.tinue import road_moves
 
 #: Version of the channel layout documented above that new models are built for.
 FEATURE_VERSION = 2
@@ -283,78 +277,30 @@ def _joins_edges(x: np.uint64, zb: np.uint64, zt: np.uint64, zl: np.uint64, zr: 
 
 
 @njit(cache=True)
-def spread_road_origins(state: np.ndarray) -> np.uint64:
+def spread_road_origins(state: np.ndarray, buf: np.ndarray) -> np.uint64:
     """Bitboard (bit sq, uint64) of the player to move's stacks from which some legal spread
     leaves that player with a road (a road win for them: with the dragon clause the mover wins
     even when the spread also completes the opponent's road).
 
     Args:
-        state: (STATE_LEN,) int64 position; played on and restored exactly (``I_RESULT`` too),
-            so it must be writable. Its result is not read: a finished position is treated as if
-            the game went on. Plies 0 and 1 (the opening swap, no spreads) give 0.
+        state: (STATE_LEN,) int64 position; restored exactly, so it must be writable. Its result
+            is not read: a finished position is treated as if the game went on. Plies 0 and 1
+            (the opening swap, no spreads) give 0.
+        buf: int64 work array of length >= ``num_actions(N)``.
 
-    The spreads are the ones ``core.generate_moves`` lists (the same free runs and drop-pattern
-    tables), played with ``core.apply_move`` / ``unmake_move`` and tested with the core road test.
-    Only the candidates that pass a bound are played. After a spread the mover's road pieces lie
-    within its road pieces now plus the spread's squares (origin and the squares it drops on, a
-    straight connected run); a road through such a run exists iff the run meets both "zones" of
-    a pair of opposite edges (zone: the edge's own line, the road pieces connected to that edge,
-    and their neighbours). The run is bounded first by the stack's plus shape (its rank and file
-    within the carry, ``_PLUS``), then by its free run in each direction, which settles nearly
-    every stack without playing a move. (With a road already on the board no bound is used.)
+    The origins of the spreads :func:`takzero.game.tinue.road_moves` lists for the mover (the one
+    road-in-one test of the rules: every drop pattern of ``core.generate_moves``, tested on
+    bitboards behind a bound that settles nearly every stack without looking at a pattern).
     """
-    size = state[I_SIZE]
-    if state[I_PLY] < 2:
-        return np.uint64(0)
-    nsq = size * size
-    mover = state[I_PLY] & 1
-    own, stops, walls = _spread_bitboards(state, nsq, mover)
-    white, black, _ = road_bitboards(state)
-    bb = black if mover == 1 else white
-    bottom, top, left, right = _edge_masks(size)
-    not_left = ~left
-    not_right = ~right
-    board = np.uint64(0xFFFFFFFFFFFFFFFF)
-    if nsq < 64:
-        board = (np.uint64(1) << np.uint64(nsq)) - np.uint64(1)
-    a = _flood(bottom, bb, size, not_left, not_right)
-    b = _flood(top, bb, size, not_left, not_right)
-    c = _flood(left, bb, size, not_left, not_right)
-    d = _flood(right, bb, size, not_left, not_right)
-    zb = a | (_neighbours(a, size, not_left, not_right) & board) | bottom
-    zt = b | (_neighbours(b, size, not_left, not_right) & board) | top
-    zl = c | (_neighbours(c, size, not_left, not_right) & board) | left
-    zr = d | (_neighbours(d, size, not_left, not_right) & board) | right
-    bound = (a & top) == np.uint64(0) and (c & right) == np.uint64(0)  # no road yet
     result = state[I_RESULT]
-    one = np.uint64(1)
-    origins = np.uint64(0)
-    while own != np.uint64(0):
-        sq = lowest_bit(own)
-        own &= own - one
-        carry = min(state[OFF_HEIGHT + sq], size)
-        if bound and not _joins_edges(_PLUS[size, sq, carry], zb, zt, zl, zr):
-            continue
-        bit = one << np.uint64(sq)
-        is_cap = state[OFF_TOP + sq] == CAP
-        for direction in range(4):
-            free, wall = _free_run(stops, walls, size, sq, direction)
-            f = 1 if (is_cap and wall) else 0
-            run = bit | _ray_prefix(size, direction, sq, min(carry, free + f))
-            if bound and not _joins_edges(run, zb, zt, zl, zr):
-                continue
-            found = False
-            for j in range(PATTERN_NUM[carry, free, f]):
-                move = make_spread(sq, direction, PATTERN_LIST[carry, free, f, j])
-                undo = apply_move(state, move)
-                found = _road_on(road_bitboard(state, mover), size)
-                unmake_move(state, move, undo)
-                if found:
-                    break
-            if found:
-                origins |= bit
-                break
+    state[I_RESULT] = 0
+    n = road_moves(state, state[I_PLY] & 1, buf, True)
     state[I_RESULT] = result
+    origins = np.uint64(0)
+    for j in range(n):
+        m = buf[j]
+        if move_kind(m) == SPREAD:
+            origins |= np.uint64(1) << np.uint64(move_square(m))
     return origins
 
 
@@ -418,9 +364,12 @@ def _group_span_plane(bb: np.uint64, n: int, plane: np.ndarray) -> None:
 
 
 @njit(cache=True, inline="always")
-def _encode_v2_planes(s: np.ndarray, o: np.ndarray, c0: int, scratch: np.ndarray) -> None:
+def _encode_v2_planes(
+    s: np.ndarray, o: np.ndarray, c0: int, scratch: np.ndarray, buf: np.ndarray
+) -> None:
     """Write the nine version-2 channels c0 .. c0 + 8 of position ``s`` into ``o`` (C, N, N);
-    ``scratch`` is a (STATE_LEN,) int64 work array."""
+    ``scratch`` is a (STATE_LEN,) int64 work array, ``buf`` an int64 move buffer of length >=
+    ``num_actions(N)``."""
     n = s[I_SIZE]
     ply = s[I_PLY]
     mover = ply & 1
@@ -431,10 +380,10 @@ def _encode_v2_planes(s: np.ndarray, o: np.ndarray, c0: int, scratch: np.ndarray
     if ply >= 2:
         _copy_position(s, scratch)
         _set_squares(road_win_squares(scratch), o[c0], n, 1.0)
-        _set_squares(spread_road_origins(scratch), o[c0 + 2], n, 1.0)
+        _set_squares(spread_road_origins(scratch, buf), o[c0 + 2], n, 1.0)
         scratch[I_PLY] = ply ^ 1  # the opponent to move (ply stays >= 2)
         _set_squares(road_win_squares(scratch), o[c0 + 1], n, 1.0)
-        _set_squares(spread_road_origins(scratch), o[c0 + 3], n, 1.0)
+        _set_squares(spread_road_origins(scratch, buf), o[c0 + 3], n, 1.0)
     _line_cover_plane(own_bb, n, o[c0 + 4])
     _line_cover_plane(opp_bb, n, o[c0 + 5])
     o[c0 + 6 : c0 + 8] = 0.0
@@ -459,6 +408,7 @@ def _encode(
 ) -> None:
     base = 2 * layers
     scratch = np.zeros(STATE_LEN, dtype=np.int64)
+    buf = np.empty(num_actions(MAX_SIZE), dtype=np.int64)
     for b in range(states.shape[0]):
         s = states[b]
         n = s[I_SIZE]
@@ -502,7 +452,7 @@ def _encode(
         o[base + 13] = 1.0
         o[base + 14] = 1.0 if s[I_PLY] < 2 else 0.0
         if version >= 2:
-            _encode_v2_planes(s, o, base + 15, scratch)
+            _encode_v2_planes(s, o, base + 15, scratch, buf)
 
 
 def encode(
