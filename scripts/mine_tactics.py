@@ -51,7 +51,8 @@ from takzero.game.core import STANDARD_RESERVES
 from takzero.game.exhaustive import forced_win, safe_moves, winning_moves
 from takzero.game.position import Position
 from takzero.game.ptn import PTNError, read_ptn_file
-from takzero.game.tinue import WIN, is_tak, prove_tinue
+from takzero.game.threats import is_tak
+from takzero.game.tinue import WIN, prove_tinue
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("win_in_1", "win_in_3", "win_in_5", "avoid_loss")

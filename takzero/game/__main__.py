@@ -24,7 +24,7 @@
 
 ``python -m takzero.game annotate IN.ptn [-o OUT.ptn] [--nodes N] [--seconds S]``
     Write the games of IN.ptn (to OUT.ptn, else stdout) with the tak marks recomputed: ``'`` after
-    a move that threatens a road (tak: :func:`~takzero.game.tinue.is_tak`), ``"`` after a tak move
+    a move that threatens a road (tak: :func:`~takzero.game.threats.is_tak`), ``"`` after a tak move
     whose forced road the prover proves within the per-move budget (tinuë; default 1000 node
     visits, about 0.1-1 s on 6x6, or ``--seconds`` per move). Existing ``'``/``"`` marks are
     replaced, ``!``/``?`` kept after the new mark; tags, comments and moves are written back
@@ -40,7 +40,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from takzero.game import tinue
+from takzero.game import threats, tinue
 from takzero.game.moves import MoveError
 from takzero.game.perft import divide, perft
 from takzero.game.position import Position, TPSError
@@ -140,7 +140,7 @@ def annotate_games(games: list, max_nodes: int | None, max_seconds: float | None
                 raise game.move_error(i, str(e)) from None
             rest = "".join(c for c in game.marks.get(i, "") if c not in "'\"")
             mark = ""
-            if not pos.is_over and tinue.is_tak(pos):
+            if not pos.is_over and threats.is_tak(pos):
                 mover = 1 - pos.side_to_move
                 res = tinue.prove_tinue(pos, max_nodes=max_nodes, max_seconds=max_seconds, attacker=mover)
                 mark = '"' if res.verdict == tinue.WIN else "'"

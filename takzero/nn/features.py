@@ -118,7 +118,7 @@ from takzero.game.core import (
     road_win_squares,
     unmake_move,
 )
-from takzero.game.tinue import road_moves
+from takzero.game.threats import road_moves
 
 #: Version of the channel layout documented above that new models are built for.
 FEATURE_VERSION = 2
@@ -288,7 +288,7 @@ def spread_road_origins(state: np.ndarray, buf: np.ndarray) -> np.uint64:
             (the opening swap, no spreads) give 0.
         buf: int64 work array of length >= ``num_actions(N)``.
 
-    The origins of the spreads :func:`takzero.game.tinue.road_moves` lists for the mover (the one
+    The origins of the spreads :func:`takzero.game.threats.road_moves` lists for the mover (the one
     road-in-one test of the rules: every drop pattern of ``core.generate_moves``, tested on
     bitboards behind a bound that settles nearly every stack without looking at a pattern).
     """
