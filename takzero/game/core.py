@@ -898,11 +898,12 @@ def unmake_move(state: np.ndarray, move: int, undo: int) -> None:
 
 
 @njit(cache=True)
-def has_winning_move(state: np.ndarray, buf: np.ndarray) -> bool:
-    """True if the side to move in ``state`` ((STATE_LEN,) int64) has a move that wins at once: a
-    road, or a flat win that ends the game. ``buf``: int64 scratch of length >= num_actions(N).
-    ``state`` is restored. Plays every legal move (make / read the result / unmake); for roads
-    by a placement alone, ``road_win_squares`` answers without playing."""
+def winning_move(state: np.ndarray, buf: np.ndarray) -> int:
+    """The first move (in generation order) with which the side to move in ``state``
+    ((STATE_LEN,) int64) wins at once -- a road, or a flat win that ends the game -- or -1.
+    ``buf``: int64 scratch of length >= num_actions(N). ``state`` is restored. Plays every legal
+    move (make / read the result / unmake); ``takzero.game.threats.wins_at_once`` answers the
+    same question faster where it can and falls back on this scan."""
     mover = state[I_PLY] & 1
     n = generate_moves(state, buf)
     for j in range(n):
@@ -911,8 +912,15 @@ def has_winning_move(state: np.ndarray, buf: np.ndarray) -> bool:
         r = state[I_RESULT]
         unmake_move(state, m, u)
         if r != RESULT_NONE and result_winner(r) == mover:
-            return True
-    return False
+            return m
+    return -1
+
+
+@njit(cache=True)
+def has_winning_move(state: np.ndarray, buf: np.ndarray) -> bool:
+    """True if the side to move in ``state`` has a move that wins at once (:func:`winning_move`).
+    ``buf``: int64 scratch of length >= num_actions(N). ``state`` is restored."""
+    return winning_move(state, buf) >= 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,14 +61,11 @@ from takzero.game.core import (
     _road_on,
     _spread_bitboards,
     direction_step,
-    generate_moves,
     lowest_bit,
-    make_move,
     make_placement,
-    result_winner,
     road_bitboard,
     road_win_squares,
-    unmake_move,
+    winning_move,
 )
 from takzero.game.position import Position
 
@@ -276,15 +273,7 @@ def wins_at_once(state: np.ndarray, buf: np.ndarray) -> int:
             empties += 1
     if state[I_STONES + mover] + state[I_CAPS + mover] > 1 and empties >= size:
         return -1
-    n = generate_moves(state, buf)
-    for j in range(n):
-        m = buf[j]
-        u = make_move(state, m)
-        r = state[I_RESULT]
-        unmake_move(state, m, u)
-        if r != RESULT_NONE and result_winner(r) == mover:
-            return m
-    return -1
+    return winning_move(state, buf)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,12 @@ import numpy as np
 
 from takzero.game.position import Position
 from takzero.players.base import BasePlayer, PlayerMove, Progress
-from takzero.players.tactics import avoid_tinue, check_tinue_nodes, proven_win, ranked_by_visits
+from takzero.players.tactics import (
+    answer_proven_win,
+    avoid_tinue,
+    check_tinue_nodes,
+    ranked_by_visits,
+)
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
@@ -236,12 +241,8 @@ class NetworkPlayer(BasePlayer):
             )
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
-        win = proven_win(position, self.tinue_nodes)
+        win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
         if win is not None:
-            if on_progress is not None:
-                on_progress(win, 0)
-            if nodes is None and seconds is None and stop is not None:
-                stop.wait()  # no limits (go infinite): answer when told to stop
             return win
         mcts = self._tree_for(position)
         t0 = time.perf_counter()

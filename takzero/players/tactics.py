@@ -24,12 +24,13 @@ one call per alternative tried, at most one per legal move (a lost position).
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES, WIN, prove_tinue
-from takzero.players.base import PlayerMove
+from takzero.players.base import PlayerMove, Progress
 
 
 def check_tinue_nodes(max_nodes: int) -> int:
@@ -61,6 +62,27 @@ def proven_win(position: Position, max_nodes: int) -> PlayerMove | None:
         pv=tuple(int(c) for c in result.pv_codes) or (int(result.move_code),),
         info={"tinue": "win", "mate": max(1, plies), "prover_nodes": result.nodes},
     )
+
+
+def answer_proven_win(
+    position: Position,
+    max_nodes: int,
+    nodes: int | None,
+    seconds: float | None,
+    stop: threading.Event | None,
+    on_progress: Progress | None,
+) -> PlayerMove | None:
+    """:func:`proven_win` as a searching player's ``think`` answers it: reported once through
+    ``on_progress`` (with 0 nodes) and, when the search has no limit but ``stop`` (TEI ``go
+    infinite``), held until ``stop`` is set. None when there is no proof."""
+    win = proven_win(position, max_nodes)
+    if win is None:
+        return None
+    if on_progress is not None:
+        on_progress(win, 0)
+    if nodes is None and seconds is None and stop is not None:
+        stop.wait()  # no limits (go infinite): answer when told to stop
+    return win
 
 
 def opponent_wins_after(position: Position, code: int, max_nodes: int) -> bool:
@@ -112,6 +134,7 @@ def ranked_by_visits(chosen: int, moves: Sequence[int], visits: Sequence[int]) -
 
 __all__ = [
     "DEFAULT_TINUE_NODES",
+    "answer_proven_win",
     "avoid_tinue",
     "check_tinue_nodes",
     "opponent_wins_after",

@@ -34,7 +34,7 @@ from takzero.game.core import (
 from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.players.base import BasePlayer, PlayerMove, Progress
-from takzero.players.tactics import avoid_tinue, check_tinue_nodes, proven_win
+from takzero.players.tactics import answer_proven_win, avoid_tinue, check_tinue_nodes
 
 #: Default UCB1 exploration constant c in Q + c * sqrt(ln N / n) with rewards in [0, 1].
 #: UCB1's regret bound (Auer et al. 2002) uses c = sqrt(2), and Kocsis & Szepesvari's UCT keeps
@@ -373,12 +373,8 @@ class UCTPlayer(BasePlayer):
         self._check_open(position)
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
-        win = proven_win(position, self.tinue_nodes)
+        win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
         if win is not None:
-            if on_progress is not None:
-                on_progress(win, 0)
-            if nodes is None and seconds is None and stop is not None:
-                stop.wait()  # no limits (go infinite): answer when told to stop
             return win
         pm = self._think(position, nodes, seconds, stop, on_progress)
         return avoid_tinue(position, pm, [pm.code], self.tinue_nodes)
