@@ -105,7 +105,7 @@ def test_ranked_by_visits_puts_the_choice_first_then_the_most_visited() -> None:
     assert ranked_by_visits(7, [3, 7, 5, 9], [10, 2, 30, 10]) == [7, 5, 3, 9]
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3", float("inf"), float("nan"), 10**12])
 def test_bad_budgets_are_rejected(bad) -> None:
     with pytest.raises((ValueError, TypeError)):
         check_tinue_nodes(bad)
@@ -113,6 +113,35 @@ def test_bad_budgets_are_rejected(bad) -> None:
         UCTPlayer(simulations=10, tinue_nodes=bad)
     with pytest.raises(ValueError):
         SearchConfig(tinue_nodes=-1)
+    with pytest.raises(ValueError):
+        SearchConfig(tinue_nodes=10**12)
+
+
+@pytest.mark.parametrize("budget", [{"max_seconds": float("inf")}, {"max_seconds": float("nan")},
+                                    {"max_nodes": float("inf")}, {"max_nodes": 10**12}])
+def test_prover_rejects_unbounded_budgets(budget: dict) -> None:
+    from takzero.game.tinue import prove_tinue
+
+    with pytest.raises(ValueError, match="max_"):
+        prove_tinue(Position.start(5).play("a1").play("e5"), **budget)
+
+
+def test_training_key_mcts_tinue_nodes() -> None:
+    """The key is in configs/train.yaml (so ``mcts.tinue_nodes=0`` needs no ``+``), reaches the
+    gating search, and a bad value stops the run at start-up naming the key."""
+    from omegaconf import OmegaConf
+
+    from takzero.config import ConfigError, load_config
+
+    root = Path(__file__).resolve().parent.parent
+    raw = OmegaConf.load(root / "configs/train.yaml")
+    assert "tinue_nodes" in raw.mcts
+    raw.run_name = "t"
+    raw.mcts.tinue_nodes = 0
+    assert load_config(raw).evaluation_search_config().tinue_nodes == 0
+    raw.mcts.tinue_nodes = -1
+    with pytest.raises(ConfigError, match="tinue_nodes"):
+        load_config(raw)
 
 
 def _network_player(size: int, tinue_nodes: int | None, simulations: int = 16) -> NetworkPlayer:

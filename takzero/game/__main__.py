@@ -112,8 +112,8 @@ def _tinue(args: argparse.Namespace) -> int:
             raise ValueError(f"the game is over in this position ({pos.result})")
         if args.nodes is not None and args.nodes < 1:
             raise ValueError("--nodes must be >= 1")
-        if args.seconds is not None and not args.seconds > 0:
-            raise ValueError("--seconds must be > 0")
+        if args.seconds is not None and not 0 < args.seconds <= tinue.MAX_SECONDS:
+            raise ValueError(f"--seconds must be a number in (0, {tinue.MAX_SECONDS:g}]")
     except (TPSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -158,8 +158,8 @@ def _annotate(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.nodes < 1:
         print("error: --nodes must be >= 1", file=sys.stderr)
         return 2
-    if args.seconds is not None and not args.seconds > 0:
-        print("error: --seconds must be > 0", file=sys.stderr)
+    if args.seconds is not None and not 0 < args.seconds <= tinue.MAX_SECONDS:
+        print(f"error: --seconds must be a number in (0, {tinue.MAX_SECONDS:g}]", file=sys.stderr)
         return 2
     nodes = args.nodes if (args.nodes is not None or args.seconds is not None) else 1000
     try:

@@ -37,6 +37,9 @@ DEFAULT_MAX_DEPTH = 60
 #: ``takzero.players.tactics``): two calls per move cost about 12 ms on 5x5 and 60 ms on 6x6
 #: mid-game positions on this project's CPU (``scripts/bench_tactics.py --root-cost``).
 DEFAULT_TINUE_NODES = 1000
+#: Largest budgets a caller may ask for (about a day of search at the speeds measured here).
+MAX_NODES = 10**9
+MAX_SECONDS = 86_400.0
 DEFAULT_TT_BITS = 18
 
 # transposition table fields (tt[slot, field], int64)

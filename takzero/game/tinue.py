@@ -101,6 +101,8 @@ from takzero.game.dfpn import (
     DEFAULT_TINUE_NODES,
     DEFAULT_TT_BITS,
     F_LEN,
+    MAX_NODES,
+    MAX_SECONDS,
     NO_WIN,
     P_LEN,
     T_GEN,
@@ -199,10 +201,16 @@ def prove_tinue(
         raise TypeError(f"position must be a Position, got {type(position).__name__}")
     if position.is_over:
         raise ValueError(f"the game is over ({position.result}); nothing to prove")
-    if max_nodes is not None and (isinstance(max_nodes, bool) or int(max_nodes) != max_nodes or max_nodes < 1):
-        raise ValueError(f"max_nodes must be a positive integer, got {max_nodes!r}")
-    if max_seconds is not None and not (isinstance(max_seconds, int | float) and max_seconds > 0):
-        raise ValueError(f"max_seconds must be a positive number, got {max_seconds!r}")
+    if max_nodes is not None and not (
+        isinstance(max_nodes, int | np.integer) and not isinstance(max_nodes, bool)
+        and 1 <= max_nodes <= MAX_NODES
+    ):  # fmt: skip
+        raise ValueError(f"max_nodes must be an integer in 1..{MAX_NODES}, got {max_nodes!r}")
+    if max_seconds is not None and not (
+        isinstance(max_seconds, int | float) and not isinstance(max_seconds, bool)
+        and 0 < max_seconds <= MAX_SECONDS
+    ):  # fmt: skip
+        raise ValueError(f"max_seconds must be a number in (0, {MAX_SECONDS:g}], got {max_seconds!r}")
     if not (isinstance(max_depth, int) and 1 <= max_depth <= 200):
         raise ValueError(f"max_depth must be an integer in 1..200, got {max_depth!r}")
     if not (isinstance(tt_bits, int) and 10 <= tt_bits <= 26):
@@ -311,6 +319,8 @@ def format_result(result: TinueResult) -> str:
 
 __all__ = [
     "DEFAULT_TINUE_NODES",
+    "MAX_NODES",
+    "MAX_SECONDS",
     "NO_WIN",
     "UNKNOWN",
     "WIN",

@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from takzero.game.tinue import DEFAULT_TINUE_NODES
+from takzero.game.tinue import MAX_NODES as MAX_TINUE_NODES
 
 #: Bytes per node of the preallocated pools (see ``takzero.search.tree``).
 BYTES_PER_NODE = 28
@@ -163,7 +164,7 @@ class SearchConfig:
             (1 <= self.leaves_per_step <= 64, "leaves_per_step must be in 1..64"),
             (self.virtual_loss >= 0, "virtual_loss must be >= 0"),
             (self.max_plies >= 0, "max_plies must be >= 0 (0 = no limit)"),
-            (self.tinue_nodes >= 0, "tinue_nodes must be >= 0 (0 = off)"),
+            (0 <= self.tinue_nodes <= MAX_TINUE_NODES, f"tinue_nodes must be in 0..{MAX_TINUE_NODES} (0 = off)"),
         ]
         for ok, msg in checks:
             if not ok:
