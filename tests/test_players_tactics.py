@@ -101,6 +101,26 @@ def test_avoid_tinue_keeps_a_safe_move_and_is_off_at_zero() -> None:
     assert avoid_tinue(pos, bad, [int(losing), safe[0]], 0) is bad
 
 
+def test_a_move_that_loses_at_once_is_refuted() -> None:
+    """A move that ends the game with the opponent's win (found among the legal moves of the mined
+    positions: spreads that complete only the opponent's road, or flat losses) counts as refuted,
+    and a move that wins at once does not."""
+    seen_loss = seen_win = False
+    for entry in MINED:
+        pos = _position(entry)
+        for code in (int(c) for c in pos.legal_move_codes()):
+            after = pos.play(code)
+            if not after.is_over:
+                continue
+            loses = after.result.winner == 1 - pos.side_to_move
+            assert opponent_wins_after(pos, code, 1) == loses
+            seen_loss |= loses
+            seen_win |= after.result.winner == pos.side_to_move
+        if seen_loss and seen_win:
+            break
+    assert seen_loss and seen_win
+
+
 def test_ranked_by_visits_puts_the_choice_first_then_the_most_visited() -> None:
     assert ranked_by_visits(7, [3, 7, 5, 9], [10, 2, 30, 10]) == [7, 5, 3, 9]
 

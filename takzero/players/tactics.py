@@ -91,11 +91,11 @@ def answer_proven_win(
 
 def opponent_wins_after(position: Position, code: int, max_nodes: int) -> bool:
     """True if, after ``code`` is played in ``position``, the opponent has a proven forced road
-    (a road in one included) within ``max_nodes`` prover nodes. A move that ends the game is
-    never refuted here (the game is decided by the move itself)."""
+    (a road in one included) within ``max_nodes`` prover nodes, or if the move itself ends the
+    game with the opponent's win (e.g. a spread that completes only the opponent's road)."""
     after = position.play(int(code))
     if after.is_over:
-        return False
+        return after.result.winner == 1 - position.side_to_move
     return prove_tinue(after, max_nodes=max_nodes).verdict == WIN
 
 
