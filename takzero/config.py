@@ -60,6 +60,8 @@ class SelfPlayConfig:
     resign_playout_share: float = 0.1  # share of games where resignation is disabled (measured)
     use_latest: bool = False  # play with the latest trained weights instead of the promoted ones
     threads: int = 1  # torch threads per worker
+    proven_value_targets: bool = False  # a proven position's exact value is its value target
+    tinue_nodes: int = 0  # with proven_value_targets: prover nodes per recorded position (0: none)
 
 
 @dataclass
@@ -308,6 +310,7 @@ def validate(c: TrainConfig) -> None:
     _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
     _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)
     _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
+    _check(0 <= s.tinue_nodes <= 10**9, "selfplay.tinue_nodes", "must be in 0..10^9 (0: off)", s.tinue_nodes)
     _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
     r = c.replay
     _check(r.top_k >= 1, "replay.top_k", "must be >= 1", r.top_k)

@@ -215,6 +215,34 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
         ray.shutdown()
 
 
+def test_selfplay_proven_value_targets() -> None:
+    """With ``selfplay.proven_value_targets`` (and the tinue prover at the recorded roots), every
+    recorded position where the mover forces a road within 3 plies -- by the plain exhaustive
+    search over all moves, independent of the prover -- has value target +1, whatever the outcome
+    of the game: every move is sampled with temperature 1, so many of those games are lost or
+    drawn (with the switch off this test fails)."""
+    from takzero.game.exhaustive import forced_win
+    from takzero.game.position import Position
+    from takzero.pipeline.selfplay import SelfPlayWorker
+
+    cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
+                              "selfplay.resign_threshold": -1.0, "selfplay.proven_value_targets": True,
+                              "selfplay.tinue_nodes": 5000, "mcts.temperature_plies": 100}))  # fmt: skip
+    worker = SelfPlayWorker(cfg, 0, device="cpu")
+    checked = 0
+    for _ in range(300):
+        recs, _, _ = worker.play_step()
+        if recs is None:
+            continue
+        for r, state in enumerate(unpack_states(recs.board, 3)):
+            if forced_win(Position(state.copy()), 3, roads_only=True):
+                assert recs.value[r] == 1
+                checked += 1
+        if checked >= 20:
+            break
+    assert checked >= 20
+
+
 def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None:
     from takzero.pipeline.checkpoints import atomic_torch_save
     from takzero.pipeline.run import Run, RunDirError

@@ -29,6 +29,7 @@ from takzero.game.ptn import game_to_ptn
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import model_from_config
 from takzero.pipeline.replay import Records, pack_states
+from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS
 
 
@@ -45,6 +46,7 @@ class _Slot:
     probs: list[np.ndarray] = field(default_factory=list)
     movers: list[int] = field(default_factory=list)
     plies: list[int] = field(default_factory=list)
+    proven: list[int | None] = field(default_factory=list)  # exact value for the mover, if known
 
 
 class SelfPlayWorker:
@@ -123,6 +125,7 @@ class SelfPlayWorker:
                 slot.probs.append(probs)
                 slot.movers.append(pos.side_to_move)
                 slot.plies.append(pos.ply)
+                slot.proven.append(self._proven_value(g, pos))
             mover = pos.side_to_move
             if self._resigns(slot, mover, self.mcts.root_value(g)):
                 finished.append((slot, 1 - mover, "resign"))
@@ -136,6 +139,19 @@ class SelfPlayWorker:
                 finished.append((slot, res.winner, res.reason))
                 self.slots[g] = self._new_game(g)
         return self._finish(finished, sstats, sims, len(active), time.perf_counter() - t0)
+
+    def _proven_value(self, g: int, pos: Position) -> int | None:
+        """The exact value of a recorded position for its side to move, when
+        ``selfplay.proven_value_targets`` is on and it is known: the search's own proof of the
+        root (MCTS-solver: 1, 0 or -1), else, with ``selfplay.tinue_nodes`` > 0, a forced road
+        proved by the tinue prover (1). None otherwise (the game's outcome is the target)."""
+        if not self.sp.proven_value_targets:
+            return None
+        proven = self.mcts.root_proven(g)
+        if proven is None and self.sp.tinue_nodes > 0:
+            if proven_win(pos, self.sp.tinue_nodes) is not None:
+                proven = 1
+        return proven
 
     def _resigns(self, slot: _Slot, mover: int, value: float) -> bool:
         sp = self.sp
@@ -226,6 +242,9 @@ class SelfPlayWorker:
             value = np.zeros(n, np.int8)
         else:
             value = np.where(movers == winner, 1, -1).astype(np.int8)
+        for i, exact in enumerate(slot.proven):
+            if exact is not None:  # selfplay.proven_value_targets: the proof beats the outcome
+                value[i] = exact
         w, b = core.flat_counts(slot.game.position.state)
         flat = np.where(movers == 0, w - b, b - w).astype(np.int8)
         return Records(
