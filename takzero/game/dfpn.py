@@ -297,6 +297,20 @@ def _finish(state, d, tt, ctr, pool, fr):
     return pn, dn, CLEAN, 0
 
 
+@njit(cache=True, inline="always")
+def _back_to_parent(state, d, pool, fr, rp, rd, rt, rdep) -> int:
+    """Leave the node at path index ``d`` for its parent: unmake the move into it and store its
+    (pn, dn, taint, proof depth) in the parent's child row. Returns the parent's index d - 1."""
+    d -= 1
+    unmake_move(state, pool[fr[d, F_OFF] + fr[d, F_BEST], P_MOVE], fr[d, F_UNDO])
+    row = fr[d, F_OFF] + fr[d, F_BEST]
+    pool[row, P_PN] = rp
+    pool[row, P_DN] = rd
+    pool[row, P_TAINT] = rt
+    pool[row, P_DEP] = rdep
+    return d
+
+
 @njit(cache=True)
 def _search_chunk(state, tt, ctr, path, buf, buf2, pool, fr, resume):
     """df-pn (Nagai's MID, with an explicit stack instead of recursion) from the root with
@@ -348,13 +362,7 @@ def _search_chunk(state, tt, ctr, path, buf, buf2, pool, fr, resume):
             if settled == 1:  # decided at once: back to the parent
                 if d == 0:
                     return rp, rd, rt, rdep
-                d -= 1
-                unmake_move(state, pool[fr[d, F_OFF] + fr[d, F_BEST], P_MOVE], fr[d, F_UNDO])
-                row = fr[d, F_OFF] + fr[d, F_BEST]
-                pool[row, P_PN] = rp
-                pool[row, P_DN] = rd
-                pool[row, P_TAINT] = rt
-                pool[row, P_DEP] = rdep
+                d = _back_to_parent(state, d, pool, fr, rp, rd, rt, rdep)
             enter = False
         # the loop of the visit at path index d: phi = min of the children's delta, delta = sum of
         # their phi (attacker node: phi = pn, delta = dn, a child's (phi, delta) = (dn, pn);
@@ -396,13 +404,7 @@ def _search_chunk(state, tt, ctr, path, buf, buf2, pool, fr, resume):
             rp, rd, rt, rdep = _finish(state, d, tt, ctr, pool, fr)
             if d == 0:
                 return rp, rd, rt, rdep
-            d -= 1
-            unmake_move(state, pool[fr[d, F_OFF] + fr[d, F_BEST], P_MOVE], fr[d, F_UNDO])
-            row = fr[d, F_OFF] + fr[d, F_BEST]
-            pool[row, P_PN] = rp
-            pool[row, P_DN] = rd
-            pool[row, P_TAINT] = rt
-            pool[row, P_DEP] = rdep
+            d = _back_to_parent(state, d, pool, fr, rp, rd, rt, rdep)
             continue
         # thresholds of the most-proving child, in its own (phi, delta) terms
         pbest = pool[best, P_DN] if is_or else pool[best, P_PN]
