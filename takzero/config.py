@@ -9,6 +9,7 @@ the offending key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -218,6 +219,75 @@ class TrainConfig:
         return self.evaluator.simulations or self.mcts.simulations
 
 
+def config_keys() -> list[str]:
+    """Every dotted key of the schema (``run_name``, ``mcts.simulations``, ...)."""
+    out: list[str] = []
+
+    def walk(prefix: str, cls: Any) -> None:
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+            if dataclasses.is_dataclass(default):
+                walk(f"{prefix}{f.name}.", type(default))
+            else:
+                out.append(prefix + f.name)
+
+    walk("", TrainConfig)
+    return out
+
+
+def did_you_mean(key: str) -> str:
+    """`` (did you mean mcts.simulations?)`` for a mistyped key, or '' when no key is close
+    (difflib's ratio >= 0.6 on the whole key, or on the last part within the same section)."""
+    keys = config_keys()
+    key = key.lstrip("+~")
+    close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
+    if not close and "." not in key:
+        leaves = {k.rsplit(".", 1)[-1]: k for k in keys}
+        close = [leaves[m] for m in difflib.get_close_matches(key, list(leaves), n=2, cutoff=0.75)]
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(close)}?)"
+
+
+def unknown_override_keys(overrides: list[str]) -> list[str]:
+    """The keys of ``key=value`` command-line overrides that are not keys of the schema (Hydra's
+    own ``hydra.*`` keys, ``+config=...`` presets and ``~key`` deletions excepted), each with
+    :func:`did_you_mean`."""
+    keys = set(config_keys())
+    sections = {k.split(".", 1)[0] for k in keys if "." in k}
+    bad = []
+    for arg in overrides:
+        if "=" not in arg or arg.startswith(("-", "~")):
+            continue
+        key = arg.split("=", 1)[0].lstrip("+")
+        if key in ("config", "defaults") or key.startswith("hydra."):
+            continue
+        top = key.split(".", 1)[0]
+        # A whole section (board={size:5}) or a dict entry is left to the schema merge.
+        if key in keys or key in sections or top == "evaluator" and key.startswith("evaluator.baselines"):
+            continue
+        bad.append(f"{key}: not a config key{did_you_mean(key)}")
+    return bad
+
+
+def check_run_folder(checkpoint_root: str, run_name: str) -> None:
+    """Check ``checkpoint_root`` and ``run_name`` before anything is created: the name is one
+    plain folder name, the root is (or can become) a folder, and the run folder is not a file.
+    Raises ConfigError naming the key. ``takzero.train`` calls it before Hydra makes its output
+    folder, so a refused name leaves nothing behind."""
+    _check(
+        bool(run_name) and re.fullmatch(r"[\w.\-]+", run_name) is not None and run_name not in (".", ".."),
+        "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", run_name,
+    )
+    root = Path(checkpoint_root)
+    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
+    _check(blocker is None or blocker.is_dir(), "checkpoint_root",
+           f"must be a folder, but {blocker} is a file", checkpoint_root)  # fmt: skip
+    run_dir = root / run_name
+    _check(not run_dir.exists() or run_dir.is_dir(), "run_name",
+           f"{run_dir} exists and is not a folder", run_name)  # fmt: skip
+
+
 def _finite(x: float) -> bool:
     return isinstance(x, int | float) and math.isfinite(x)
 
@@ -245,7 +315,8 @@ def load_config(cfg: DictConfig | dict) -> TrainConfig:
         merged = OmegaConf.merge(schema, src)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or ""
-        raise ConfigError(f"{key}: {e.msg if hasattr(e, 'msg') else e}") from None
+        hint = did_you_mean(key) if key and key not in config_keys() else ""
+        raise ConfigError(f"{key}: {e.msg if hasattr(e, 'msg') else e}{hint}") from None
     try:
         out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except (ValueError, OmegaConfBaseException) as err:  # SearchConfig.validate
@@ -372,7 +443,14 @@ def validate(c: TrainConfig) -> None:
         import torch
 
         _check(torch.cuda.is_available(), "device", "CUDA is not available on this machine", c.device)
+    check_run_folder(c.checkpoint_root, c.run_name)
+    window = min(r.window_max, r.fixed_window) if r.fixed_window > 0 else r.window_max
     _check(
-        bool(c.run_name) and re.fullmatch(r"[\w.\-]+", c.run_name) is not None and c.run_name not in (".", ".."),
-        "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", c.run_name,
+        t.batch_size <= window,
+        "train.batch_size",
+        f"must not exceed the replay window (replay.window_max={r.window_max}"
+        + (f", replay.fixed_window={r.fixed_window}" if r.fixed_window > 0 else "")
+        + "): every batch would repeat positions",
+        t.batch_size,
     )
+

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from takzero.config import ConfigError, load_config
+from takzero.config import ConfigError, check_run_folder, load_config, unknown_override_keys
+from takzero.pipeline.progress import resume_command
 from takzero.pipeline.run import RunDirError, run_training
 
 
@@ -53,10 +54,32 @@ def _remove_empty_run_dir() -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def precheck(argv: list[str]) -> list[str]:
+    """Problems found in the command-line overrides before Hydra runs (Hydra would otherwise
+    answer a mistyped key with its ``+key=`` detour, and create the run folder of a bad
+    ``run_name`` or under a ``checkpoint_root`` that is a file): unknown keys with a close match,
+    and the run folder's keys. Returns the messages (empty: all well)."""
+    problems = unknown_override_keys(argv)
+    given = dict(a.lstrip("+").split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    root, name = given.get("checkpoint_root"), given.get("run_name")
+    if root is not None or name is not None:
+        try:
+            # ${...} interpolations (the default time-stamped name) are checked after composing.
+            check_run_folder(root or "checkpoints", name if name and "${" not in name else "x")
+        except ConfigError as e:
+            problems.append(str(e))
+    return problems
+
+
 def main() -> None:
     """Console entry: Hydra composes ``configs/train.yaml`` + overrides, then the run starts."""
     import hydra
 
+    problems = precheck([a for a in sys.argv[1:] if not a.startswith("-")])
+    if problems:
+        for p in problems:
+            print(f"config error: {p}", file=sys.stderr)
+        sys.exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config_dir = str(Path(__file__).resolve().parent.parent / "configs")
 
@@ -70,7 +93,7 @@ def main() -> None:
             _remove_empty_run_dir()
             sys.exit(2)
         try:
-            run_training(cfg)
+            run_training(cfg, resume_command(sys.argv[1:], cfg.run_name))
         except RunDirError as e:
             print(f"run folder error: {e}", file=sys.stderr)
             sys.exit(2)

@@ -23,7 +23,8 @@ class Coordinator:
     """Holds the promoted and the latest weights with their generation numbers, the stop flag,
     and the self-play statistics reported by the workers (drained by the driver)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_stream: int = 0) -> None:
+        self.next_stream = first_stream
         self.weights: dict[str, tuple[int, dict[str, torch.Tensor]] | None] = {
             "promoted": None,
             "latest": None,
@@ -46,6 +47,14 @@ class Coordinator:
         if w is None or w[0] == known:
             return None
         return w
+
+    def new_stream(self) -> int:
+        """A self-play random stream (and game-id prefix) not used before in this run: the run
+        starts the count at ``launch << 16`` (``launch``: how many times the run was started),
+        and every actor start, restarts included, takes the next one."""
+        s = self.next_stream
+        self.next_stream += 1
+        return s
 
     def stop(self) -> None:
         self.stopped = True
@@ -81,15 +90,21 @@ class SelfPlayActor:
     (waiting while the buffer says it is too far ahead of the trainer)."""
 
     def __init__(self, cfg: TrainConfig, worker_id: int) -> None:
-        from takzero.pipeline.selfplay import SelfPlayWorker
-
         torch.set_num_threads(cfg.selfplay.threads)
-        self.worker = SelfPlayWorker(cfg, worker_id)
+        self.cfg = cfg
+        self.worker_id = worker_id
         self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
 
     def run(self, coordinator: Any, replay: Any) -> int:
+        """Play until the coordinator says stop; returns the games finished. The worker is built
+        here, with a random stream the coordinator hands out, so a restarted actor (whose task
+        Ray retries) plays new games rather than the ones its first life played."""
         import ray
 
+        from takzero.pipeline.selfplay import SelfPlayWorker
+
+        stream = ray.get(coordinator.new_stream.remote())
+        self.worker = SelfPlayWorker(self.cfg, self.worker_id, stream=stream)
         generation = -1
         pending = None  # records refused by the buffer, retried before playing on
         last_check = 0.0
@@ -116,8 +131,9 @@ class SelfPlayActor:
             if stats:
                 coordinator.report.remote(stats, ptn)
             if records is not None and len(records):
-                if not ray.get(replay.add.remote(records, int(stats.get("selfplay/games", 0)))):
-                    pending = (records, int(stats.get("selfplay/games", 0)))
+                games = int(stats.get("count/games", 0))
+                if not ray.get(replay.add.remote(records, games)):
+                    pending = (records, games)
 
 
 def remote_selfplay_actor(num_gpus: float = 0.0) -> Any:
@@ -145,5 +161,6 @@ class EvaluatorActor:
         candidate: tuple[int, dict[str, torch.Tensor]],
         incumbent: tuple[int, dict[str, torch.Tensor]],
         play_baselines: bool,
+        seed: int | None = None,
     ) -> dict[str, Any]:
-        return self.evaluator.evaluate(candidate, incumbent, play_baselines)
+        return self.evaluator.evaluate(candidate, incumbent, play_baselines, seed)

@@ -1,9 +1,12 @@
-"""Checkpoint files of a run: atomic writes with a SHA-256 sidecar, verified loads, listing and
-pruning.
+"""Checkpoint files of a run: atomic writes with a SHA-256 sidecar, verified loads, listing,
+pruning and removal of the temp files of killed writes.
 
-A checkpoint is written to a temp file in the same folder, fsynced, its checksum written to
-``<name>.sha256``, then renamed into place, so a truncated or corrupt checkpoint is detected on
-load and an older one used instead. Files are named ``ckpt_<step, 9 digits>.pt``.
+A file and its sidecar ``<name>.sha256`` change together as one unit, whatever moment a kill
+strikes: the new file is written to a temp file and fsynced; the sidecar is replaced (atomically)
+by one listing the new digest *and* the old one; the file is renamed into place; the sidecar is
+replaced by one listing the new digest only. At every moment the file on disk, old or new, has its
+digest in the sidecar, so a verified load never fails because of a kill and never accepts a
+truncated or corrupt file. Files are named ``ckpt_<step, 9 digits>.pt``.
 """
 
 from __future__ import annotations
@@ -31,9 +34,45 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+TMP_SUFFIXES = (".tmp", ".tmp.sha")
+
+
+def _write_sidecar(side: Path, digests: list[str], tmp_base: str) -> None:
+    side_tmp = Path(tmp_base + ".sha")
+    with open(side_tmp, "w") as f:
+        f.write("".join(d + "\n" for d in digests))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(side_tmp, side)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sidecar_digests(side: Path) -> list[str]:
+    if not side.exists():
+        return []
+    return [line.strip() for line in side.read_text().splitlines() if line.strip()]
+
+
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    """``torch.save`` to a temp file in the same folder, fsync, write ``<path>.sha256``, rename."""
+    """``torch.save`` ``obj`` to ``path`` with its ``<path>.sha256`` sidecar, as one atomic unit
+    (see the module docstring): temp file, fsync, sidecar with the new and old digests, rename,
+    sidecar with the new digest. A kill leaves the old file or the new one, each verifiable, and
+    at most a temp file (``*.tmp``, ``*.tmp.sha``) that :func:`remove_stale_temp_files` deletes."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    side = Path(str(path) + ".sha256")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -41,15 +80,34 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         digest = _sha256(Path(tmp))
-        side_tmp = Path(tmp + ".sha")
-        side_tmp.write_text(digest + "\n")
-        os.replace(side_tmp, str(path) + ".sha256")
+        old = _sha256(path) if path.exists() else None
+        both = [digest] + ([old] if old and old != digest else [])
+        _write_sidecar(side, both, tmp)  # accepts the old file and the new one
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
+        if len(both) > 1:
+            _write_sidecar(side, [digest], tmp)
+        _fsync_dir(path.parent)
     except BaseException:
         for p in (tmp, tmp + ".sha"):
             if os.path.exists(p):
                 os.unlink(p)
         raise
+
+
+def remove_stale_temp_files(folder: Path) -> list[Path]:
+    """Delete the temp files (``*.tmp``, ``*.tmp.sha``) that killed atomic writes left in
+    ``folder`` (not recursive); returns the paths removed. Call it only when no write into
+    ``folder`` is in progress (at the start of a run)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for p in folder.iterdir():
+        if p.is_file() and p.name.endswith(TMP_SUFFIXES):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 class CheckpointError(RuntimeError):
@@ -71,9 +129,9 @@ def load_checked(path: Path, require_checksum: bool = False) -> dict[str, Any]:
     if require_checksum and not side.exists():
         raise CheckpointError(f"{path}: no {side.name} checksum file, so it cannot be verified")
     if side.exists():
-        want = side.read_text().strip()
+        want = _sidecar_digests(side)
         got = _sha256(path)
-        if want != got:
+        if got not in want:
             raise CheckpointError(f"{path}: checksum mismatch (corrupt or truncated file)")
     try:
         return torch.load(path, map_location="cpu", weights_only=False)

@@ -130,13 +130,17 @@ class GatingEvaluator:
         candidate: tuple[int, dict[str, torch.Tensor]],
         incumbent: tuple[int, dict[str, torch.Tensor]],
         play_baselines: bool,
+        seed: int | None = None,
     ) -> dict[str, Any]:
         """Gating match of ``candidate`` (generation, weights) against ``incumbent``, then (if
         ``play_baselines``) the baselines. Returns a dict with 'decision' ('promote' | 'reject' |
         None when gating is off), 'scalars' for TensorBoard ('elo/vs_<label>' and
         'score/vs_<label>' per baseline, the label from
         ``takzero.players.registry.spec_label``), 'ptn' (file name -> PTN text), 'summary',
-        'candidate_generation' and 'candidate_weights'."""
+        'candidate_generation' and 'candidate_weights'. ``seed`` draws the openings and the
+        sampled plies (default: from ``seed`` and the count of evaluations of this object; a
+        training run passes one per launch and generation, so a resumed run plays new
+        openings)."""
         e = self.cfg.evaluator
         self.rounds += 1
         gen, weights = candidate
@@ -152,7 +156,8 @@ class GatingEvaluator:
             "ptn": ptn,
             "summary": "",
         }
-        seed = self.cfg.seed * 1000 + self.rounds
+        if seed is None:
+            seed = self.cfg.seed * 1000 + self.rounds
         ply_limit = self.cfg.selfplay.ply_limit
         if e.gating != "off":
             t0 = time.perf_counter()

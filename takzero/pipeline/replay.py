@@ -11,7 +11,7 @@ policy_index   int32 (K,)                 action indices of the policy target (-
 policy_prob    float16 (K,)               their probabilities (the K largest, renormalised)
 value          int8                       final outcome from the mover's view: +1, 0, -1
 flat_diff      int8                       final flat count difference, mover's view
-game_id        int64                      (worker << 40) | game counter
+game_id        int64                      (stream << 32) | game counter (see selfplay.game_id)
 generation     int32                      model generation that played the move
 ply            int16                      ply of the position
 =============  =========================  ===================================================
@@ -250,7 +250,7 @@ class ReplayBuffer:
         self.last_sample_age = 0.0  # positions added since the sampled ones, mean of the last batch
         self.games_added = 0
         self.next_shard = 0
-        self.shard_start = 0  # total_added at the start of the pending shard
+        self.shard_sizes: list[tuple[Path, int]] = []  # shards on disk, oldest first
 
     # -- window and budget -------------------------------------------------------------------
 
@@ -326,14 +326,37 @@ class ReplayBuffer:
     # -- disk --------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write pending records as a shard (temp file + rename)."""
+        """Write pending records as a shard (temp file + rename), with the counters
+        ``total_added`` and ``games_added`` after it (so a run killed before its first checkpoint
+        reloads them), then prune the shards the window no longer needs (:meth:`prune`)."""
         if self.shard_dir is None or not self.pending:
             return
         recs = Records.concat(self.pending)
         path = self.shard_dir / f"shard_{self.next_shard:08d}.npz"
-        atomic_save_npz(path, **{f: getattr(recs, f) for f in Records.FIELDS})
+        atomic_save_npz(
+            path,
+            total_added=np.int64(self.total_added),
+            games_added=np.int64(self.games_added),
+            **{f: getattr(recs, f) for f in Records.FIELDS},
+        )
+        self.shard_sizes.append((path, len(recs)))
         self.next_shard += 1
         self.pending = []
+        self.prune()
+
+    def prune(self) -> list[Path]:
+        """Delete the oldest shards while the newer ones still hold ``window_max`` positions: a
+        reload (:meth:`load`, from any checkpoint) reads only the newest ``window_max`` positions,
+        so disk use stays bounded by about ``window_max + shard_positions`` positions. Returns
+        the paths deleted."""
+        removed = []
+        held = sum(n for _, n in self.shard_sizes)
+        while len(self.shard_sizes) > 1 and held - self.shard_sizes[0][1] >= self.window_max:
+            path, n = self.shard_sizes.pop(0)
+            path.unlink(missing_ok=True)
+            held -= n
+            removed.append(path)
+        return removed
 
     def state_dict(self) -> dict[str, int | dict]:
         """Counters and RNG saved in the trainer's checkpoint (the records live in the shards)."""
@@ -348,36 +371,45 @@ class ReplayBuffer:
 
     def load(self, state: dict | None = None) -> int:
         """Reload records from the shards (newest first, up to ``window_max``) and counters from
-        ``state``. A corrupt or truncated shard is reported and skipped. Returns positions loaded."""
+        ``state`` (a checkpoint's :meth:`state_dict`) or, where newer, from the shards: shards
+        written after the checkpoint hold games that were really played, so their positions and
+        games count (the counters never go back). A corrupt or truncated shard is reported and
+        skipped. Returns the positions held after the reload."""
+        if state is not None:
+            self.total_sampled = int(state["total_sampled"])
+            self.rng.bit_generator.state = state["rng"]
+            self.total_added = int(state["total_added"])
+            self.games_added = int(state["games_added"])
         if self.shard_dir is None or not self.shard_dir.exists():
             return 0
         shards = sorted(p for p in self.shard_dir.iterdir() if SHARD_RE.match(p.name))
-        if state is not None:
-            # Shards written after the checkpoint are kept too: their games were really played.
-            self.total_sampled = int(state["total_sampled"])
-            self.rng.bit_generator.state = state["rng"]
         parts: list[Records] = []
         count = 0
         on_disk = 0
+        sizes: list[tuple[Path, int]] = []
         for path in reversed(shards):
             try:
                 with np.load(path) as z:
-                    if count >= self.window_max:
-                        on_disk += len(z["value"])
-                        continue
-                    recs = Records(**{f: z[f] for f in Records.FIELDS})
+                    n = len(z["value"])
+                    if "total_added" in z.files:
+                        self.total_added = max(self.total_added, int(z["total_added"]))
+                        self.games_added = max(self.games_added, int(z["games_added"]))
+                    recs = None if count >= self.window_max else Records(**{f: z[f] for f in Records.FIELDS})
             except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
                 log.warning("replay shard %s is corrupt or truncated, skipped: %s", path, e)
                 continue
-            parts.append(recs)
-            count += len(recs)
-            on_disk += len(recs)
+            sizes.append((path, n))
+            on_disk += n
+            if recs is not None:
+                parts.append(recs)
+                count += len(recs)
+        self.shard_sizes = list(reversed(sizes))
         if parts:
             self.data = Records.concat(list(reversed(parts)))
             if len(self.data) > self.window_max:
                 self.data = self.data.take(slice(len(self.data) - self.window_max, None))
         last = max((int(SHARD_RE.match(p.name).group(1)) for p in shards), default=-1)
         self.next_shard = last + 1
-        self.total_added = max(int(state["total_added"]) if state is not None else 0, on_disk)
-        self.games_added = int(state["games_added"]) if state is not None else 0
-        return count
+        self.total_added = max(self.total_added, on_disk)
+        self.prune()
+        return len(self.data)

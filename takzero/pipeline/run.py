@@ -11,11 +11,28 @@ evaluator; the trainer runs in the driver. Everything lands in ``checkpoints/<ru
 ``replay/``           replay shards (reloaded on resume)
 ``games/``            PTN of sample self-play games and of evaluation games
 ``tb/``               TensorBoard logs (``tensorboard --logdir checkpoints``)
+``train.log``         every line the run printed (start-up, progress, summary), time-stamped
+``launches``          how many times the run was started (the self-play random streams of each
+                      start differ)
 ``hydra/``            Hydra's own output
 ====================  ========================================================================
 
 Resume: running again with the same ``run_name`` (and ``resume=true``, the default) continues from
-the newest readable checkpoint: steps, generations, replay and TensorBoard steps go on.
+the newest readable checkpoint, exactly:
+
+* TensorBoard: the writer purges the points after the checkpoint step (they are done again), keeps
+  the checkpoint step's own points (every tag's pending value is written and the file flushed
+  before each checkpoint), and writes each tag at most once per step (:class:`ScalarLog`);
+* random streams: the trainer's and the replay sampler's are restored from the checkpoint; each
+  self-play actor start (a resume, or a Ray restart of a crashed actor) takes a new stream and
+  game-id prefix (``Coordinator.new_stream``, counted from ``launches``), and each evaluation draws
+  its openings from (seed, launch, generation), so no resumed run replays earlier games;
+* counters: drained from the workers before every checkpoint (the final one after the workers have
+  stopped); positions and games in replay shards written after the checkpoint count too;
+* ``best.pt`` only ever holds a gated model: every checkpoint carries the promoted weights, which
+  rebuild ``best.pt`` if it is missing or damaged;
+* temp files of writes that a kill interrupted are removed at start.
+``train.max_minutes`` counts training time over all sessions of the run.
 """
 
 from __future__ import annotations
@@ -26,6 +43,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,11 +55,21 @@ from omegaconf import OmegaConf
 from takzero.config import TrainConfig
 from takzero.pipeline.actors import Coordinator, EvaluatorActor, remote_selfplay_actor
 from takzero.pipeline.checkpoints import (
+    CheckpointError,
     atomic_torch_save,
     list_checkpoints,
     load_checked,
     load_latest,
     prune_checkpoints,
+    remove_stale_temp_files,
+)
+from takzero.pipeline.progress import (
+    RunReporter,
+    Snapshot,
+    StopRule,
+    kernels_cached,
+    resume_command,
+    summary_lines,
 )
 from takzero.pipeline.replay import ReplayBuffer
 from takzero.pipeline.trainer import Trainer
@@ -91,22 +119,99 @@ class RunDirError(RuntimeError):
     """The run folder holds checkpoints that this run would not resume from (nothing started)."""
 
 
+STREAMS_PER_LAUNCH = 1 << 16  # self-play actor starts per launch of a run (Coordinator.new_stream)
+
+
+class ScalarLog:
+    """TensorBoard scalars with one point per tag and step, strictly increasing.
+
+    A value is held back until a later step of its tag arrives (a newer value of the same step
+    replaces it: training can stall at one step while statistics keep coming), or until
+    :meth:`flush` (before every checkpoint), which writes every held value and the event file.
+    A value for a step at or below one already written for its tag (``floor``: the checkpoint
+    step a resumed run starts from, whose points the first session wrote) moves to the next
+    step, so it is neither lost nor a second point of that step.
+
+    Args:
+        writer: a ``torch.utils.tensorboard.SummaryWriter``.
+        floor: steps up to this one are taken (a resumed run: its checkpoint step); -1 for none.
+    """
+
+    def __init__(self, writer: Any, floor: int = -1) -> None:
+        self.writer = writer
+        self.floor = floor
+        self.written: dict[str, int] = {}
+        self.pending: dict[str, tuple[float, int]] = {}
+
+    def add(self, tag: str, value: float, step: int) -> None:
+        step = max(step, max(self.floor, self.written.get(tag, -1)) + 1)
+        held = self.pending.get(tag)
+        if held is not None and held[1] < step:
+            self._write(tag, *held)
+        self.pending[tag] = (float(value), step)
+
+    def _write(self, tag: str, value: float, step: int) -> None:
+        self.writer.add_scalar(tag, value, step)
+        self.written[tag] = step
+
+    def flush(self) -> None:
+        for tag, (value, step) in self.pending.items():
+            self._write(tag, value, step)
+        self.pending = {}
+        self.writer.flush()
+
+
+def next_launch(run_dir: Path) -> int:
+    """Count this start of the run in ``run_dir/launches`` (atomically) and return its number:
+    0 for the first start, 1 for the first resume, ... (kills included: the count is written
+    before anything else starts)."""
+    path = run_dir / "launches"
+    try:
+        n = int(path.read_text().strip())
+    except (OSError, ValueError):
+        n = 0
+    tmp = path.with_name("launches.tmp")
+    tmp.write_text(f"{n + 1}\n")
+    os.replace(tmp, path)
+    return n
+
+
+def _stop_key(reason: str) -> str:
+    """The config key a stop reason names (``reached train.total_steps=40`` -> that key)."""
+    if reason.startswith("reached "):
+        return reason.split()[1].split("=")[0]
+    return "train.total_steps"
+
+
 class Run:
     """One training run in the driver process (see the module docstring)."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
+    def __init__(self, cfg: TrainConfig, command: str | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.checkpoint_root) / cfg.run_name
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "games").mkdir(exist_ok=True)
+        self.command = command or resume_command(sys.argv[1:], cfg.run_name)
         self.started = time.monotonic()
+        self.minutes_before = 0.0  # training minutes of earlier sessions (from the checkpoint)
         self.stop_requested = False
+        self.stop_reason = ""
         self.games = 0
         self.positions = 0
         self.counters: dict[str, float] = {}
         self.last_gating = "none yet"
         self.gating_decisions = 0
+        self.best_scores: dict[str, float] = {}  # score/vs_* of the promoted generation
+        self.pending_scores: dict[int, dict[str, float]] = {}  # generation -> score/vs_*
+        self.inflight: dict[float, tuple[float, float]] = {}  # stream -> (games, positions)
         self.resume_from: tuple[Path, dict[str, Any]] | None = None
+        self.launch = 0
+        self.reporter: RunReporter | None = None
+        self.scalars: ScalarLog | None = None
+
+    def minutes(self) -> float:
+        """Training minutes over all sessions of the run."""
+        return self.minutes_before + (time.monotonic() - self.started) / 60
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -162,14 +267,97 @@ class Run:
 
     # -- main loop ---------------------------------------------------------------------------
 
+    def _stop_rule(self) -> StopRule:
+        c = self.cfg
+        return StopRule(c.train.total_steps, c.train.max_minutes, c.max_games)
+
+    def _snapshot(self, trainer: Trainer, replay_positions: int = 0) -> Snapshot:
+        games_playing = int(sum(g for g, _ in self.inflight.values()))
+        positions_playing = int(sum(p for _, p in self.inflight.values()))
+        return Snapshot(
+            step=trainer.step,
+            generation=trainer.generation,
+            games=self.games,
+            positions=self.positions,
+            minutes=self.minutes(),
+            games_in_flight=games_playing,
+            positions_in_flight=positions_playing,
+            replay_positions=replay_positions,
+            gating=self.last_gating,
+        )
+
+    def _start_lines(self, reporter: RunReporter, resumed: bool) -> None:
+        cfg = self.cfg
+        say = reporter.line
+        say(f"takzero run {cfg.run_name} ({'resumed' if resumed else 'new'}, start {self.launch + 1})")
+        say(f"  run folder: {self.run_dir.resolve()}")
+        say(f"  log file:   {self.run_dir / 'train.log'}   TensorBoard: tensorboard --logdir {self.run_dir / 'tb'}")
+        say(f"  {self._stop_rule().describe()}; a checkpoint every {cfg.train.checkpoint_every} steps")
+        say(f"  to resume after a crash or Ctrl-C: {self.command}")
+        say(f"  {cfg.board.size}x{cfg.board.size}, {cfg.selfplay.workers} self-play worker(s) x "
+            f"{cfg.selfplay.games_per_worker} games, {cfg.mcts.simulations} simulations, "
+            f"batch {cfg.train.batch_size}, training starts at {cfg.replay.min_positions} positions")  # fmt: skip
+
+    def _finished_already(self, state: dict[str, Any] | None) -> str | None:
+        if state is None:
+            return None
+        extra = state.get("run", {})
+        return self._stop_rule().reason(
+            int(state.get("step", 0)), float(extra.get("minutes", 0.0)), int(extra.get("games", 0))
+        )
+
+    def _print_summary(self, reporter: RunReporter, trainer: Trainer | None, snap: Snapshot,
+                       best_gen: int, finished: bool, session: bool = True) -> None:  # fmt: skip
+        reason = self.stop_reason or "stopped"
+        cmd = self.command
+        if finished:
+            cmd = f"{self.command} {_stop_key(reason)}=<more>"
+        for text in summary_lines(
+            reason=reason,
+            run_dir=self.run_dir,
+            snap=snap,
+            best_generation=best_gen,
+            best_scores=self.best_scores,
+            resume_cmd=cmd,
+            finished=finished,
+            session_seconds=reporter.session_seconds() if session else None,
+        ):
+            reporter.line(text)
+
     def run(self) -> Path:
         import ray
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
         self._check_run_dir()
+        for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
+            for p in remove_stale_temp_files(folder):
+                log.info("removed the temp file of an interrupted write: %s", p)
+        self.launch = next_launch(self.run_dir)
         self._write_config()
-        _init_ray(cfg)
+        state = self.resume_from[1] if self.resume_from else None
+        extra = (state or {}).get("run", {})
+        self.games = int(extra.get("games", 0))
+        self.positions = int(extra.get("positions", 0))
+        self.counters = dict(extra.get("counters", {}))
+        self.gating_decisions = int(extra.get("gating_decisions", 0))
+        self.minutes_before = float(extra.get("minutes", 0.0))
+        self.last_gating = str(extra.get("last_gating", "none yet"))
+        self.best_scores = dict(extra.get("best_scores", {}))
+        promoted_gen = int(extra.get("promoted_generation", 0))
+
+        done = self._finished_already(state)
+        if done is not None:
+            start = Snapshot(step=int(state["step"]), generation=int(state["generation"]),
+                             games=self.games, positions=self.positions,
+                             minutes=self.minutes_before, gating=self.last_gating)  # fmt: skip
+            reporter = RunReporter(self.run_dir, self._stop_rule(), start, bar=False)
+            reporter.line(f"run {cfg.run_name} is already finished ({done}); nothing to do")
+            self.stop_reason = done
+            self._print_summary(reporter, None, start, promoted_gen, finished=True, session=False)
+            reporter.close()
+            return self.run_dir
+
         trainer = Trainer(
             cfg.model_config(),
             cfg.train,
@@ -178,27 +366,48 @@ class Run:
             seed=cfg.seed,
         )
         torch.set_num_threads(cfg.train.threads)
-        state = self._restore(trainer)
-        extra = (state or {}).get("run", {})
-        self.games = int(extra.get("games", 0))
-        self.positions = int(extra.get("positions", 0))
-        self.counters = dict(extra.get("counters", {}))
-        self.gating_decisions = int(extra.get("gating_decisions", 0))
-        promoted_gen = int(extra.get("promoted_generation", 0))
+        self._restore(trainer)
+        start = self._snapshot(trainer)
+        reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), start)
+        reporter.min_positions = cfg.replay.min_positions
+        self._start_lines(reporter, state is not None)
+        if state is not None:
+            reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
+                          f"generation {trainer.generation}, games {self.games}, "
+                          f"{self.minutes_before:.1f} min trained")  # fmt: skip
+        package_root = Path(__file__).resolve().parent.parent
+        if not kernels_cached(package_root):
+            reporter.line("numba: compiling the search and rules kernels (cold cache: about a minute "
+                          "before the first games; later starts reuse the cache)")  # fmt: skip
 
-        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=trainer.step if state else None)
+        # A resumed run drops the points after its checkpoint step (done again) and keeps the
+        # checkpoint step's own (purge_step = step + 1).
+        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=trainer.step + 1 if state else None,
+                               flush_secs=30)  # fmt: skip
+        scalars = self.scalars = ScalarLog(writer, floor=trainer.step if state else -1)
         if state is None:
             writer.add_text("config", "```\n" + OmegaConf.to_yaml(OmegaConf.structured(cfg)) + "\n```", 0)
             _log_hparams(writer, cfg)
 
-        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote()
+        _init_ray(cfg)
+        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote(self.launch * STREAMS_PER_LAUNCH)
         replay = ray.remote(ReplayBuffer).options(num_cpus=0).remote(**cfg.replay_kwargs(self.run_dir))
-        loaded = ray.get(replay.load.remote(state.get("replay") if state else None))
+        rstate = state.get("replay") if state else None
+        loaded = ray.get(replay.load.remote(rstate))
+        rstats = ray.get(replay.stats.remote())
+        if rstate is not None:
+            # Shards written after the checkpoint hold games that were played: they count.
+            self.games += max(0, int(rstats["replay/games"]) - int(rstate.get("games_added", 0)))
+            self.positions += max(0, int(rstats["replay/total_added"]) - int(rstate["total_added"]))
+        elif loaded:
+            self.games = int(rstats["replay/games"])
+            self.positions = int(rstats["replay/total_added"])
         if loaded:
-            log.info("replay: reloaded %d positions from shards", loaded)
+            reporter.line(f"replay: reloaded {loaded} positions from shards")
+        reporter.start = self._snapshot(trainer)
 
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
-        promoted = self._load_best(trainer, promoted_gen)
+        promoted = self._load_best(trainer, promoted_gen, state)
         ray.get(coordinator.publish.remote("promoted", promoted[0], promoted[1]))
         ray.get(coordinator.publish.remote("latest", trainer.generation, _cpu_state(trainer)))
 
@@ -209,11 +418,13 @@ class Run:
         worker_tasks = [w.run.remote(coordinator, replay) for w in workers]
         evaluator = ray.remote(num_cpus=0, max_restarts=1)(EvaluatorActor).remote(cfg)
         eval_task = None
+        first_games_said = False
 
         previous_handler = signal.getsignal(signal.SIGINT)
 
         def _on_sigint(signum: int, frame: Any) -> None:
             self.stop_requested = True
+            self.stop_reason = "interrupted (Ctrl-C or SIGTERM)"
             log.warning("Ctrl-C: finishing the current step, writing a final checkpoint")
 
         signal.signal(signal.SIGINT, _on_sigint)
@@ -225,16 +436,16 @@ class Run:
             while not self._done(trainer):
                 recs = ray.get(replay.sample.remote(cfg.train.batch_size))
                 if recs is None:
-                    self._drain(coordinator, writer, trainer.step)
+                    self._drain(coordinator, trainer.step)
                     time.sleep(0.2)
                 else:
                     metrics = trainer.train_step(recs)
                     if trainer.step % 10 == 0:
                         for k, v in metrics.items():
-                            writer.add_scalar(k, v, trainer.step)
+                            scalars.add(k, v, trainer.step)
                     if trainer.step % cfg.train.checkpoint_every == 0:
                         trainer.generation += 1
-                        self._checkpoint(trainer, replay, promoted[0])
+                        self._checkpoint(trainer, replay, coordinator, promoted)
                         latest = (trainer.generation, _cpu_state(trainer))
                         coordinator.publish.remote("latest", *latest)
                         if cfg.evaluator.gating == "off":
@@ -245,24 +456,30 @@ class Run:
                         if eval_task is None:
                             every = cfg.evaluator.baseline_every
                             baselines = every > 0 and trainer.generation % every == 0
-                            eval_task = evaluator.evaluate.remote(latest, promoted, baselines)
+                            eval_task = evaluator.evaluate.remote(
+                                latest, promoted, baselines, seed=self._eval_seed(latest[0])
+                            )
                 if eval_task is not None:
                     ready, _ = ray.wait([eval_task], timeout=0)
                     if ready:
                         result = ray.get(eval_task)
                         eval_task = None
-                        promoted = self._gating(result, promoted, coordinator, writer, trainer)
+                        promoted = self._gating(result, promoted, coordinator, trainer)
                 now = time.monotonic()
                 if now - last_log >= cfg.log_every_s:
                     samples_per_s = (trainer.step - steps_at_log) * cfg.train.batch_size / (now - last_log)
                     steps_at_log = trainer.step
                     last_log = now
-                    self._drain(coordinator, writer, trainer.step)
+                    self._drain(coordinator, trainer.step)
                     rstats = ray.get(replay.stats.remote())
                     for k, v in rstats.items():
-                        writer.add_scalar(k, v, trainer.step)
-                    writer.add_scalar("train/samples_per_s", samples_per_s, trainer.step)
-                    self._progress(trainer, rstats, samples_per_s)
+                        scalars.add(k, v, trainer.step)
+                    scalars.add("train/samples_per_s", samples_per_s, trainer.step)
+                    if not first_games_said and self.inflight:
+                        first_games_said = True
+                        reporter.line(f"self-play: under way after {reporter.session_seconds():.0f} s "
+                                      "(kernels ready, first searches done)")  # fmt: skip
+                    reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
                     for t in worker_tasks:
                         ready, _ = ray.wait([t], timeout=0)
                         if ready:
@@ -270,54 +487,94 @@ class Run:
             # At the normal end, let a pending evaluation finish so the run ends with a gating
             # decision; after Ctrl-C, stop at once (the checkpoint below keeps the work).
             if eval_task is not None and not self.stop_requested:
-                result = ray.get(eval_task)
+                reporter.line("waiting for the last evaluation to finish (Ctrl-C skips it; the "
+                              "final checkpoint follows)")  # fmt: skip
+                while not self.stop_requested and not ray.wait([eval_task], timeout=1.0)[0]:
+                    pass
+                if not self.stop_requested:
+                    promoted = self._gating(ray.get(eval_task), promoted, coordinator, trainer)
                 eval_task = None
-                promoted = self._gating(result, promoted, coordinator, writer, trainer)
         finally:
             signal.signal(signal.SIGINT, previous_handler)
+            if not self.stop_reason:
+                self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.games) or "error"
             ray.get(coordinator.stop.remote())
-            try:
-                self._checkpoint(trainer, replay, promoted[0])
-            except Exception:  # pragma: no cover - best effort at shutdown
-                log.exception("final checkpoint failed")
-            self._drain(coordinator, writer, trainer.step)
-            writer.flush()
-            writer.close()
-            try:
+            try:  # the workers finish their step and report it before the final checkpoint
                 ray.get(worker_tasks, timeout=60)
             except Exception:  # noqa: BLE001 - workers are being torn down
                 pass
+            try:
+                self._checkpoint(trainer, replay, coordinator, promoted)
+            except Exception:  # pragma: no cover - best effort at shutdown
+                log.exception("final checkpoint failed")
+            writer.close()
             for w in workers:
                 ray.kill(w)
             ray.kill(evaluator)
             ray.kill(replay)
             ray.kill(coordinator)
+            self.inflight = {}
+            finished = self._stop_rule().reason(trainer.step, self.minutes(), self.games) is not None
+            self._print_summary(reporter, trainer, self._snapshot(trainer), promoted[0], finished)
+            reporter.close()
         log.info("run finished: %s", self.run_dir)
         return self.run_dir
 
+    def _eval_seed(self, generation: int) -> int:
+        """Seed of one evaluation's openings and sampling: new for every (launch, generation)."""
+        s = np.random.SeedSequence([self.cfg.seed, self.launch, generation]).generate_state(1)
+        return int(s[0])
+
     def _done(self, trainer: Trainer) -> bool:
-        cfg = self.cfg
         if self.stop_requested:
             return True
-        if trainer.step >= cfg.train.total_steps:
+        reason = self._stop_rule().reason(trainer.step, self.minutes(), self.games)
+        if reason is not None:
+            self.stop_reason = reason
             return True
-        if cfg.train.max_minutes > 0 and time.monotonic() - self.started > 60 * cfg.train.max_minutes:
-            return True
-        return cfg.max_games > 0 and self.games >= cfg.max_games
+        return False
 
     # -- pieces of the loop ------------------------------------------------------------------
 
-    def _load_best(self, trainer: Trainer, generation: int) -> tuple[int, dict[str, torch.Tensor]]:
+    def _load_best(
+        self, trainer: Trainer, generation: int, state: dict[str, Any] | None
+    ) -> tuple[int, dict[str, torch.Tensor]]:
+        """The promoted model: ``best.pt`` when it verifies (it may be newer than the checkpoint:
+        a promotion after it); else the promoted weights the checkpoint carries, or a kept
+        checkpoint of the promoted generation; for a new run, the initial weights (generation
+        0). Never the trainer's ungated weights of a resumed run: raises RunDirError if no gated
+        copy is left."""
         best = self.run_dir / "best.pt"
         if best.exists():
             try:
                 d = load_checked(best, require_checksum=True)
                 return int(d.get("generation", generation)), d["model_state"]
-            except Exception as e:  # noqa: BLE001 - reported, then the trainer's weights are used
-                log.error("best.pt unreadable (%s); using the trainer's weights", e)
-        state = _cpu_state(trainer)
-        self._save_best(trainer.generation, state)
-        return trainer.generation, state
+            except CheckpointError as e:
+                log.error("best.pt unreadable (%s); restoring it from the checkpoints", e)
+        if state is None:
+            found: tuple[int, dict[str, torch.Tensor]] | None = (trainer.generation, _cpu_state(trainer))
+        else:
+            found = None
+            saved = state.get("promoted")
+            if saved is not None and int(saved[0]) == generation:
+                found = (int(saved[0]), saved[1])
+            else:
+                for path in reversed(list_checkpoints(self.run_dir)):
+                    try:
+                        d = load_checked(path, require_checksum=True)
+                    except CheckpointError:
+                        continue
+                    if int(d.get("generation", -1)) == generation:
+                        found = (generation, d["model_state"])
+                        break
+        if found is None:
+            raise RunDirError(
+                f"best.pt in {self.run_dir} is missing or damaged and no checkpoint holds the "
+                f"promoted generation {generation}; not promoting ungated weights: restore best.pt "
+                "or start a new run_name"
+            )
+        self._save_best(*found)
+        return found
 
     def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
         d = {
@@ -333,9 +590,21 @@ class Run:
         self._save_best(*promoted)
         coordinator.publish.remote("promoted", *promoted)
 
-    def _checkpoint(self, trainer: Trainer, replay: Any, promoted_gen: int) -> None:
+    def _checkpoint(
+        self,
+        trainer: Trainer,
+        replay: Any,
+        coordinator: Any,
+        promoted: tuple[int, dict[str, torch.Tensor]],
+    ) -> None:
+        """Drain the workers' statistics, write every pending scalar and flush TensorBoard, then
+        write ``ckpt_<step>.pt`` (trainer, replay counters and RNG, run counters, the promoted
+        weights) and prune old checkpoints."""
         import ray
 
+        self._drain(coordinator, trainer.step)
+        assert self.scalars is not None
+        self.scalars.flush()
         state = trainer.state_dict()
         state["replay"] = ray.get(replay.state_dict.remote())
         state["run"] = {
@@ -343,8 +612,13 @@ class Run:
             "positions": self.positions,
             "counters": self.counters,
             "gating_decisions": self.gating_decisions,
-            "promoted_generation": promoted_gen,
+            "promoted_generation": promoted[0],
+            "minutes": self.minutes(),
+            "last_gating": self.last_gating,
+            "best_scores": self.best_scores,
+            "launch": self.launch,
         }
+        state["promoted"] = (promoted[0], promoted[1])
         state["run_name"] = self.cfg.run_name
         atomic_torch_save(state, self.run_dir / f"ckpt_{trainer.step:09d}.pt")
         prune_checkpoints(self.run_dir, self.cfg.train.keep_checkpoints)
@@ -354,31 +628,43 @@ class Run:
         result: dict[str, Any],
         promoted: tuple[int, dict[str, torch.Tensor]],
         coordinator: Any,
-        writer: Any,
         trainer: Trainer,
     ) -> tuple[int, dict[str, torch.Tensor]]:
+        assert self.scalars is not None
         step = trainer.step
         for k, v in result.get("scalars", {}).items():
-            writer.add_scalar(k, v, step)
+            self.scalars.add(k, v, step)
         for name, text in result.get("ptn", {}).items():
             path = self.run_dir / "games" / name
             path.write_text(text)
+        cand_gen = result["candidate_generation"]
+        scores = {k.removeprefix("score/vs_"): v for k, v in result.get("scalars", {}).items()
+                  if k.startswith("score/vs_")}  # fmt: skip
         if result.get("decision") is not None and self.cfg.evaluator.gating != "off":
             self.gating_decisions += 1
-            cand_gen = result["candidate_generation"]
             if result["decision"] == "promote":
                 promoted = (cand_gen, result["candidate_weights"])
                 self._promote(promoted, coordinator)
+                self.best_scores = scores
             self.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
-            writer.add_text("gating", self.last_gating, step)
-            writer.add_scalar("gating/promoted_generation", promoted[0], step)
-            log.info("gating: %s", self.last_gating)
+            self.scalars.writer.add_text("gating", self.last_gating, step)
+            self.scalars.add("gating/promoted_generation", promoted[0], step)
+            assert self.reporter is not None
+            self.reporter.line(f"gating: {self.last_gating}")
+        elif promoted[0] == cand_gen and scores:
+            self.best_scores = scores
         return promoted
 
-    def _drain(self, coordinator: Any, writer: Any, step: int) -> None:
+    def _drain(self, coordinator: Any, step: int) -> None:
         import ray
 
+        assert self.scalars is not None
+        add = self.scalars.add
         stats, games = ray.get(coordinator.drain.remote())
+        for s in stats:  # games and positions in flight: the latest report of each worker
+            if "inflight/stream" in s:
+                self.inflight[s["inflight/stream"]] = (s["inflight/games"], s["inflight/positions"])
+        stats = [{k: v for k, v in s.items() if not k.startswith("inflight/")} for s in stats]
         if stats:
             summary = _summarise(stats)
             self.games += int(summary.get("count/games", 0))
@@ -387,34 +673,24 @@ class Run:
                 if k.startswith("count/"):
                     self.counters[k] = self.counters.get(k, 0.0) + v
                 else:
-                    writer.add_scalar(k, v, step)
+                    add(k, v, step)
             total = max(1.0, self.counters.get("count/games", 0.0))
             for k in ("road_white", "road_black", "flat_white", "flat_black", "draw", "resigned"):
-                writer.add_scalar(f"selfplay/share_{k}", self.counters.get(f"count/{k}", 0.0) / total, step)
+                add(f"selfplay/share_{k}", self.counters.get(f"count/{k}", 0.0) / total, step)
             checks = self.counters.get("count/resign_checks", 0.0)
             if checks:
                 false = self.counters.get("count/false_resign", 0.0)
-                writer.add_scalar("selfplay/false_resign_rate", false / checks, step)
+                add("selfplay/false_resign_rate", false / checks, step)
             wins_w = self.counters.get("count/road_white", 0) + self.counters.get("count/flat_white", 0)
-            writer.add_scalar("selfplay/white_win_rate", wins_w / total, step)
-            writer.add_scalar("selfplay/games_total", self.games, step)
+            add("selfplay/white_win_rate", wins_w / total, step)
+            add("selfplay/games_total", self.games, step)
+            add("selfplay/positions_total", self.positions, step)
         if games:
             path = self.run_dir / "games" / "selfplay.ptn"
             with open(path, "a") as f:
                 for g in games:
                     f.write(g.rstrip() + "\n\n")
-            writer.add_text("selfplay/sample_game", "```\n" + games[-1] + "\n```", step)
-
-    def _progress(self, trainer: Trainer, rstats: dict[str, float], samples_per_s: float) -> None:
-        elapsed = time.monotonic() - self.started
-        pos_rate = self.positions / max(elapsed, 1e-9)
-        line = (
-            f"[{elapsed / 60:6.1f} min] step {trainer.step}/{self.cfg.train.total_steps} "
-            f"gen {trainer.generation} | games {self.games} positions {self.positions} "
-            f"({pos_rate:.1f}/s) | train {samples_per_s:.0f} samples/s | "
-            f"replay {int(rstats.get('replay/positions', 0))} | gating: {self.last_gating}"
-        )
-        print(line, flush=True)
+            self.scalars.writer.add_text("selfplay/sample_game", "```\n" + games[-1] + "\n```", step)
 
 
 def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
@@ -444,6 +720,8 @@ def _log_hparams(writer: Any, cfg: TrainConfig) -> None:
     writer.file_writer.add_summary(sei)
 
 
-def run_training(cfg: TrainConfig) -> Path:
-    """Run (or resume) training with a validated config; returns the run folder."""
-    return Run(cfg).run()
+def run_training(cfg: TrainConfig, command: str | None = None) -> Path:
+    """Run (or resume) training with a validated config; returns the run folder. ``command``:
+    the command line that resumes it (printed at start-up and in the summary; default: built
+    from ``sys.argv``)."""
+    return Run(cfg, command).run()

@@ -49,23 +49,48 @@ class _Slot:
     proven: list[int | None] = field(default_factory=list)  # exact value for the mover, if known
 
 
+GAME_COUNTER_BITS = 32
+
+
+def game_id(stream: int, counter: int) -> int:
+    """The id of the ``counter``-th game of random stream ``stream``: ``(stream << 32) | counter``
+    (int64). Streams are unique over a run's life (one per self-play actor start, see
+    :func:`stream_seed`), so game ids never repeat, across workers, actor restarts and resumes."""
+    if not 0 <= counter < (1 << GAME_COUNTER_BITS):
+        raise ValueError(f"game counter {counter} out of range")
+    return (stream << GAME_COUNTER_BITS) | counter
+
+
+def stream_seed(seed: int, stream: int) -> int:
+    """The 63-bit seed of self-play stream ``stream`` of a run seeded ``seed`` (numpy's
+    SeedSequence over both, so nearby streams are independent)."""
+    state = np.random.SeedSequence([seed, stream]).generate_state(2, np.uint32)
+    return int((int(state[0]) << 32 | int(state[1])) & ((1 << 63) - 1))
+
+
 class SelfPlayWorker:
     """Plays ``selfplay.games_per_worker`` games at once with the run's config.
 
     Args:
         cfg: the run's :class:`takzero.config.TrainConfig`.
-        worker_id: index of this worker (seeds and game ids).
+        worker_id: index of this worker.
         device: ``auto``/``cpu``/``cuda``; default ``cfg.device``.
+        stream: random stream and game-id prefix of this worker (:func:`game_id`); a training run
+            gives each actor start a new one (``Coordinator.new_stream``), so no two starts play
+            the same games. Default: the worker id.
     """
 
-    def __init__(self, cfg: Any, worker_id: int = 0, device: str | None = None) -> None:
+    def __init__(
+        self, cfg: Any, worker_id: int = 0, device: str | None = None, stream: int | None = None
+    ) -> None:
         self.cfg = cfg
         self.sp = cfg.selfplay
         self.size = cfg.board.size
         self.num_games = self.sp.games_per_worker
         self.worker_id = worker_id
+        self.stream = worker_id if stream is None else stream
         self.search_config = cfg.selfplay_search_config()
-        seed = cfg.seed * 1_000_003 + worker_id * 7919
+        seed = stream_seed(cfg.seed, self.stream)
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
         model = model_from_config(cfg.model_config())
@@ -90,11 +115,11 @@ class SelfPlayWorker:
             if len(codes) == 0 or game.result.over:
                 break
             game.play(int(codes[self.rng.integers(len(codes))]))
-        game_id = (self.worker_id << 40) | self._next_id
+        gid = game_id(self.stream, self._next_id)
         self._next_id += 1
         slot = _Slot(
             game=game,
-            game_id=game_id,
+            game_id=gid,
             resign_disabled=bool(self.rng.random() < self.sp.resign_playout_share),
         )
         self.mcts.reset(g, game.position.state)
@@ -186,6 +211,10 @@ class SelfPlayWorker:
             "selfplay/mean_batch_size": sstats.leaves / max(sstats.steps, 1),
             "selfplay/network_share": sstats.eval_seconds / max(seconds, 1e-9),
             "selfplay/generation": float(self.generation),
+            # gauges of this worker (the driver keeps the latest per stream, not summed over time)
+            "inflight/stream": float(self.stream),
+            "inflight/games": float(self.num_games),
+            "inflight/positions": float(sum(len(slot.states) for slot in self.slots)),
         }
         ptn: list[str] = []
         lengths = []

@@ -1,0 +1,259 @@
+"""What a training run tells its user: start-up lines, a live progress bar with the stop
+condition and ETA, a log file in the run folder, and the summary at the end.
+
+Every line goes to the console and to ``<run folder>/train.log`` (time-stamped, appended across
+resumes), so a background run leaves its history. On a terminal the progress is a tqdm bar
+(``rate`` and ETA of the stop condition that will end the run first); elsewhere, and in the log
+file, it is one plain line every ``log_every_s`` seconds.
+
+Rates (and so the ETA) are measured over the last ``RATE_WINDOW_S`` seconds of this session only,
+so neither counters restored at a resume nor the first minute of kernel compilation skew them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+RATE_WINDOW_S = 300.0
+
+
+def resume_command(argv: list[str], run_name: str) -> str:
+    """The command that continues this run: ``python -m takzero.train`` with the same overrides
+    and ``run_name`` pinned to the run's folder name."""
+    args = [a for a in argv if not a.lstrip("+").startswith("run_name=")]
+    return shlex.join([sys.executable.rsplit("/", 1)[-1], "-m", "takzero.train", *args,
+                       f"run_name={run_name}"])  # fmt: skip
+
+
+def kernels_cached(package_root: Path) -> bool:
+    """Whether numba's on-disk cache already holds compiled search kernels (``*.nbi`` index files
+    of ``takzero/search``), under ``NUMBA_CACHE_DIR`` when set, else beside the modules. False
+    means the first self-play step compiles them (about a minute on a laptop)."""
+    cache_dir = os.environ.get("NUMBA_CACHE_DIR")
+    roots = [Path(cache_dir)] if cache_dir else [package_root / "search" / "__pycache__"]
+    for root in roots:
+        if root.is_dir() and any(p.name.startswith("steps.") for p in root.rglob("*.nbi")):
+            return True
+    return False
+
+
+@dataclass
+class StopRule:
+    """The run's stop conditions (0 = not set): ``train.total_steps``, ``train.max_minutes``
+    (training minutes over all sessions of the run), ``max_games``."""
+
+    total_steps: int
+    max_minutes: float = 0.0
+    max_games: int = 0
+
+    def describe(self) -> str:
+        parts = [f"{self.total_steps} steps"]
+        if self.max_minutes > 0:
+            parts.append(f"{self.max_minutes:g} min")
+        if self.max_games > 0:
+            parts.append(f"{self.max_games} games")
+        return "stops at " + " or ".join(parts) + ", whichever comes first"
+
+    def reason(self, step: int, minutes: float, games: int) -> str | None:
+        """Why the run is done at this point, or None if it is not."""
+        if step >= self.total_steps:
+            return f"reached train.total_steps={self.total_steps}"
+        if self.max_minutes > 0 and minutes >= self.max_minutes:
+            return f"reached train.max_minutes={self.max_minutes:g}"
+        if self.max_games > 0 and games >= self.max_games:
+            return f"reached max_games={self.max_games}"
+        return None
+
+
+@dataclass
+class Snapshot:
+    """The numbers of one progress report (totals over the run, rates over this session)."""
+
+    step: int
+    generation: int
+    games: int
+    positions: int
+    minutes: float  # training minutes over all sessions
+    games_in_flight: int = 0
+    positions_in_flight: int = 0
+    replay_positions: int = 0
+    gating: str = "none yet"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _eta(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf") or seconds < 0:
+        return "?"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+class RunReporter:
+    """Console and ``train.log`` output of one session of a run.
+
+    Args:
+        run_dir: the run folder (``train.log`` is appended there).
+        stop: the stop conditions.
+        start: the run's counters when this session began (restored from a checkpoint or zero).
+        console: stream for the console (default stdout); a tqdm bar is shown when it is a
+            terminal and ``bar`` is not False.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        stop: StopRule,
+        start: Snapshot,
+        console: TextIO | None = None,
+        bar: bool | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.stop = stop
+        self.start = start
+        self.console = console or sys.stdout
+        self.t0 = time.monotonic()
+        self.log_file = open(self.run_dir / "train.log", "a", buffering=1)  # noqa: SIM115
+        use_bar = self.console.isatty() if bar is None else bar
+        self.bar: tqdm | None = None
+        if use_bar:
+            self.bar = tqdm(total=100.0, file=self.console, unit="%", dynamic_ncols=True,
+                            bar_format="{percentage:3.0f}%|{bar:20}| {postfix}")  # fmt: skip
+        self.last: Snapshot = start
+        self.history: deque[tuple[float, Snapshot]] = deque()
+        self.min_positions = 0  # replay positions needed before training starts (for the text)
+
+    # -- lines -------------------------------------------------------------------------------
+
+    def line(self, text: str, console: bool = True) -> None:
+        """One line to the console (above the bar) and to ``train.log``."""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.log_file.write(f"{stamp} {text}\n")
+        if not console:
+            return
+        if self.bar is not None:
+            self.bar.write(text, file=self.console)
+        else:
+            print(text, file=self.console, flush=True)
+
+    # -- progress ----------------------------------------------------------------------------
+
+    def session_seconds(self) -> float:
+        return time.monotonic() - self.t0
+
+    def rates(self, snap: Snapshot) -> dict[str, float]:
+        """Steps, games and positions per second over the last ``RATE_WINDOW_S`` seconds of this
+        session (never over counters restored from a checkpoint)."""
+        now = time.monotonic()
+        t_old, old = self.t0, self.start
+        for t, s in self.history:
+            if now - t <= RATE_WINDOW_S:
+                t_old, old = t, s
+                break
+        dt = max(now - t_old, 1e-9)
+        return {
+            "steps_per_s": (snap.step - old.step) / dt,
+            "games_per_s": (snap.games - old.games) / dt,
+            "positions_per_s": (snap.positions - old.positions) / dt,
+        }
+
+    def fraction_and_eta(self, snap: Snapshot) -> tuple[float, float, str]:
+        """(fraction done, seconds left, unit) of the stop condition that ends the run first."""
+        r = self.rates(snap)
+        options = [(snap.step / self.stop.total_steps,
+                    (self.stop.total_steps - snap.step) / r["steps_per_s"] if r["steps_per_s"] > 0 else float("inf"),
+                    "steps")]  # fmt: skip
+        if self.stop.max_minutes > 0:
+            options.append((snap.minutes / self.stop.max_minutes,
+                            60 * (self.stop.max_minutes - snap.minutes), "minutes"))  # fmt: skip
+        if self.stop.max_games > 0:
+            left = (self.stop.max_games - snap.games) / r["games_per_s"] if r["games_per_s"] > 0 else float("inf")
+            options.append((snap.games / self.stop.max_games, left, "games"))
+        known = [o for o in options if o[1] != float("inf")]
+        frac, left, unit = min(known or options, key=lambda o: (o[1], -o[0]))
+        return min(1.0, max(0.0, frac)), left, unit
+
+    def progress_text(self, snap: Snapshot) -> str:
+        r = self.rates(snap)
+        frac, left, unit = self.fraction_and_eta(snap)
+        stop_at = {"steps": f"step {snap.step}/{self.stop.total_steps}",
+                   "minutes": f"{snap.minutes:.1f}/{self.stop.max_minutes:g} min",
+                   "games": f"games {snap.games}/{self.stop.max_games}"}[unit]  # fmt: skip
+        waiting = ""
+        if snap.step == self.start.step and snap.replay_positions < self.min_positions:
+            waiting = f" | training starts at {self.min_positions} replay positions"
+        return (
+            f"{stop_at} ({100 * frac:.0f}%, ETA {_eta(left)}){waiting} | step {snap.step} gen "
+            f"{snap.generation} | games {snap.games} done, {snap.games_in_flight} playing "
+            f"| positions {snap.positions} done, {snap.positions_in_flight} in flight "
+            f"({r['positions_per_s']:.1f}/s) | replay {snap.replay_positions} | gating: {snap.gating}"
+        )
+
+    def update(self, snap: Snapshot) -> None:
+        """Show the progress of ``snap``: the bar on a terminal, else a plain line; always a
+        line in ``train.log``."""
+        self.last = snap
+        text = self.progress_text(snap)
+        now = time.monotonic()
+        self.history.append((now, snap))
+        while self.history and now - self.history[0][0] > 2 * RATE_WINDOW_S:
+            self.history.popleft()
+        self.log_file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        if self.bar is not None:
+            frac, _, _ = self.fraction_and_eta(snap)
+            self.bar.n = round(100 * frac, 1)
+            self.bar.set_postfix_str(text.split(" | ", 1)[1], refresh=True)
+        else:
+            print(text, file=self.console, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        self.log_file.close()
+
+
+def summary_lines(
+    *,
+    reason: str,
+    run_dir: Path,
+    snap: Snapshot,
+    best_generation: int,
+    best_scores: dict[str, float],
+    resume_cmd: str,
+    finished: bool,
+    session_seconds: float | None = None,
+) -> list[str]:
+    """The end-of-run summary: why it stopped, the counters, the best generation and its last
+    scores, where everything is, and how to continue."""
+    run_dir = Path(run_dir)
+    scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(best_scores.items())) or "none measured yet"
+    lines = [
+        "=" * 72,
+        f"run {'finished' if finished else 'stopped'}: {reason}",
+        f"  steps {snap.step}, generation {snap.generation}, self-play games {snap.games}, "
+        f"positions {snap.positions}, training time {snap.minutes:.1f} min"
+        + (f" (this session {session_seconds / 60:.1f} min)" if session_seconds is not None else ""),
+        f"  best model: generation {best_generation} (last gating: {snap.gating})",
+        f"  its last scores against the baselines: {scores}",
+        f"  run folder:  {run_dir}",
+        f"  best model:  {run_dir / 'best.pt'}",
+        f"  log:         {run_dir / 'train.log'}",
+        f"  TensorBoard: tensorboard --logdir {run_dir / 'tb'}",
+        f"  export:      python -m takzero.export {run_dir / 'best.pt'} -o model.pt",
+    ]
+    if finished:
+        lines.append(f"  to train further: {resume_cmd}")
+    else:
+        lines.append(f"  to continue: {resume_cmd}")
+    lines.append("=" * 72)
+    return lines
