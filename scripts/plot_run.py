@@ -1,12 +1,13 @@
 """Plot a training run from its TensorBoard logs: Elo against the baselines and the losses over
 training time.
 
-    python scripts/plot_run.py RUN_DIR [--out docs] [--prefix 5x5_cpu]
+    python scripts/plot_run.py RUN_DIR [--out DIR] [--prefix 5x5_cpu]
 
 RUN_DIR is a run folder (``checkpoints/<run_name>``, holding ``tb/``) or the ``tb/`` folder itself.
 Writes ``<prefix>_elo.png`` (Elo and score against each baseline, from the evaluator's
 ``elo/vs_*`` and ``score/vs_*`` scalars) and ``<prefix>_loss.png`` (``loss/*`` scalars, raw and
-smoothed) into ``--out``, and prints one JSON line per file with the last values plotted. The time
+smoothed) into ``--out`` (default: ``plots/`` inside the run folder, never the repository's
+tracked ``docs/``: pass ``--out docs`` to update the figures there), and prints one JSON line per file with the last values plotted. The time
 axis is minutes of wall-clock time since the run's first logged event. Elo is clipped to
 [-800, 800] for plotting: a 100% or 0% score has an infinite point estimate.
 """
@@ -115,7 +116,7 @@ def plot_losses(scalars: dict, t0: float, path: Path, title: str) -> dict[str, f
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir", help="run folder (with tb/) or the tb/ folder")
-    p.add_argument("--out", default="docs", help="folder for the PNG files (default docs)")
+    p.add_argument("--out", help="folder for the PNG files (default: RUN_DIR/plots)")
     p.add_argument("--prefix", help="file name prefix (default: the run folder's name)")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir)
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = min(float(w[0]) for w, _, _ in scalars.values() if len(w))
     if "/" in prefix or "\\" in prefix:
         p.error(f"--prefix must be a plain file name prefix, got {prefix!r}")
-    out = Path(args.out)
+    run_root = run_dir if tb_dir != run_dir else run_dir.parent
+    out = Path(args.out) if args.out else run_root / "plots"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

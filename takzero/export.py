@@ -201,7 +201,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Export a training checkpoint to one self-describing TorchScript/ONNX file.",
     )
     p.add_argument("checkpoint", help="checkpoint file (checkpoints/<run>/best.pt or ckpt_*.pt)")
-    p.add_argument("-o", "--out", help="output file (default: model.pt / model.onnx)")
+    p.add_argument("-o", "--out", help="output file (default: model.pt / model.onnx, or model_2.pt ... "
+                   "when that exists: never overwritten without -o)")
     p.add_argument("--format", choices=FORMATS, default="torchscript")
     p.add_argument("--komi", type=float, help="komi the model was trained for (overrides)")
     p.add_argument("--run-name", help="run name to record (default: from the checkpoint)")
@@ -211,6 +212,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def free_name(name: str) -> str:
+    """``name`` if no such file exists, else the first free ``<stem>_<n><suffix>`` (n = 2, 3,
+    ...): an export without ``-o`` never overwrites an earlier one."""
+    path = Path(name)
+    if not path.exists():
+        return name
+    n = 2
+    while path.with_name(f"{path.stem}_{n}{path.suffix}").exists():
+        n += 1
+    return str(path.with_name(f"{path.stem}_{n}{path.suffix}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status (0 ok, 1 error with a message on stderr)."""
     args = _parse_args(argv)
@@ -218,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.info:
             print(json.dumps(read_metadata(args.checkpoint), indent=2, sort_keys=True))
             return 0
-        out = args.out or ("model.onnx" if args.format == "onnx" else "model.pt")
+        out = args.out or free_name("model.onnx" if args.format == "onnx" else "model.pt")
+        if not args.out and out not in ("model.pt", "model.onnx"):
+            print(f"{Path(out).stem.rsplit('_', 1)[0]}{Path(out).suffix} exists, not overwritten: "
+                  f"writing {out} (-o FILE chooses the name)", file=sys.stderr)  # fmt: skip
         meta = export_checkpoint(
             args.checkpoint,
             out,

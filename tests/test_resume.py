@@ -179,7 +179,7 @@ def test_selfplay_streams_give_new_games_and_ids() -> None:
     coordinator and play different games with disjoint ids; the run's stream count starts at
     ``launch << 16``, so a resumed run never reuses a stream of an earlier start."""
     from takzero.pipeline.actors import Coordinator
-    from takzero.pipeline.run import STREAMS_PER_LAUNCH, next_launch
+    from takzero.pipeline.run import STREAMS_PER_LAUNCH
     from takzero.pipeline.selfplay import SelfPlayWorker
 
     cfg = load_config(_raw(Path("/nonexistent"), **{"board.size": 3, "selfplay.games_per_worker": 2,

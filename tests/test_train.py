@@ -119,56 +119,150 @@ def _wait_for(predicate, timeout: float) -> bool:
     return False
 
 
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (the run started with ``start_new_session``: its
+    driver, Ray's daemons and workers), and nothing else: other Ray instances on the machine
+    are left alone (``ray stop`` would stop them all)."""
+    for _ in range(3):
+        victims = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:  # fields after the name: state, ppid, pgrp, session
+                victims.append(int(d.name))
+        if not victims:
+            return
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+
+
+def _tb_scalars(tb: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def _games_on_disk(run: Path) -> dict[int, bytes]:
+    """Game id -> its records' bytes (positions, policy targets) over every replay shard."""
+    games: dict[int, bytes] = {}
+    for path in sorted((run / "replay").glob("shard_*.npz")):
+        with np.load(path) as z:
+            ids, boards, probs = z["game_id"], z["board"], z["policy_prob"]
+        for gid in np.unique(ids):
+            rows = ids == gid
+            assert int(gid) not in games, f"game id {gid} stored twice"
+            games[int(gid)] = boards[rows].tobytes() + probs[rows].tobytes()
+    return games
+
+
 @pytest.mark.slow
 def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
-    """Run the smoke config, kill -9 the whole process group after its first checkpoint, resume to
-    completion: steps, generations, replay and the optimizer state continue, and the run leaves
-    checkpoints, TensorBoard event files, PTN games and a gating decision."""
+    """kill -9 the smoke run at random moments -- before its first checkpoint, then mid-run after
+    a checkpoint -- and resume each time, then once more to completion and again after it: the
+    TensorBoard steps of every tag strictly increase with the checkpoint steps' points kept, no
+    stored game equals another (each start plays new random streams), counters never go back,
+    best.pt is always a gated generation, and a finished run started again says so with its
+    summary. Also: steps, generations, replay and the optimizer state continue, and the run
+    leaves checkpoints, PTN games and a gating decision."""
+    import random
+
+    rng = random.Random()
     run = tmp_path / "smoke"
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=smoke",
-            f"checkpoint_root={tmp_path}", "train.total_steps=60"]  # fmt: skip
+            f"checkpoint_root={tmp_path}", "train.total_steps=40", "train.checkpoint_every=10",
+            "evaluator.baseline_every=0", "evaluator.games=2", "log_every_s=1"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        assert _wait_for(lambda: len(list_checkpoints(run)) >= 1, 400), "no checkpoint was written"
-        time.sleep(1.0)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=120)
-    first = load_checked(list_checkpoints(run)[-1])
-    step0, gen0 = first["step"], first["generation"]
-    added0 = first["replay"]["total_added"]
-    assert step0 >= 20 and gen0 >= 1 and added0 > 0
-    assert first["optimizer"]["state"], "optimizer state was not saved"
+    history: list[dict] = []  # the run counters of the newest checkpoint after each session
 
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=120)
+    def kill_when(ready, extra_s: float) -> None:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            assert _wait_for(ready, 600), "the run never got there"
+            time.sleep(extra_s)
+        finally:
+            _kill_session(proc.pid)
+            proc.wait(timeout=60)
+
+    def record() -> None:
+        if list_checkpoints(run):
+            d = load_checked(list_checkpoints(run)[-1], require_checksum=True)
+            history.append({**d["run"], "step": d["step"], "total_added": d["replay"]["total_added"]})
+        best = run / "best.pt"
+        if best.exists():
+            gen = load_checked(best, require_checksum=True)["generation"]
+            log = (run / "train.log").read_text()
+            assert gen == 0 or f"gating: gen {gen} promote" in log, f"best.pt holds ungated gen {gen}"
+
+    # 1: killed before the first checkpoint, once self-play has written a replay shard.
+    delay = rng.uniform(0, 3)
+    kill_when(lambda: any((run / "replay").glob("shard_*.npz")), delay)
+    assert not list_checkpoints(run), f"checkpoint before the kill (delay {delay:.1f} s)"
+    record()
+    # 2: resumed, killed mid-run a random time after its first checkpoint.
+    delay = rng.uniform(0, 4)
+    kill_when(lambda: len(list_checkpoints(run)) >= 1, delay)
+    record()
+    first = load_checked(list_checkpoints(run)[-1])
+    step0, gen0, added0 = first["step"], first["generation"], first["replay"]["total_added"]
+    assert step0 >= 10 and gen0 >= 1 and added0 > 0
+    assert first["optimizer"]["state"], "optimizer state was not saved"
+    # 3: resumed to the end.
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+                          start_new_session=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resumed from {run}" in done.stderr or "resumed from" in done.stdout + done.stderr
+    assert f"resumed from ckpt_{step0:09d}.pt" in done.stdout or "resumed from" in done.stdout
+    assert "to resume after a crash or Ctrl-C:" in done.stdout and "run_name=smoke" in done.stdout
+    assert "run finished: reached train.total_steps=40" in done.stdout
+    record()
+    # 4: started again: says it is finished, with the summary, and changes nothing.
+    again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already finished" in again.stdout and str(run / "best.pt") in again.stdout
+    for a, b in zip(history, history[1:], strict=False):
+        for key in ("games", "positions", "step", "total_added", "gating_decisions"):
+            assert b[key] >= a[key], (key, history)
+
     last = load_checked(list_checkpoints(run)[-1])
-    assert last["step"] == 60
+    assert last["step"] == 40
     assert last["generation"] >= gen0 + 1
     assert last["replay"]["total_added"] >= added0
-    # The optimizer continued: momentum buffers exist and differ from the killed run's.
     k = next(iter(last["optimizer"]["state"]))
     assert not torch.equal(
         last["optimizer"]["state"][k]["momentum_buffer"], first["optimizer"]["state"][k]["momentum_buffer"]
     )
-    assert list((run / "tb").glob("events.out.tfevents.*"))
-    assert (run / "best.pt").exists()
-    assert (run / "config.yaml").exists()
+    # TensorBoard: one point per step, strictly increasing, the checkpoint steps kept.
+    scalars = _tb_scalars(run / "tb")
+    for tag, points in scalars.items():
+        steps = [s for s, _ in points]
+        assert steps == sorted(set(steps)), (tag, steps)
+    assert [s for s, _ in scalars["loss/total"]] == [10, 20, 30, 40]
+    games_total = [v for _, v in scalars["selfplay/games_total"]]
+    assert games_total == sorted(games_total)  # the counter never goes back
+    # No stored game equals another: ids unique, contents unique (three starts, three streams).
+    games = _games_on_disk(run)
+    assert len(set(games.values())) == len(games)
+    assert len({gid >> 32 for gid in games}) >= 2
+    assert (run / "best.pt").exists() and (run / "config.yaml").exists()
     ptn = list((run / "games").glob("*.ptn"))
     assert any(p.name.startswith("gating_") for p in ptn), [p.name for p in ptn]
     assert (run / "games" / "selfplay.ptn").stat().st_size > 0
-    # Evaluation games never enter the buffer: every stored game id is a self-play id and the
-    # buffer holds exactly the positions the self-play workers reported.
+    assert "ETA" in (run / "train.log").read_text()
+    # Evaluation games never enter the buffer: the buffer holds exactly what self-play added.
     buf = ReplayBuffer(4, top_k=64, shard_dir=str(run / "replay"))
     buf.load(last["replay"])
-    assert set((buf.data.game_id >> 40).tolist()) == {0}
     assert buf.total_added == last["replay"]["total_added"]
-    # Every replayed game file parses and replays with the rules engine.
     from takzero.game.ptn import read_ptn_file
 
     for path in ptn:

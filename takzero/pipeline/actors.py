@@ -73,6 +73,16 @@ class Coordinator:
         if ptn:
             self.games.extend(ptn)
 
+    def exchange(
+        self, kind: str, known: int, stats: list[dict[str, float]], ptn: list[str]
+    ) -> tuple[bool, bool, tuple[int, dict[str, torch.Tensor]] | None]:
+        """A self-play worker's one call per second: hand in its statistics and sample games
+        since the last call; get back (stop, paused, new weights of ``kind`` or None). One call
+        instead of four per search step keeps Ray's task-event store small."""
+        self.stats.extend(stats)
+        self.games.extend(ptn)
+        return self.stopped, self.paused, self.get_weights(kind, known)
+
     def drain(self) -> tuple[list[dict[str, float]], list[str]]:
         stats, games = self.stats, self.games
         self.stats, self.games = [], []
@@ -107,14 +117,20 @@ class SelfPlayActor:
         self.worker = SelfPlayWorker(self.cfg, self.worker_id, stream=stream)
         generation = -1
         pending = None  # records refused by the buffer, retried before playing on
+        reports: list[dict[str, float]] = []  # statistics not yet handed to the coordinator
+        samples: list[str] = []
         last_check = 0.0
+        paused = False
         while True:
             now = time.monotonic()
             if now - last_check > 1.0:
                 last_check = now
-                if ray.get(coordinator.should_stop.remote()):
+                stop, paused, w = ray.get(
+                    coordinator.exchange.remote(self.kind, generation, reports, samples)
+                )
+                reports, samples = [], []
+                if stop:  # every game added to the buffer has been reported
                     return self.worker.games_finished
-                w = ray.get(coordinator.get_weights.remote(self.kind, generation))
                 if w is not None:
                     generation = w[0]
                     self.worker.set_weights(w[1], generation)
@@ -124,12 +140,13 @@ class SelfPlayActor:
                 else:
                     time.sleep(0.2)
                     continue
-            if ray.get(coordinator.is_paused.remote()):
+            if paused:
                 time.sleep(0.2)
                 continue
             records, stats, ptn = self.worker.play_step()
             if stats:
-                coordinator.report.remote(stats, ptn)
+                reports.append(stats)
+                samples.extend(ptn)
             if records is not None and len(records):
                 games = int(stats.get("count/games", 0))
                 if not ray.get(replay.add.remote(records, games)):

@@ -42,6 +42,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import signal
 import sys
 import time
@@ -88,15 +89,22 @@ def _init_ray(cfg: TrainConfig) -> None:
     if ray.is_initialized():
         return
     runtime_env = {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning"}}
-    if cfg.ray.address:
+    # Task events (for Ray's dashboard and state API, which a run does not use) are kept in the
+    # GCS for every remote call: off, so the GCS does not grow with the calls of a long run.
+    system_config = {"task_events_report_interval_ms": 0, "enable_timeline": False}
+    if cfg.ray.address and cfg.ray.address != "local":
         ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
     else:
+        # address="local": always a new instance of this run's own (ray.init() alone would join
+        # any Ray already running on the machine, another run's included).
         ray.init(
+            address="local",
             num_cpus=cfg.ray.num_cpus,
             num_gpus=cfg.ray.num_gpus,
             include_dashboard=False,
             runtime_env=runtime_env,
             log_to_driver=True,
+            _system_config=system_config,
         )
 
 
@@ -311,7 +319,9 @@ class Run:
         reason = self.stop_reason or "stopped"
         cmd = self.command
         if finished:
-            cmd = f"{self.command} {_stop_key(reason)}=<more>"
+            key = _stop_key(reason)
+            kept = [t for t in shlex.split(self.command) if not t.lstrip("+").startswith(f"{key}=")]
+            cmd = f"{shlex.join(kept)} {key}=<more>"
         for text in summary_lines(
             reason=reason,
             run_dir=self.run_dir,
@@ -435,9 +445,8 @@ class Run:
         try:
             while not self._done(trainer):
                 recs = ray.get(replay.sample.remote(cfg.train.batch_size))
-                if recs is None:
-                    self._drain(coordinator, trainer.step)
-                    time.sleep(0.2)
+                if recs is None:  # waiting for self-play (statistics drain at the log tick)
+                    time.sleep(0.5)
                 else:
                     metrics = trainer.train_step(recs)
                     if trainer.step % 10 == 0:
