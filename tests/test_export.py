@@ -209,3 +209,17 @@ def test_think_stops_on_time_and_on_the_stop_flag() -> None:
     pm = p.think(pos, stop=stop)  # no limit: runs until stopped
     assert stop.is_set() and time.perf_counter() - t0 < 3.0
     assert pm.code in set(pos.legal_move_codes().tolist())
+
+
+def test_export_without_out_never_overwrites(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Without -o the default name is used while it is free, then model_2.pt, model_3.pt, ...,
+    each time saying which file was written instead: an earlier export is never replaced."""
+    best = write_run(tmp_path, generation=3, run_name="r", half_komi=4)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.pt").write_bytes(b"an earlier export")
+    assert main([str(best)]) == 0
+    assert (tmp_path / "model.pt").read_bytes() == b"an earlier export"
+    assert read_metadata(tmp_path / "model_2.pt")["generation"] == 3
+    assert "model.pt exists, not overwritten: writing model_2.pt" in capsys.readouterr().err
+    assert main([str(best)]) == 0
+    assert (tmp_path / "model_3.pt").exists()

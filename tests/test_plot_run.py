@@ -38,6 +38,9 @@ def test_plot_run_writes_both_figures(tmp_path: Path, capsys: pytest.CaptureFixt
     assert lines[1]["loss_total"] < 3.0  # smoothed, after the loss fell
     for x in lines:
         assert Path(x["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Without --out the figures go into the run folder, never the repository's docs/.
+    assert plot_run.main([str(run)]) == 0
+    assert sorted(p.name for p in (run / "plots").iterdir()) == ["myrun_elo.png", "myrun_loss.png"]
 
 
 def test_plot_run_needs_logs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
