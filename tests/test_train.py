@@ -189,7 +189,8 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
         proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         try:
-            assert _wait_for(ready, 600), "the run never got there"
+            assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
+            assert proc.poll() is None, f"the run exited ({proc.returncode}) before the kill"
             time.sleep(extra_s)
         finally:
             _kill_session(proc.pid)
