@@ -239,8 +239,8 @@ def bench_softmax(min_time: float, batches: tuple[int, ...]) -> None:
             t_torch: list[float] = []
             t_comp: list[float] = []
             for _ in range(3):
-                t_torch.append(timeit(lambda: masked_softmax(lt, mt).numpy(), min_time / 3, _no_sync))
-                t_comp.append(timeit(lambda: masked_softmax_np(logits, mask), min_time / 3, _no_sync))
+                t_torch.append(timeit(partial(masked_softmax, lt, mt), min_time / 3, _no_sync))
+                t_comp.append(timeit(partial(masked_softmax_np, logits, mask), min_time / 3, _no_sync))
             tt, tc = statistics.median(t_torch), statistics.median(t_comp)
             line = {
                 "bench": "masked_softmax", "size": size, "actions": a, "batch": b,
