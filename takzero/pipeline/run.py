@@ -95,8 +95,8 @@ def _init_ray(cfg: TrainConfig) -> None:
     if cfg.ray.address and cfg.ray.address != "local":
         ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
     else:
-        # address="local": always a new instance of this run's own (ray.init() alone would join
-        # any Ray already running on the machine, another run's included).
+        # address="local": always a new local instance, never a cluster that `ray start` left
+        # running on this machine (ray.init() without an address would join the latest one).
         ray.init(
             address="local",
             num_cpus=cfg.ray.num_cpus,
