@@ -240,10 +240,15 @@ def did_you_mean(key: str) -> str:
     (difflib's ratio >= 0.6 on the whole key, or on the last part within the same section)."""
     keys = config_keys()
     key = key.lstrip("+~")
+    if "." not in key:  # a mistyped section (trian.lr): offer sections and top-level keys
+        keys = sorted({k.split(".", 1)[0] for k in keys})
     close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
     if not close and "." not in key:
-        leaves = {k.rsplit(".", 1)[-1]: k for k in keys}
-        close = [leaves[m] for m in difflib.get_close_matches(key, list(leaves), n=2, cutoff=0.75)]
+        leaves: dict[str, list[str]] = {}
+        for k in config_keys():
+            leaves.setdefault(k.rsplit(".", 1)[-1], []).append(k)
+        best = difflib.get_close_matches(key, list(leaves), n=1, cutoff=0.75)
+        close = leaves[best[0]][:2] if best else []
     if not close:
         return ""
     return f" (did you mean {' or '.join(close)}?)"
@@ -316,7 +321,8 @@ def load_config(cfg: DictConfig | dict) -> TrainConfig:
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or ""
         hint = did_you_mean(key) if key and key not in config_keys() else ""
-        raise ConfigError(f"{key}: {e.msg if hasattr(e, 'msg') else e}{hint}") from None
+        text = str(e.msg if hasattr(e, "msg") else e).splitlines()[0]
+        raise ConfigError(f"{key}: {text}{hint}") from None
     try:
         out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except (ValueError, OmegaConfBaseException) as err:  # SearchConfig.validate

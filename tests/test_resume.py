@@ -306,6 +306,9 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
     assert precheck([f"checkpoint_root={a_file}/sub"])[0].startswith("checkpoint_root:")
     assert precheck(["run_name=a/b"])[0].startswith("run_name:")
     assert "did you mean mcts.simulations" in precheck(["mcts.simulatons=10"])[0]
+    assert "did you mean mcts.simulations" in precheck(["simulations=10"])[0]
+    with pytest.raises(ConfigError, match=r"mcts.simulatons: .*\(did you mean mcts.simulations"):
+        load_config(_raw(tmp_path, **{"mcts.simulatons": 10}))
     assert precheck(["+config=smoke", "mcts.simulations=8", "evaluator.baselines=[random]"]) == []
     proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=a/b",
                            f"checkpoint_root={tmp_path}"], cwd=ROOT, capture_output=True,
