@@ -315,3 +315,10 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
                           text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and "run_name" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no a/ left behind
+
+
+def test_help_shows_the_preset_form() -> None:
+    proc = subprocess.run([sys.executable, "-m", "takzero.train", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0
+    assert "+config=NAME" in proc.stdout and "6x6" in proc.stdout and "smoke" in proc.stdout

@@ -181,7 +181,8 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     run = tmp_path / "smoke"
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=smoke",
             f"checkpoint_root={tmp_path}", "train.total_steps=40", "train.checkpoint_every=10",
-            "evaluator.baseline_every=0", "evaluator.games=2", "log_every_s=1"]  # fmt: skip
+            "evaluator.baseline_every=0", "evaluator.games=2", "log_every_s=1",
+            "replay.shard_positions=50"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     history: list[dict] = []  # the run counters of the newest checkpoint after each session
 
@@ -206,8 +207,9 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
             log = (run / "train.log").read_text()
             assert gen == 0 or f"gating: gen {gen} promote" in log, f"best.pt holds ungated gen {gen}"
 
-    # 1: killed before the first checkpoint, once self-play has written a replay shard.
-    delay = rng.uniform(0, 3)
+    # 1: killed before the first checkpoint, once self-play has written a replay shard (50
+    # positions; the first checkpoint needs 200 positions and 10 steps).
+    delay = rng.uniform(0, 1)
     kill_when(lambda: any((run / "replay").glob("shard_*.npz")), delay)
     assert not list_checkpoints(run), f"checkpoint before the kill (delay {delay:.1f} s)"
     record()
