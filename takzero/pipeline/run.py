@@ -516,6 +516,7 @@ class Run:
                 self._checkpoint(trainer, replay, coordinator, promoted)
             except Exception:  # pragma: no cover - best effort at shutdown
                 log.exception("final checkpoint failed")
+            scalars.flush()
             writer.close()
             for w in workers:
                 ray.kill(w)
