@@ -236,7 +236,9 @@ def summary_lines(
     """The end-of-run summary: why it stopped, the counters, the best generation and its last
     scores, where everything is, and how to continue."""
     run_dir = Path(run_dir)
-    scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(best_scores.items())) or "none measured yet"
+    scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(best_scores.items())) or (
+        f"not measured for generation {best_generation} (evaluator.baseline_every)"
+    )
     lines = [
         "=" * 72,
         f"run {'finished' if finished else 'stopped'}: {reason}",
