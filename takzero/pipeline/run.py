@@ -433,9 +433,11 @@ class Run:
         previous_handler = signal.getsignal(signal.SIGINT)
 
         def _on_sigint(signum: int, frame: Any) -> None:
+            if self.stop_requested:
+                return
             self.stop_requested = True
             self.stop_reason = "interrupted (Ctrl-C or SIGTERM)"
-            log.warning("Ctrl-C: finishing the current step, writing a final checkpoint")
+            reporter.line("Ctrl-C: finishing the current step, then a final checkpoint and the summary")
 
         signal.signal(signal.SIGINT, _on_sigint)
         signal.signal(signal.SIGTERM, _on_sigint)
