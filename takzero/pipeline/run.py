@@ -435,9 +435,8 @@ class Run:
         def _on_sigint(signum: int, frame: Any) -> None:
             if self.stop_requested:
                 return
-            self.stop_requested = True
+            self.stop_requested = True  # only flags here: printing could re-enter a print
             self.stop_reason = "interrupted (Ctrl-C or SIGTERM)"
-            reporter.line("Ctrl-C: finishing the current step, then a final checkpoint and the summary")
 
         signal.signal(signal.SIGINT, _on_sigint)
         signal.signal(signal.SIGTERM, _on_sigint)
@@ -507,6 +506,8 @@ class Run:
                 eval_task = None
         finally:
             signal.signal(signal.SIGINT, previous_handler)
+            if self.stop_requested:
+                reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary")
             if not self.stop_reason:
                 self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.games) or "error"
             ray.get(coordinator.stop.remote())
