@@ -361,3 +361,25 @@ def test_server_refuses_a_spread_whose_end_square_is_one_beyond() -> None:
         for s in c:
             s.close()
     assert [r[1] for r in server.refused] == ["Game#1 M A1 A4 1 1"]
+
+
+def test_an_opponent_who_leaves_for_good_abandons_and_the_bot_wins() -> None:
+    with PlaytakServer(reconnect_seconds=0.3) as server:
+        log = Log()
+        a = _bot(server, make_player("greedy", seed=1), seek=SeekSpec(4, 60, 0, "B"), games=1, log=log)
+        with _running(a) as errors:
+            c = socket.create_connection(server.address, timeout=20)
+            f = c.makefile("r", encoding="utf-8")
+            c.sendall(b"Login Guest\n")
+            seek_no = next(line for line in f if line.startswith(f"Seek new 1 {a.name}")).split()[2]
+            c.sendall(f"Accept {seek_no}\n".encode())
+            start = parse_game_start(next(line for line in f if line.startswith("Game Start")))
+            c.sendall(f"Game#{start.number} P A1\n".encode())
+            next(line for line in f if line.startswith(f"Game#{start.number} P"))  # the bot's reply
+            c.shutdown(socket.SHUT_RDWR)  # gone, and not back within the server's 0.3 s
+            c.close()
+            _wait(lambda: a.stats.games == 1)
+        assert not errors
+    assert server.finished[0].reason == "abandoned"
+    assert a.stats.wins == 1 and log.has(r"Abandoned\. Guest\d+ quit")
+    _clean(a)

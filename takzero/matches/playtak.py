@@ -22,7 +22,10 @@ bot does with them:
   about 1/20 of the time left plus 3/4 of the increment) of the time left less ``reserve_s``
   (latency); at a hard deadline (at most half of that time) the search is stopped and the best
   move it reported so far, or a one-ply tactical move (the greedy baseline), is sent at once,
-  without waiting for the search. So a move never takes more than half of the time left.
+  without waiting for the search. So a move never takes more than half of the time left. The
+  loop never calls the player itself: resets and the plies it is told wait for the next search,
+  which makes them in its own thread, so a slow call (a kernel compiling, a chunk of simulations
+  that overruns) delays a search, never a move; a new search waits for a stopped one to end.
 * **Keep-alive and reconnection**: ``PING`` every ``ping_interval`` seconds (30: the server's
   advice); a connection that says nothing for three intervals, or breaks, is replaced: the bot
   logs in again (same guest token or account), with growing waits, for up to
@@ -92,6 +95,7 @@ _QUIET = {
     "Joined", "Left", "Tell", "Told", "Observe", "Is", "CmdReply", "sudoReply", "Accept",
     "Rematch", "Registered", "Registration",
 }  # fmt: skip
+_WAITING = 0  # the token of a move waiting for the last search to end (searches count from 1)
 _GAME_NOTES = {"OfferDraw", "RemoveDraw", "RequestUndo", "RemoveUndo", "GivenTime", "Show"}
 
 
@@ -290,7 +294,11 @@ class PlaytakBot:
         self._worker: threading.Thread | None = None
         self._warm: set[tuple[int, int, int, int]] = set()
         self._games_started = 0
-        self._reset_args: tuple[int, int, int] | None = None
+        # Player calls waiting for the next search (which makes them, in order, holding the
+        # player): ("reset", size, half_komi, seed) and ("observe", position, code). The loop
+        # itself never calls the player, so a slow call can never hold up a move.
+        self._todo: list[tuple] = []
+        self._todo_lock = threading.Lock()
 
     # -- public --------------------------------------------------------------------------------
 
@@ -571,9 +579,11 @@ class PlaytakBot:
             return
         t0 = time.perf_counter()
         pos = Position.start(size, flats=flats, caps=caps, half_komi=half_komi)
-        with self._player_lock:
+        with self._player_lock:  # the search, tree reuse and a second search all compile
             self.player.reset(size, half_komi, seed=self.seed)
-            self.player.think(pos, nodes=8)
+            code = self.player.think(pos, nodes=8).code
+            self.player.observe(pos, code)
+            self.player.think(pos.play(code), nodes=8)
         self._fallback.reset(size, half_komi)
         self._fallback.choose(pos)
         self._warm.add(key)
@@ -610,14 +620,9 @@ class PlaytakBot:
                 f"{gs.caps} caps; we are {colour}"
             )
         self._game = g
-        self._reset_args = (gs.size, gs.half_komi, self.seed + self._games_started)
+        self._new_player_game(g)
         try:
             self._warm_up(gs.size, gs.flats, gs.caps, gs.half_komi)
-            if self._player_lock.acquire(blocking=False):  # else the next search resets it
-                try:
-                    self._reset_player()
-                finally:
-                    self._player_lock.release()
         except ValueError as e:
             self._say(f"cannot play game {gs.number} ({e}); resigning")
             g.resigned = True
@@ -651,6 +656,7 @@ class PlaytakBot:
             g.position = Position.start(g.start.size, flats=g.start.flats, caps=g.start.caps,
                                         half_komi=g.start.half_komi)
             g.codes = []
+            self._new_player_game(g)
             for c in codes:
                 self._apply(g, c)
             g.pending = None
@@ -661,20 +667,25 @@ class PlaytakBot:
         else:
             raise ProtocolError("unknown game line")
 
-    def _reset_player(self) -> None:
-        """Reset the player for the new game (holding the player lock); a search still running
-        for the last game would otherwise block the loop while the new game's clock runs."""
-        if self._reset_args is not None:
-            size, half_komi, seed = self._reset_args
-            self._reset_args = None
-            self.player.reset(size, half_komi, seed=seed)
+    def _new_player_game(self, g: _Game) -> None:
+        """The player starts the game afresh at its next search (earlier calls are dropped)."""
+        s = g.start
+        with self._todo_lock:
+            self._todo = [("reset", s.size, s.half_komi, self.seed + self._games_started)]
+
+    def _catch_up_player(self) -> None:
+        """Make the player calls that wait (in the search thread, holding the player)."""
+        with self._todo_lock:
+            todo, self._todo = self._todo, []
+        for call in todo:
+            if call[0] == "reset":
+                self.player.reset(call[1], call[2], seed=call[3])
+            else:
+                self.player.observe(call[1], call[2])
 
     def _apply(self, g: _Game, code: int) -> None:
-        if self._player_lock.acquire(blocking=False):  # never while a search holds the player
-            try:
-                self.player.observe(g.position, code)
-            finally:
-                self._player_lock.release()
+        with self._todo_lock:
+            self._todo.append(("observe", g.position, code))
         g.position = g.position.play(code)
         g.codes.append(code)
 
@@ -747,11 +758,18 @@ class PlaytakBot:
                 self._send_move(g, code)
                 return
             g.pending = None
+        self._start_search(g)
+
+    def _start_search(self, g: _Game) -> None:
+        """Search for our move, or, while the last (stopped) search still ends its chunk, wait
+        for it (its answer starts this one) until the hard deadline of this move."""
         soft, hard = move_budget(self._our_clock(g), g.increment_s, self.reserve_s)
-        if self._worker is not None and hard > 0:  # a stopped search ends within its chunk
-            self._worker.join(timeout=min(0.5, hard / 2))
-        if hard <= 0 or (self._worker is not None and self._worker.is_alive()):
-            self._deadline_move(g, "no time left" if hard <= 0 else "the last search is still running")
+        if hard <= 0:
+            self._deadline_move(g, "no time left")
+            return
+        if self._worker is not None and self._worker.is_alive():
+            if g.token != _WAITING:
+                g.token, g.best, g.deadline = _WAITING, None, time.monotonic() + hard
             return
         self._token += 1
         g.token, g.best, g.deadline = self._token, None, time.monotonic() + hard
@@ -768,7 +786,7 @@ class PlaytakBot:
 
         try:
             with self._player_lock:
-                self._reset_player()
+                self._catch_up_player()
                 answer: PlayerMove | Exception = self.player.think(
                     position, nodes=self.nodes, seconds=seconds, stop=stop, on_progress=progress
                 )
@@ -778,8 +796,11 @@ class PlaytakBot:
 
     def _on_answer(self, token: int, answer: PlayerMove | Exception) -> None:
         g = self._game
-        if g is None or g.token != token:
-            return  # a search that was cancelled or overtaken by the deadline
+        if g is None or g.token != token:  # a search that was cancelled or overtaken by the deadline
+            if g is not None and g.token == _WAITING and self._worker is not None:
+                self._worker.join(timeout=1.0)  # it has posted its answer: it is ending
+                self._start_search(g)
+            return
         if isinstance(answer, Exception):
             self._deadline_move(g, f"the search failed: {type(answer).__name__}: {answer}")
             return
