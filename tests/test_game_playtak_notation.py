@@ -40,7 +40,7 @@ def _server_form(ptn: str) -> str:
 def test_every_legal_move_matches_the_server_rule(size: int) -> None:
     rng = np.random.default_rng(size)
     checked = 0
-    for _game in range(6):
+    for _game in range(4):
         pos = Position.start(size)
         while not pos.is_over and pos.ply < 80:
             codes = pos.legal_move_codes().tolist()
