@@ -10,7 +10,8 @@ evaluator; the trainer runs in the driver. Everything lands in ``checkpoints/<ru
 ``best.pt``           the promoted model (``takzero.export`` and the play CLI read it)
 ``replay/``           replay shards (reloaded on resume)
 ``games/``            PTN of sample self-play games and of evaluation games
-``tb/``               TensorBoard logs (``tensorboard --logdir checkpoints``)
+``tb/``               TensorBoard logs (``tensorboard --logdir checkpoints``; sample games with
+                      PTN Ninja links and final-position pictures: ``pipeline/tb_games.py``)
 ``train.log``         every line the run printed (start-up, progress, summary), time-stamped
 ``launches``          how many times the run was started (the self-play random streams of each
                       start differ)
@@ -73,6 +74,7 @@ from takzero.pipeline.progress import (
     summary_lines,
 )
 from takzero.pipeline.replay import ReplayBuffer
+from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
 
 log = logging.getLogger("takzero.train")
@@ -208,6 +210,7 @@ class Run:
         self.positions = 0
         self.counters: dict[str, float] = {}
         self.last_gating = "none yet"
+        self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
         self.gating_decisions = 0
         self.best_scores: dict[str, float] = {}  # score/vs_* of the promoted generation
         self.pending_scores: dict[int, dict[str, float]] = {}  # generation -> score/vs_*
@@ -650,6 +653,7 @@ class Run:
         for name, text in result.get("ptn", {}).items():
             path = self.run_dir / "games" / name
             path.write_text(text)
+            log_sample_game(self.scalars.writer, evaluation_tag(name), text, step)
         cand_gen = result["candidate_generation"]
         scores = {k.removeprefix("score/vs_"): v for k, v in result.get("scalars", {}).items()
                   if k.startswith("score/vs_")}  # fmt: skip
@@ -703,7 +707,7 @@ class Run:
             with open(path, "a") as f:
                 for g in games:
                     f.write(g.rstrip() + "\n\n")
-            self.scalars.writer.add_text("selfplay/sample_game", "```\n" + games[-1] + "\n```", step)
+            log_sample_game(self.scalars.writer, "selfplay", games[-1], step, pictured=self.pictured)
 
 
 def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
