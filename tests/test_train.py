@@ -187,11 +187,13 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     history: list[dict] = []  # the run counters of the newest checkpoint after each session
 
     def kill_when(ready, extra_s: float) -> None:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        err = tmp_path / f"session{len(history)}.err"
+        with open(err, "w") as f:
+            proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=f)  # fmt: skip
         try:
             assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
-            assert proc.poll() is None, f"the run exited ({proc.returncode}) before the kill"
+            assert proc.poll() is None, f"the run exited ({proc.returncode}): {err.read_text()[-2000:]}"
             time.sleep(extra_s)
         finally:
             _kill_session(proc.pid)
