@@ -50,8 +50,8 @@ def _select(cfg: SearchConfig, noise: bool, visits, values, priors) -> int:
     [
         # total 11: n_forced = sqrt(2 * P * 11) = 3.63, 2.57, 1.48 -> child 2 (1 < 2.57) first
         ([10, 1, 0], 2),
-        # child 2 has 3 >= 2.57; child 3 has 0 < 1.48 (total 13: 1.61)
-        ([10, 3, 0], 3),
+        # total 14: child 2 has 3 >= 2.65; child 3 has 1 < 1.67
+        ([10, 3, 1], 3),
     ],
 )
 def test_forced_child_is_selected_first(visits, expect):
@@ -65,9 +65,15 @@ def test_forced_child_is_selected_first(visits, expect):
     assert _select(cfg, False, visits, values, priors) == 1
 
 
-def test_no_forcing_once_every_child_has_its_share():
+@pytest.mark.parametrize(
+    "visits",
+    [
+        [10, 4, 3],  # total 17: n_forced = 4.5, 3.2, 1.8: every child has its share
+        [10, 3, 0],  # child 3 is below its 1.61 but unvisited: trying it is PUCT's choice
+    ],
+)
+def test_no_forcing_once_visited_children_have_their_share(visits):
     priors = [0.6, 0.3, 0.1]
-    visits = [10, 4, 3]  # total 17: n_forced = 4.5, 3.2, 1.8
     values = [0.5, -0.9, -0.9]
     on = SearchConfig(forced_playouts=True, fpu_value=-1.0)
     off = SearchConfig(forced_playouts=False, fpu_value=-1.0)
@@ -137,18 +143,31 @@ def test_pruning_matches_brute_force():
     assert pruned_any > 0  # the searches did give forced visits to prune
 
 
-def test_forced_playouts_spread_visits_and_pruning_takes_them_back():
+def _deficits(mcts: BatchedMCTS) -> np.ndarray:
+    """n_forced(c) - N(c) of every visited root child of every game, at the end of the search."""
+    T, GM = mcts._T, mcts._GM
+    out = []
+    for g in range(mcts.num_games):
+        f, k = int(T.first[g, 0]), int(T.nch[g, 0])
+        n = T.n[g, f : f + k].astype(np.float64)
+        forced = np.sqrt(2.0 * GM.mixp[g, :k].astype(np.float64) * n.sum())
+        out.append((forced - n)[n > 0])
+    return np.concatenate(out)
+
+
+def test_forced_playouts_top_up_visited_children():
+    """With forced playouts every tried root child ends within one visit of its n_forced; plain
+    PUCT leaves many far below, and spends more on the best child."""
     base = dict(simulations=120, noise_weight=0.25, reuse_tree=False)
     plain = _searched(SearchConfig(**base))
     forced = _searched(SearchConfig(**base, forced_playouts=True))
-    # the same roots and noise: forced playouts visit more children
-    for g in range(plain.num_games):
-        _, v_plain = plain.root_visits(g)
-        _, v_forced = forced.root_visits(g)
-        assert (v_forced > 0).sum() >= (v_plain > 0).sum()
-    assert sum((forced.root_visits(g)[1] > 0).sum() for g in range(6)) > sum(
-        (plain.root_visits(g)[1] > 0).sum() for g in range(6)
-    )
+    assert (_deficits(forced) < 1.0).all()
+    assert (_deficits(plain) >= 1.0).sum() > 5
+
+    def best_share(m: BatchedMCTS) -> float:
+        return float(np.mean([m.root_visits(g)[1].max() / m.root_visits(g)[1].sum() for g in range(6)]))
+
+    assert best_share(forced) < best_share(plain)
 
 
 def test_switches_are_validated_and_off_in_evaluation():

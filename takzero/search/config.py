@@ -34,9 +34,9 @@ Formulas (values are in [-1, 1] from the view of the player to move; ``N`` are v
 * Temperature: ``temperature`` for plies < ``temperature_plies``, then ``temperature_final``
   (0 = argmax of the visit counts).
 * Forced playouts (KataGo, Wu 2019, section 3.2): in a search with root noise, a root child c
-  with fewer visits than ``n_forced(c) = sqrt(forced_k * P(c) * sum_b N(b))`` (P: the noised
-  root prior, the sum over the root's children; KataGo: k = 2) is selected before PUCT is
-  consulted (the first such child).
+  that has received playouts but fewer than ``n_forced(c) = sqrt(forced_k * P(c) * sum_b N(b))``
+  (P: the noised root prior, the sum over the root's children; KataGo: k = 2) is selected before
+  PUCT is consulted (the first such child); unvisited children are left to PUCT, as in KataGo.
 * Policy target pruning (KataGo, same section): the policy target (and the move choice) of a
   PUCT root uses visit counts where every child c but the most visited one, c*, loses up to
   ``n_forced(c)`` visits, as many as keep ``PUCT(c) < PUCT(c*)`` (with ``c*``'s real visits;

@@ -11,7 +11,8 @@ The formulas (sources in ``takzero.search.config``), each written once here:
 * ``draw_score``: a child proven drawn scores its exact value 0 plus the exploration term;
 * ``mix_root_noise``: the root priors ``(1 - eps) * P + eps * Dir(alpha)``;
 * ``forced_playouts``: KataGo's ``n_forced(c) = sqrt(k * P(c) * sum N)``, and at a noised root
-  (``mcts.forced_playouts``) the first child below it is selected before PUCT (``select_root``).
+  (``mcts.forced_playouts``) the first visited child below it is selected before PUCT
+  (``select_root``).
 
 A proven win is taken at once and a proven loss is never entered (MCTS-Solver). Hot-path helpers
 take the 2-D pool arrays and index them with ``[g, i]``: taking row views or unpacking the named
@@ -146,8 +147,9 @@ def select_root(n, w, status, vl, first, nch, noise, mixp, cfg, g: int, buf: np.
     numba drops its negative-index handling, which keeps these loops several times faster.
     ``use_vl``: virtual visits may be pending (more than one leaf per game per step).
     With ``forced_playouts`` on and root noise in this search, and no child proven, the first
-    child with fewer visits (plus virtual visits) than ``forced_playouts(forced_k, P, sum N)`` is
-    taken before the scores are computed (KataGo)."""
+    child that has been visited but has fewer visits (plus virtual visits) than
+    ``forced_playouts(forced_k, P, sum N)`` is taken before the scores are computed (KataGo: only
+    children that received playouts are forced; which moves get tried stays PUCT's choice)."""
     ug = np.uint64(g)
     f = first[ug, 0]
     nc = nch[ug, 0]
@@ -166,7 +168,7 @@ def select_root(n, w, status, vl, first, nch, noise, mixp, cfg, g: int, buf: np.
             for i in range(nc):
                 c = np.uint64(f + i)
                 nv = np.float64(n[ug, c] + (vl[ug, c] if use_vl else 0))
-                if nv < forced_playouts(kf, np.float64(mixp[ug, np.uint64(i)]), total):
+                if nv > 0.0 and nv < forced_playouts(kf, np.float64(mixp[ug, np.uint64(i)]), total):
                     return f + i
     fixed = cfg["fpu_value"]
     red = 0.0 if noise[ug] and cfg["noise_weight"] > 0.0 else cfg["fpu_reduction_root"]
