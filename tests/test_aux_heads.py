@@ -46,6 +46,16 @@ def _random_final(size: int, seed: int) -> np.ndarray:
     return pos.state.copy()
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One torch thread, as in a self-play worker: the nets and batches here are tiny, and more
+    threads only spin on a loaded machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # -- ownership target -----------------------------------------------------------------------
 
 
@@ -111,15 +121,20 @@ class _Recording(SelfPlayWorker):
 @pytest.fixture(scope="module")
 def played():
     torch.manual_seed(0)
-    cfg = _cfg(ownership_weight=1.5, opponent_policy_weight=0.15, soft_policy_weight=0.1)
-    worker = _Recording(cfg, worker_id=0, device="cpu")
-    parts = []
-    for _ in range(200):
-        recs, _, _ = worker.play_step()
-        if recs is not None:
-            parts.append(recs)
-        if len(worker.games) >= 6:
-            break
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a self-play worker (selfplay.threads): tiny batches
+    try:
+        cfg = _cfg(ownership_weight=1.5, opponent_policy_weight=0.15, soft_policy_weight=0.1)
+        worker = _Recording(cfg, worker_id=0, device="cpu")
+        parts = []
+        for _ in range(200):
+            recs, _, _ = worker.play_step()
+            if recs is not None:
+                parts.append(recs)
+            if len(worker.games) >= 6:
+                break
+    finally:
+        torch.set_num_threads(threads)
     assert len(worker.games) >= 3
     return cfg, worker, Records.concat(parts)
 

@@ -16,6 +16,16 @@ from takzero.pipeline.selfplay import SelfPlayWorker
 pytest.importorskip("onnxruntime")
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One torch thread, as in a self-play worker: the nets and batches here are tiny, and more
+    threads only spin on a loaded machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _positions(size: int, count: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     out = []
@@ -46,7 +56,8 @@ def test_onnx_matches_torch(size, channels, blocks):
     np.testing.assert_allclose(p_o, p_t, atol=1e-5)
     np.testing.assert_allclose(v_o, v_t, atol=1e-5)
     np.testing.assert_allclose(wdl_o, wdl_t, atol=1e-5)
-    assert choose_backend(model, 8, threads=1, repeats=1) in ("torch", "onnx")
+    if size == 6:  # once: it exports again
+        assert choose_backend(model, 8, threads=1, repeats=1) in ("torch", "onnx")
 
 
 def test_worker_with_onnx_backend_follows_new_weights():
