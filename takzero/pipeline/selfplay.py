@@ -90,7 +90,7 @@ class SelfPlayWorker:
         model = model_from_config(cfg.model_config())
         self.evaluator = Evaluator(model, device=device or cfg.device)
         self._torch_evaluator = self.evaluator
-        self.backend = self._resolve_backend(getattr(self.sp, "backend", "torch"))
+        self.backend = self._resolve_backend(self.sp.backend)
         if self.backend == "onnx":
             self.evaluator = onnx_evaluator(model, threads=self.sp.threads)
         self.generation = 0
