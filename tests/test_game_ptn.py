@@ -252,7 +252,7 @@ def test_several_games_and_boundaries() -> None:
         ('[Komi "x"]\n[Size "5"]\n1. a1', 1, 1, '[Komi "x"]', "Komi"),
         ('[Komi "0.3"]\n[Size "5"]\n', 1, 1, '[Komi "0.3"]', "multiple of 0.5"),
         ('[Size "6"]\n[TPS "x5/x5/x5/x5/x5 1 1"]\n1. a1', 1, 1, '[Size "6"]', "does not match"),
-        ('[TPS "x5/x5/x5/x5 1 1"]\n1. a1', 1, 1, '[TPS "x5/x5/x5/x5 1 1"]', "row 1 has 5"),
+        ('[TPS "x5/x5/x5/x5 1 1"]\n1. a1', 1, 7, '[TPS "x5/x5/x5/x5 1 1"]', "row 1 has 5"),
         ('[Size "5"]\n1. -- a1', 2, 4, "--", "starts with black to move"),
         ('[Size "5"]\n1. a1 e5 R-0\n2. c3', 3, 4, "c3", "after the result token"),
         ('[Size "5"]\n1. a1 e5 R-0 0-R', 2, 14, "0-R", "second result token"),

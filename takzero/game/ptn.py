@@ -62,6 +62,7 @@ from takzero.game.ptn_write import game_to_ptn, write_ptn, write_ptn_file, write
 _TAG_RE = re.compile(r'\[\s*([A-Za-z][A-Za-z0-9_]*)\s+"((?:[^"\\\n]|\\.)*)"\s*\]')
 _NUMBER_RE = re.compile(r"(\d+)(\.+)")
 _TOKEN_END = re.compile(r"[\s{]")
+_MAX_MOVE_NUMBER = 100_000  # as in TPS; a game of more moves does not fit a Tak board
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,20 +261,27 @@ class _Reader:
         return games
 
     def _token(self, cur: _Builder, token: str, line: int, col: int) -> None:
-        if token in RESULT_TOKENS:
-            cur.result_token(token, line, col)
-            return
-        if token == "--":
-            cur.skip(line, col, token)
-            return
-        m = _NUMBER_RE.match(token)
-        if m:
-            cur.number(m.group(0), int(m.group(1)), m.group(2), line, col)
-            rest = token[m.end():]
-            if rest:
-                self._token(cur, rest, line, col + m.end())
-            return
-        cur.move(token, line, col)
+        # A loop, not recursion: ``1.1.1.…a1`` is one token of any length.
+        while True:
+            if token in RESULT_TOKENS:
+                cur.result_token(token, line, col)
+                return
+            if token == "--":
+                cur.skip(line, col, token)
+                return
+            m = _NUMBER_RE.match(token)
+            if not m:
+                cur.move(token, line, col)
+                return
+            digits = m.group(1)
+            if len(digits) > len(str(_MAX_MOVE_NUMBER)) or int(digits) > _MAX_MOVE_NUMBER:
+                shown = m.group(0) if len(m.group(0)) <= 20 else m.group(0)[:17] + "..."
+                raise cur.error(f"move number {shown} is over {_MAX_MOVE_NUMBER}", line, col, shown)
+            cur.number(m.group(0), int(digits), m.group(2), line, col)
+            token = token[m.end():]
+            col += m.end()
+            if not token:
+                return
 
     def _finish(self, cur: _Builder) -> PTNGame:
         if cur.pos is None:  # tags only: still check that they describe a start position

@@ -72,11 +72,14 @@ class PTNError(ValueError):
 
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
+    """The tag ``key`` as a non-negative integer (None if absent or empty); ValueError otherwise.
+    Checked by length before conversion, so no digit string makes ``int`` fail."""
     value = tags.get(key, "").strip()
     if not value:
         return None
-    if not value.isdigit():
-        raise ValueError(f"{key} tag must be a non-negative integer, got {value!r}")
+    if not (value.isascii() and value.isdigit()) or len(value) > 6:
+        shown = value if len(value) <= 20 else value[:17] + "..."
+        raise ValueError(f"{key} tag must be a small non-negative integer, got {shown!r}")
     return int(value)
 
 
@@ -92,9 +95,16 @@ def start_from_tags(tags: Mapping[str, str]) -> Position:
 
 
 def _start_from_tags(tags: Mapping[str, str], locs: Mapping[str, tuple[int, int]]) -> Position:
-    def fail(key: str, reason: str) -> PTNError:
+    def fail(key: str, reason: str, offset: int | None = None) -> PTNError:
+        """A PTNError about tag ``key``; ``offset`` (0-based, into the tag's value) moves the
+        column from the tag's ``[`` to that character when the tag's place is known."""
         line, col = locs.get(key, (None, None))
-        token = f'[{key} "{tags[key]}"]' if key in tags else None
+        value = tags.get(key)
+        token = None
+        if value is not None:
+            token = f'[{key} "{value if len(value) <= 60 else value[:57] + "..."}"]'
+        if offset is not None and line is not None and col is not None and value is not None:
+            col += len(f'[{key} "') + offset
         return PTNError(reason, line=line, column=col, token=token)
 
     size: int | None = None
@@ -109,21 +119,40 @@ def _start_from_tags(tags: Mapping[str, str], locs: Mapping[str, tuple[int, int]
         komi = float(komi_text) if komi_text else 0.0
         komi_to_half_komi(komi)
     except ValueError:
-        raise fail("Komi", f"Komi must be a number of points, a multiple of 0.5; got {komi_text!r}") from None
-    try:
-        flats = _int_tag(tags, "Flats")
-    except ValueError as e:
-        raise fail("Flats", str(e)) from None
-    try:
-        caps = _int_tag(tags, "Caps")
-    except ValueError as e:
-        raise fail("Caps", str(e)) from None
+        shown = komi_text if len(komi_text) <= 20 else komi_text[:17] + "..."
+        raise fail("Komi", f"Komi must be a number of points, a multiple of 0.5; got {shown!r}") from None
+    flats = caps = None
+    for key in ("Flats", "Caps"):
+        try:
+            value = _int_tag(tags, key)
+        except ValueError as e:
+            raise fail(key, str(e)) from None
+        if key == "Flats":
+            flats = value
+        else:
+            caps = value
     tps = tags.get("TPS", "").strip()
+    board_size = size
+    if tps:
+        try:
+            board_size = len(tps.split()[0].split("/"))
+        except IndexError:
+            board_size = None
+    if board_size in STANDARD_RESERVES:
+        # The reserves are checked against the size here, so a problem names its own tag.
+        if flats is not None and not 1 <= flats <= 62:
+            raise fail("Flats", f"Flats must be 1..62 stones per player, got {flats}")
+        if caps is not None and not 0 <= caps <= 2 * board_size:
+            raise fail("Caps", f"Caps must be 0..{2 * board_size} capstones per player on "
+                               f"{board_size}x{board_size}, got {caps}")
     if tps:
         try:
             pos = Position.from_tps(tps, komi=komi, flats=flats, caps=caps)
         except TPSError as e:
-            raise fail("TPS", f"bad TPS: {e}") from None
+            # Columns of the TPS text, moved past the tag's leading blanks into the file's.
+            lead = len(tags["TPS"]) - len(tags["TPS"].lstrip())
+            offset = None if e.column is None or (e.line or 1) != 1 else lead + e.column - 1
+            raise fail("TPS", f"bad TPS: {e.reason}", offset) from None
         except ValueError as e:
             raise fail("TPS", str(e)) from None
         if size is not None and pos.size != size:
@@ -186,6 +215,11 @@ class PTNGame:
         """The ``Result`` tag, or None if the game has none."""
         return self.tags.get("Result")
 
+    def _start_error(self, e: PTNError) -> PTNError:
+        """``e`` (a problem with the start tags) placed at the first line of this game."""
+        return PTNError(e.reason, line=self.line, column=1 if self.line is not None else None,
+                        token=e.token, source=self.source)
+
     def move_error(self, index: int, reason: str) -> PTNError:
         """A PTNError about move ``index`` at its source location (if known)."""
         if index < len(self.locations):
@@ -200,7 +234,7 @@ class PTNGame:
         try:
             game = Game(self.start, ply_limit=ply_limit, threefold=threefold)
         except PTNError as e:
-            raise PTNError(e.reason, line=self.line, token=e.token, source=self.source) from None
+            raise self._start_error(e) from None
         for i, code in enumerate(self.moves):
             try:
                 game.play(code)
@@ -224,7 +258,7 @@ class PTNGame:
         try:
             pos = self.start
         except PTNError as e:
-            raise PTNError(e.reason, line=self.line, token=e.token, source=self.source) from None
+            raise self._start_error(e) from None
         buf = np.empty(core.num_actions(pos.size), dtype=np.int64)
         for i, code in enumerate(self.moves):
             if texts is not None and pos.is_flattening(code):
