@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -25,9 +26,59 @@ from takzero.players.tactics import (
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
+#: torch CPU threads for a batch-1 search (:func:`set_search_threads`): more threads only add
+#: synchronisation to evaluations of one position (on 2 busy cores one evaluation took 54 ms with
+#: torch's default thread count against 1.9 ms with one thread).
+DEFAULT_SEARCH_THREADS = 1
 #: Simulations per chunk of :meth:`NetworkPlayer.think`: the stop flag and the clock are checked
 #: between chunks (a chunk costs that many network calls of batch 1).
 NETWORK_CHUNK = 32
+
+
+_threads_chosen = False  # set_search_threads was called in this process
+
+
+def set_search_threads(threads: int | None = DEFAULT_SEARCH_THREADS) -> None:
+    """Set torch's CPU thread count for network searches of batch 1: the one place where the
+    library, ``takzero.play`` and the TEI engine choose it. ``threads`` >= 1 sets it; 0 or None
+    leaves torch's setting. The setting is per process (``torch.set_num_threads``); once a
+    command line has called this, :meth:`NetworkPlayer.load` keeps its choice instead of
+    applying :data:`DEFAULT_SEARCH_THREADS`. Raises ValueError for a negative count."""
+    global _threads_chosen
+    if threads is not None and threads < 0:
+        raise ValueError(f"threads must be >= 0 (0: torch's default), got {threads}")
+    _threads_chosen = True
+    if not threads:
+        return
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(int(threads))
+
+
+def _default_search_threads() -> None:
+    """:data:`DEFAULT_SEARCH_THREADS` unless the process chose with :func:`set_search_threads`."""
+    if not _threads_chosen:
+        set_search_threads(DEFAULT_SEARCH_THREADS)
+
+
+def _warn_komi_mismatch(player_name: str, model_half_komi: int | None, half_komi: int,
+                        warned: set[int]) -> None:
+    """Warn (``warnings.warn``, once per player and komi) that a network trained for one komi
+    plays another: its value head judges flat counts with the wrong komi."""
+    if model_half_komi is None or model_half_komi == half_komi or half_komi in warned:
+        return
+    warned.add(half_komi)
+    warnings.warn(
+        f"{player_name} was trained for komi {model_half_komi / 2:g} and plays a game with komi "
+        f"{half_komi / 2:g}; its values may be off near the end of the game",
+        KomiMismatchWarning,
+        stacklevel=3,
+    )
+
+
+class KomiMismatchWarning(UserWarning):
+    """A network trained for one komi plays a position with another."""
 
 
 class NetworkPlayer(BasePlayer):
@@ -57,6 +108,10 @@ class NetworkPlayer(BasePlayer):
     probability capped at ``1 - |v|``, ``w = (1 - d + v) / 2``, ``l = (1 - d - v) / 2``; exact
     when proven), ``nodes`` = simulations of this search, ``pv`` = most visited line,
     ``info`` = root visits of the move, tree nodes, proven result, seconds.
+
+    A game or position with another komi than the one the network was trained for (its
+    ``half_komi`` metadata) gives a :class:`KomiMismatchWarning` (``warnings.warn``, once per
+    komi), as the TEI engine says it with ``info string``.
 
     Raises ValueError for bad settings, a finished position, or a position of another board size
     than the network's.
@@ -103,6 +158,7 @@ class NetworkPlayer(BasePlayer):
         self._mcts = None
         self._valid = False  # the tree's root is the position the player was last told about
         self._draw_cache: dict[int, float] = {}
+        self._komi_warned: set[int] = set()  # komis already warned about (KomiMismatchWarning)
 
     @classmethod
     def load(
@@ -110,12 +166,20 @@ class NetworkPlayer(BasePlayer):
         source,
         simulations: int = DEFAULT_NETWORK_SIMULATIONS,
         device: str = "cpu",
+        threads: int | None = None,
         **kwargs,
     ) -> NetworkPlayer:
         """A player for ``source``: an exported file (TorchScript ``.pt`` or ``.onnx``), a
         training checkpoint (path or loaded dict ``{'model_config', 'model_state', ...}``) or an
-        evaluator. ``kwargs`` go to the constructor. Raises OSError / ValueError / RuntimeError
-        for a file that cannot be used."""
+        evaluator. ``threads``: torch CPU threads for its batch-1 searches
+        (:func:`set_search_threads`; 0 leaves torch's setting; None: the process's choice if it
+        made one, else :data:`DEFAULT_SEARCH_THREADS`, one).
+        ``kwargs`` go to the constructor. Raises OSError / ValueError / RuntimeError for a file
+        that cannot be used."""
+        if threads is None:
+            _default_search_threads()
+        else:
+            set_search_threads(threads)
         if hasattr(source, "evaluate"):
             return cls(source, simulations=simulations, **kwargs)
         from takzero.nn.inference import Evaluator
@@ -137,6 +201,7 @@ class NetworkPlayer(BasePlayer):
         super().reset(size, half_komi, seed)
         self._valid = False
         self._draw_cache.clear()
+        _warn_komi_mismatch(self.name, self.model_half_komi, int(half_komi), self._komi_warned)
 
     def choose(self, position: Position) -> PlayerMove:
         """Search with ``simulations`` (and ``seconds`` if set) and return the move."""
@@ -239,6 +304,7 @@ class NetworkPlayer(BasePlayer):
                 f"this network plays {self.model_size}x{self.model_size}, "
                 f"not {position.size}x{position.size}"
             )
+        _warn_komi_mismatch(self.name, self.model_half_komi, position.half_komi, self._komi_warned)
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
@@ -279,4 +345,11 @@ class NetworkPlayer(BasePlayer):
         )
 
 
-__all__ = ["DEFAULT_NETWORK_SIMULATIONS", "NETWORK_CHUNK", "NetworkPlayer"]
+__all__ = [
+    "DEFAULT_NETWORK_SIMULATIONS",
+    "DEFAULT_SEARCH_THREADS",
+    "NETWORK_CHUNK",
+    "KomiMismatchWarning",
+    "NetworkPlayer",
+    "set_search_threads",
+]
