@@ -209,7 +209,10 @@ def _wilson(score: float, games: float, z: float) -> tuple[float, float]:
     z2 = z * z / games
     centre = (score + z2 / 2) / (1 + z2)
     half = z * math.sqrt(score * (1 - score) / games + z2 / (4 * games)) / (1 + z2)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # Exact bounds at the ends (the formula gives them up to rounding: 1e-17 is not 0).
+    lo = 0.0 if score == 0.0 else max(0.0, centre - half)
+    hi = 1.0 if score == 1.0 else min(1.0, centre + half)
+    return lo, hi
 
 
 def wilson_interval(score: float, games: int, z: float = 1.959964) -> tuple[float, float]:
