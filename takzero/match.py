@@ -122,13 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.tc:
             tc: TimeControl | list[TimeControl] = TimeControl.parse_tc(args.tc, **common)
         elif args.nodes is not None:
-            if not 1 <= len(args.nodes) <= 2 or min(args.nodes) < 1:
-                raise ValueError(f"--nodes takes one or two numbers >= 1, got {args.nodes}")
+            if not 1 <= len(args.nodes) <= 2:
+                raise ValueError(f"--nodes takes one value or two (one per engine), got {args.nodes}")
+            if min(args.nodes) < 1:
+                raise ValueError(f"--nodes must be >= 1, got {args.nodes}")
             tc = [TimeControl(nodes=n, **common) for n in _per_engine(args.nodes)]
         else:
             movetimes = args.movetime or [1000]
-            if not 1 <= len(movetimes) <= 2 or min(movetimes) < 1:
-                raise ValueError(f"--movetime takes one or two numbers of ms >= 1, got {movetimes}")
+            if not 1 <= len(movetimes) <= 2:
+                raise ValueError(f"--movetime takes one value or two (one per engine), got {movetimes}")
+            if min(movetimes) < 1:
+                raise ValueError(f"--movetime must be >= 1 ms, got {movetimes}")
             tc = [TimeControl(movetime=m, **common) for m in _per_engine(movetimes)]
         openings = load_openings(args.openings, args.size, half_komi) if args.openings else None
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.log else None
