@@ -63,7 +63,8 @@ def test_komi_mismatch_warns_once(trained: int | None, played: int, warns: bool)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         player.reset(4, played, seed=0)
-        player.choose(pos)  # a second notice of the same komi: no second warning
+        player.choose(pos)
+        player.reset(4, played, seed=1)  # the same komi again: no second warning
     komi = [w for w in caught if issubclass(w.category, KomiMismatchWarning)]
     assert len(komi) == (1 if warns else 0)
     if warns:

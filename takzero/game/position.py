@@ -40,20 +40,17 @@ from takzero.game.symmetry import transform_state
 class TPSError(ValueError):
     """A TPS string that cannot be read; the message names the field and what is wrong.
 
-    Attributes: ``reason`` (what is wrong), ``line`` and ``column`` (1-based place in the TPS text
-    where the problem starts; ``line`` is 1 unless the text has line breaks; both ``None`` when
-    the problem is not in the text, e.g. not a string). ``str(error)`` is the reason followed by
-    ``(column C)`` (or ``(line L, column C)``).
+    Attributes: ``reason`` (what is wrong, also ``str(error)``), ``line`` and ``column`` (1-based
+    place in the TPS text where the problem starts; ``line`` is 1 unless the text has line
+    breaks; both ``None`` when the problem is not in the text, e.g. not a string). The PTN reader
+    turns them into the file's line and column of a ``TPS`` tag.
     """
 
     def __init__(self, reason: str, *, line: int | None = None, column: int | None = None) -> None:
         self.reason = reason
         self.line = line
         self.column = column
-        where = ""
-        if column is not None:
-            where = f" (column {column})" if line in (None, 1) else f" (line {line}, column {column})"
-        super().__init__(reason + where)
+        super().__init__(reason)
 
 
 class IllegalMoveError(MoveError):

@@ -109,9 +109,10 @@ class NetworkPlayer(BasePlayer):
     when proven), ``nodes`` = simulations of this search, ``pv`` = most visited line,
     ``info`` = root visits of the move, tree nodes, proven result, seconds.
 
-    A game or position with another komi than the one the network was trained for (its
-    ``half_komi`` metadata) gives a :class:`KomiMismatchWarning` (``warnings.warn``, once per
-    komi), as the TEI engine says it with ``info string``.
+    A game (:meth:`reset`, which every game loop, ``play`` and the TEI engine call) with another
+    komi than the one the network was trained for (its ``half_komi`` metadata) gives a
+    :class:`KomiMismatchWarning` (``warnings.warn``, once per komi), as the TEI engine says it
+    with ``info string``.
 
     Raises ValueError for bad settings, a finished position, or a position of another board size
     than the network's.
@@ -193,7 +194,8 @@ class NetworkPlayer(BasePlayer):
     # -- Player interface ---------------------------------------------------------------------
 
     def reset(self, size: int, half_komi: int, seed: int | None = None) -> None:
-        """A new game (drops the tree). Raises ValueError for a size the network does not play."""
+        """A new game (drops the tree); a :class:`KomiMismatchWarning` when ``half_komi`` is not
+        the network's. Raises ValueError for a size the network does not play."""
         if int(size) != self.model_size:
             raise ValueError(
                 f"this network plays {self.model_size}x{self.model_size}, not {size}x{size}"
@@ -304,7 +306,6 @@ class NetworkPlayer(BasePlayer):
                 f"this network plays {self.model_size}x{self.model_size}, "
                 f"not {position.size}x{position.size}"
             )
-        _warn_komi_mismatch(self.name, self.model_half_komi, position.half_komi, self._komi_warned)
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
