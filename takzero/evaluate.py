@@ -1,10 +1,11 @@
 """The evaluation command line: ``python -m takzero.evaluate MODEL`` plays a model against the
-baselines on paired openings and prints one JSON line per baseline on stdout; on stderr a line
-per finished game (with the score so far) and each baseline's Elo with its interval (the Wilson
-score interval mapped to Elo, or "too few games"). Ctrl-C prints the score so far of the
-baseline in progress (its JSON line with ``"interrupted": true`` and its Elo line), writes its
-finished games (``--ptn-dir``) and exits with status 130. A ``model:PATH`` baseline of another
-board size than the model is refused before any game.
+baselines on paired openings and prints one JSON line per baseline on stdout (with ``--links``,
+first one per game with a PTN Ninja link); on stderr a line per finished game (with the score so
+far) and each baseline's Elo with its interval (the Wilson score interval mapped to Elo, or "too
+few games"). Ctrl-C prints the score so far of the baseline in progress (its JSON line with
+``"interrupted": true`` and its Elo line), writes its finished games (``--ptn-dir``) and exits
+with status 130. A ``model:PATH`` baseline of another board size than the model is refused
+before any game.
 
 The model is searched as a batched network side (``takzero.matches.games.play_match``); the
 baselines are player specs (``takzero.players.registry``). The statistics come from
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 
 from takzero.game.position import Position, komi_to_half_komi
+from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
@@ -59,6 +61,7 @@ def evaluate_model(
     tinue_nodes: int = DEFAULT_TINUE_NODES,
     progress: Any = None,
     threads: int = 0,
+    links: bool = False,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
     move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
@@ -75,7 +78,10 @@ def evaluate_model(
     with the score so far, and the Elo line of each baseline
     (:func:`takzero.matches.stats.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
     given. ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
-    off; the baselines keep their own).
+    off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
+    per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
+    'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.game.ptn_ninja``).
+    ``threads``: torch threads (0: as they are).
 
     Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
     with ``"interrupted": true``, and the Elo line) and written as PTN, then
@@ -151,6 +157,10 @@ def evaluate_model(
             tinue_nodes=search.tinue_nodes,
         )  # fmt: skip
         out.append(summary)
+        if links:
+            for i, g in enumerate(match.games, 1):
+                game = {"baseline": spec, "game": i, "white": g.white, "black": g.black, "result": g.result}
+                say(json.dumps({**game, "plies": g.plies, "ptn_ninja": ptn_ninja_url(g.to_ptn())}))
         say(json.dumps(_finite_or_none(summary)))
         if progress is not None:
             progress(f"vs {spec}: Elo {match.describe_elo()}")
@@ -200,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                         "a model baseline sets one thread for its own batch-1 searches)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     p.add_argument(
+        "--links", action="store_true",
+        help="before each summary, a JSON line per game with a PTN Ninja link ('ptn_ninja')",
+    )  # fmt: skip
+    p.add_argument(
         "--tinue-nodes", type=int, default=DEFAULT_TINUE_NODES,
         help="prover nodes of the model's tinue checks at its root (0: off)",
     )  # fmt: skip
@@ -215,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
+            links=args.links,
         )
     except (OSError, ValueError) as e:
         p.error(str(e))

@@ -526,6 +526,7 @@ def run_tei_match(
     printer: Callable[[str], None] = print,
     log: Callable[[str], None] | None = None,
     allow_fallback: bool = False,
+    on_game: Callable[[GameOutcome], None] | None = None,
 ) -> tuple[MatchResult, list[GameOutcome]]:
     """Play ``games`` games between the two engines ``commands`` on paired openings (see the
     module docstring); returns the match from engine 1's point of view and the games.
@@ -542,7 +543,8 @@ def run_tei_match(
     MatchAborted when an engine does not start or cannot play the size (no game is played), and
     MatchInterrupted (a KeyboardInterrupt) on Ctrl-C, after closing the engines and printing the
     score so far. Later engine failures never raise: they lose games (a crashed engine is
-    restarted for the next game)."""
+    restarted for the next game). ``on_game`` is called with each finished game after its line
+    is printed."""
     if len(commands) != 2:
         raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
     if games < 1:
@@ -629,6 +631,8 @@ def run_tei_match(
                 f"({why}), {outcome.plies} plies; {a.name} {result.wins}-{result.losses}-"
                 f"{result.draws}"
             )
+            if on_game is not None:
+                on_game(outcome)
     except KeyboardInterrupt:
         interrupted = True
     finally:
