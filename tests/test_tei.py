@@ -63,21 +63,6 @@ def check_golden(name: str, lines: list[str]) -> None:
     assert lines == expected
 
 
-def tiny_model(tmp_path: Path, size: int = 4) -> Path:
-    """A tiny untrained network (8 channels, 1 block), exported to TorchScript."""
-    import torch
-
-    from takzero.export import export_checkpoint
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
-
-    torch.manual_seed(0)
-    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
-    ckpt = checkpoint_dict(model, generation=3, run_name="tiny", half_komi=2)
-    out = tmp_path / "model.pt"
-    export_checkpoint(ckpt, out, warn=lambda _m: None)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Golden transcripts
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +83,7 @@ def test_golden_baseline_session() -> None:
         "board size must be 3..8",
         "bestmove (none)",
         "unknown option 'Frob'",
-        "HalfKomi must be in",
+        "HalfKomi must be an integer in -20..20, got '99'; keeping 4",
     ):
         assert needle in text
 
@@ -116,15 +101,16 @@ def test_golden_baseline_session_as_subprocess() -> None:
     assert normalise(proc.stdout.splitlines()) == expected
 
 
-def test_golden_network_session(tmp_path: Path) -> None:
-    model = tiny_model(tmp_path)
+def test_golden_network_session(tmp_path: Path, tiny_tei_model) -> None:
+    model = tiny_tei_model(tmp_path)
     script = (GOLDEN / "network_session.in").read_text()
     lines = run_session(script, model=str(model), seed=7)
     lines = normalise(lines, {str(model): "<MODEL>"}, values=True)
     check_golden("network_session", lines)
     text = "\n".join(lines)
     assert "playing 5x5 with the baseline uct:200" in text
-    assert "Fallback is none" in text
+    assert "Fallback none refused" in text
+    assert "4x4 only and Fallback is none: 5x5 refused" in text  # teinewgame and position tps
     assert "cannot load model" in text
     assert any(" wdl " in ln for ln in lines)
 
@@ -255,7 +241,7 @@ def test_a_failing_search_still_answers_a_legal_move() -> None:
     engine.baseline = FailingPlayer()
     engine._select_player(announce=False)
     engine.run(io.StringIO("teinewgame 4\nposition startpos moves a1\ngo nodes 5\nquit\n"))
-    assert any("search failed (RuntimeError: boom)" in ln for ln in lines)
+    assert any("search failed (boom)" in ln for ln in lines)
     move = lines[-1].split()[1]
     assert lines[-1].startswith("bestmove")
     Position.start(4).play("a1").check_move(move)
@@ -279,7 +265,7 @@ def test_garbage_never_kills_the_engine() -> None:
         "isready",
     ]
     lines = run_session("\n".join(garbage) + "\n", player="random", seed=3)
-    assert lines[-1] == "readyok"
+    assert "readyok" in lines  # answered at once, even while the last search runs
     assert sum(1 for ln in lines if ln.startswith("bestmove")) == 3  # three go commands
 
 
