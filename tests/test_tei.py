@@ -323,3 +323,116 @@ def test_info_line_fields() -> None:
         f"info depth 1 nodes 100 time 500 nps 200 score cp {value_to_cp(0.25)} "
         "wdl 500 250 250 pv b2"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis: MultiPV, HalfKomi in teinewgame (golden), time management, tree budget
+# ---------------------------------------------------------------------------------------------
+
+
+def test_golden_multipv_analysis_session() -> None:
+    """MultiPV 3 on the UCT baseline with a fixed seed and node limit: the lines are exact up to
+    the timing fields; each search reports three different moves, best (most visited) first."""
+    script = (GOLDEN / "analysis_multipv.in").read_text()
+    raw = run_session(script, player="uct:50", seed=3)
+    lines = normalise(raw)
+    check_golden("analysis_multipv", lines)
+    infos = [ln.split() for ln in lines if ln.startswith("info depth")]
+    ranked = [ln for ln in infos if "multipv" in ln]
+    assert len(ranked) == 6  # two searches, three lines each
+    for first in (0, 3):
+        group = ranked[first : first + 3]
+        assert [ln[ln.index("multipv") + 1] for ln in group] == ["1", "2", "3"]
+        moves = [ln[ln.index("pv") + 1] for ln in group]
+        assert len(set(moves)) == 3
+        assert all(" ".join(ln).count(" wdl ") == 1 for ln in group)
+    text = "\n".join(lines)
+    assert "MultiPV must be an integer in 1..32, got '99'; keeping 3" in text
+    assert "HalfKomi must be an integer in -20..20, got '41'; keeping 4" in text
+    # After MultiPV 1: a plain info line again.
+    last_info = [ln for ln in lines if ln.startswith("info depth")][-1]
+    assert "multipv" not in last_info
+
+
+def test_teinewgame_sets_size_and_half_komi_in_every_form() -> None:
+    for line, size, hk in (
+        ("teinewgame 4", 4, 0),
+        ("teinewgame size 5 halfkomi 4", 5, 4),
+        ("teinewgame 6 halfkomi -3", 6, -3),
+        ("teinewgame size 3", 3, 0),
+    ):
+        engine = TEIEngine(out=lambda s: None, player="random")
+        engine.handle(line)
+        assert (engine.size, engine.half_komi, engine.start.half_komi) == (size, hk, hk), line
+        assert engine.position == Position.start(size, half_komi=hk)
+
+
+def test_clock_never_runs_out() -> None:
+    """A UCT engine plays both sides on a 3 s + 0 clock (each side), its clock charged with the
+    wall time from ``go`` to ``bestmove``: it must never reach zero (the budget is at most half
+    of what is left, less MoveOverhead)."""
+    eng = PipeEngine(player="uct:5000", seed=2)
+    try:
+        eng.send("teinewgame 5")
+        eng.send("isready")
+        eng.wait_for("readyok", 600)  # warm-up (compiling) is not on the clock
+        clock = [3000.0, 3000.0]
+        moves: list[str] = []
+        pos = Position.start(5)
+        for ply in range(24):
+            if pos.is_over:
+                break
+            eng.lines.clear()
+            eng.send(f"position startpos moves {' '.join(moves)}".rstrip())
+            t0 = eng.send(f"go wtime {int(clock[0])} btime {int(clock[1])}")
+            t1, best = eng.wait_for("bestmove", 30)
+            side = ply % 2
+            clock[side] -= (t1 - t0) * 1000
+            assert clock[side] > 0, (ply, clock)
+            move = best.split()[1]
+            pos = pos.play(move)
+            moves.append(move)
+    finally:
+        eng.close()
+
+
+def test_uct_tree_budget_and_stop_flag() -> None:
+    """TreeNodes bounds the UCT tree whatever the node limit, and a node-limited search ends
+    soon after its stop flag is set from another thread (the kernel runs without the GIL)."""
+    from takzero.players import UCTPlayer
+
+    pos = Position.start(5).play("a1").play("e5")
+    p = UCTPlayer(simulations=50, seed=1)
+    p.set_tree_nodes(100)
+    pm = p.think(pos, nodes=2000)
+    assert pm.nodes == 2000 and pm.info["tree_nodes"] <= 100
+    pos.check_move(pos.ptn(pm.code))
+
+    p.set_tree_nodes(10**6)
+    stop = threading.Event()
+    ticks = 0
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(p.think(pos, nodes=10**8, stop=stop)))
+    worker.start()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # the main thread runs while the compiled search does
+        time.sleep(0.01)
+        ticks += 1
+    stop.set()
+    worker.join(30)
+    assert not worker.is_alive() and ticks > 5
+    assert 0 < out[0].nodes < 10**8
+    pos.check_move(pos.ptn(out[0].code))
+
+
+def test_isready_warms_the_player_first() -> None:
+    """``isready`` runs a warm-up search of the current player's spec before ``readyok`` (on a
+    throw-away player: the engine's own player and its random stream are untouched)."""
+    lines: list[str] = []
+    engine = TEIEngine(out=lines.append, player="uct:20", seed=4)
+    rng_before = engine._player._rng.bit_generator.state
+    engine.handle("teinewgame 4")
+    engine.handle("isready")
+    assert lines[-1] == "readyok"
+    assert "uct:20@4" in engine._warmed
+    assert engine._player._rng.bit_generator.state == rng_before
