@@ -674,7 +674,9 @@ class TEIEngine:
         self._search_stop = stop
         self._infinite = limits.infinite
         self._worker = threading.Thread(
-            target=self._search, args=(player, pos, nodes, seconds, stop), daemon=True
+            target=self._search,
+            args=(player, pos, nodes, seconds, stop, limits.infinite),
+            daemon=True,
         )
         self._worker.start()
 
@@ -709,8 +711,12 @@ class TEIEngine:
         nodes: int | None,
         seconds: float | None,
         stop: threading.Event,
+        infinite: bool = False,
     ) -> None:
-        """The worker thread: one search, its ``info`` lines and exactly one ``bestmove``."""
+        """The worker thread: one search, its ``info`` lines and exactly one ``bestmove``. With
+        ``infinite`` (``go infinite``) the ``bestmove`` waits for ``stop`` (or ``quit``) even when
+        the player is done sooner (a player that does not search, a proven position), as UCI
+        asks."""
         t0 = time.perf_counter()
         reported: list[PlayerMove] = []
         move: str | None = None
@@ -743,6 +749,8 @@ class TEIEngine:
         finally:
             if timer is not None:
                 timer.cancel()
+            if infinite:
+                stop.wait()
             if move is None:
                 move = pos.ptn(int(pos.legal_move_codes()[0]))
             self.send(format_bestmove(move))

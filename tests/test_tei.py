@@ -436,3 +436,19 @@ def test_isready_warms_the_player_first() -> None:
     assert lines[-1] == "readyok"
     assert "uct:20@4" in engine._warmed
     assert engine._player._rng.bit_generator.state == rng_before
+
+
+def test_go_infinite_answers_only_after_stop_even_when_the_player_is_done() -> None:
+    """UCI: in ``go infinite`` the engine must not answer before ``stop``, also when its player
+    does not search (random) and is done at once."""
+    eng = PipeEngine(player="random", seed=1)
+    try:
+        eng.send("teinewgame 4")
+        eng.send("go infinite")
+        time.sleep(0.3)
+        assert not any(line.startswith("bestmove") for _, line in eng.lines)
+        eng.send("stop")
+        _, best = eng.wait_for("bestmove", 10)
+        Position.start(4).check_move(best.split()[1])
+    finally:
+        eng.close()

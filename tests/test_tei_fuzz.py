@@ -162,14 +162,17 @@ class Driver:
             assert len(self._bestmoves()) == n_best, (line, self.lines[n_lines:])
             return
         self.gos += 1
+        # Drawn for every go, so that the line stream does not depend on the machine's speed.
+        ask_ready = rng.random() < 0.3
+        ender = "stop" if rng.random() < 0.8 else "quit"
         if not self._wait_bestmove(n_best + 1, PATIENCE):
-            if rng.random() < 0.3:  # isready during a search is answered at once
+            if ask_ready:  # isready during a search is answered at once
                 k = len(self.lines)
                 eng.handle("isready")
                 assert "readyok" in self.lines[k:]
                 self.readies += 1
             t0 = time.monotonic()
-            eng.handle("stop" if rng.random() < 0.8 else "quit")
+            eng.handle(ender)
             took = time.monotonic() - t0
             self.stops += 1
             self.max_stop = max(self.max_stop, took)
