@@ -413,12 +413,13 @@ class UCTPlayer(BasePlayer):
         for i in range(int(k)):
             n = int(visits[i])
             if n > 0:
-                # The move's mean reward, smoothed with one virtual draw (add-one / Laplace
-                # estimate) so a move seen once or twice does not report a certain win or loss.
+                # The move's rollout results, smoothed with one virtual draw (add-one / Laplace
+                # estimate) so a move seen once or twice does not report a certain win or loss;
+                # value = win - loss = 2 * (reward + 0.5) / (n + 1) - 1.
+                wins = float(rewards[i]) - 0.5 * float(draws[i])
+                losses = max(0.0, n - wins - float(draws[i]))
+                wdl = (wins / (n + 1), (float(draws[i]) + 1.0) / (n + 1), losses / (n + 1))
                 score = (float(rewards[i]) + 0.5) / (n + 1)
-                draw = float(draws[i]) / n
-                win = (float(rewards[i]) - 0.5 * float(draws[i])) / n
-                wdl = (win, draw, max(0.0, 1.0 - win - draw))
             else:  # a win in one, played unsearched
                 score, wdl = 1.0, (1.0, 0.0, 0.0)
             answers.append(
