@@ -50,9 +50,9 @@ Behaviour worth knowing:
   deterministic); during ``go infinite`` any command but ``isready`` stops the search first.
 * Time: ``go wtime/btime [winc/binc]`` spends ``remaining / 20 + 3/4 inc``, at most half of what is
   left, minus ``MoveOverhead`` (:meth:`SearchLimits.budget_seconds`); ``movetime`` minus the
-  overhead. The players stop at that deadline themselves (checked every simulation), and a
-  timer sets the stop flag at the same moment as a backstop, so the answer leaves with the
-  overhead to spare.
+  overhead. The players stop at that deadline themselves (checked every simulation); as a
+  backstop a timer sets the stop flag at 1.25 times the budget (which also cuts the tinue checks
+  after a search short), so on a clock a move never takes much more than 5/8 of the time left.
 * Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
   those moves (``Player.observe``) and keeps its search tree; otherwise it starts a fresh tree.
   ``teinewgame`` resets the player with the seed, so a session replays exactly with the same
@@ -721,8 +721,11 @@ class TEIEngine:
         reported: list[PlayerMove] = []
         move: str | None = None
         timer = None
-        if seconds is not None:  # backstop: whatever the player does, stop at the deadline
-            timer = threading.Timer(seconds, stop.set)
+        if seconds is not None:
+            # Backstop: the players keep ``seconds`` themselves (checked every simulation); this
+            # stops whatever runs past a quarter more (e.g. the tinue checks after a search).
+            # Still safe on a clock: the budget is at most half of the time left.
+            timer = threading.Timer(1.25 * seconds, stop.set)
             timer.daemon = True
             timer.start()
 

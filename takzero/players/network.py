@@ -350,7 +350,12 @@ class NetworkPlayer(BasePlayer):
             answer = self._answer(mcts, position, done, time.perf_counter() - t0, multipv)
         ranked = ranked_by_visits(answer.code, *mcts.root_visits(0))
         return avoid_tinue(
-            position, answer, ranked, self.tinue_nodes, pv_of=lambda m: self._pv(mcts, m)
+            position,
+            answer,
+            ranked,
+            self.tinue_nodes,
+            pv_of=lambda m: self._pv(mcts, m),
+            stop=stop,
         )
 
 

@@ -481,7 +481,7 @@ class UCTPlayer(BasePlayer):
         if win is not None:
             return win
         pm = self._think(position, nodes, seconds, stop, on_progress, multipv)
-        return avoid_tinue(position, pm, [pm.code], self.tinue_nodes)
+        return avoid_tinue(position, pm, [pm.code], self.tinue_nodes, stop=stop)
 
     def _think(
         self,
