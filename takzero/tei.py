@@ -734,13 +734,10 @@ class TEIEngine:
             self._report(pos, pm, time.perf_counter() - t0, total)
 
         try:
+            # ``multipv`` only when asked for, so players whose ``think`` predates it still play.
+            extra = {"multipv": self.multipv} if self.multipv > 1 else {}
             pm = player.think(
-                pos,
-                nodes=nodes,
-                seconds=seconds,
-                stop=stop,
-                on_progress=progress,
-                multipv=self.multipv,
+                pos, nodes=nodes, seconds=seconds, stop=stop, on_progress=progress, **extra
             )
             if not reported or reported[0] is not pm:
                 self._report(pos, pm, time.perf_counter() - t0, pm.nodes)
