@@ -368,30 +368,39 @@ def test_teinewgame_sets_size_and_half_komi_in_every_form() -> None:
 
 
 def test_clock_never_runs_out() -> None:
-    """A UCT engine plays both sides on a 3 s + 0 clock (each side), its clock charged with the
-    wall time from ``go`` to ``bestmove``: it must never reach zero (the budget is at most half
-    of what is left, less MoveOverhead)."""
+    """A UCT engine plays both sides on a 6 s + 0.1 s clock (each side), its clock charged with
+    the wall time from ``go`` to ``bestmove`` and given the increment after each move: it must
+    never reach zero (the budget is at most half of what is left, less MoveOverhead) and must
+    use its time (not answer every move at once)."""
     eng = PipeEngine(player="uct:5000", seed=2)
     try:
         eng.send("teinewgame 5")
         eng.send("isready")
         eng.wait_for("readyok", 600)  # warm-up (compiling) is not on the clock
-        clock = [3000.0, 3000.0]
+        clock = [6000.0, 6000.0]
+        inc = 100
         moves: list[str] = []
         pos = Position.start(5)
-        for ply in range(24):
+        spent = [0.0, 0.0]
+        for ply in range(16):
             if pos.is_over:
                 break
             eng.lines.clear()
             eng.send(f"position startpos moves {' '.join(moves)}".rstrip())
-            t0 = eng.send(f"go wtime {int(clock[0])} btime {int(clock[1])}")
+            t0 = eng.send(
+                f"go wtime {int(clock[0])} btime {int(clock[1])} winc {inc} binc {inc}"
+            )
             t1, best = eng.wait_for("bestmove", 30)
             side = ply % 2
-            clock[side] -= (t1 - t0) * 1000
-            assert clock[side] > 0, (ply, clock)
+            took = (t1 - t0) * 1000
+            clock[side] -= took
+            assert clock[side] > 0, (ply, took, clock)
+            clock[side] += inc
+            spent[side] += took
             move = best.split()[1]
             pos = pos.play(move)
             moves.append(move)
+        assert min(spent) > 500, spent  # about 300 + 75 ms a move were budgeted
     finally:
         eng.close()
 
