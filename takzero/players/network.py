@@ -226,6 +226,23 @@ class NetworkPlayer(BasePlayer):
             return
         self._valid = mcts.is_active(0)
 
+    @property
+    def tree_nodes(self) -> int:  # type: ignore[override]
+        """The node budget of the search tree (``SearchConfig.node_budget``)."""
+        return int(self.config.node_budget)
+
+    def set_tree_nodes(self, nodes: int) -> None:
+        """Search trees of ``nodes`` nodes from the next search on (the tree is dropped).
+        Raises ValueError below ``num_actions(size) + 1`` (a root must fit)."""
+        from takzero.game.core import num_actions
+
+        need = num_actions(self.model_size) + 1
+        if nodes < need:
+            raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, got {nodes}")
+        self.config = replace(self.config, node_budget=int(nodes))
+        self._mcts = None
+        self._valid = False
+
     # -- searching ----------------------------------------------------------------------------
 
     def _tree_for(self, position: Position):
@@ -252,7 +269,42 @@ class NetworkPlayer(BasePlayer):
         """Most visited line from the root, starting with the chosen move."""
         return tuple(mcts.principal_variation(0, first_move, limit)) or (int(first_move),)
 
-    def _answer(self, mcts, position: Position, done: int, seconds: float) -> PlayerMove:
+    def _wdl(self, position: Position, value: float) -> tuple[float, float, float]:
+        """The value spread around the network's draw probability at ``position`` (see the
+        class docstring); exact (one-hot) at +-1."""
+        v = max(-1.0, min(1.0, value))
+        d = min(max(self._draw_probability(position), 0.0), 1.0 - abs(v))
+        return ((1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0)
+
+    def _lines(
+        self, mcts, position: Position, move: int, answer_value: float, multipv: int
+    ) -> tuple[PlayerMove, ...]:
+        """The ``multipv`` best root moves (``move`` first, then by visits) as answers: root Q
+        as value, root visits as nodes, most visited line as PV. Empty for ``multipv`` <= 1."""
+        if multipv <= 1:
+            return ()
+        moves, visits = mcts.root_visits(0)
+        q = mcts.root_q(0)
+        out = []
+        for code in ranked_by_visits(move, moves, visits)[:multipv]:
+            i = int(np.flatnonzero(moves == code)[0])
+            if int(visits[i]) == 0 and code != move:
+                break
+            v = float(q[i]) if np.isfinite(q[i]) else answer_value
+            out.append(
+                PlayerMove(
+                    int(code),
+                    value=v,
+                    wdl=self._wdl(position, v),
+                    nodes=int(visits[i]),
+                    pv=self._pv(mcts, int(code)),
+                )
+            )
+        return tuple(out)
+
+    def _answer(
+        self, mcts, position: Position, done: int, seconds: float, multipv: int = 1
+    ) -> PlayerMove:
         move = int(mcts.choose_move(0, temperature=0.0))
         moves, visits = mcts.root_visits(0)
         value = float(mcts.root_value(0))
@@ -260,9 +312,7 @@ class NetworkPlayer(BasePlayer):
         if proven is not None:
             wdl = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))[1 - int(proven)]
         else:
-            v = max(-1.0, min(1.0, value))
-            d = min(max(self._draw_probability(position), 0.0), 1.0 - abs(v))
-            wdl = ((1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0)
+            wdl = self._wdl(position, value)
         hit = np.flatnonzero(moves == move)
         return PlayerMove(
             move,
@@ -276,7 +326,28 @@ class NetworkPlayer(BasePlayer):
                 "proven": proven,
                 "seconds": seconds,
             },
+            lines=self._lines(mcts, position, move, value, multipv),
         )
+
+    def _run_chunk(
+        self, mcts, simulations: int, stop: threading.Event | None, deadline: float | None
+    ) -> int:
+        """Run one search of ``simulations`` simulations on the tree, one network call per step,
+        ending it early when ``stop`` is set or ``time.perf_counter()`` passes ``deadline``
+        (checked after every step; the tree stays consistent, every finished step is backed
+        up). Returns the simulations run."""
+        mcts.begin_search(add_noise=False, simulations=simulations)
+        while True:
+            states, _ = mcts.select_leaves()
+            if states.shape[0] == 0:
+                break
+            priors, values, _ = self.evaluator.evaluate(states)
+            mcts.expand_backup(priors, values)
+            if (stop is not None and stop.is_set()) or (
+                deadline is not None and time.perf_counter() >= deadline
+            ):
+                break
+        return mcts.simulations_done(0)
 
     def think(
         self,
@@ -285,10 +356,13 @@ class NetworkPlayer(BasePlayer):
         seconds: float | None = None,
         stop: threading.Event | None = None,
         on_progress: Progress | None = None,
+        multipv: int = 1,
     ) -> PlayerMove:
         """An anytime search of ``position``: runs chunks of :data:`NETWORK_CHUNK` simulations
         until ``nodes`` simulations are done, the next chunk would overrun ``seconds``, or
-        ``stop`` (a ``threading.Event``) is set. Without ``nodes`` and ``seconds`` it runs until
+        ``stop`` (a ``threading.Event``) is set. ``stop`` and the end of ``seconds`` are also
+        checked after every simulation (one network call), so a search ends within one
+        simulation of either. ``multipv`` > 1: the best root moves in ``lines``. Without ``nodes`` and ``seconds`` it runs until
         ``stop`` is set (or ``simulations`` when there is no ``stop``). At least one chunk runs.
 
         A proven root (a forced win, loss or draw found by the search) ends the search early
@@ -313,18 +387,19 @@ class NetworkPlayer(BasePlayer):
             return win
         mcts = self._tree_for(position)
         t0 = time.perf_counter()
+        deadline = t0 + seconds if seconds is not None else None
         done = 0
         next_report = 64
         answer = None
         while True:
             chunk = NETWORK_CHUNK if nodes is None else min(NETWORK_CHUNK, nodes - done)
-            mcts.run(self.evaluator, add_noise=False, simulations=chunk)
-            done += chunk
+            ran = self._run_chunk(mcts, chunk, stop, deadline)
+            done += ran
             elapsed = time.perf_counter() - t0
             finished = (
                 (nodes is not None and done >= nodes)
                 or (stop is not None and stop.is_set())
-                or (seconds is not None and elapsed * (done + chunk) / done > seconds)
+                or (seconds is not None and elapsed * (done + chunk) / max(done, 1) > seconds)
             )
             if not finished and mcts.root_proven(0) is not None:
                 # Solved: more search changes nothing. Without limits, wait for the stop flag.
@@ -334,15 +409,20 @@ class NetworkPlayer(BasePlayer):
             if on_progress is not None and (finished or done >= next_report):
                 while next_report <= done:
                     next_report *= 2
-                answer = self._answer(mcts, position, done, elapsed)
+                answer = self._answer(mcts, position, done, elapsed, multipv)
                 on_progress(answer, done)
             if finished:
                 break
         if answer is None or answer.nodes != done:
-            answer = self._answer(mcts, position, done, time.perf_counter() - t0)
+            answer = self._answer(mcts, position, done, time.perf_counter() - t0, multipv)
         ranked = ranked_by_visits(answer.code, *mcts.root_visits(0))
         return avoid_tinue(
-            position, answer, ranked, self.tinue_nodes, pv_of=lambda m: self._pv(mcts, m)
+            position,
+            answer,
+            ranked,
+            self.tinue_nodes,
+            pv_of=lambda m: self._pv(mcts, m),
+            stop=stop,
         )
 
 
