@@ -814,10 +814,10 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point: build the engine, then serve stdin until ``quit``. Returns the exit
     status (2 when the model or player given on the command line cannot be used)."""
     args = _parse_args(argv)
-    if args.threads and args.model:
-        import torch
+    if args.model:
+        from takzero.players.network import set_search_threads
 
-        torch.set_num_threads(args.threads)
+        set_search_threads(args.threads)  # the library's one place (0: torch's default)
     try:
         engine = TEIEngine(
             model=args.model,
