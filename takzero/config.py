@@ -48,6 +48,10 @@ class ModelSection:
     global_pool: bool = True
     value_weight: float = 1.0
     aux_weight: float = 0.1
+    # optional KataGo auxiliary heads (takzero.nn.model; 0 = head absent): the weight of each loss
+    ownership_weight: float = 0.0  # final owner of each top piece; KataGo: 1.5 (1/N^2 inside the loss)
+    opponent_policy_weight: float = 0.0  # the opponent's reply policy target; KataGo: 0.15
+    soft_policy_weight: float = 0.0  # policy target ** (1/4), renormalised
 
 
 @dataclass
@@ -63,6 +67,7 @@ class SelfPlayConfig:
     threads: int = 1  # torch threads per worker
     proven_value_targets: bool = False  # a proven position's exact value is its value target
     tinue_nodes: int = 0  # with proven_value_targets: prover nodes per recorded position (0: none)
+    backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime) or auto
 
 
 @dataclass
@@ -155,6 +160,9 @@ class TrainConfig:
             layers=m.layers,
             global_pool=m.global_pool,
             feature_version=m.feature_version,
+            ownership_head=m.ownership_weight > 0,
+            opponent_policy_head=m.opponent_policy_weight > 0,
+            soft_policy_head=m.soft_policy_weight > 0,
         )
 
     def half_komi(self) -> int:
@@ -162,8 +170,21 @@ class TrainConfig:
         return komi_to_half_komi(self.board.komi)
 
     def loss_weights(self) -> LossWeights:
-        """The loss weights of ``model.value_weight`` and ``model.aux_weight``."""
-        return LossWeights(value=self.model.value_weight, aux=self.model.aux_weight)
+        """The loss weights of ``model.value_weight``, ``model.aux_weight`` and the optional
+        heads' ``model.*_weight``."""
+        m = self.model
+        return LossWeights(
+            value=m.value_weight,
+            aux=m.aux_weight,
+            ownership=m.ownership_weight,
+            opponent_policy=m.opponent_policy_weight,
+            soft_policy=m.soft_policy_weight,
+        )
+
+    def replay_opponent_top_k(self) -> int:
+        """Opponent-policy entries stored per record: ``replay.top_k`` when the opponent-policy
+        head is trained (``model.opponent_policy_weight`` > 0), else 0 (nothing stored)."""
+        return self.replay.top_k if self.model.opponent_policy_weight > 0 else 0
 
     def replay_kwargs(self, run_dir: Path) -> dict[str, Any]:
         """Constructor arguments of the run's replay buffer (``replay.*``, shards under
@@ -183,6 +204,7 @@ class TrainConfig:
             "shard_dir": str(Path(run_dir) / "replay"),
             "shard_positions": r.shard_positions,
             "seed": self.seed,
+            "opponent_top_k": self.replay_opponent_top_k(),
         }
 
     def mcts_keys_given(self) -> frozenset[str]:
@@ -379,6 +401,9 @@ def validate(c: TrainConfig) -> None:
     _check(m.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", m.feature_version)
     _check(m.value_weight >= 0, "model.value_weight", "must be >= 0", m.value_weight)
     _check(m.aux_weight >= 0, "model.aux_weight", "must be >= 0", m.aux_weight)
+    for key in ("ownership_weight", "opponent_policy_weight", "soft_policy_weight"):
+        w = getattr(m, key)
+        _check(_finite(w) and w >= 0, f"model.{key}", "must be >= 0 and finite (0 = head off)", w)
     s = c.selfplay
     _check(s.workers >= 1, "selfplay.workers", "must be >= 1", s.workers)
     _check(s.games_per_worker >= 1, "selfplay.games_per_worker", "must be >= 1", s.games_per_worker)
@@ -389,6 +414,14 @@ def validate(c: TrainConfig) -> None:
     _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
     _check(0 <= s.tinue_nodes <= 10**9, "selfplay.tinue_nodes", "must be in 0..10^9 (0: off)", s.tinue_nodes)
     _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
+    _check(s.backend in ("torch", "onnx", "auto"), "selfplay.backend", "must be torch, onnx or auto", s.backend)
+    if s.backend == "onnx":
+        import importlib.util
+
+        _check(
+            importlib.util.find_spec("onnxruntime") is not None, "selfplay.backend",
+            'onnx needs onnxruntime (pip install -e ".[onnx]")', s.backend,
+        )  # fmt: skip
     r = c.replay
     _check(r.top_k >= 1, "replay.top_k", "must be >= 1", r.top_k)
     _check(r.window_max >= 1, "replay.window_max", "must be >= 1", r.window_max)

@@ -124,6 +124,15 @@ def inverse(t: int) -> int:
     return (4 - (t & 3)) & 3
 
 
+def transform_squares(values: np.ndarray, size: int, t: int) -> np.ndarray:
+    """Per-square values moved with the board: ``out[..., perm[sq]] = values[..., sq]`` with
+    ``perm = square_permutation(size, t)`` (the map of ``transform_state``). ``values``: (..., N*N)
+    any dtype, squares ``rank * N + file``; returns a new array of the same shape and dtype."""
+    out = np.empty_like(values)
+    out[..., square_permutation(size, int(t))] = values
+    return out
+
+
 def transform_state(state: np.ndarray, t: int) -> np.ndarray:
     """A new state array: the position of ``state`` under transform ``t``, hash recomputed."""
     out = np.empty_like(state)

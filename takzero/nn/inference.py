@@ -59,8 +59,10 @@ __all__ = [
     "Evaluator",
     "export_onnx",
     "export_torchscript",
+    "choose_backend",
     "masked_softmax_np",
     "model_metadata",
+    "onnx_evaluator",
     "read_onnx_metadata",
     "read_torchscript_metadata",
     "resolve_device",
@@ -195,6 +197,66 @@ def export_onnx(
         entry.key, entry.value = key, json.dumps(value)
     onnx.save(proto, str(path))
     return meta
+
+
+def onnx_evaluator(model: TakNet, threads: int = 1, opset: int = DEFAULT_ONNX_OPSET) -> Evaluator:
+    """An ``Evaluator`` running ``model``'s current weights in onnxruntime on the CPU: the model
+    (a float32 CPU eval copy) is exported to ONNX in memory (TorchScript-based exporter, opset
+    ``opset`` < 18, the graph of ``export_onnx``) and loaded into a session with ``threads``
+    intra-op threads and one inter-op thread (self-play: one thread per worker). Call it again for
+    new weights. Raises ImportError without onnxruntime."""
+    import io
+
+    import onnxruntime as ort
+
+    if opset >= 18:
+        raise ValueError("onnx_evaluator exports with the TorchScript-based exporter: opset < 18")
+    meta = model_metadata(model)
+    cpu = _cpu_eval_copy(model)
+    buf = io.BytesIO()
+    names = ["policy_logits", "wdl_logits", "aux"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            cpu, (_example_input(cpu),), buf, opset_version=opset, dynamo=False,
+            input_names=["planes"], output_names=names,
+            dynamic_axes={name: {0: "batch"} for name in ["planes", *names]},
+        )  # fmt: skip
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = int(threads)
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session = ort.InferenceSession(buf.getvalue(), opts, providers=["CPUExecutionProvider"])
+    return Evaluator(None, metadata=meta, _onnx_session=session)
+
+
+def choose_backend(model: TakNet, batch: int, threads: int = 1, repeats: int = 5) -> str:
+    """``'onnx'`` if onnxruntime evaluates a (batch, C, N, N) input of ``model`` faster than
+    PyTorch on the CPU (best of ``repeats`` calls each, after one warm-up call; PyTorch with its
+    current thread count, onnxruntime with ``threads``), else ``'torch'`` (also when onnxruntime
+    is not installed). Takes a fraction of a second for the self-play nets."""
+    import importlib.util
+    import time
+
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "torch"
+    cfg = model.config
+    planes = np.random.default_rng(0).random((batch, cfg.in_channels, cfg.size, cfg.size))
+    planes = planes.astype(np.float32)
+    masks = np.ones((batch, cfg.num_actions), np.bool_)
+    best = {}
+    for name, ev in (
+        ("torch", Evaluator(_cpu_eval_copy(model), device="cpu")),
+        ("onnx", onnx_evaluator(model, threads)),
+    ):
+        ev.evaluate_planes(planes, masks)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            ev.evaluate_planes(planes, masks)
+            times.append(time.perf_counter() - t0)
+        best[name] = min(times)
+    return "onnx" if best["onnx"] < best["torch"] else "torch"
 
 
 def read_onnx_metadata(path: str | Path) -> dict[str, Any]:

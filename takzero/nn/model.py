@@ -9,6 +9,21 @@
 * ``aux`` (B, 1): predicted final flat-count difference (mover minus opponent, no komi) divided by
   N (the unit ``aux_loss`` trains it in).
 
+Optional auxiliary heads (KataGo, Wu 2019, "Accelerating Self-Play Learning in Go",
+arXiv:1902.10565; each built only when its ``ModelConfig`` flag is on, so a checkpoint without
+them, such as the shipped 5x5 model, loads unchanged). ``forward`` never computes them (inference,
+search and exports see the three outputs above); ``forward_all`` returns them for training:
+
+* ``ownership`` (B, N, N) in [-1, 1] (tanh): the final owner of each square's top piece at the end
+  of the game, +1 the player to move at this position, -1 the opponent, 0 empty
+  (``game.ownership``); a conv1x1 on the value head's hidden planes. Trained by ``ownership_loss``.
+* ``opponent_policy`` (B, A) logits: the policy target of the opponent's reply, i.e. of the next
+  recorded position (KataGo's auxiliary opponent-policy target); a conv1x1 on the policy head's
+  hidden planes. Trained by ``opponent_policy_loss``.
+* ``soft_policy`` (B, A) logits: the policy target raised to the power 1/4 and renormalised
+  (KataGo methods notes, "Auxiliary Soft Policy Target"); a conv1x1 on the policy head's hidden
+  planes. Trained by ``policy_loss`` against ``soft_policy_target(target)``.
+
 The scalar value is ``W - L`` of ``softmax(wdl_logits)`` (``wdl_to_value``), in [-1, 1] from the
 mover's view, matching game outcomes win +1, draw 0, loss -1.
 
@@ -47,6 +62,7 @@ __all__ = [
     "LossWeights",
     "ModelConfig",
     "TakNet",
+    "AuxTargets",
     "aux_loss",
     "checkpoint_dict",
     "masked_log_softmax",
@@ -54,7 +70,10 @@ __all__ = [
     "model_from_checkpoint",
     "outcome_to_wdl",
     "model_from_config",
+    "opponent_policy_loss",
+    "ownership_loss",
     "policy_loss",
+    "soft_policy_target",
     "total_loss",
     "value_loss",
     "wdl_to_value",
@@ -79,6 +98,11 @@ class ModelConfig:
         feature_version: the input feature version the net was built for (one of
             ``features.FEATURE_VERSIONS``; new nets: ``features.FEATURE_VERSION``). It fixes the
             input planes (``features.encode(..., version=feature_version)``) and their number.
+        ownership_head: build the ownership head (see the module docstring).
+        opponent_policy_head: build the opponent-policy head.
+        soft_policy_head: build the soft-policy head.
+        The three head flags default to off: a stored config without them (every checkpoint from
+        before they existed) rebuilds the same network.
     """
 
     size: int = 6
@@ -92,6 +116,9 @@ class ModelConfig:
     value_channels: int = 32
     value_hidden: int = 128
     feature_version: int = FEATURE_VERSION
+    ownership_head: bool = False
+    opponent_policy_head: bool = False
+    soft_policy_head: bool = False
 
     def __post_init__(self) -> None:
         if not 3 <= self.size <= 8:
@@ -191,6 +218,7 @@ class TakNet(nn.Module):
         gpool_channels, gpool_every, policy_channels, value_channels, value_hidden: see
             ``ModelConfig``.
         feature_version: input feature version (``features.FEATURE_VERSIONS``).
+        ownership_head, opponent_policy_head, soft_policy_head: the optional auxiliary heads.
 
     The built configuration is ``self.config`` (a ``ModelConfig``).
     """
@@ -208,6 +236,9 @@ class TakNet(nn.Module):
         value_channels: int = 32,
         value_hidden: int = 128,
         feature_version: int = FEATURE_VERSION,
+        ownership_head: bool = False,
+        opponent_policy_head: bool = False,
+        soft_policy_head: bool = False,
     ) -> None:
         super().__init__()
         cfg = ModelConfig(
@@ -222,6 +253,9 @@ class TakNet(nn.Module):
             value_channels=value_channels,
             value_hidden=value_hidden,
             feature_version=feature_version,
+            ownership_head=ownership_head,
+            opponent_policy_head=opponent_policy_head,
+            soft_policy_head=soft_policy_head,
         )
         self.config = cfg
         self.size = size
@@ -249,6 +283,14 @@ class TakNet(nn.Module):
         self.value_fc = nn.Linear(2 * value_channels, value_hidden)
         self.wdl_out = nn.Linear(value_hidden, 3)
         self.aux_out = nn.Linear(value_hidden, 1)
+        # optional auxiliary heads (absent unless configured: old checkpoints load unchanged)
+        self.ownership_out = nn.Conv2d(value_channels, 1, 1) if ownership_head else None
+        self.opponent_policy_out = (
+            nn.Conv2d(policy_channels, action_channels(size), 1) if opponent_policy_head else None
+        )
+        self.soft_policy_out = (
+            nn.Conv2d(policy_channels, action_channels(size), 1) if soft_policy_head else None
+        )
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -260,9 +302,22 @@ class TakNet(nn.Module):
             nn.init.zeros_(block.bn2.weight)
         nn.init.normal_(self.policy_out.weight, std=1.0 / math.sqrt(self.policy_out.in_channels))
         nn.init.zeros_(self.policy_out.bias)
+        for head in (self.opponent_policy_out, self.soft_policy_out):
+            if head is not None:
+                nn.init.normal_(head.weight, std=1.0 / math.sqrt(head.in_channels))
+                nn.init.zeros_(head.bias)
 
-    def forward(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(B, C, N, N) float -> (policy_logits (B, A), wdl_logits (B, 3), aux (B, 1))."""
+    @property
+    def has_extra_heads(self) -> bool:
+        """True when any optional auxiliary head exists (then ``forward_all`` has more keys)."""
+        return any(
+            h is not None
+            for h in (self.ownership_out, self.opponent_policy_out, self.soft_policy_out)
+        )
+
+    def _trunk(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Tower and heads' hidden planes: (policy_logits, wdl_logits, aux, policy hidden p
+        (B, policy_channels, N, N), value hidden v (B, value_channels, N, N))."""
         x = self.tower(self.stem(planes))
         p = F.relu(self.policy_bn(self.policy_conv(x)))
         if self.policy_pool_fc is not None:
@@ -270,7 +325,29 @@ class TakNet(nn.Module):
         policy = self.policy_out(p).flatten(1)
         v = F.relu(self.value_bn(self.value_conv(x)))
         h = F.relu(self.value_fc(_pool(v)))
-        return policy, self.wdl_out(h), self.aux_out(h)
+        return policy, self.wdl_out(h), self.aux_out(h), p, v
+
+    def forward(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, C, N, N) float -> (policy_logits (B, A), wdl_logits (B, 3), aux (B, 1))."""
+        policy, wdl, aux, _, _ = self._trunk(planes)
+        return policy, wdl, aux
+
+    def forward_all(self, planes: Tensor) -> dict[str, Tensor]:
+        """Every output, for training: ``policy`` (B, A), ``wdl`` (B, 3), ``aux`` (B, 1), and for
+        each head the net has: ``ownership`` (B, N, N) tanh values with ``ownership_logit``
+        (B, N, N) (the pre-tanh value the loss reads), ``opponent_policy`` (B, A) logits,
+        ``soft_policy`` (B, A) logits."""
+        policy, wdl, aux, p, v = self._trunk(planes)
+        out = {"policy": policy, "wdl": wdl, "aux": aux}
+        if self.ownership_out is not None:
+            z = self.ownership_out(v)[:, 0]
+            out["ownership_logit"] = z
+            out["ownership"] = torch.tanh(z)
+        if self.opponent_policy_out is not None:
+            out["opponent_policy"] = self.opponent_policy_out(p).flatten(1)
+        if self.soft_policy_out is not None:
+            out["soft_policy"] = self.soft_policy_out(p).flatten(1)
+        return out
 
 
 def model_from_config(config: ModelConfig | dict[str, Any]) -> TakNet:
@@ -289,6 +366,9 @@ def model_from_config(config: ModelConfig | dict[str, Any]) -> TakNet:
         value_channels=config.value_channels,
         value_hidden=config.value_hidden,
         feature_version=config.feature_version,
+        ownership_head=config.ownership_head,
+        opponent_policy_head=config.opponent_policy_head,
+        soft_policy_head=config.soft_policy_head,
     )
 
 
@@ -399,13 +479,89 @@ def aux_loss(aux: Tensor, flat_diff: Tensor, size: int) -> Tensor:
     return F.mse_loss(aux.float().reshape(-1), flat_diff.float().reshape(-1) / size)
 
 
+def _masked_mean(per_row: Tensor, valid: Tensor | None) -> Tensor:
+    """Mean of (B,) ``per_row`` over the rows where ``valid`` (B,) is True (all rows when None);
+    0 (with a gradient of 0) when no row is valid."""
+    if valid is None:
+        return per_row.mean()
+    v = valid.to(per_row.dtype)
+    return (per_row * v).sum() / v.sum().clamp(min=1.0)
+
+
+def ownership_loss(logit: Tensor, target: Tensor, valid: Tensor | None = None) -> Tensor:
+    """Ownership cross-entropy (KataGo, Wu 2019, arXiv:1902.10565, section 4.1):
+    ``mean_b( -(1 / N^2) * sum_sq [ t log o + (1 - t) log(1 - o) ] )`` with ``t = (1 + target) / 2``
+    and ``o = (1 + tanh(logit)) / 2 = sigmoid(2 * logit)``, over the rows with ``valid``.
+
+    The paper's ownership term is ``-w_o * sum_sq sum_p t log o`` with ``w_o = 1.5 / b^2`` on a
+    b x b board; here the ``1 / N^2`` is inside the loss, so ``model.ownership_weight`` = 1.5 is
+    KataGo's scaling.
+
+    Shapes: ``logit`` (B, N, N) or (B, N*N) pre-tanh outputs; ``target`` the same number of
+    entries per row, values in {-1, 0, +1} (mover's / empty / opponent's, ``game.ownership``);
+    ``valid`` (B,) bool or None (all). Returns a scalar tensor (nats per square); 0 when no row
+    is valid.
+    """
+    b = logit.shape[0]
+    z = 2.0 * logit.float().reshape(b, -1)
+    t = (1.0 + target.float().reshape(b, -1)) / 2.0
+    if z.shape != t.shape:
+        raise ValueError(f"ownership logits {tuple(z.shape)} and targets {tuple(t.shape)} differ")
+    per_sq = F.binary_cross_entropy_with_logits(z, t, reduction="none")
+    return _masked_mean(per_sq.mean(dim=1), valid)
+
+
+def opponent_policy_loss(logits: Tensor, target_probs: Tensor, valid: Tensor | None = None) -> Tensor:
+    """Cross-entropy of the opponent-policy head (KataGo, Wu 2019, section 3.3):
+    ``mean_b( -sum_a target[b, a] * log_softmax(logits)[b, a] )`` over the rows with ``valid``.
+
+    The target is the policy target of the next position (the opponent's reply), whose legal moves
+    are not those of this position, so the softmax runs over every action index (no legal mask, as
+    KataGo's policy heads); the target is 0 outside the next position's legal moves, so the head
+    learns to put little mass there. Shapes: logits (B, A), target_probs (B, A), valid (B,) bool or
+    None. Returns a scalar tensor (nats); 0 when no row is valid.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    per_row = -(target_probs.float() * logp).sum(dim=-1)
+    return _masked_mean(per_row, valid)
+
+
+def soft_policy_target(target_probs: Tensor, power: float = 0.25) -> Tensor:
+    """KataGo's soft policy target: ``target ** power`` renormalised per row (power 1/4, KataGo
+    methods notes, "Auxiliary Soft Policy Target"). (B, A) -> (B, A) float32; entries that are 0
+    stay 0, an all-zero row stays all zero."""
+    t = target_probs.float().clamp(min=0.0).pow(power)
+    return t / t.sum(dim=-1, keepdim=True).clamp(min=1e-30)
+
+
+@dataclass
+class AuxTargets:
+    """Targets of the optional auxiliary heads for one batch (any may be None: term skipped).
+
+    ownership: (B, N*N) float32 in {-1, 0, 1} (mover's view, ``game.ownership``);
+    ownership_valid: (B,) bool, False where the game ended without a final position (resigned);
+    opponent_policy: (B, A) float32, the next recorded position's policy target;
+    opponent_valid: (B,) bool, False where there is no next recorded position.
+    """
+
+    ownership: Tensor | None = None
+    ownership_valid: Tensor | None = None
+    opponent_policy: Tensor | None = None
+    opponent_valid: Tensor | None = None
+
+
 @dataclass
 class LossWeights:
-    """Weights of ``total_loss``: policy, value (WDL) and auxiliary flat-difference terms."""
+    """Weights of ``total_loss``: policy, value (WDL) and auxiliary flat-difference terms, and the
+    optional heads (0 = off): ownership (KataGo: 1.5, with the 1/N^2 inside ``ownership_loss``),
+    opponent policy (KataGo: 0.15), soft policy."""
 
     policy: float = 1.0
     value: float = 1.0
     aux: float = 0.1
+    ownership: float = 0.0
+    opponent_policy: float = 0.0
+    soft_policy: float = 0.0
 
 
 def total_loss(
@@ -416,8 +572,12 @@ def total_loss(
     target_flat_diff: Tensor | None = None,
     size: int | None = None,
     weights: LossWeights | None = None,
+    heads: dict[str, Tensor] | None = None,
+    aux_targets: AuxTargets | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """``w_p * policy_loss + w_v * value_loss + w_a * aux_loss`` for one batch.
+    """``w_p * policy_loss + w_v * value_loss + w_a * aux_loss`` for one batch, plus the optional
+    heads' terms: ``w_own * ownership_loss + w_opp * opponent_policy_loss + w_soft *
+    policy_loss(soft_policy, mask, soft_policy_target(target_policy))`` for each weight > 0.
 
     Args:
         outputs: ``model(planes)``: (policy_logits, wdl_logits, aux).
@@ -426,10 +586,16 @@ def total_loss(
             auxiliary term.
         size: board size N (needed with target_flat_diff).
         weights: ``LossWeights`` (None: the defaults).
+        heads: ``model.forward_all(planes)`` (needed for a head whose weight is > 0).
+        aux_targets: the heads' targets (``AuxTargets``).
 
     Returns:
-        (scalar loss tensor, {'policy', 'value', 'aux', 'total'}: detached scalar tensors for
+        (scalar loss tensor, {'policy', 'value', 'aux', 'total'} plus 'ownership',
+        'opponent_policy', 'soft_policy' for the heads that are on: detached scalar tensors for
         logging; call ``.item()`` only when logging, to avoid a device sync per step).
+
+    Raises:
+        ValueError: a head's weight is > 0 but its output or target is missing.
     """
     if weights is None:
         weights = LossWeights()
@@ -444,5 +610,41 @@ def total_loss(
         la = aux_loss(aux, target_flat_diff, size)
         total = total + weights.aux * la
         parts["aux"] = la.detach()
+    extra = _head_losses(weights, heads, aux_targets, mask, target_policy)
+    for name, (w, term) in extra.items():
+        total = total + w * term
+        parts[name] = term.detach()
     parts["total"] = total.detach()
     return total, parts
+
+
+def _head_losses(
+    weights: LossWeights,
+    heads: dict[str, Tensor] | None,
+    targets: AuxTargets | None,
+    mask: Tensor,
+    target_policy: Tensor,
+) -> dict[str, tuple[float, Tensor]]:
+    """{name: (weight, loss)} of the optional heads whose weight is > 0."""
+    out: dict[str, tuple[float, Tensor]] = {}
+    wanted = {
+        "ownership": weights.ownership,
+        "opponent_policy": weights.opponent_policy,
+        "soft_policy": weights.soft_policy,
+    }
+    for name, w in wanted.items():
+        if not w:
+            continue
+        if heads is None or name not in heads:
+            raise ValueError(f"the {name} loss weight is {w} but the model has no {name} head")
+        if name == "soft_policy":
+            out[name] = (w, policy_loss(heads[name], mask, soft_policy_target(target_policy)))
+            continue
+        if targets is None or getattr(targets, name) is None:
+            raise ValueError(f"the {name} loss weight is {w} but the batch has no {name} target")
+        if name == "ownership":
+            loss = ownership_loss(heads["ownership_logit"], targets.ownership, targets.ownership_valid)
+        else:
+            loss = opponent_policy_loss(heads[name], targets.opponent_policy, targets.opponent_valid)
+        out[name] = (w, loss)
+    return out

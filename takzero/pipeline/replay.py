@@ -14,7 +14,16 @@ flat_diff      int8                       final flat count difference, mover's v
 game_id        int64                      (stream << 32) | game counter (see selfplay.game_id)
 generation     int32                      model generation that played the move
 ply            int16                      ply of the position
+ownership      int8 (N*N,)                final owner of each square's top piece, mover's view
+                                          (+1 mover, -1 opponent, 0 empty; ``game.ownership``)
+own_valid      bool                       the game ended on the board (False: resigned)
+opp_index      int32 (K2,)                opponent-policy target: the next recorded position's
+opp_prob       float16 (K2,)              policy target (all -1 / 0: none); K2 = 0 unless the
+                                          run trains the opponent-policy head
 =============  =========================  ===================================================
+
+Shards written before the ownership and opponent-policy fields existed load with ownership
+invalid and no opponent-policy target.
 
 The buffer is a plain class so it can be tested without Ray; ``train.py`` wraps it as a Ray actor.
 
@@ -53,6 +62,14 @@ def board_record_len(size: int) -> int:
     nsq = size * size
     words = 2 if size >= 7 else 1  # 62 colour bits hold every stack up to 6x6 (62 pieces)
     return 16 + 2 * nsq + 8 * words * nsq
+
+
+def _size_of_record(record_len: int) -> int:
+    """The board size whose packed positions are ``record_len`` bytes long."""
+    for size in range(3, 9):
+        if board_record_len(size) == record_len:
+            return size
+    raise ValueError(f"no board size packs into {record_len} bytes")
 
 
 def pack_states(states: np.ndarray, size: int) -> np.ndarray:
@@ -118,14 +135,31 @@ class Records:
     game_id: np.ndarray
     generation: np.ndarray
     ply: np.ndarray
+    ownership: np.ndarray | None = None  # None: filled in (all invalid)
+    own_valid: np.ndarray | None = None
+    opp_index: np.ndarray | None = None  # None: no opponent-policy target (width 0)
+    opp_prob: np.ndarray | None = None
 
-    FIELDS = ("board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation", "ply")
+    FIELDS = (
+        "board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation", "ply",
+        "ownership", "own_valid", "opp_index", "opp_prob",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        n = len(self.value)
+        if self.ownership is None:
+            self.ownership = np.zeros((n, _size_of_record(self.board.shape[1]) ** 2), np.int8)
+        if self.own_valid is None:
+            self.own_valid = np.zeros(n, np.bool_)
+        if self.opp_index is None or self.opp_prob is None:
+            self.opp_index = np.zeros((n, 0), np.int32)
+            self.opp_prob = np.zeros((n, 0), np.float16)
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
 
     @classmethod
-    def empty(cls, size: int, top_k: int) -> Records:
+    def empty(cls, size: int, top_k: int, opponent_top_k: int = 0) -> Records:
         return cls(
             board=np.zeros((0, board_record_len(size)), np.uint8),
             policy_index=np.zeros((0, top_k), np.int32),
@@ -135,7 +169,40 @@ class Records:
             game_id=np.zeros(0, np.int64),
             generation=np.zeros(0, np.int32),
             ply=np.zeros(0, np.int16),
+            ownership=np.zeros((0, size * size), np.int8),
+            own_valid=np.zeros(0, np.bool_),
+            opp_index=np.zeros((0, opponent_top_k), np.int32),
+            opp_prob=np.zeros((0, opponent_top_k), np.float16),
         )
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], opponent_top_k: int) -> Records:
+        """Records from a mapping of field arrays (e.g. a shard's npz). Shards from before the
+        ownership and opponent-policy fields existed load with ownership invalid and no opponent
+        target; the opponent-policy width is set to ``opponent_top_k`` (``with_opponent_width``).
+
+        Raises KeyError if one of the original fields is missing."""
+        extra = {f: arrays[f] for f in cls.FIELDS[8:] if f in arrays}
+        if len(extra) < 4:  # written before these fields (or a partial write): fill them in
+            extra = {}
+        recs = cls(**{f: arrays[f] for f in cls.FIELDS[:8]}, **extra)
+        return recs.with_opponent_width(opponent_top_k)
+
+    def with_opponent_width(self, k: int) -> Records:
+        """These records with ``k`` opponent-policy slots (extra slots dropped, missing ones
+        padded with -1 / 0); ``self`` when the width is already ``k``."""
+        have = self.opp_index.shape[1]
+        if have == k:
+            return self
+        n = len(self)
+        if have > k:
+            idx, prob = self.opp_index[:, :k], self.opp_prob[:, :k]
+        else:
+            idx = np.concatenate([self.opp_index, np.full((n, k - have), -1, np.int32)], axis=1)
+            prob = np.concatenate([self.opp_prob, np.zeros((n, k - have), np.float16)], axis=1)
+        out = self.take(slice(None))
+        out.opp_index, out.opp_prob = idx, prob
+        return out
 
     @classmethod
     def concat(cls, parts: list[Records]) -> Records:
@@ -166,6 +233,25 @@ def sparse_policy(dense: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray
     out_i[:, :k] = np.where(keep, idx, -1)
     out_p[:, :k] = probs
     return out_i, out_p
+
+
+def sparse_targets(
+    actions: list[np.ndarray], probs: list[np.ndarray], top_k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Search policy targets (per position: action indices (k,) and probabilities (k,)) as
+    records' sparse rows: the ``top_k`` most probable actions of each (ties: first listed),
+    renormalised (uniform if all are 0). Returns (indices int32 (B, top_k) with -1 for unused
+    slots, probabilities float16 (B, top_k))."""
+    n = len(actions)
+    idx = np.full((n, top_k), -1, np.int32)
+    prob = np.zeros((n, top_k), np.float16)
+    for i, (a, p) in enumerate(zip(actions, probs, strict=True)):
+        order = np.argsort(-p, kind="stable")[:top_k]
+        pp = p[order].astype(np.float64)
+        pp = pp / pp.sum() if pp.sum() > 0 else np.full(len(order), 1.0 / len(order))
+        idx[i, : len(order)] = a[order]
+        prob[i, : len(order)] = pp
+    return idx, prob
 
 
 def dense_policy(index: np.ndarray, prob: np.ndarray, num_actions: int) -> np.ndarray:
@@ -210,6 +296,8 @@ class ReplayBuffer:
         shard_dir: folder for on-disk shards (None: memory only).
         shard_positions: positions per shard file.
         seed: sampling RNG seed.
+        opponent_top_k: opponent-policy entries kept per record (0: none; the width of the
+            records the buffer holds, shards of another width are padded or cut to it).
     """
 
     def __init__(
@@ -227,6 +315,7 @@ class ReplayBuffer:
         shard_dir: str | None = None,
         shard_positions: int = 10_000,
         seed: int = 0,
+        opponent_top_k: int = 0,
     ) -> None:
         if samples_per_position <= 0:
             raise ValueError("samples_per_position must be > 0")
@@ -243,7 +332,8 @@ class ReplayBuffer:
         self.shard_dir = Path(shard_dir) if shard_dir else None
         self.shard_positions = shard_positions
         self.rng = np.random.default_rng(seed)
-        self.data = Records.empty(size, top_k)
+        self.opponent_top_k = opponent_top_k
+        self.data = Records.empty(size, top_k, opponent_top_k)
         self.pending: list[Records] = []
         self.total_added = 0  # positions ever added (drives the window and the reuse cap)
         self.total_sampled = 0
@@ -287,6 +377,7 @@ class ReplayBuffer:
             return False
         if len(records) == 0:
             return True
+        records = records.with_opponent_width(self.opponent_top_k)
         self.data = Records.concat([self.data, records])
         if len(self.data) > self.window_max:
             self.data = self.data.take(slice(len(self.data) - self.window_max, None))
@@ -394,7 +485,9 @@ class ReplayBuffer:
                     if "total_added" in z.files:
                         self.total_added = max(self.total_added, int(z["total_added"]))
                         self.games_added = max(self.games_added, int(z["games_added"]))
-                    recs = None if count >= self.window_max else Records(**{f: z[f] for f in Records.FIELDS})
+                    recs = None
+                    if count < self.window_max:
+                        recs = Records.from_arrays({f: z[f] for f in z.files}, self.opponent_top_k)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
                 log.warning("replay shard %s is corrupt or truncated, skipped: %s", path, e)
                 continue

@@ -12,6 +12,24 @@ Resignation (AlphaGo Zero): a player resigns after ``resign_consecutive`` of its
 root value below ``resign_threshold``; in a share ``resign_playout_share`` of games resignation is
 off and the game is played out, which measures the false-resignation rate (games where the
 player that would have resigned did not lose).
+
+Auxiliary targets (filled for every recorded position of a game when it ends):
+
+* ownership (``game.ownership``): the owner of each square's top piece in the game's final
+  position, from the view of the player to move at the recorded position. Valid for games that
+  end on the board: roads, flat wins and draws at the ply limit (the position at the limit is the
+  game's final position, as KataGo scores the final board). A resigned game has no final
+  position, and its ownership is masked (``own_valid`` False) rather than guessed from the board
+  at resignation (KataGo does not resign its self-play training games, it plays them out).
+* opponent policy (with ``model.opponent_policy_weight`` > 0): the policy target of the next
+  recorded position when that position is the very next ply (the opponent's reply); masked at a
+  game's last recorded position and wherever the next ply was a cheap, unrecorded search of the
+  playout cap.
+
+Backend (``selfplay.backend``): ``torch`` runs the network in PyTorch; ``onnx`` exports the
+current weights to ONNX in memory at every new generation and runs them with onnxruntime on
+``selfplay.threads`` threads (CPU only; a CUDA worker keeps torch); ``auto`` times both on a batch
+of this worker's size when the worker starts and keeps the faster one.
 """
 
 from __future__ import annotations
@@ -24,11 +42,12 @@ import numpy as np
 import torch
 
 from takzero.game import core
+from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
-from takzero.nn.inference import Evaluator
+from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
 from takzero.nn.model import model_from_config
-from takzero.pipeline.replay import Records, pack_states
+from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS
 
@@ -95,6 +114,10 @@ class SelfPlayWorker:
         self.rng = np.random.default_rng(seed)
         model = model_from_config(cfg.model_config())
         self.evaluator = Evaluator(model, device=device or cfg.device)
+        self._torch_evaluator = self.evaluator
+        self.backend = self._resolve_backend(self.sp.backend)
+        if self.backend == "onnx":
+            self.evaluator = onnx_evaluator(model, threads=self.sp.threads)
         self.generation = 0
         self.start = Position.start(
             self.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
@@ -104,9 +127,20 @@ class SelfPlayWorker:
         self.slots: list[_Slot] = [self._new_game(g) for g in range(self.num_games)]
 
     def set_weights(self, state_dict: dict[str, torch.Tensor], generation: int) -> None:
-        """Load new network weights (the generation is recorded with each position)."""
-        self.evaluator.load_state_dict(state_dict)
+        """Load new network weights (the generation is recorded with each position); with the
+        onnx backend, export them to a new onnxruntime session."""
+        self._torch_evaluator.load_state_dict(state_dict)
+        if self.backend == "onnx":
+            self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.sp.threads)
         self.generation = generation
+
+    def _resolve_backend(self, backend: str) -> str:
+        """``torch`` or ``onnx`` for ``selfplay.backend`` (see the module docstring)."""
+        if backend == "torch" or self._torch_evaluator.device.type != "cpu":
+            return "torch"
+        if backend == "onnx":
+            return "onnx"
+        return choose_backend(self._torch_evaluator.model, self.num_games, self.sp.threads)
 
     def _new_game(self, g: int) -> _Slot:
         game = Game(self.start, ply_limit=self.sp.ply_limit)
@@ -222,7 +256,7 @@ class SelfPlayWorker:
         for slot, winner, reason in finished:
             self.games_finished += 1
             lengths.append(slot.game.position.ply)
-            recs = self._records(slot, winner)
+            recs = self._records(slot, winner, reason)
             if recs is not None:
                 parts.append(recs)
                 positions += len(recs)
@@ -253,19 +287,11 @@ class SelfPlayWorker:
         records = Records.concat(parts) if parts else None
         return records, stats, ptn
 
-    def _records(self, slot: _Slot, winner: int | None) -> Records | None:
+    def _records(self, slot: _Slot, winner: int | None, reason: str = "") -> Records | None:
         n = len(slot.states)
         if n == 0:
             return None
-        k = self.cfg.replay.top_k
-        idx = np.full((n, k), -1, np.int32)
-        prob = np.zeros((n, k), np.float16)
-        for i, (a, p) in enumerate(zip(slot.actions, slot.probs, strict=True)):
-            order = np.argsort(-p, kind="stable")[:k]
-            pp = p[order].astype(np.float64)
-            pp = pp / pp.sum() if pp.sum() > 0 else np.full(len(order), 1.0 / len(order))
-            idx[i, : len(order)] = a[order]
-            prob[i, : len(order)] = pp
+        idx, prob = sparse_targets(slot.actions, slot.probs, self.cfg.replay.top_k)
         movers = np.array(slot.movers)
         if winner is None:
             value = np.zeros(n, np.int8)
@@ -274,8 +300,23 @@ class SelfPlayWorker:
         for i, exact in enumerate(slot.proven):
             if exact is not None:  # selfplay.proven_value_targets: the proof beats the outcome
                 value[i] = exact
-        w, b = core.flat_counts(slot.game.position.state)
+        final = slot.game.position.state
+        w, b = core.flat_counts(final)
         flat = np.where(movers == 0, w - b, b - w).astype(np.int8)
+        white_owner = ownership(final, 0)
+        own = np.where(movers[:, None] == 0, white_owner[None], -white_owner[None]).astype(np.int8)
+        own_valid = np.full(n, reason != "resign", np.bool_)
+        opp_k = self.cfg.replay_opponent_top_k()
+        opp_idx = np.full((n, opp_k), -1, np.int32)
+        opp_prob = np.zeros((n, opp_k), np.float16)
+        if opp_k > 0 and n > 1:
+            plies = np.array(slot.plies)
+            rows = np.flatnonzero(plies[1:] == plies[:-1] + 1)  # the next ply was recorded
+            if rows.size:
+                opp_rows_idx, opp_rows_prob = sparse_targets(
+                    [slot.actions[r + 1] for r in rows], [slot.probs[r + 1] for r in rows], opp_k
+                )
+                opp_idx[rows], opp_prob[rows] = opp_rows_idx, opp_rows_prob
         return Records(
             board=pack_states(np.stack(slot.states), self.size),
             policy_index=idx,
@@ -285,4 +326,8 @@ class SelfPlayWorker:
             game_id=np.full(n, slot.game_id, np.int64),
             generation=np.full(n, self.generation, np.int32),
             ply=np.array(slot.plies, np.int16),
+            ownership=own,
+            own_valid=own_valid,
+            opp_index=opp_idx,
+            opp_prob=opp_prob,
         )

@@ -17,11 +17,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
+from takzero.game.symmetry import NUM_SYMMETRIES, transform_squares, transform_state
 from takzero.nn.actions import action_permutation, legal_mask, num_actions
 from takzero.nn.features import FEATURE_VERSION, encode, num_channels
 from takzero.nn.inference import resolve_device
-from takzero.nn.model import LossWeights, ModelConfig, TakNet, model_from_config, total_loss
+from takzero.nn.model import (
+    AuxTargets,
+    LossWeights,
+    ModelConfig,
+    TakNet,
+    model_from_config,
+    total_loss,
+)
 from takzero.pipeline.replay import Records, dense_policy, unpack_states
 
 log = logging.getLogger(__name__)
@@ -29,23 +36,47 @@ log = logging.getLogger(__name__)
 @dataclass
 class Batch:
     """Tensors of one training batch: planes (B, C, N, N) float32, mask (B, A) bool, policy
-    (B, A) float32, value (B,) float32 outcome, flat_diff (B,) float32."""
+    (B, A) float32, value (B,) float32 outcome, flat_diff (B,) float32; the auxiliary heads'
+    targets (under the same symmetry as the planes): ownership (B, N*N) float32 in {-1, 0, 1},
+    ownership_valid (B,) bool, opponent_policy (B, A) float32 (zeros where there is none),
+    opponent_valid (B,) bool."""
 
     planes: torch.Tensor
     mask: torch.Tensor
     policy: torch.Tensor
     value: torch.Tensor
     flat_diff: torch.Tensor
+    ownership: torch.Tensor | None = None
+    ownership_valid: torch.Tensor | None = None
+    opponent_policy: torch.Tensor | None = None
+    opponent_valid: torch.Tensor | None = None
+
+    def aux_targets(self, device: torch.device) -> AuxTargets:
+        """The auxiliary heads' targets on ``device``."""
+
+        def to(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.to(device, non_blocking=True)
+
+        return AuxTargets(
+            ownership=to(self.ownership),
+            ownership_valid=to(self.ownership_valid),
+            opponent_policy=to(self.opponent_policy),
+            opponent_valid=to(self.opponent_valid),
+        )
 
 
 def make_batch(
     records: Records, size: int, layers: int, rng: np.random.Generator, augment: bool = True, feature_version: int = FEATURE_VERSION
 ) -> Batch:
     """Decode records into training tensors, each sample under a random one of the 8 symmetries
-    (the same transform for its position, legal mask and policy target)."""
+    (the same transform for its position, legal mask, policy target, ownership target and
+    opponent-policy target)."""
     states = unpack_states(records.board, size)
     n_actions = num_actions(size)
     policy = dense_policy(records.policy_index, records.policy_prob, n_actions)
+    own = records.ownership.astype(np.float32)
+    has_opp = records.opp_index.shape[1] > 0
+    opp = dense_policy(records.opp_index, records.opp_prob, n_actions) if has_opp else None
     if augment:
         ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))
         for t in range(1, NUM_SYMMETRIES):
@@ -58,6 +89,11 @@ def make_batch(
             moved = np.zeros((rows.size, n_actions), np.float32)
             moved[:, perm] = policy[rows]
             policy[rows] = moved
+            own[rows] = transform_squares(own[rows], size, t)
+            if opp is not None:
+                moved = np.zeros((rows.size, n_actions), np.float32)
+                moved[:, perm] = opp[rows]
+                opp[rows] = moved
     planes = np.zeros((len(records), num_channels(layers, feature_version), size, size), np.float32)
     encode(states, planes, layers, feature_version)
     mask = np.zeros((len(records), n_actions), np.bool_)
@@ -68,6 +104,12 @@ def make_batch(
         policy=torch.from_numpy(policy),
         value=torch.from_numpy(records.value.astype(np.float32)),
         flat_diff=torch.from_numpy(records.flat_diff.astype(np.float32)),
+        ownership=torch.from_numpy(own),
+        ownership_valid=torch.from_numpy(records.own_valid.astype(np.bool_)),
+        opponent_policy=None if opp is None else torch.from_numpy(opp),
+        opponent_valid=(
+            None if opp is None else torch.from_numpy((records.opp_index >= 0).any(axis=1))
+        ),
     )
 
 
@@ -145,9 +187,17 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         use_amp = self.cfg.amp and dev.type == "cuda"
+        heads = None
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
-            outputs = self.model(planes)
-        loss, parts = total_loss(outputs, mask, target_p, target_v, flat, size, self.weights)
+            if self.model.has_extra_heads:
+                heads = self.model.forward_all(planes)
+                outputs = (heads["policy"], heads["wdl"], heads["aux"])
+            else:
+                outputs = self.model(planes)
+        loss, parts = total_loss(
+            outputs, mask, target_p, target_v, flat, size, self.weights,
+            heads=heads, aux_targets=batch.aux_targets(dev) if heads is not None else None,
+        )  # fmt: skip
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
         if not torch.isfinite(loss):
@@ -186,6 +236,9 @@ class Trainer:
                 "train/skipped_steps": float(self.skipped_steps),
             }
         )
+        for name in ("ownership", "opponent_policy", "soft_policy"):
+            if name in parts:
+                metrics[f"loss/{name}"] = float(parts[name])
         return metrics
 
     # -- checkpoints -------------------------------------------------------------------------

@@ -33,6 +33,15 @@ Formulas (values are in [-1, 1] from the view of the player to move; ``N`` are v
   otherwise cheap (``cheap_sims``, no noise, not recorded).
 * Temperature: ``temperature`` for plies < ``temperature_plies``, then ``temperature_final``
   (0 = argmax of the visit counts).
+* Forced playouts (KataGo, Wu 2019, section 3.2): in a search with root noise, a root child c
+  that has received playouts but fewer than ``n_forced(c) = sqrt(forced_k * P(c) * sum_b N(b))``
+  (P: the noised root prior, the sum over the root's children; KataGo: k = 2) is selected before
+  PUCT is consulted (the first such child); unvisited children are left to PUCT, as in KataGo.
+* Policy target pruning (KataGo, same section): the policy target (and the move choice) of a
+  PUCT root uses visit counts where every child c but the most visited one, c*, loses up to
+  ``n_forced(c)`` visits, as many as keep ``PUCT(c) < PUCT(c*)`` (with ``c*``'s real visits;
+  the smallest ``N'(c) >= N(c) - n_forced(c)`` with ``Q(c) + c(s) P(c) sqrt(N(s)) / (1 + N'(c))
+  <= PUCT(c*)``); a child left with one visit or fewer is dropped.
 
 The compiled kernels read the settings from :func:`pack_settings`: a (1,) numpy structured array
 with one field per numeric ``SearchConfig`` field, of the same name (``SETTINGS_DTYPE``, made from
@@ -104,6 +113,12 @@ class SearchConfig:
             proven forced road is played at once; a move after which the opponent has one is
             avoided); 0 turns it off. The compiled search does not read it, and self-play does
             not use it.
+        forced_playouts: forced playouts at a PUCT root in searches with root noise (self-play
+            full searches), KataGo's ``n_forced``; :meth:`evaluation` turns it off.
+        forced_k: the k of ``n_forced(c) = sqrt(k * P(c) * sum N)`` (KataGo: 2), also the bound
+            of policy target pruning.
+        policy_target_pruning: prune the forced (and other undeserved) visits from the policy
+            target and the move choice of a PUCT root; :meth:`evaluation` turns it off.
     """
 
     simulations: int = 800
@@ -135,6 +150,9 @@ class SearchConfig:
     root_terminal_check: bool = True
     reuse_tree: bool = True
     tinue_nodes: int = DEFAULT_TINUE_NODES
+    forced_playouts: bool = False
+    forced_k: float = 2.0
+    policy_target_pruning: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -165,6 +183,11 @@ class SearchConfig:
             (self.virtual_loss >= 0, "virtual_loss must be >= 0"),
             (self.max_plies >= 0, "max_plies must be >= 0 (0 = no limit)"),
             (0 <= self.tinue_nodes <= MAX_TINUE_NODES, f"tinue_nodes must be in 0..{MAX_TINUE_NODES} (0 = off)"),
+            (math.isfinite(self.forced_k) and self.forced_k > 0, "forced_k must be > 0 and finite"),
+            (
+                not (self.gumbel and (self.forced_playouts or self.policy_target_pruning)),
+                "forced_playouts and policy_target_pruning work at a PUCT root: set gumbel false",
+            ),
         ]
         for ok, msg in checks:
             if not ok:
@@ -189,10 +212,12 @@ class SearchConfig:
         return self.temperature if ply < self.temperature_plies else self.temperature_final
 
     def evaluation(self) -> SearchConfig:
-        """A copy for evaluation, arena and play: no noise, no playout cap, argmax moves."""
+        """A copy for evaluation, arena and play: no noise, no playout cap, argmax moves, no
+        forced playouts or policy target pruning."""
         return replace(
-            self, root_noise=False, playout_cap=False, temperature_plies=0, temperature_final=0.0
-        )
+            self, root_noise=False, playout_cap=False, temperature_plies=0, temperature_final=0.0,
+            forced_playouts=False, policy_target_pruning=False,
+        )  # fmt: skip
 
     def tree_bytes(self) -> int:
         """Upper bound of the node-pool memory of one tree in bytes."""

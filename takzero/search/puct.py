@@ -9,7 +9,10 @@ The formulas (sources in ``takzero.search.config``), each written once here:
 * ``first_play_value``: the Q of an unvisited child, ``Q(parent) - reduction * sqrt(prior mass of
   the visited children)``, or the fixed ``fpu_value``;
 * ``draw_score``: a child proven drawn scores its exact value 0 plus the exploration term;
-* ``mix_root_noise``: the root priors ``(1 - eps) * P + eps * Dir(alpha)``.
+* ``mix_root_noise``: the root priors ``(1 - eps) * P + eps * Dir(alpha)``;
+* ``forced_playouts``: KataGo's ``n_forced(c) = sqrt(k * P(c) * sum N)``, and at a noised root
+  (``mcts.forced_playouts``) the first visited child below it is selected before PUCT
+  (``select_root``).
 
 A proven win is taken at once and a proven loss is never entered (MCTS-Solver). Hot-path helpers
 take the 2-D pool arrays and index them with ``[g, i]``: taking row views or unpacking the named
@@ -74,6 +77,14 @@ def draw_score(nn: float, cs: float, pr: float) -> float:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def forced_playouts(k: float, prior: float, total: float) -> float:
+    """KataGo's forced playouts of a root child (Wu 2019, section 3.2): ``sqrt(k * P(c) * sum_b
+    N(b))`` with ``prior`` = P(c) (the noised root prior), ``total`` the visits of all the root's
+    children, ``k`` the ``forced_k`` setting (KataGo: 2). Float64 visits."""
+    return np.sqrt(k * prior * total)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def select_prefix(n, w, p, mv, status, vl, first, nch, cfg, g: int, x: int, use_vl: bool) -> int:
     """PUCT at a non-root node ``x`` of game ``g``: the child index to descend into, -1 if every
     child is a proven loss. Children are stored by decreasing prior and a non-root node always
@@ -134,7 +145,11 @@ def select_root(n, w, status, vl, first, nch, noise, mixp, cfg, g: int, buf: np.
     children); proven children are then fixed up (a win is taken at once, a loss scores -inf, a
     draw ``draw_score``) and the first maximum is taken. Indices are cast to unsigned so that
     numba drops its negative-index handling, which keeps these loops several times faster.
-    ``use_vl``: virtual visits may be pending (more than one leaf per game per step)."""
+    ``use_vl``: virtual visits may be pending (more than one leaf per game per step).
+    With ``forced_playouts`` on and root noise in this search, and no child proven, the first
+    child that has been visited but has fewer visits (plus virtual visits) than
+    ``forced_playouts(forced_k, P, sum N)`` is taken before the scores are computed (KataGo: only
+    children that received playouts are forced; which moves get tried stays PUCT's choice)."""
     ug = np.uint64(g)
     f = first[ug, 0]
     nc = nch[ug, 0]
@@ -143,6 +158,18 @@ def select_root(n, w, status, vl, first, nch, noise, mixp, cfg, g: int, buf: np.
     proven = 0
     for i in range(nc):
         proven |= status[ug, np.uint64(f + i)]
+    if cfg["forced_playouts"] and noise[ug] and proven == 0:
+        total = 0.0
+        for i in range(nc):
+            c = np.uint64(f + i)
+            total += np.float64(n[ug, c] + (vl[ug, c] if use_vl else 0))
+        if total > 0.0:
+            kf = cfg["forced_k"]
+            for i in range(nc):
+                c = np.uint64(f + i)
+                nv = np.float64(n[ug, c] + (vl[ug, c] if use_vl else 0))
+                if nv > 0.0 and nv < forced_playouts(kf, np.float64(mixp[ug, np.uint64(i)]), total):
+                    return f + i
     fixed = cfg["fpu_value"]
     red = 0.0 if noise[ug] and cfg["noise_weight"] > 0.0 else cfg["fpu_reduction_root"]
     mass = 0.0

@@ -14,6 +14,7 @@ from takzero.game.core import I_PLY, num_actions
 from takzero.nn.actions import move_to_action
 from takzero.search.config import SearchConfig
 from takzero.search.gumbel import root_sigma_q
+from takzero.search.puct import exploration, forced_playouts, puct_score
 from takzero.search.rng import rand_uniform
 from takzero.search.tree import DRAW, LOSS, UNKNOWN, WIN, Games, Trees
 
@@ -22,6 +23,7 @@ __all__ = [
     "policy_dense",
     "policy_target",
     "principal_variation",
+    "pruned_visits",
     "root_moves",
     "root_priors",
     "root_proven",
@@ -104,12 +106,48 @@ def sigma_q(T: Trees, GM: Games, settings: np.ndarray, g: int) -> np.ndarray:
     return out[:k]
 
 
+def pruned_visits(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
+                  g: int) -> np.ndarray:  # fmt: skip
+    """(k,) float64 visit counts of the root's children after policy target pruning (KataGo, Wu
+    2019, section 3.2; formula in ``takzero.search.config``): c* = the most visited child (first
+    on ties) keeps its visits; every other visited child c keeps the least ``N'`` with
+    ``N(c) - n_forced(c) <= N' <= N(c)`` and ``Q(c) + c(s) P(c) / (1 + N') <= PUCT(c*)``
+    (``c(s)`` the exploration term ``puct.exploration`` of the root, P the priors the search
+    used: noised when the search had noise), and is dropped when ``N' <= 1``. Children proven
+    won, lost or drawn keep their visits (``target_probs`` handles them)."""
+    sl = _children(T, g)
+    n = T.n[g, sl].astype(np.float64)
+    k = n.shape[0]
+    if k == 0 or n.sum() <= 0:
+        return n
+    cfg = settings[0]
+    w = T.w[g, sl].astype(np.float64)
+    prior = GM.mixp[g, :k].astype(np.float64)
+    total = n.sum()
+    cs = exploration(cfg, np.float64(T.n[g, 0]))
+    best = int(np.argmax(n))
+    best_score = puct_score(w[best], n[best], cs, prior[best], 0.0)
+    out = n.copy()
+    for c in range(k):
+        if c == best or n[c] <= 0 or T.status[g, sl.start + c] != UNKNOWN:
+            continue
+        q = w[c] / n[c]
+        # whole playouts are taken away: at most floor(n_forced) of them
+        floor = max(0.0, np.ceil(n[c] - forced_playouts(config.forced_k, prior[c], total)))
+        gap = best_score - q
+        # PUCT(c) with N' visits is q + cs * P / (1 + N'); it stays <= PUCT(c*) from N' = wanted
+        wanted = cs * prior[c] / gap - 1.0 if gap > 0 else np.inf
+        kept = min(n[c], max(floor, np.ceil(wanted)))
+        out[c] = 0.0 if kept <= 1.0 else kept
+    return out
+
+
 def target_probs(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
                  g: int) -> np.ndarray:  # fmt: skip
     """Policy target over the root's child slots ((k,) float64, sums to 1): uniform over the
     proven wins if any; else, children proven lost excluded (unless all are), the Gumbel improved
     policy ``softmax(log P + sigma(completed Q))`` or the visit counts (PUCT; the priors if no
-    child has a visit).
+    child has a visit); with ``config.policy_target_pruning`` the counts are ``pruned_visits``.
 
     Raises:
         ValueError: the root is not expanded.
@@ -130,7 +168,8 @@ def target_probs(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig
         z = np.where(keep, logits + sigma_q(T, GM, settings, g), -np.inf)
         z = np.exp(z - z.max())
         return z / z.sum()
-    v = np.where(keep, T.n[g, sl], 0).astype(np.float64)
+    visits = pruned_visits(T, GM, settings, config, g) if config.policy_target_pruning else T.n[g, sl]
+    v = np.where(keep, visits, 0).astype(np.float64)
     if v.sum() <= 0:
         v = np.where(keep, T.p[g, sl], 0).astype(np.float64) + keep * 1e-12
     return v / v.sum()
@@ -187,7 +226,8 @@ def choose_move(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
     A proven winning move is taken at once (the most visited one). Otherwise, children proven
     lost are avoided (unless all are), and:
 
-    * PUCT: visit counts with temperature ``tau`` (default ``config.temperature_at(ply)``):
+    * PUCT: visit counts (after policy target pruning when ``config.policy_target_pruning``,
+      ``pruned_visits``) with temperature ``tau`` (default ``config.temperature_at(ply)``):
       ``tau == 0`` takes the most visited move (ties: higher Q, then higher prior), else samples
       with probability proportional to ``N ** (1 / tau)``;
     * Gumbel: the Sequential Halving winner (most search visits, then the largest
@@ -219,6 +259,8 @@ def choose_move(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
         cand = keep & (sv == top)
         return int(mv[np.argmax(np.where(cand, score, -np.inf))])
     tau = config.temperature_at(int(GM.root[g, I_PLY])) if temperature is None else temperature
+    if config.policy_target_pruning:  # KataGo plays from the pruned counts too
+        n = pruned_visits(T, GM, settings, config, g)
     visits = np.where(keep, n, 0.0)
     if visits.sum() <= 0:
         visits = np.where(keep, T.p[g, sl].astype(np.float64) + 1e-12, 0.0)
