@@ -52,10 +52,6 @@ def _remove_empty_run_dir() -> None:
     run_dir = out.parent
     if out.name == "hydra" and run_dir.exists() and [p.name for p in run_dir.iterdir()] == ["hydra"]:
         shutil.rmtree(run_dir, ignore_errors=True)
-        try:  # a checkpoint_root that Hydra made for this run only (rmdir: only when empty)
-            run_dir.parent.rmdir()
-        except OSError:
-            pass
 
 
 def precheck(argv: list[str]) -> list[str]:
