@@ -217,9 +217,10 @@ def test_worker_node_lost_mid_run(tmp_path: Path, ray_temp_dir: str) -> None:
     seen: dict[str, object] = {}
 
     def control(run: Run) -> None:
+        """Main thread (Ray's Cluster must add nodes from it); the run plays in another."""
         try:
             end = time.monotonic() + 240
-            while not list_checkpoints(runs / "c") and time.monotonic() < end:
+            while not list_checkpoints(runs / "c") and time.monotonic() < end and not done.is_set():
                 time.sleep(0.5)
             lost = [a for a in _actors_of_this_job() if a["cls"] == "SelfPlayActor" and a["node"] == node_b.node_id]
             seen["lost_actor"] = lost[0]["id"] if len(lost) == 1 else None
@@ -235,30 +236,51 @@ def test_worker_node_lost_mid_run(tmp_path: Path, ray_temp_dir: str) -> None:
             node_c = cluster.add_node(num_cpus=1, temp_dir=ray_temp_dir)
             seen["node_c"] = node_c.node_id
             key = (seen["lost_worker"], 1)
-            while time.monotonic() < end:
+            while time.monotonic() < end and not done.is_set():
                 if ray.get(run.replay.positions_by_source.remote()).get(key, 0) > 0:
                     seen["replacement_played"] = True
                     break
                 time.sleep(0.5)
         except Exception as e:  # noqa: BLE001 - reported by the asserts below
-            seen["error"] = repr(e)
+            import traceback
+
+            seen["error"] = f"{e!r}\n{traceback.format_exc()}"
         finally:
             run.stop_requested = True
+
+    done = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def play(run: Run) -> None:
+        try:
+            outcome["run_dir"] = run.run()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            outcome["error"] = e
+        finally:
+            done.set()
 
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         run = Run(cfg)
-        controller = threading.Thread(target=control, args=(run,), daemon=True)
-        run.on_started = controller.start
-        run_dir = run.run()
-        controller.join(timeout=60)
+        started = threading.Event()
+        run.on_started = started.set
+        player = threading.Thread(target=play, args=(run,), daemon=True)
+        player.start()
+        while not started.wait(0.5) and not done.is_set():
+            pass
+        if not done.is_set():
+            control(run)
+        player.join(timeout=300)
         actors = _actors_of_this_job()
     finally:
         ray.shutdown()
         cluster.shutdown()
 
-    assert "error" not in seen, seen
-    assert seen.get("removed") and seen.get("replacement_played"), seen
+    if "error" in outcome:
+        raise outcome["error"]
+    run_dir = outcome["run_dir"]
+    assert "error" not in seen, seen["error"]
+    assert seen.get("removed") and seen.get("replacement_played"), {k: v for k, v in seen.items() if k != "before"}
     lost = seen["lost_worker"]
     other = 1 - lost
     # Self-play went on while the node was down: the other worker kept handing in positions.
@@ -290,3 +312,24 @@ def test_placement_keys_are_checked(tmp_path: Path) -> None:
         _cfg(tmp_path, **{"ray.evaluator_resources": {"big_node": 0}})
     cfg = _cfg(tmp_path, **{"ray.selfplay_resources": {"gpu_node": 0.5}})
     assert cfg.ray.selfplay_resources == {"gpu_node": 0.5}
+
+
+def test_model_baselines_travel_as_bytes(tmp_path: Path) -> None:
+    """A ``model:PATH`` baseline is read on the driver and rebuilt from its bytes in a private
+    folder where the evaluator runs, under the same file name (same label); other specs pass."""
+    from takzero.pipeline.actors import localize_model_specs, model_spec_files
+    from takzero.players.registry import model_spec_path, spec_label
+
+    model = tmp_path / "g5.pt"
+    model.write_bytes(b"weights")
+    specs = ["uct", f"model:{model}:30", f"model:{model}"]
+    files = model_spec_files(specs)
+    assert files == {str(model): b"weights"}
+    local = localize_model_specs(specs, files)
+    assert local[0] == "uct" and local[1].endswith(":30")
+    for original, copy in zip(specs[1:], local[1:], strict=True):
+        path = Path(model_spec_path(copy))
+        assert path != model and not path.is_relative_to(tmp_path)
+        assert path.read_bytes() == b"weights" and path.name == model.name
+        assert spec_label(copy) == spec_label(original)
+    assert model_spec_path("uct:20") is None

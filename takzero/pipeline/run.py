@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -257,8 +258,10 @@ class Run:
             self.stop_requested = True
             log.warning("Ctrl-C: finishing the current step, writing a final checkpoint")
 
-        signal.signal(signal.SIGINT, _on_sigint)
-        signal.signal(signal.SIGTERM, _on_sigint)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if in_main_thread:  # a run driven from another thread is stopped with stop_requested
+            signal.signal(signal.SIGINT, _on_sigint)
+            signal.signal(signal.SIGTERM, _on_sigint)
         last_log = time.monotonic()
         steps_at_log = trainer.step
         samples_per_s = 0.0
@@ -319,7 +322,8 @@ class Run:
                 if result is not None:
                     promoted = self._gating(result, promoted, coordinator, writer, trainer)
         finally:
-            signal.signal(signal.SIGINT, previous_handler)
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous_handler)
             ray.get(coordinator.stop.remote())
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint's counters and the buffer's agree exactly.
