@@ -239,7 +239,8 @@ class Checks:
         share = 0.5 if self.cuda else 0.0
         cfg = load_cfg(self.args.config, [f"device={self.device}", "selfplay.workers=2",
                                           f"ray.worker_gpu_share={share}", *self._small(), *self.args.overrides])  # fmt: skip
-        ray.init(num_cpus=2, num_gpus=1 if self.cuda else 0, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, num_gpus=1 if self.cuda else 0, include_dashboard=False,
+                 log_to_driver=False)
         try:
             coordinator = ray.remote(Coordinator).remote()
             replay = ray.remote(ReplayActor).remote(size=cfg.board.size, top_k=cfg.replay.top_k,

@@ -78,7 +78,7 @@ def _init_ray(cfg: TrainConfig) -> None:
 
     if ray.is_initialized():
         return
-    extra = dict(cfg.ray.runtime_env)
+    extra = dict(cfg.ray.runtime_env or {})
     env_vars = {"PYTHONWARNINGS": "ignore::DeprecationWarning", **extra.pop("env_vars", {})}
     runtime_env = {**extra, "env_vars": env_vars}
     if cfg.ray.address:
@@ -224,8 +224,8 @@ class Run:
             _log_hparams(writer, cfg)
 
         # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
-        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources)
-        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources)
+        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
+        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
         here = on_node(driver_node_id())
         coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote()
         replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
@@ -243,10 +243,10 @@ class Run:
 
         gpus = cluster_gpus() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
-        pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources, share), coordinator, replay)
+        pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share), coordinator, replay)
         evaluator = (
             ray.remote(EvaluatorActor)
-            .options(**evaluator_options(cfg.ray.evaluator_resources))
+            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
             .remote(cfg, model_spec_files(cfg.evaluator.baselines))
         )
         eval_task = None
