@@ -202,6 +202,8 @@ class Run:
         self._check_run_dir()
         self._write_config()
         _init_ray(cfg)
+        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
+        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
         trainer = Trainer(
             cfg.model_config(),
             cfg.train,
@@ -224,8 +226,6 @@ class Run:
             _log_hparams(writer, cfg)
 
         # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
-        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
-        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
         here = on_node(driver_node_id())
         coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote()
         replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
