@@ -1,5 +1,6 @@
 """The evaluation command line: ``python -m takzero.evaluate MODEL`` plays a model against the
-baselines on paired openings and prints one JSON line per baseline.
+baselines on paired openings and prints one JSON line per baseline (with ``--links``, first one
+per game with a PTN Ninja link).
 
 The model is searched as a batched network side (``takzero.matches.games.play_match``); the
 baselines are player specs (``takzero.players.registry``). The statistics come from
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from takzero.game.position import Position, komi_to_half_komi
+from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
@@ -50,6 +52,7 @@ def evaluate_model(
     ptn_dir: str | None = None,
     say: Any = print,
     tinue_nodes: int = DEFAULT_TINUE_NODES,
+    links: bool = False,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
     move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
@@ -62,7 +65,10 @@ def evaluate_model(
     the Wilson interval ('score_wilson_lower'/'score_wilson_upper')); each is also printed with
     ``say`` as a JSON line (infinite Elo as null). Writes the games as PTN into
     ``ptn_dir`` when given. ``tinue_nodes``: the model's tinuë checks at its root
-    (``takzero.players.tactics``; 0: off; the baselines keep their own). Raises ValueError for a
+    (``takzero.players.tactics``; 0: off; the baselines keep their own). ``links``: before each
+    baseline's summary, one JSON line per game with ``say``: 'baseline', 'game' (1-based),
+    'white', 'black', 'result', 'plies' and 'ptn_ninja' (a link that opens the game in PTN
+    Ninja, ``takzero.game.ptn_ninja``). Raises ValueError for a
     bad spec, pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of 0.5,
     or a file that is not a model."""
     if not 1 <= pairs <= MAX_PAIRS:
@@ -109,6 +115,10 @@ def evaluate_model(
             tinue_nodes=search.tinue_nodes,
         )  # fmt: skip
         out.append(summary)
+        if links:
+            for i, g in enumerate(match.games, 1):
+                game = {"baseline": spec, "game": i, "white": g.white, "black": g.black, "result": g.result}
+                say(json.dumps({**game, "plies": g.plies, "ptn_ninja": ptn_ninja_url(g.to_ptn())}))
         say(json.dumps(_finite_or_none(summary)))
         if ptn_files:
             ptn_files[k].write_text("\n".join(g.to_ptn() for g in match.games))
@@ -141,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     p.add_argument(
+        "--links", action="store_true",
+        help="before each summary, a JSON line per game with a PTN Ninja link ('ptn_ninja')",
+    )  # fmt: skip
+    p.add_argument(
         "--tinue-nodes", type=int, default=DEFAULT_TINUE_NODES,
         help="prover nodes of the model's tinue checks at its root (0: off)",
     )  # fmt: skip
@@ -157,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         evaluate_model(
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
+            links=args.links,
         )
     except (OSError, ValueError) as e:
         p.error(str(e))

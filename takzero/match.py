@@ -26,7 +26,7 @@ What it does:
   move loses the game (PTN result ``1-0``/``0-1`` with a comment giving the reason); it is
   restarted for the next game and the match goes on;
 * writes every game as PTN to ``--out DIR/games.ptn`` (appended after each game) and prints a line
-  per game, then the score with the Elo difference of engine 1 over engine 2 and its 95% interval
+  per game (with ``--links`` followed by a PTN Ninja link that opens the game), then the score with the Elo difference of engine 1 over engine 2 and its 95% interval
   (``takzero.matches.stats``: pentanomial over game pairs when every opening was played with both
   colours, else trinomial).
 
@@ -40,8 +40,9 @@ import argparse
 import sys
 
 from takzero.game.position import komi_to_half_komi
+from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.matches.openings import load_openings
-from takzero.matches.tei_match import MatchAborted, TimeControl, run_tei_match
+from takzero.matches.tei_match import GameOutcome, MatchAborted, TimeControl, run_tei_match
 
 __all__ = ["main"]
 
@@ -87,7 +88,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--out", default="match_games", help="folder for games.ptn (default match_games)"
     )
     p.add_argument("--log", action="store_true", help="print every TEI line to stderr")
+    p.add_argument("--links", action="store_true", help="print a PTN Ninja link after each game")
     return p.parse_args(argv)
+
+
+def _print_link(outcome: GameOutcome) -> None:
+    print(f"  PTN Ninja: {ptn_ninja_url(outcome.ptn)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             out_dir=args.out,
             printer=lambda s: print(s, flush=True),
             log=log,
+            on_game=_print_link if args.links else None,
         )
     except (OSError, ValueError) as e:
         print(f"takzero.match: {e}", file=sys.stderr)

@@ -13,6 +13,9 @@ The board is redrawn before every move; moves are typed in PTN (``a1``, ``Sc3``,
 ``quit``           leave (also end of input)
 =================  ===========================================================================
 
+When the game ends (a road, a flat win, a draw, a resignation) the session prints a PTN Ninja
+link that opens the game in the browser (``takzero.game.ptn_ninja``).
+
 A malformed or illegal move gets a message saying why, and the game goes on. After its move the
 engine prints its evaluation: win/draw/loss percentages from its own point of view (a network
 player), or its expected score (the UCT baseline).
@@ -45,6 +48,7 @@ from takzero.game.core import BLACK, CAP, STANDARD_RESERVES, WALL, WHITE
 from takzero.game.moves import FILES, MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn_file
+from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.players.base import PlayerMove
 from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
@@ -302,14 +306,16 @@ class PlaySession:
     def _announce_end(self) -> None:
         if self.resigned is not None:
             self.say(f"{COLOUR_NAMES[self.resigned]} resigns: {self.result_text()}")
-            return
-        res = self.game.result
-        if res.winner is None:
-            verdict = "a draw"
         else:
-            verdict = "you win!" if res.winner == self.human else f"{self.engine_name} wins"
-        self.say(f"result {res}: {verdict}")
-        self.say("type 'save FILE.ptn' to keep the game, 'undo' to take back, 'quit' to leave")
+            res = self.game.result
+            if res.winner is None:
+                verdict = "a draw"
+            else:
+                verdict = "you win!" if res.winner == self.human else f"{self.engine_name} wins"
+            self.say(f"result {res}: {verdict}")
+        self.say(f"view the game in PTN Ninja: {ptn_ninja_url(self.record())}")
+        if self.resigned is None:
+            self.say("type 'save FILE.ptn' to keep the game, 'undo' to take back, 'quit' to leave")
 
     # -- engine ----------------------------------------------------------------------------
 
@@ -351,7 +357,8 @@ class PlaySession:
         self.player.reset(self.start.size, self.start.half_komi)
         self.say("took back your last move")
 
-    def save(self, path: str) -> None:
+    def record(self) -> PTNGame:
+        """The game so far as a PTN record (players, event, date, result)."""
         tags = {
             "Player1": "human" if self.human == WHITE else self.engine_name,
             "Player2": "human" if self.human == BLACK else self.engine_name,
@@ -359,9 +366,11 @@ class PlaySession:
             "Date": _dt.date.today().strftime("%Y.%m.%d"),
         }
         result = self.result_text() if self.resigned is not None else None
-        ptn = PTNGame.from_game(self.game, tags=tags, result=result)
+        return PTNGame.from_game(self.game, tags=tags, result=result)
+
+    def save(self, path: str) -> None:
         try:
-            write_ptn_file(path, ptn)
+            write_ptn_file(path, self.record())
         except OSError as e:
             self.say(f"cannot save to {path}: {e}")
             return

@@ -74,6 +74,23 @@ def test_evaluate_cli_prints_json_lines(tiny_model: Path, capsys: pytest.Capture
     assert r["baseline"] == "greedy" and r["games"] == 2 and r["half_komi"] == 0
 
 
+def test_evaluate_links(tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--links``: a JSON line per game before the summary, whose link opens that game."""
+    from takzero.game.ptn import read_ptn, read_ptn_file
+    from takzero.game.ptn_ninja import read_ptn_ninja_url
+
+    assert main([str(tiny_model), "--baselines", "random", "--pairs", "1", "--simulations", "4",
+                 "--ptn-dir", str(tmp_path), "--links"]) == 0
+    *games, summary = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert summary["games"] == 2 and "ptn_ninja" not in summary
+    written = read_ptn_file(tmp_path / "vs_random.ptn")
+    assert [g["game"] for g in games] == [1, 2]
+    for line, game in zip(games, written, strict=True):
+        (linked,) = read_ptn(read_ptn_ninja_url(line["ptn_ninja"])[0])
+        assert linked == game and line["result"] == game.result and line["plies"] == len(game.moves)
+        assert line["white"] == game.tags["Player1"] and line["baseline"] == "random"
+
+
 def test_wilson_interval() -> None:
     from takzero.matches.stats import wilson_interval
 

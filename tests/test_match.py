@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from takzero.game import Position
-from takzero.game.ptn import read_ptn_file
+from takzero.game.ptn import read_ptn, read_ptn_file
+from takzero.game.ptn_ninja import read_ptn_ninja_url
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
 from takzero.matches.tei_match import MatchAborted, TimeControl, run_tei_match
@@ -67,7 +68,7 @@ def test_network_engine_and_baseline_play_through_the_runner(tmp_path: Path, cap
         "--engine", tei("--model", str(model), "--threads", "1"),
         "--engine", tei("--player", "greedy", "--seed", "1"),
         "--games", "2", "--size", "4", "--komi", "0", "--nodes", "8", "--seed", "5",
-        "--out", str(out),
+        "--out", str(out), "--links",
     ])  # fmt: skip
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -85,6 +86,13 @@ def test_network_engine_and_baseline_play_through_the_runner(tmp_path: Path, cap
         assert game.result.over
         assert str(game.result) == g.result == g.tags["Result"]
         assert f"{g.tags['Player1']} - {g.tags['Player2']} {g.result}" in printed
+    # --links: a PTN Ninja link after each game line, opening that game
+    lines = printed.splitlines()
+    links = [ln.split("PTN Ninja: ", 1)[1] for ln in lines if ln.startswith("  PTN Ninja: ")]
+    assert [read_ptn(read_ptn_ninja_url(url)[0])[0] for url in links] == games
+    for i, line in enumerate(lines):
+        if line.startswith("  PTN Ninja: "):
+            assert lines[i - 1].startswith("game ")
 
 
 def test_match_result_statistics_and_ply_limit(tmp_path: Path) -> None:

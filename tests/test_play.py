@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from takzero.game import Position
-from takzero.game.ptn import read_ptn_file
+from takzero.game.ptn import read_ptn, read_ptn_file
+from takzero.game.ptn_ninja import read_ptn_ninja_url
 from takzero.play import PlaySession, describe_eval, make_opponent, render_board
 from takzero.players import PlayerMove, RandomPlayer, UCTPlayer
 
@@ -84,6 +85,9 @@ def test_scripted_stdin_game_to_the_end_saves_a_valid_ptn(tmp_path: Path) -> Non
     assert str(game.result) == g.result == m.group(1)
     assert f"saved {len(g.moves)} plies" in out
     assert out.rstrip().endswith("bye")
+    link = re.search(r"view the game in PTN Ninja: (\S+)", out)
+    assert link, out
+    assert read_ptn(read_ptn_ninja_url(link.group(1))[0]) == [g]  # the link opens the saved game
 
 
 def test_render_board_shows_stacks_walls_caps_reserves_and_turn() -> None:
@@ -134,6 +138,9 @@ def test_resign_and_save(tmp_path: Path) -> None:
     assert any("the game is over" in ln for ln in out)
     g = read_ptn_file(save)[0]
     assert g.result == "1-0" and g.tags["Player2"] == "human" and len(g.moves) == 1
+    links = [ln.split(": ", 1)[1] for ln in out if ln.startswith("view the game in PTN Ninja: ")]
+    assert len(links) == 1
+    assert read_ptn(read_ptn_ninja_url(links[0])[0]) == [g]  # the link carries the resignation
 
 
 def test_describe_eval() -> None:

@@ -31,6 +31,16 @@
     unchanged, so reading the output gives the same games. A move that ends the game gets no tak
     mark. A summary goes to stderr. Exit status 2 with the file, line and reason on stderr when
     the file cannot be read or a game cannot be replayed (nothing is written then).
+``python -m takzero.game show (--tps TPS [--last-move MOVE] | --ptn FILE [--game I] [--ply N])
+-o OUT.png|OUT.svg [--komi K] [--flats N] [--caps N] [--title T] [--width INCHES] [--dpi D]``
+    Draw a position (:mod:`takzero.game.picture`: stacks, top pieces, the last move marked) to a
+    PNG or SVG file: a TPS (``--last-move`` marks a move given in PTN), or game I (1-based,
+    default 1) of a PTN file after N plies of its move text (default: all; the last of them is
+    marked). Prints the file written. Exit status 2 with ``error: ...`` on stderr for bad input.
+
+``python -m takzero.game link FILE.ptn [--game I] [--ply N] [--name NAME]``
+    Print a PTN Ninja link (:mod:`takzero.game.ptn_ninja`) for each game of the file (or game I
+    only), opening at ply N when given. Exit status 2 with ``error: ...`` for a bad file.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from takzero.game.moves import MoveError
 from takzero.game.perft import divide, perft
 from takzero.game.position import Position, TPSError
 from takzero.game.ptn import PTNError, read_ptn_file, write_ptn_games
+from takzero.game.ptn_ninja import ptn_ninja_url
 
 
 def _perft(args: argparse.Namespace) -> int:
@@ -185,6 +196,69 @@ def _annotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ptn_game_at(path: str, index: int, ply: int | None) -> tuple[Position, int | None]:
+    """(position after ``ply`` plies of game ``index`` (1-based) of a PTN file, the last move
+    played or None). Raises PTNError, OSError, ValueError."""
+    games = read_ptn_file(path, check=False, strict_numbers=False)
+    if not 1 <= index <= len(games):
+        raise ValueError(f"{path} has {len(games)} games; --game must be in 1..{len(games)}")
+    game = games[index - 1]
+    n = len(game.moves) if ply is None else ply
+    if not 0 <= n <= len(game.moves):
+        raise ValueError(f"game {index} has {len(game.moves)} plies; --ply must be in 0..{len(game.moves)}")
+    pos = game.start
+    for i, code in enumerate(game.moves[:n]):
+        try:
+            pos = pos.play(code)
+        except MoveError as e:
+            raise game.move_error(i, str(e)) from None
+    return pos, (game.moves[n - 1] if n else None)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from takzero.game.picture import save_board
+
+    try:
+        if args.tps is not None:
+            if args.game is not None or args.ply is not None:
+                raise ValueError("--game and --ply go with --ptn, not --tps")
+            pos = Position.from_tps(args.tps, komi=args.komi, flats=args.flats, caps=args.caps)
+            last = args.last_move
+        else:
+            if args.last_move is not None:
+                raise ValueError("--last-move goes with --tps (a PTN game marks its own last move)")
+            pos, last = _ptn_game_at(args.ptn, 1 if args.game is None else args.game, args.ply)
+        path = save_board(pos, args.output, last_move=last, title=args.title, width=args.width, dpi=args.dpi)
+    except (TPSError, PTNError, MoveError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+def _link(args: argparse.Namespace) -> int:
+    try:
+        games = read_ptn_file(args.file, check=True, strict_numbers=False)
+        if args.game is not None and not 1 <= args.game <= len(games):
+            raise ValueError(f"{args.file} has {len(games)} games; --game must be in 1..{len(games)}")
+        chosen = games if args.game is None else [games[args.game - 1]]
+        if args.ply is not None and any(args.ply > len(g.moves) for g in chosen):
+            raise ValueError(f"--ply {args.ply} is past the end of a game")
+        links = [ptn_ninja_url(g, name=args.name, ply=args.ply) for g in chosen]
+    except (PTNError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"error: {args.file}: cannot read: {e}", file=sys.stderr)
+        return 2
+    for link in links:
+        print(link)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m takzero.game``."""
     parser = argparse.ArgumentParser(prog="python -m takzero.game", description="Tak rules engine tools")
@@ -228,6 +302,29 @@ def build_parser() -> argparse.ArgumentParser:
     per.add_argument("--nodes", type=int, help="prover budget per tak move in node visits (default 1000)")
     per.add_argument("--seconds", type=float, help="prover budget per tak move in seconds")
     a.set_defaults(func=_annotate)
+
+    s = sub.add_parser("show", help="draw a position to a PNG or SVG file")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--tps", help='position in TPS, e.g. "x5/x5/x5/x5/x5 1 1"')
+    src.add_argument("--ptn", help="a PTN file: draw one of its games after some plies")
+    s.add_argument("-o", "--output", required=True, help="picture file, .png or .svg")
+    s.add_argument("--last-move", help="with --tps: the move (PTN) to mark as the last one")
+    s.add_argument("--game", type=int, help="with --ptn: game number, 1-based (default 1)")
+    s.add_argument("--ply", type=int, help="with --ptn: plies of the move text played (default: all)")
+    s.add_argument("--komi", type=float, default=0.0, help="with --tps: komi in points (default 0)")
+    s.add_argument("--flats", type=int, help="with --tps: stones per player (default: standard)")
+    s.add_argument("--caps", type=int, help="with --tps: capstones per player (default: standard)")
+    s.add_argument("--title", help="a first title line, e.g. the players")
+    s.add_argument("--width", type=float, default=4.0, help="width in inches (default 4)")
+    s.add_argument("--dpi", type=int, default=100, help="PNG pixels per inch (default 100)")
+    s.set_defaults(func=_show)
+
+    n = sub.add_parser("link", help="print PTN Ninja links for the games of a PTN file")
+    n.add_argument("file", help="PTN file")
+    n.add_argument("--game", type=int, help="only this game, 1-based")
+    n.add_argument("--ply", type=int, help="open the games after this many plies")
+    n.add_argument("--name", help="the title PTN Ninja shows")
+    n.set_defaults(func=_link)
     return parser
 
 

@@ -129,9 +129,17 @@ def format_ptn(code: int, size: int, flatten: bool = False) -> str:
 
 
 def parse_playtak(text: str, size: int) -> int:
-    """Move code of a playtak server move: ``P A1``, ``P A1 W``, ``P A1 C``, ``M A2 A5 2 1``.
+    """Move code of a playtak server move: ``P A1``, ``P A1 W``, ``P A1 C``, ``M A2 A4 2 1``.
 
-    Raises MoveError for anything else (including a move that is not in a straight line).
+    ``M FROM TO D1 D2 ...``: the stack on FROM moves towards TO dropping D1 pieces on the first
+    square passed, D2 on the next, ...; TO is the square of the last drop, so there are exactly as
+    many drops as squares from FROM to TO (``M A2 A4 2 1`` is PTN ``3a2+21``). This is the
+    server's rule (USTakAssociation/playtak-api, ``server/src/main/java/tak/Game.java``,
+    ``moveMove``: "length of vals should be one less than no. of squares involved") and what it
+    sends; :func:`format_playtak` writes the same.
+
+    Raises MoveError for anything else (a move not in a straight line, a TO square that is not
+    the last drop, bad drop counts).
     """
     parts = text.split()
     if not parts:
@@ -162,7 +170,16 @@ def parse_playtak(text: str, size: int) -> int:
         else:
             raise MoveError(f"'{text}': from and to are not on one line")
         if abs(fb - fa) + abs(rb - ra) != len(drops):
-            raise MoveError(f"'{text}': {len(drops)} drops do not reach {parts[2]}")
+            last = a + len(drops) * direction_step(direction, size)
+            where = (
+                f"end on {square_name(last, size).upper()}"
+                if 0 <= len(drops) <= distance_to_edge(a, direction, size)
+                else "leave the board"
+            )
+            raise MoveError(
+                f"'{text}': {len(drops)} drops {where}, not {parts[2].upper()} "
+                "(the second square is the last one dropped on)"
+            )
         if min(drops) < 1 or sum(drops) > size:
             raise MoveError(f"'{text}': bad drop counts")
         return make_spread(a, direction, drops_to_pattern(drops))
@@ -170,7 +187,8 @@ def parse_playtak(text: str, size: int) -> int:
 
 
 def format_playtak(code: int, size: int) -> str:
-    """Playtak server notation of a move code (``P A1 W``, ``M A2 A5 2 1``)."""
+    """Playtak server notation of a move code (``P A1 W``, ``M A2 A4 2 1``: the second square is
+    the last one dropped on; see :func:`parse_playtak`)."""
     sq = code & 63
     kind = (code >> 6) & 3
     name = square_name(sq, size).upper()

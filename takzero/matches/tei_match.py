@@ -483,13 +483,15 @@ def run_tei_match(
     out_dir: str | Path | None = None,
     printer: Callable[[str], None] = print,
     log: Callable[[str], None] | None = None,
+    on_game: Callable[[GameOutcome], None] | None = None,
 ) -> tuple[MatchResult, list[GameOutcome]]:
     """Play ``games`` games between the two engines ``commands`` on paired openings (see the
     module docstring); returns the match from engine 1's point of view and the games.
 
     Raises ValueError for bad arguments (not two engines, games < 1, openings of another size)
     and MatchAborted when an engine does not start (no game is played). Later engine failures
-    never raise: they lose games (a crashed engine is restarted for the next game)."""
+    never raise: they lose games (a crashed engine is restarted for the next game).
+    ``on_game`` is called with each finished game after its line is printed."""
     if len(commands) != 2:
         raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
     if games < 1:
@@ -559,6 +561,8 @@ def run_tei_match(
                 f"({why}), {outcome.plies} plies; {a.name} {result.wins}-{result.losses}-"
                 f"{result.draws}"
             )
+            if on_game is not None:
+                on_game(outcome)
     finally:
         for c in clients:
             c.close()

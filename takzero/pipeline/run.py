@@ -13,7 +13,8 @@ folder. Everything lands in ``checkpoints/<run_name>/``:
 ``best.pt``           the promoted model (``takzero.export`` and the play CLI read it)
 ``replay/``           replay shards (reloaded on resume)
 ``games/``            PTN of sample self-play games and of evaluation games
-``tb/``               TensorBoard logs (``tensorboard --logdir checkpoints``)
+``tb/``               TensorBoard logs (``tensorboard --logdir checkpoints``; sample games with
+                      PTN Ninja links and final-position pictures: ``pipeline/tb_games.py``)
 ``hydra/``            Hydra's own output
 ====================  ========================================================================
 
@@ -63,6 +64,7 @@ from takzero.pipeline.placement import (
     on_node,
     selfplay_options,
 )
+from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
 
 log = logging.getLogger("takzero.train")
@@ -133,6 +135,7 @@ class Run:
         self.positions = 0
         self.counters: dict[str, float] = {}
         self.last_gating = "none yet"
+        self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
         self.gating_decisions = 0
         self.resume_from: tuple[Path, dict[str, Any]] | None = None
         #: called once the actors are created (tests use it to act on a running run)
@@ -412,6 +415,7 @@ class Run:
         for name, text in result.get("ptn", {}).items():
             path = self.run_dir / "games" / name
             path.write_text(text)
+            log_sample_game(writer, evaluation_tag(name), text, step)
         if result.get("decision") is not None and self.cfg.evaluator.gating != "off":
             self.gating_decisions += 1
             cand_gen = result["candidate_generation"]
@@ -470,7 +474,7 @@ class Run:
             with open(path, "a") as f:
                 for g in games:
                     f.write(g.rstrip() + "\n\n")
-            writer.add_text("selfplay/sample_game", "```\n" + games[-1] + "\n```", step)
+            log_sample_game(writer, "selfplay", games[-1], step, pictured=self.pictured)
 
     def _progress(self, trainer: Trainer, rstats: dict[str, float], samples_per_s: float) -> None:
         elapsed = time.monotonic() - self.started

@@ -1,0 +1,882 @@
+"""The playtak bot: a player (any :class:`~takzero.players.base.BasePlayer`) on a playtak server.
+
+The lines it sends and reads, with their source (the playtak server's README and Java source,
+USTakAssociation/playtak-api), are listed in :mod:`takzero.matches.playtak_protocol`. What the
+bot does with them:
+
+* **Login**: ``Client``, ``Protocol 2`` (clocks in milliseconds, the increment in ``Game
+  Start``), then ``Login Guest TOKEN`` (a fresh random token per bot, so that a reconnection logs
+  in as the same guest) or ``Login NAME PASSWORD``. ``Authentication failure`` raises
+  :class:`LoginError`.
+* **Finding games**: posts its seek (:class:`~takzero.matches.playtak_protocol.SeekSpec`) and
+  posts it again after each game, and/or accepts the open seeks it can play (``accept``: any
+  seeker, or one name).
+* **Playing**: every ``Game Start`` (a new game, or a rejoined one) starts from the empty board
+  and applies the plies that follow; the game is in sync when its clock update arrives (after a
+  rejoin the server sends every ply and then the clocks; a new game has no plies and, for white,
+  no clock until the first move, so a short quiet wait ends it). Then, on its turn, the bot
+  searches in a worker thread and sends the move; the opponent's plies, ``Over`` (the result),
+  ``Abandoned`` (the opponent left: a win) and ``Undo`` are followed.
+* **Clock**: the time left is the last clock update minus the time since it arrived. A move gets
+  the TEI engine's budget (:meth:`~takzero.matches.tei_protocol.SearchLimits.budget_seconds`:
+  about 1/20 of the time left plus 3/4 of the increment) of the time left less ``reserve_s``
+  (latency); at a hard deadline (at most half of that time) the search is stopped and the best
+  move it reported so far, or a one-ply tactical move (the greedy baseline), is sent at once,
+  without waiting for the search. So a move never takes more than half of the time left. The
+  loop never calls the player itself: resets and the plies it is told wait for the next search,
+  which makes them in its own thread, so a slow call (a kernel compiling, a chunk of simulations
+  that overruns) delays a search, never a move; a new search waits for a stopped one to end.
+* **Keep-alive and reconnection**: ``PING`` every ``ping_interval`` seconds (30: the server's
+  advice); a connection that says nothing for three intervals, or breaks, is replaced: the bot
+  logs in again (same guest token or account), with growing waits, for up to
+  ``reconnect_timeout`` seconds. The server then resends the game (see above); a move that was
+  sent but not received is sent again, and a game that did not come back (abandoned while away)
+  is counted as a loss.
+* **Bad lines**: a server line that cannot be read, or that contradicts the game (an illegal
+  ply), is logged and ignored; the counts are in :class:`BotStats`.
+
+:func:`run_bot` is the whole loop; :class:`PlaytakBot` holds its state.
+"""
+
+from __future__ import annotations
+
+import queue
+import secrets
+import socket
+import string
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from takzero.game.core import WHITE
+from takzero.game.moves import MoveError, format_playtak, parse_playtak
+from takzero.game.position import Position
+from takzero.matches.playtak_protocol import (
+    PING,
+    PING_INTERVAL,
+    QUIT,
+    GameStart,
+    ProtocolError,
+    SeekOffer,
+    SeekSpec,
+    format_accept,
+    format_client,
+    format_login,
+    format_login_guest,
+    format_move,
+    format_protocol,
+    format_resign,
+    parse_clock,
+    parse_game_line,
+    parse_game_start,
+    parse_over,
+    parse_seek,
+    parse_welcome,
+    result_winner,
+)
+from takzero.matches.tei_protocol import SearchLimits
+from takzero.players.base import BasePlayer, PlayerMove
+from takzero.players.baselines import GreedyPlayer
+
+CLIENT_NAME = "takzero-bot"
+DEFAULT_SERVER = ("playtak.com", 10000)
+#: Seconds of the time left that the bot never plans to use (network latency, both ways).
+DEFAULT_RESERVE_S = 1.0
+#: Quiet time after a ``Game Start`` with no plies before the game counts as in sync.
+SETTLE_S = 0.2
+#: Longest line read from the server; a longer one arrives in pieces (each ignored as malformed).
+MAX_LINE = 65536
+#: Lines the bot has no use for (logged in verbose mode only).
+_QUIET = {
+    "Welcome!", "Login", "OK", "Online", "OnlinePlayers", "GameList", "Shout", "ShoutRoom",
+    "Joined", "Left", "Tell", "Told", "Observe", "Is", "CmdReply", "sudoReply", "Accept",
+    "Rematch", "Registered", "Registration",
+}  # fmt: skip
+_WAITING = 0  # the token of a move waiting for the last search to end (searches count from 1)
+_GAME_NOTES = {"OfferDraw", "RemoveDraw", "RequestUndo", "RemoveUndo", "GivenTime", "Show"}
+
+
+class LoginError(RuntimeError):
+    """The server refused the login (wrong name or password)."""
+
+
+def move_budget(remaining_s: float, increment_s: float, reserve_s: float) -> tuple[float, float]:
+    """(soft, hard) seconds for a move with ``remaining_s`` on the clock: ``soft`` is the search's
+    time limit, the TEI engine's budget (:meth:`SearchLimits.budget_seconds`) of the time left
+    less ``reserve_s``; ``hard`` is when the bot sends a move whatever the search is doing: at
+    most half of the time left less the reserve, and at least ``soft``. (0, 0) when nothing is
+    left beyond the reserve (play at once)."""
+    avail = remaining_s - reserve_s
+    if avail <= 0.01:
+        return 0.0, 0.0
+    limits = SearchLimits(wtime=int(avail * 1000), winc=int(max(0.0, increment_s) * 1000))
+    soft = limits.budget_seconds(WHITE) or 0.0
+    hard = min(avail / 2, max(1.5 * soft, soft + 0.1))
+    return min(soft, hard), hard
+
+
+def new_guest_token() -> str:
+    """20 random lower-case letters (the server's guest token; cryptographically random)."""
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(20))
+
+
+@dataclass
+class BotStats:
+    """What happened, for logs and tests: games finished (``wins``/``losses``/``draws``;
+    ``time_losses``: lost on the clock; ``abandoned``: lost because the bot did not come back),
+    ``reconnects``, games ``resumed`` after one, server lines ``ignored`` (malformed or out of
+    place), ``server_errors`` (``NOK``/``Error`` lines), ``deadline_moves`` (sent at the hard
+    deadline without the search's answer), ``internal_errors`` (exceptions while handling a
+    line, logged with their traceback), the least time left when a move was sent
+    (``min_clock_s``) and one dict per game in ``results``."""
+
+    wins: int = 0
+    losses: int = 0
+    draws: int = 0
+    time_losses: int = 0
+    abandoned: int = 0
+    reconnects: int = 0
+    resumed: int = 0
+    ignored: int = 0
+    server_errors: int = 0
+    deadline_moves: int = 0
+    internal_errors: int = 0
+    min_clock_s: float | None = None
+    results: list[dict] = field(default_factory=list)
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.losses + self.draws
+
+    def summary(self) -> dict:
+        """Everything but the per-game results, plus ``games``."""
+        d = asdict(self)
+        d.pop("results")
+        d["games"] = self.games
+        return d
+
+
+@dataclass
+class _Game:
+    start: GameStart
+    position: Position
+    increment_s: float
+    codes: list[int] = field(default_factory=list)
+    clocks: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    clock_at: float = 0.0
+    syncing: bool = True
+    settle_at: float = 0.0
+    rejoin_by: float | None = None  # after a reconnection: the game must come back before this
+    token: int | None = None  # the search running for our move
+    deadline: float = 0.0
+    best: PlayerMove | None = None
+    pending: tuple[int, int, int] | None = None  # (ply, position hash, code) of our last move
+    resigned: bool = False
+
+    @property
+    def number(self) -> int:
+        return self.start.number
+
+    @property
+    def our_turn(self) -> bool:
+        return not self.position.is_over and self.position.side_to_move == self.start.colour
+
+
+class _Connection:
+    """A TCP connection: a reader thread putting ``("line", id, text)`` and finally ``("closed",
+    id, why)`` on the bot's queue, and a locked writer."""
+
+    def __init__(self, sock: socket.socket, cid: int, events: queue.Queue) -> None:
+        self.sock = sock
+        self.cid = cid
+        self._events = events
+        self._lock = threading.Lock()
+        sock.settimeout(None)
+        threading.Thread(target=self._read, daemon=True, name=f"playtak-read-{cid}").start()
+
+    def _read(self) -> None:
+        why = "closed by the server"
+        try:
+            with self.sock.makefile("rb") as f:
+                while raw := f.readline(MAX_LINE):
+                    self._events.put(("line", self.cid, raw.decode("utf-8", "replace").rstrip("\r\n")))
+        except (OSError, ValueError) as e:
+            why = str(e) or type(e).__name__
+        self._events.put(("closed", self.cid, why))
+
+    def send(self, line: str) -> bool:
+        with self._lock:
+            try:
+                self.sock.sendall((line + "\n").encode())
+                return True
+            except OSError:
+                return False
+
+    def close(self) -> None:
+        for op in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
+            try:
+                op()
+            except OSError:
+                pass
+
+
+class PlaytakBot:
+    """The bot's state and loop (see the module doc); :meth:`run` plays until ``games`` games are
+    over (None: until :meth:`stop`) and returns the :class:`BotStats`.
+
+    ``player``: who chooses the moves (reset at each game start, told every ply, asked with
+    ``think`` under the clock). ``server``: (host, port). ``user``/``password``: a registered
+    account (None: a guest). ``seek``: the seek to post; ``accept``: accept open seeks (""
+    any seeker, a name: only that player's; None: never). ``nodes``: a cap on the simulations
+    of a move (None: the clock alone decides). ``reserve_s``: the time the bot never
+    plans to use. ``log``: one line per event (default: stderr with a time stamp); ``verbose``
+    also logs every line sent (``<``) and read (``>``), the password masked.
+    """
+
+    def __init__(
+        self,
+        player: BasePlayer,
+        server: tuple[str, int] = DEFAULT_SERVER,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        seek: SeekSpec | None = None,
+        accept: str | None = None,
+        games: int | None = None,
+        nodes: int | None = None,
+        reserve_s: float = DEFAULT_RESERVE_S,
+        ping_interval: float = PING_INTERVAL,
+        reconnect_timeout: float = 300.0,
+        client_name: str = CLIENT_NAME,
+        seed: int = 0,
+        log: Callable[[str], None] | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if (user is None) != (password is None):
+            raise ValueError("give both a user name and a password, or neither (a guest)")
+        self._login_line = format_login(user, password) if user else format_login_guest(new_guest_token())
+        self._client_line = format_client(client_name)
+        if games is not None and games < 1:
+            raise ValueError(f"games must be >= 1, got {games}")
+        self.player = player
+        self.server = server
+        self.seek = seek
+        self.accept = accept
+        self.games = games
+        self.nodes = nodes
+        self.reserve_s = float(reserve_s)
+        self.ping_interval = float(ping_interval)
+        self.reconnect_timeout = float(reconnect_timeout)
+        self.seed = seed
+        self.verbose = verbose
+        self._log = log or _stderr_log
+        self.stats = BotStats()
+        self._fallback = GreedyPlayer(seed)
+        self._events: queue.Queue = queue.Queue()
+        self._stopping = threading.Event()
+        self._player_lock = threading.Lock()
+        self._conn: _Connection | None = None
+        self._cid = 0
+        self._connecting = False
+        self._logged_in = False
+        self._name = ""
+        self._last_heard = 0.0
+        self._game: _Game | None = None
+        self._offers: dict[int, SeekOffer] = {}
+        self._refused_offers: set[int] = set()
+        self._asked = False
+        self._accepting: int | None = None
+        self._token = 0
+        self._stop_search = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._warm: set[tuple[int, int, int, int]] = set()
+        self._games_started = 0
+        # Player calls waiting for the next search (which makes them, in order, holding the
+        # player): ("reset", size, half_komi, seed) and ("observe", position, code). The loop
+        # itself never calls the player, so a slow call can never hold up a move.
+        self._todo: list[tuple] = []
+        self._todo_lock = threading.Lock()
+
+    # -- public --------------------------------------------------------------------------------
+
+    def run(self) -> BotStats:
+        """Warm up, connect, play; returns the stats. Raises LoginError (refused login),
+        ConnectionError (no connection at start, or none again within ``reconnect_timeout``),
+        ValueError (the player cannot play the seek's size)."""
+        if self.seek is not None:
+            s = self.seek
+            self._warm_up(s.size, s.stones, s.capstones, s.half_komi)
+        self._connect()
+        pinger = threading.Thread(target=self._ping_loop, daemon=True, name="playtak-ping")
+        pinger.start()
+        try:
+            while not self._finished():
+                try:
+                    event = self._events.get(timeout=0.02)
+                except queue.Empty:
+                    event = None
+                if event is not None:
+                    self._handle(event)
+                self._check_timers()
+        finally:
+            self._shutdown()
+        return self.stats
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to end (from any thread); a game in progress is left (and abandoned)."""
+        self._stopping.set()
+
+    @property
+    def name(self) -> str:
+        """The name the server gave the bot ('' before the login)."""
+        return self._name
+
+    def drop_connection(self) -> None:
+        """Break the connection as a network fault would (for tests); the bot reconnects."""
+        conn = self._conn
+        if conn is not None:
+            conn.close()
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def _say(self, msg: str) -> None:
+        self._log(msg)
+
+    def _send(self, line: str) -> bool:
+        conn = self._conn
+        if self.verbose:
+            shown = line
+            if line.startswith("Login "):  # neither a password nor a guest token goes to the log
+                shown = "Login Guest ***" if line.startswith("Login Guest") else "Login *** ***"
+            self._say("< " + shown)
+        if conn is None or not conn.send(line):
+            self._say(f"could not send {line.split()[0]!r}: not connected")
+            return False
+        return True
+
+    def _connect(self) -> None:
+        """Open a connection and log in; raises LoginError, ConnectionError, OSError."""
+        host, port = self.server
+        sock = socket.create_connection((host, port), timeout=10)
+        self._cid += 1
+        self._conn = _Connection(sock, self._cid, self._events)
+        self._logged_in = False
+        self._asked = False
+        self._accepting = None
+        self._offers.clear()
+        self._last_heard = time.monotonic()
+        self._connecting = True
+        try:
+            for line in (self._client_line, format_protocol(), self._login_line):
+                self._send(line)
+            deadline = time.monotonic() + 30
+            while not self._logged_in:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConnectionError("no answer to the login within 30 s")
+                try:
+                    self._handle(self._events.get(timeout=min(left, 0.1)))
+                except queue.Empty:
+                    pass
+        except BaseException:
+            self._conn.close()
+            raise
+        finally:
+            self._connecting = False
+
+    def _reconnect(self, why: str) -> None:
+        self.stats.reconnects += 1
+        self._say(f"connection lost ({why}); reconnecting")
+        if self._conn is not None:
+            self._conn.close()
+        self._logged_in = False
+        delay, give_up = 0.2, time.monotonic() + self.reconnect_timeout
+        while not self._stopping.is_set():
+            try:
+                self._connect()
+                self._say(f"reconnected as {self._name}")
+                return
+            except LoginError:
+                raise
+            except (OSError, ConnectionError) as e:
+                if time.monotonic() + delay > give_up:
+                    raise ConnectionError(
+                        f"no connection to {self.server[0]}:{self.server[1]} again within "
+                        f"{self.reconnect_timeout:g} s: {e}"
+                    ) from None
+                self._say(f"reconnection failed ({e}); next try in {delay:.1f} s")
+                time.sleep(delay)
+                delay = min(2 * delay, 10.0)
+
+    def _ping_loop(self) -> None:
+        while not self._stopping.wait(self.ping_interval):
+            conn = self._conn
+            if conn is not None and self._logged_in:
+                conn.send(PING)
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        self._cancel_search()
+        if self._conn is not None:
+            self._send(QUIT)
+            self._conn.close()
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+
+    def _finished(self) -> bool:
+        if self._stopping.is_set():
+            return True
+        return self.games is not None and self.stats.games >= self.games and self._game is None
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _handle(self, event: tuple) -> None:
+        kind = event[0]
+        if kind == "line":
+            if event[1] == self._cid:
+                self._last_heard = time.monotonic()
+                self._on_line(event[2])
+        elif kind == "closed":
+            if event[1] == self._cid and not self._stopping.is_set():
+                if self._connecting:
+                    raise ConnectionError(f"connection closed during the login ({event[2]})")
+                self._reconnect(event[2])
+        elif kind == "progress":
+            g = self._game
+            if g is not None and g.token == event[1]:
+                g.best = event[2]
+        elif kind == "answer":
+            self._on_answer(event[1], event[2])
+
+    def _on_line(self, line: str) -> None:
+        if self.verbose:
+            self._say("> " + line)
+        text = line.strip()
+        if not text:
+            return
+        try:
+            self._dispatch(text)
+        except LoginError:
+            raise
+        except (ProtocolError, MoveError, ValueError) as e:
+            self.stats.ignored += 1
+            self._say(f"ignored server line {text[:200]!r}: {e}")
+        except Exception as e:  # noqa: BLE001 - a bot must outlive a bad line; logged in full
+            self.stats.internal_errors += 1
+            self._say(f"error handling server line {text[:200]!r}: {type(e).__name__}: {e}\n"
+                      + traceback.format_exc())
+
+    def _dispatch(self, line: str) -> None:
+        head = line.split(maxsplit=1)[0]
+        if line.startswith("Game Start"):
+            self._on_game_start(parse_game_start(line))
+        elif line.startswith("Game#"):
+            self._on_game_line(*parse_game_line(line))
+        elif head == "Welcome" and line != "Welcome!":
+            self._on_welcome(parse_welcome(line))
+        elif line == "Authentication failure":
+            raise LoginError(f"the server refused the login of {self._login_line.split()[1]}")
+        elif head == "Seek" and line[5:9] in ("new ", "remo"):
+            kind, offer = parse_seek(line)
+            self._on_seek(kind, offer)
+        elif head == "NOK" or head.startswith("Error"):
+            self._on_error(line)
+        elif head == "Message":
+            self._say("server: " + line[8:])
+            g = self._game
+            if g is not None and g.rejoin_by is None and g.syncing and "resumed" in line:
+                self._end_sync()
+        elif head in _QUIET:
+            if head == "Online" and self._game is not None and self._game.rejoin_by is not None:
+                self._game_not_resumed()
+        else:
+            raise ProtocolError("unknown server line")
+
+    def _on_welcome(self, name: str) -> None:
+        self._name = name
+        self._logged_in = True
+        self._say(f"logged in as {name}")
+        if self._game is None:
+            self._ask_for_game()
+        else:  # reconnected during a game: the server resends it at once, or it is gone
+            self._game.rejoin_by = time.monotonic() + 10.0
+
+    def _on_error(self, line: str) -> None:
+        if self._connecting:  # e.g. an older server that does not know "Protocol"
+            self._say(f"server: {line}")
+            return
+        self.stats.server_errors += 1
+        self._say(f"server error: {line}")
+        if line == "NOK" and self._accepting is not None and self._game is None:
+            self._refused_offers.add(self._accepting)
+            self._accepting = None
+            self._try_accept()
+
+    # -- finding games -------------------------------------------------------------------------
+
+    def _games_left(self) -> bool:
+        return self.games is None or self._games_started < self.games
+
+    def _ask_for_game(self) -> None:
+        if self._asked or self._game is not None or not self._logged_in or not self._games_left():
+            return
+        if self.seek is not None:
+            self._send(self.seek.command())
+            self._say(f"seeking: {self.seek.command().strip()}")
+            self._asked = True
+        if self.accept is not None:
+            self._try_accept()
+
+    def _can_play(self, offer: SeekOffer) -> bool:
+        model_size = getattr(self.player, "model_size", None)
+        if model_size is not None and model_size != offer.size:
+            return False
+        try:
+            Position.start(offer.size, flats=offer.flats, caps=offer.caps, half_komi=offer.half_komi)
+        except ValueError:
+            return False
+        return True
+
+    def _on_seek(self, kind: str, offer: SeekOffer) -> None:
+        if kind == "remove":
+            self._offers.pop(offer.number, None)
+            if self._accepting == offer.number:
+                self._accepting = None
+            return
+        self._offers[offer.number] = offer
+        self._try_accept()
+
+    def _try_accept(self) -> None:
+        if self.accept is None or self._accepting is not None or self._game is not None:
+            return
+        if not self._logged_in or not self._games_left():
+            return
+        for n in sorted(self._offers):
+            offer = self._offers[n]
+            if (
+                n in self._refused_offers
+                or offer.name == self._name
+                or not offer.open_to(self._name)
+                or (self.accept and offer.name.lower() != self.accept.lower())
+                or not self._can_play(offer)
+            ):
+                continue
+            self._warm_up(offer.size, offer.flats, offer.caps, offer.half_komi)
+            self._accepting = n
+            self._say(f"accepting seek {n} of {offer.name}: {offer.size}x{offer.size}, "
+                      f"{offer.time_s}+{offer.increment_s} s")
+            self._send(format_accept(n))
+            return
+
+    def _warm_up(self, size: int, flats: int, caps: int, half_komi: int) -> None:
+        """One tiny search (and a fallback move) so that the compiled kernels are built before
+        any clock runs. Raises ValueError if the player cannot play these settings."""
+        key = (size, flats, caps, half_komi)
+        if key in self._warm:
+            return
+        t0 = time.perf_counter()
+        pos = Position.start(size, flats=flats, caps=caps, half_komi=half_komi)
+        with self._player_lock:  # the search, tree reuse and a second search all compile
+            self.player.reset(size, half_komi, seed=self.seed)
+            code = self.player.think(pos, nodes=8).code
+            self.player.observe(pos, code)
+            self.player.think(pos.play(code), nodes=8)
+        self._fallback.reset(size, half_komi)
+        self._fallback.choose(pos)
+        self._warm.add(key)
+        self._say(f"ready for {size}x{size} ({time.perf_counter() - t0:.1f} s to warm up)")
+
+    # -- games ---------------------------------------------------------------------------------
+
+    def _on_game_start(self, gs: GameStart) -> None:
+        old = self._game
+        self._cancel_search()
+        self._accepting = None
+        self._asked = False
+        increment = gs.increment_s
+        if increment is None:  # a protocol 0/1 line: the increment of our own seek, if it is one
+            s = self.seek
+            increment = s.increment_s if s and (s.size, s.time_s) == (gs.size, gs.time_s) else 0
+        position = Position.start(gs.size, flats=gs.flats, caps=gs.caps, half_komi=gs.half_komi)
+        g = _Game(gs, position, float(increment))
+        g.clocks = [float(gs.time_s), float(gs.time_s)]
+        g.clock_at = g.settle_at = time.monotonic()
+        g.settle_at += SETTLE_S
+        if old is not None and old.number == gs.number:
+            g.pending = old.pending
+            self.stats.resumed += 1
+            self._say(f"game {gs.number} resumed")
+        else:
+            if old is not None:
+                self._say(f"game {old.number} was left for game {gs.number}")
+            self._games_started += 1
+            colour = "white" if gs.colour == WHITE else "black"
+            self._say(
+                f"game {gs.number}: {gs.white} vs {gs.black}, {gs.size}x{gs.size}, "
+                f"{gs.time_s}+{increment} s, komi {gs.half_komi / 2:g}, {gs.flats} flats "
+                f"{gs.caps} caps; we are {colour}"
+            )
+        self._game = g
+        self._new_player_game(g)
+        try:
+            self._warm_up(gs.size, gs.flats, gs.caps, gs.half_komi)
+        except ValueError as e:
+            self._say(f"cannot play game {gs.number} ({e}); resigning")
+            g.resigned = True
+            self._send(format_resign(gs.number))
+
+    def _on_game_line(self, number: int, rest: str) -> None:
+        g = self._game
+        kind = rest.split(maxsplit=1)[0] if rest else ""
+        if kind in ("Over", "Abandoned."):
+            self._on_over(number, rest)
+            return
+        if g is None or number != g.number:
+            raise ProtocolError(f"a line for game {number}, which the bot is not playing")
+        if kind in ("P", "M"):
+            code = parse_playtak(rest, g.start.size)
+            g.position.check_move(code)  # an illegal ply: MoveError, logged and ignored
+            self._apply(g, code)
+            if not g.syncing:
+                g.pending = None  # the opponent answered: our last move arrived
+                self._maybe_think()
+        elif kind in ("Time", "Timems"):
+            g.clocks = list(parse_clock(rest))
+            g.clock_at = time.monotonic()
+            if g.syncing and g.rejoin_by is None:
+                self._end_sync()
+        elif kind == "Undo":
+            if not g.codes:
+                raise ProtocolError("undo with no ply played")
+            self._cancel_search()
+            codes = g.codes[:-1]
+            g.position = Position.start(g.start.size, flats=g.start.flats, caps=g.start.caps,
+                                        half_komi=g.start.half_komi)
+            g.codes = []
+            self._new_player_game(g)
+            for c in codes:
+                self._apply(g, c)
+            g.pending = None
+            self._say(f"game {number}: the last ply was taken back")
+            self._maybe_think()
+        elif kind in _GAME_NOTES:
+            self._say(f"game {number}: {rest} (not answered)")
+        else:
+            raise ProtocolError("unknown game line")
+
+    def _new_player_game(self, g: _Game) -> None:
+        """The player starts the game afresh at its next search (earlier calls are dropped)."""
+        s = g.start
+        with self._todo_lock:
+            self._todo = [("reset", s.size, s.half_komi, self.seed + self._games_started)]
+
+    def _catch_up_player(self) -> None:
+        """Make the player calls that wait (in the search thread, holding the player)."""
+        with self._todo_lock:
+            todo, self._todo = self._todo, []
+        for call in todo:
+            if call[0] == "reset":
+                self.player.reset(call[1], call[2], seed=call[3])
+            else:
+                self.player.observe(call[1], call[2])
+
+    def _apply(self, g: _Game, code: int) -> None:
+        with self._todo_lock:
+            self._todo.append(("observe", g.position, code))
+        g.position = g.position.play(code)
+        g.codes.append(code)
+
+    def _end_sync(self) -> None:
+        g = self._game
+        assert g is not None
+        g.syncing = False
+        self._maybe_think()
+
+    def _game_not_resumed(self) -> None:
+        g = self._game
+        assert g is not None
+        self._say(f"game {g.number} did not come back after the reconnection: lost (abandoned)")
+        self.stats.losses += 1
+        self.stats.abandoned += 1
+        self._record(g, "abandoned", "loss")
+        self._game = None
+        self._ask_for_game()
+
+    def _on_over(self, number: int, rest: str) -> None:
+        g = self._game
+        if g is None or number != g.number:
+            raise ProtocolError(f"the end of game {number}, which the bot is not playing")
+        if rest.startswith("Abandoned."):
+            result, note = ("1-0" if g.start.colour == WHITE else "0-1"), rest
+        else:
+            result, note = parse_over(rest), ""
+        self._cancel_search()
+        winner = result_winner(result)
+        if winner is None:
+            outcome = "draw"
+            self.stats.draws += 1
+        elif winner == g.start.colour:
+            outcome = "win"
+            self.stats.wins += 1
+        else:
+            outcome = "loss"
+            self.stats.losses += 1
+            if result in ("1-0", "0-1") and not g.resigned:
+                outcome = "loss on time"
+                self.stats.time_losses += 1
+        self._record(g, result, outcome)
+        self._say(f"game {number} over: {result} ({outcome}{'; ' + note if note else ''}), "
+                  f"{len(g.codes)} plies; {self.stats.wins}-{self.stats.losses}-{self.stats.draws}")
+        self._game = None
+        self._ask_for_game()
+
+    def _record(self, g: _Game, result: str, outcome: str) -> None:
+        self.stats.results.append({
+            "game": g.number, "white": g.start.white, "black": g.start.black,
+            "size": g.start.size, "result": result, "outcome": outcome, "plies": len(g.codes),
+        })  # fmt: skip
+
+    # -- thinking ------------------------------------------------------------------------------
+
+    def _our_clock(self, g: _Game) -> float:
+        left = g.clocks[g.start.colour]
+        if g.codes and g.our_turn:  # the server's clock starts with the first ply
+            left -= time.monotonic() - g.clock_at
+        return left
+
+    def _maybe_think(self) -> None:
+        g = self._game
+        if g is None or g.syncing or not g.our_turn or g.token is not None or g.resigned:
+            return
+        if g.pending is not None:
+            ply, key, code = g.pending
+            if ply == len(g.codes) and key == g.position.hash:
+                self._say(f"game {g.number}: sending the move again")
+                self._send_move(g, code)
+                return
+            g.pending = None
+        self._start_search(g)
+
+    def _start_search(self, g: _Game) -> None:
+        """Search for our move, or, while the last (stopped) search still ends its chunk, wait
+        for it (its answer starts this one) until the hard deadline of this move."""
+        soft, hard = move_budget(self._our_clock(g), g.increment_s, self.reserve_s)
+        if hard <= 0:
+            self._deadline_move(g, "no time left")
+            return
+        if self._worker is not None and self._worker.is_alive():
+            if g.token != _WAITING:
+                g.token, g.best, g.deadline = _WAITING, None, time.monotonic() + hard
+            return
+        self._token += 1
+        g.token, g.best, g.deadline = self._token, None, time.monotonic() + hard
+        self._stop_search = threading.Event()
+        self._worker = threading.Thread(
+            target=self._search, args=(self._token, g.position.copy(), soft, self._stop_search),
+            daemon=True, name="playtak-search",
+        )
+        self._worker.start()
+
+    def _search(self, token: int, position: Position, seconds: float, stop: threading.Event) -> None:
+        def progress(pm: PlayerMove, _nodes: int) -> None:
+            self._events.put(("progress", token, pm))
+
+        try:
+            with self._player_lock:
+                self._catch_up_player()
+                answer: PlayerMove | Exception = self.player.think(
+                    position, nodes=self.nodes, seconds=seconds, stop=stop, on_progress=progress
+                )
+        except Exception as e:  # noqa: BLE001 - reported to the loop, which plays a fallback
+            answer = e
+        self._events.put(("answer", token, answer))
+
+    def _on_answer(self, token: int, answer: PlayerMove | Exception) -> None:
+        g = self._game
+        if g is None or g.token != token:  # a search that was cancelled or overtaken by the deadline
+            if g is not None and g.token == _WAITING and self._worker is not None:
+                self._worker.join(timeout=1.0)  # it has posted its answer: it is ending
+                self._start_search(g)
+            return
+        if isinstance(answer, Exception):
+            self._deadline_move(g, f"the search failed: {type(answer).__name__}: {answer}")
+            return
+        try:
+            g.position.check_move(answer.code)
+        except MoveError as e:
+            self._deadline_move(g, f"the search answered an illegal move: {e}")
+            return
+        self._send_move(g, answer.code)
+
+    def _deadline_move(self, g: _Game, why: str) -> None:
+        self._stop_search.set()
+        code = None
+        if g.best is not None:
+            try:
+                code = g.position.check_move(g.best.code)
+            except MoveError:
+                code = None
+        if code is None:
+            code = self._fallback.choose(g.position).code
+        self.stats.deadline_moves += 1
+        self._say(f"game {g.number}: {why}; playing {format_playtak(code, g.start.size)}")
+        self._send_move(g, code)
+
+    def _send_move(self, g: _Game, code: int) -> None:
+        left = self._our_clock(g)
+        if self.stats.min_clock_s is None or left < self.stats.min_clock_s:
+            self.stats.min_clock_s = left
+        g.token = None
+        g.best = None
+        g.pending = (len(g.codes), g.position.hash, code)
+        if self._logged_in and g.rejoin_by is None:  # else sent again once the game is back
+            self._send(format_move(g.number, code, g.start.size))
+        self._apply(g, code)
+
+    def _cancel_search(self) -> None:
+        self._stop_search.set()
+        if self._game is not None:
+            self._game.token = None
+
+    def _check_timers(self) -> None:
+        now = time.monotonic()
+        conn = self._conn
+        if conn is not None and self._logged_in and now - self._last_heard > 3 * self.ping_interval + 5:
+            self._say(f"nothing from the server for {now - self._last_heard:.0f} s")
+            conn.close()  # the reader reports it closed: reconnection
+            self._last_heard = now
+        g = self._game
+        if g is None:
+            return
+        if g.rejoin_by is not None and now > g.rejoin_by:
+            self._game_not_resumed()
+        elif g.syncing and g.rejoin_by is None and not g.codes and now > g.settle_at:
+            self._end_sync()
+        elif g.token is not None and now >= g.deadline:
+            self._deadline_move(g, "the hard deadline passed")
+
+
+def _stderr_log(msg: str) -> None:
+    sys.stderr.write(time.strftime("%H:%M:%S ") + msg + "\n")
+    sys.stderr.flush()
+
+
+def run_bot(player: BasePlayer, server: tuple[str, int] = DEFAULT_SERVER, **options: object) -> BotStats:
+    """Build a :class:`PlaytakBot` (keyword options as its constructor's) and run it."""
+    return PlaytakBot(player, server, **options).run()  # type: ignore[arg-type]
+
+
+__all__ = [
+    "CLIENT_NAME",
+    "DEFAULT_RESERVE_S",
+    "DEFAULT_SERVER",
+    "BotStats",
+    "LoginError",
+    "PlaytakBot",
+    "move_budget",
+    "new_guest_token",
+    "run_bot",
+]

@@ -1,0 +1,632 @@
+"""A small in-process playtak server for tests and offline soak runs of the playtak bot.
+
+It speaks the server's text protocol as the playtak server does (USTakAssociation/playtak-api,
+``server/src/main/java/tak/Client.java``, ``Game.java``, ``Seek.java``, ``Player.java``; the
+lines are listed in :mod:`takzero.matches.playtak_protocol`), with the behaviour a bot meets:
+
+* ``Welcome!`` and ``Login or Register`` on connect; ``Client``, ``Protocol`` (0..3), ``Login
+  Guest [TOKEN]`` (a token logs in as the same guest again), ``Login NAME PASSWORD`` (accounts
+  given to the constructor), ``PING`` (answered ``OK``), ``quit``;
+* seeks in the server's V1/V2/V3 forms, ``Seek new``/``Seek remove`` to every listener in the
+  layout of its protocol version, ``Accept N`` (the colour of an ``A`` seek is drawn from the
+  server's seeded generator);
+* ``Game Start`` in the layout of each player's protocol version; moves parsed with the server's
+  patterns and its rule for a spread (the second square is the last one dropped on; as many
+  drop counts as squares moved), checked against the rules (``takzero.game``), then a clock
+  update to both players (``Timems`` from protocol 1, else ``Time`` in whole seconds) before the
+  move goes to the opponent and ``OK`` to the mover; a refused move gets ``NOK`` and
+  ``Error:...``;
+* the clock starts after the first ply, the increment is added after each ply, and a flag fall
+  ends the game ``1-0``/``0-1``; the server's 50-ply rule (no placement or flattening in 50
+  plies) draws; ``Game#N Resign``;
+* a dropped connection leaves the game running: the opponent gets ``Message NAME has
+  disconnected...``, a login as the same player within ``reconnect_seconds`` rejoins (``Game
+  Start``, every ply so far, a clock update, ``Message Your game is resumed``); after that the
+  game is abandoned (``Game#N Abandoned. NAME quit``) and the other side wins. A second login
+  of a logged-in player disconnects the first connection, as the server does.
+
+Test hooks: :meth:`PlaytakServer.drop` (close a player's connection abruptly),
+:attr:`PlaytakServer.hold_logins` (while set, logins are cut off),
+:meth:`PlaytakServer.send_raw` (any line to a player), :attr:`PlaytakServer.finished` (one
+:class:`FinishedGame` per game over, with the reason: road, flat, draw, time, resign, abandoned,
+stale) and :attr:`PlaytakServer.refused` (every command answered ``NOK``) and :attr:`PlaytakServer.pings`
+(``PING`` lines per player).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import socketserver
+import threading
+import time
+from dataclasses import dataclass, field
+
+from takzero.game.core import (
+    BLACK,
+    DIR_CHARS,
+    DIR_DOWN,
+    DIR_LEFT,
+    DIR_RIGHT,
+    DIR_UP,
+    SPREAD,
+    STANDARD_RESERVES,
+    WHITE,
+)
+from takzero.game.moves import MoveError
+from takzero.game.position import Position
+
+# The server's patterns (Client.java), matched from the start of the line like Java's find().
+_LOGIN_GUEST = re.compile(r"^Login Guest ?(([a-z]{20})?)")
+_LOGIN = re.compile(r"^Login ([a-zA-Z][a-zA-Z0-9_]{3,15}) ([^\n\r\s]{6,50})")
+_CLIENT = re.compile(r"^Client ([A-Za-z\-.0-9]{1,60})")
+_PROTOCOL = re.compile(r"^Protocol ([0-9]{1,8})")
+_PLACE = re.compile(r"^Game#(\d+) P ([A-Z])(\d)( C)?( W)?")
+_MOVE = re.compile(r"^Game#(\d+) M ([A-Z])(\d) ([A-Z])(\d)(( \d)+)")
+_RESIGN = re.compile(r"^Game#(\d+) Resign")
+_SEEK_V3 = re.compile(
+    r"^Seek (\d) (\d+) (\d+) ([WBA]) (\d+) (\d+) (\d+) (0|1) (0|1) (\d+) (\d+) ([A-Za-z0-9_]*)"
+)
+_SEEK_V2 = re.compile(r"^Seek (\d) (\d+) (\d+) ([WBA]) (\d+) (\d+) (\d+) (0|1) (0|1) ([A-Za-z0-9_]*)")
+_SEEK_V1 = re.compile(r"^Seek (\d) (\d+) (\d+)( [WB])?")
+_ACCEPT = re.compile(r"^Accept (\d+)")
+_STALE_PLIES = 50
+
+
+@dataclass
+class FinishedGame:
+    """A game the server ended: ``result`` as sent in ``Over`` (``1-0`` ... ``0-0``), ``reason``
+    (road, flat, draw, time, resign, abandoned, stale), the plies in server notation, the clocks
+    left (seconds) and the settings."""
+
+    number: int
+    white: str
+    black: str
+    size: int
+    half_komi: int
+    flats: int
+    caps: int
+    result: str
+    reason: str
+    moves: list[str]
+    clocks: tuple[float, float]
+
+
+@dataclass
+class _Seek:
+    number: int
+    owner: _Player
+    size: int
+    time_s: int
+    increment_s: int
+    colour: str
+    half_komi: int
+    flats: int
+    caps: int
+    unrated: int
+    opponent: str
+
+    def line(self, kind: str, version: int) -> str:
+        fields = [self.number, self.owner.name, self.size, self.time_s, self.increment_s,
+                  self.colour, self.half_komi, self.flats, self.caps, self.unrated, 0, 0, 0]
+        text = " ".join(map(str, fields))
+        if version <= 1:
+            return f"Seek {kind} {text} {self.opponent}"
+        return f"Seek {kind} {text} {self.opponent or '0'} 0"
+
+
+@dataclass
+class _Player:
+    name: str
+    password: str | None = None  # None: a guest
+    conn: _Conn | None = None
+    game: _Game | None = None
+    seek: _Seek | None = None
+    logged_out_at: float = 0.0
+
+
+@dataclass
+class _Game:
+    number: int
+    white: _Player
+    black: _Player
+    seek: _Seek
+    position: Position
+    moves: list[str] = field(default_factory=list)
+    clocks: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    last_update: float = 0.0
+    plies_since_reset: int = 0
+
+    def other(self, p: _Player) -> _Player:
+        return self.black if p is self.white else self.white
+
+    def colour_of(self, p: _Player) -> int:
+        return WHITE if p is self.white else BLACK
+
+
+class _Conn:
+    """One client connection: a locked writer; ``player`` once logged in."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.protocol = 0
+        self.player: _Player | None = None
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def send(self, line: str) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self.sock.sendall((line + "\n").encode())
+            except OSError:
+                self.closed = True
+
+    def kill(self) -> None:
+        with self._lock:
+            self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class PlaytakServer:
+    """The server (see the module doc) on ``host`` and a free port (``address`` after start).
+
+    ``accounts``: {name: password} of registered players; ``reconnect_seconds``: how long a
+    dropped player may take to come back before the game is abandoned; ``seed``: the colour
+    draws of ``A`` seeks. Use as a context manager, or :meth:`start` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        accounts: dict[str, str] | None = None,
+        reconnect_seconds: float = 60.0,
+        seed: int = 0,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.reconnect_seconds = float(reconnect_seconds)
+        self._rng = random.Random(seed)
+        self._lock = threading.RLock()
+        self._players: dict[str, _Player] = {
+            n: _Player(n, password=p) for n, p in (accounts or {}).items()
+        }
+        self._guests: dict[str, _Player] = {}
+        self._conns: set[_Conn] = set()
+        self._seeks: dict[int, _Seek] = {}
+        self._games: dict[int, _Game] = {}
+        self._next_seek = 0
+        self._next_game = 0
+        self._next_guest = 0
+        self.finished: list[FinishedGame] = []
+        self.refused: list[tuple[str, str, str]] = []
+        self.pings: dict[str, int] = {}
+        #: While set, a login closes the connection (a server that cannot be reached for now).
+        self.hold_logins = threading.Event()
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        server = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                server._serve(self.request)
+
+        class TCPServer(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._tcp = TCPServer((host, 0), Handler)
+        self.address: tuple[str, int] = self._tcp.server_address[:2]
+        self._threads: list[threading.Thread] = []
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> PlaytakServer:
+        for target in (self._tcp.serve_forever, self._watch_clocks):
+            t = threading.Thread(target=target, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._tcp.shutdown()
+        self._tcp.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            c.kill()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def __enter__(self) -> PlaytakServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- test hooks ----------------------------------------------------------------------------
+
+    def drop(self, name: str) -> bool:
+        """Close ``name``'s connection abruptly (no ``quit``); False if not connected."""
+        with self._lock:
+            p = self._players.get(name)
+            conn = p.conn if p else None
+        if conn is None:
+            return False
+        conn.kill()
+        return True
+
+    def send_raw(self, name: str, line: str) -> bool:
+        """Send ``line`` as it is to ``name``; False if not connected."""
+        with self._lock:
+            p = self._players.get(name)
+            conn = p.conn if p else None
+        if conn is None:
+            return False
+        conn.send(line)
+        return True
+
+    def game_of(self, name: str) -> tuple[int, int] | None:
+        """(game number, plies played) of ``name``'s running game, or None."""
+        with self._lock:
+            p = self._players.get(name)
+            if p is None or p.game is None:
+                return None
+            return p.game.number, len(p.game.moves)
+
+    def logged_in(self) -> list[str]:
+        """Names of the players with a connection."""
+        with self._lock:
+            return sorted(p.name for p in self._players.values() if p.conn is not None)
+
+    def wait_finished(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` games are over; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self.finished) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _serve(self, sock: socket.socket) -> None:
+        conn = _Conn(sock)
+        with self._lock:
+            self._conns.add(conn)
+        conn.send("Welcome!")
+        conn.send("Login or Register")
+        quit_sent = False
+        try:
+            with sock.makefile("r", encoding="utf-8", errors="replace", newline="\n") as f:
+                for raw in f:
+                    line = raw.rstrip("\r\n")
+                    if line == "quit":
+                        quit_sent = True
+                        break
+                    with self._lock:
+                        self._command(conn, line)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._disconnected(conn, quit_sent)
+            conn.kill()
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _nok(self, conn: _Conn, line: str, why: str) -> None:
+        name = conn.player.name if conn.player else ""
+        self.refused.append((name, line, why))
+        conn.send("NOK")
+        if why:
+            conn.send("Error:" + why)
+
+    def _command(self, conn: _Conn, line: str) -> None:
+        if line == "PING":
+            if conn.player is not None:
+                self.pings[conn.player.name] = self.pings.get(conn.player.name, 0) + 1
+            conn.send("OK")
+            return
+        p = conn.player
+        if p is None:
+            if m := _CLIENT.match(line):
+                conn.send("OK")
+            elif m := _PROTOCOL.match(line):
+                conn.protocol = int(m.group(1))
+                conn.send("OK")
+            elif line.startswith("Login ") and self.hold_logins.is_set():
+                conn.kill()
+            elif m := _LOGIN_GUEST.match(line):
+                self._login(conn, self._guest(m.group(1)))
+            elif m := _LOGIN.match(line):
+                q = self._players.get(m.group(1))
+                if q is None or q.password is None or q.password != m.group(2):
+                    conn.send("Authentication failure")
+                else:
+                    self._login(conn, q)
+            else:
+                self._nok(conn, line, "")
+            return
+        g = p.game
+        if g is None and (m := _SEEK_V3.match(line) or _SEEK_V2.match(line) or _SEEK_V1.match(line)):
+            self._seek(conn, m)
+        elif g is None and (m := _ACCEPT.match(line)):
+            self._accept(conn, int(m.group(1)), line)
+        elif g is not None and (m := _PLACE.match(line)) and int(m.group(1)) == g.number:
+            piece = "C" if m.group(4) else ("S" if m.group(5) else "")
+            self._play(conn, g, line, piece + m.group(2).lower() + m.group(3), line[line.index("P"):])
+        elif g is not None and (m := _MOVE.match(line)) and int(m.group(1)) == g.number:
+            self._spread(conn, g, line, m)
+        elif g is not None and (m := _RESIGN.match(line)) and int(m.group(1)) == g.number:
+            loser = g.colour_of(p)
+            self._end(g, "0-1" if loser == WHITE else "1-0", "resign")
+        else:
+            self._nok(conn, line, "")
+
+    def _guest(self, token: str) -> _Player:
+        if token and token in self._guests:
+            return self._guests[token]
+        self._next_guest += 1
+        p = _Player(f"Guest{self._next_guest}")
+        self._players[p.name] = p
+        if token:
+            self._guests[token] = p
+        return p
+
+    def _login(self, conn: _Conn, p: _Player) -> None:
+        if p.conn is not None and p.conn is not conn:
+            old = p.conn
+            old.send("Message You've logged in from another window. Disconnecting")
+            old.player = None
+            old.kill()
+        p.conn = conn
+        conn.player = p
+        conn.send(f"Welcome {p.name}!")
+        g = p.game
+        if g is not None:
+            conn.send(self._game_start(g, p, conn.protocol))
+            for mv in g.moves:
+                conn.send(f"Game#{g.number} {mv}")
+            conn.send(self._clock_line(g, conn.protocol))
+            conn.send("Message Your game is resumed")
+            self._tell(g.other(p), f"Message {p.name} has reconnected.")
+        for s in self._seeks.values():
+            conn.send(s.line("new", conn.protocol))
+        for h in self._games.values():
+            conn.send(f"GameList Add {h.number} {h.white.name} {h.black.name} {h.seek.size} "
+                      f"{h.seek.time_s} {h.seek.increment_s} {h.seek.half_komi} {h.seek.flats} "
+                      f"{h.seek.caps} 0 0 0 0")
+        conn.send(f"Online {sum(1 for c in self._conns if c.player is not None)}")
+
+    def _disconnected(self, conn: _Conn, quit_sent: bool) -> None:
+        self._conns.discard(conn)
+        p = conn.player
+        conn.player = None
+        if p is None or p.conn is not conn:
+            return
+        p.conn = None
+        p.logged_out_at = time.monotonic()
+        if p.seek is not None:
+            self._remove_seek(p.seek)
+        g = p.game
+        if g is not None:
+            self._tell(g.other(p), f"Message {p.name} has disconnected. They have "
+                                   f"{self.reconnect_seconds:g} seconds to reconnect")
+            timer = threading.Timer(self.reconnect_seconds, self._check_abandon, args=(g, p))
+            timer.daemon = True
+            timer.start()
+
+    def _check_abandon(self, g: _Game, p: _Player) -> None:
+        with self._lock:
+            if p.conn is None and p.game is g and g.number in self._games:
+                winner = g.other(p)
+                self._tell(winner, f"Game#{g.number} Abandoned. {p.name} quit")
+                self._end(g, "1-0" if winner is g.white else "0-1", "abandoned", announce=False)
+
+    @staticmethod
+    def _tell(p: _Player, line: str) -> None:
+        if p.conn is not None:
+            p.conn.send(line)
+
+    # -- seeks -------------------------------------------------------------------------------
+
+    def _seek(self, conn: _Conn, m: re.Match) -> None:
+        p = conn.player
+        assert p is not None
+        g = m.groups()
+        if p.seek is not None:
+            self._remove_seek(p.seek)
+        size = int(g[0])
+        if size == 0:
+            return
+        if size not in STANDARD_RESERVES:
+            size = 5
+        if m.re is _SEEK_V1:
+            flats, caps = STANDARD_RESERVES[size]  # the server's V1 table: the standard counts
+            colour, komi, unrated, opponent = (g[3] or " A").strip(), 0, 0, ""
+        else:
+            colour, komi, flats, caps, unrated = g[3], int(g[4]), int(g[5]), int(g[6]), int(g[7])
+            opponent = g[-1]
+        self._next_seek += 1
+        s = _Seek(self._next_seek, p, size, int(g[1]), int(g[2]), colour, min(komi, 8),
+                  max(min(flats, 80), 10), min(caps, 5), unrated, opponent)
+        p.seek = s
+        self._seeks[s.number] = s
+        self._broadcast_seek(s, "new")
+
+    def _remove_seek(self, s: _Seek) -> None:
+        if self._seeks.pop(s.number, None) is not None:
+            self._broadcast_seek(s, "remove")
+        if s.owner.seek is s:
+            s.owner.seek = None
+
+    def _broadcast_seek(self, s: _Seek, kind: str) -> None:
+        for c in list(self._conns):
+            if c.player is not None:
+                c.send(s.line(kind, c.protocol))
+
+    def _accept(self, conn: _Conn, number: int, line: str) -> None:
+        p = conn.player
+        assert p is not None
+        s = self._seeks.get(number)
+        if (
+            s is None
+            or s.owner is p
+            or s.owner.game is not None
+            or s.owner.conn is None
+            or (s.opponent and s.opponent.lower() != p.name.lower())
+        ):
+            self._nok(conn, line, "")
+            return
+        seeker = s.owner
+        if s.colour == "A":
+            seeker_white = self._rng.random() < 0.5
+        else:
+            seeker_white = s.colour == "W"
+        white, black = (seeker, p) if seeker_white else (p, seeker)
+        for q in (p, seeker):
+            if q.seek is not None:
+                self._remove_seek(q.seek)
+        try:
+            pos = Position.start(s.size, flats=s.flats, caps=s.caps, half_komi=s.half_komi)
+        except ValueError as e:
+            self._nok(conn, line, str(e))
+            return
+        self._next_game += 1
+        g = _Game(self._next_game, white, black, s, pos)
+        g.clocks = [float(s.time_s), float(s.time_s)]
+        self._games[g.number] = g
+        white.game = black.game = g
+        for q in (white, black):
+            if q.conn is not None:
+                q.conn.send(self._game_start(g, q, q.conn.protocol))
+
+    def _game_start(self, g: _Game, p: _Player, version: int) -> str:
+        s = g.seek
+        colour = "white" if p is g.white else "black"
+        if version < 2:
+            return (f"Game Start {g.number} {s.size} {g.white.name} vs {g.black.name} {colour} "
+                    f"{s.time_s} {s.half_komi} {s.flats} {s.caps} 0 0")
+        return (f"Game Start {g.number} {g.white.name} vs {g.black.name} {colour} {s.size} "
+                f"{s.time_s} {s.increment_s} {s.half_komi} {s.flats} {s.caps} {s.unrated} 0 0 0 0")
+
+    # -- play --------------------------------------------------------------------------------
+
+    def _spread(self, conn: _Conn, g: _Game, line: str, m: re.Match) -> None:
+        f1, r1, f2, r2 = m.group(2), int(m.group(3)), m.group(4), int(m.group(5))
+        drops = [int(x) for x in m.group(6).split()]
+        size = g.seek.size
+        if f1 != f2 and r1 != r2:
+            self._nok(conn, line, "Move should be in straight line")
+            return
+        if f1 == f2 and r1 == r2:
+            self._nok(conn, line, "Invalid move.")
+            return
+        if not all(0 <= ord(f) - 65 < size and 1 <= r <= size for f, r in ((f1, r1), (f2, r2))):
+            self._nok(conn, line, "Out of bounds")
+            return
+        if f1 == f2:
+            direction, distance = (DIR_UP if r2 > r1 else DIR_DOWN), abs(r2 - r1)
+        else:
+            direction, distance = (DIR_RIGHT if f2 > f1 else DIR_LEFT), abs(ord(f2) - ord(f1))
+        if len(drops) != distance:  # the server: "length of vals should be one less than no. of squares"
+            self._nok(conn, line, "Invalid move.")
+            return
+        if min(drops) < 1:
+            self._nok(conn, line, "Should place atleast one tile in rest of the squares")
+            return
+        count = sum(drops)
+        ptn = f"{count}{f1.lower()}{r1}{DIR_CHARS[direction]}{''.join(map(str, drops))}"
+        self._play(conn, g, line, ptn, line[line.index("M"):])
+
+    def _play(self, conn: _Conn, g: _Game, line: str, ptn: str, record: str) -> None:
+        p = conn.player
+        assert p is not None
+        mover = g.colour_of(p)
+        if g.position.side_to_move != mover:
+            self._nok(conn, line, "Not your turn")
+            return
+        try:
+            code = g.position.check_move(ptn)
+        except MoveError as e:
+            self._nok(conn, line, str(e))
+            return
+        now = time.monotonic()
+        if g.moves:
+            g.clocks[mover] -= now - g.last_update
+            if g.clocks[mover] <= 0:
+                self._flag(g, mover)
+                self._nok(conn, line, "")
+                return
+        g.clocks[mover] += g.seek.increment_s
+        g.last_update = now
+        placement_or_flatten = ((code >> 6) & 3) != SPREAD or g.position.is_flattening(code)
+        g.position = g.position.play(code)
+        g.moves.append(record.strip())
+        g.plies_since_reset = 0 if placement_or_flatten else g.plies_since_reset + 1
+        for q in (g.white, g.black):
+            if q.conn is not None:
+                q.conn.send(self._clock_line(g, q.conn.protocol))
+        self._tell(g.other(p), f"Game#{g.number} {record.strip()}")
+        if g.position.is_over:
+            result = g.position.result
+            self._end(g, str(result), result.reason)
+        elif g.plies_since_reset >= _STALE_PLIES:
+            self._end(g, "1/2-1/2", "stale")
+        conn.send("OK")
+
+    def _remaining(self, g: _Game, now: float) -> list[float]:
+        clocks = list(g.clocks)
+        if g.moves:
+            clocks[g.position.side_to_move] -= now - g.last_update
+        return clocks
+
+    def _clock_line(self, g: _Game, version: int) -> str:
+        w, b = (max(0.0, c) for c in self._remaining(g, time.monotonic()))
+        if version >= 1:
+            return f"Game#{g.number} Timems {int(w * 1000)} {int(b * 1000)}"
+        return f"Game#{g.number} Time {int(w)} {int(b)}"
+
+    def _flag(self, g: _Game, loser: int) -> None:
+        g.clocks[loser] = 0.0
+        g.last_update = time.monotonic()
+        for q in (g.white, g.black):
+            if q.conn is not None:
+                q.conn.send(self._clock_line(g, q.conn.protocol))
+        self._end(g, "0-1" if loser == WHITE else "1-0", "time")
+
+    def _watch_clocks(self) -> None:
+        while not self._stop.wait(0.01):
+            with self._lock:
+                now = time.monotonic()
+                for g in list(self._games.values()):
+                    if g.moves and self._remaining(g, now)[g.position.side_to_move] <= 0:
+                        self._flag(g, g.position.side_to_move)
+
+    def _end(self, g: _Game, result: str, reason: str, announce: bool = True) -> None:
+        if self._games.pop(g.number, None) is None:
+            return
+        clocks = self._remaining(g, time.monotonic())
+        if announce:
+            for q in (g.white, g.black):
+                self._tell(q, f"Game#{g.number} Over {result}")
+        for q in (g.white, g.black):
+            q.game = None
+        s = g.seek
+        self.finished.append(FinishedGame(
+            g.number, g.white.name, g.black.name, s.size, s.half_komi, s.flats, s.caps,
+            result, reason, list(g.moves), (max(0.0, clocks[0]), max(0.0, clocks[1])),
+        ))  # fmt: skip
+        self._changed.notify_all()
+
+
+__all__ = ["FinishedGame", "PlaytakServer"]
