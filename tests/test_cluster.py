@@ -135,13 +135,22 @@ def _actors_of_this_job() -> list[dict]:
     ]
 
 
-def _start_cluster(temp_dir: str, **worker_node_args: object) -> tuple[Cluster, object]:
-    """A head node (1 CPU, the driver's) and a second node (1 CPU). Ray's files go to
-    ``temp_dir`` (short: Unix socket paths), so the cluster's address file does not replace the
-    one in /tmp/ray that other Ray sessions of this machine use."""
+def _start_cluster(temp_dir: str, runtime_env: dict | None = None, **worker_node_args: object) -> tuple[Cluster, object]:
+    """A head node (1 CPU) with the driver (this process) attached to it, then a second node
+    (1 CPU). The driver connects before the second node exists: on one machine every node has the
+    same IP and the driver would otherwise attach to either. Ray's files go to ``temp_dir``
+    (short: Unix socket paths), so the cluster's address file does not replace the one in /tmp/ray
+    that other Ray sessions of this machine use."""
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "temp_dir": temp_dir})  # fmt: skip
-    node = cluster.add_node(num_cpus=1, temp_dir=temp_dir, **worker_node_args)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, runtime_env=runtime_env)
+        assert ray.get_runtime_context().get_node_id() == cluster.head_node.node_id
+        node = cluster.add_node(num_cpus=1, temp_dir=temp_dir, **worker_node_args)
+    except BaseException:
+        ray.shutdown()
+        cluster.shutdown()
+        raise
     return cluster, node
 
 
@@ -167,10 +176,9 @@ def test_placement_by_role_on_two_nodes(tmp_path: Path, ray_temp_dir: str) -> No
     audit.mkdir()
     runs = tmp_path / "runs"
     watched = [str(runs), str(ROOT / "configs"), str(ROOT / "checkpoints")]
-    cluster, worker_node = _start_cluster(ray_temp_dir, resources={"selfplay_node": 1})
+    hook = {"worker_process_setup_hook": _audit_setup(str(audit), watched)}
+    cluster, worker_node = _start_cluster(ray_temp_dir, hook, resources={"selfplay_node": 1})
     try:
-        ray.init(address=cluster.address, log_to_driver=False,
-                 runtime_env={"worker_process_setup_hook": _audit_setup(str(audit), watched)})  # fmt: skip
         driver_node = ray.get_runtime_context().get_node_id()
         assert worker_node.node_id != driver_node
         with pytest.raises(PlacementError, match=r"ray.selfplay_resources.gpu_node: no node"):
@@ -260,7 +268,6 @@ def test_worker_node_lost_mid_run(tmp_path: Path, ray_temp_dir: str) -> None:
             done.set()
 
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
         run = Run(cfg)
         started = threading.Event()
         run.on_started = started.set
