@@ -12,7 +12,7 @@ with both colours, at ``--simulations`` PUCT simulations per move against ``mode
 at the same simulations (``takzero.evaluate``: no noise, most visited move, tinuë checks at
 both roots). The result is printed as one JSON line, saved as ``ablation.json`` in the run
 folder, and appended to ``--table`` as a Markdown row: W-D-L, score with its Wilson 95%
-interval, Elo with its pentanomial 95% interval (``takzero.matches.stats``), positions and steps
+interval, Elo with that interval mapped to Elo (``takzero.matches.stats``), positions and steps
 the run made, and the command that reproduces the row.
 
 Compare variants by their rows: each is measured against the same reference at the same wall
@@ -100,12 +100,14 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
 
 
 def _fmt_elo(s: dict[str, Any]) -> str:
-    def one(x: Any) -> str:
-        if x is None:
-            return "inf"
-        return f"{x:+.0f}"
+    """Elo with its 95% interval: the Wilson score interval mapped to Elo when the evaluation gives
+    it (it stays honest at 0% and 100%), else the pentanomial one; None (infinite) as inf."""
 
-    return f"{one(s.get('elo'))} [{one(s.get('elo_lower'))}, {one(s.get('elo_upper'))}]"
+    def one(x: Any) -> str:
+        return "inf" if x is None else f"{x:+.0f}"
+
+    lo, hi = ("elo_wilson_lower", "elo_wilson_upper") if "elo_wilson_lower" in s else ("elo_lower", "elo_upper")
+    return f"{one(s.get('elo'))} [{one(s.get(lo))}, {one(s.get(hi))}]"
 
 
 def table_row(args: argparse.Namespace, result: dict[str, Any]) -> str:

@@ -1,6 +1,11 @@
 """The evaluation command line: ``python -m takzero.evaluate MODEL`` plays a model against the
-baselines on paired openings and prints one JSON line per baseline (with ``--links``, first one
-per game with a PTN Ninja link).
+baselines on paired openings and prints one JSON line per baseline on stdout (with ``--links``,
+first one per game with a PTN Ninja link); on stderr a line per finished game (with the score so
+far) and each baseline's Elo with its interval (the Wilson score interval mapped to Elo, or "too
+few games"). Ctrl-C prints the score so far of the baseline in progress (its JSON line with
+``"interrupted": true`` and its Elo line), writes its finished games (``--ptn-dir``) and exits
+with status 130. A ``model:PATH`` baseline of another board size than the model is refused
+before any game.
 
 The model is searched as a batched network side (``takzero.matches.games.play_match``); the
 baselines are player specs (``takzero.players.registry``). The statistics come from
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
+from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import Evaluator
 from takzero.players.registry import help_text, make_player, spec_label, spec_syntax
@@ -52,6 +59,8 @@ def evaluate_model(
     ptn_dir: str | None = None,
     say: Any = print,
     tinue_nodes: int = DEFAULT_TINUE_NODES,
+    progress: Any = None,
+    threads: int = 0,
     links: bool = False,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
@@ -61,16 +70,25 @@ def evaluate_model(
     Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
     'seconds', the score's 95% interval from the pentanomial Elo interval
-    ('score_lower'/'score_upper', a point when every game was won) and
-    the Wilson interval ('score_wilson_lower'/'score_wilson_upper')); each is also printed with
-    ``say`` as a JSON line (infinite Elo as null). Writes the games as PTN into
-    ``ptn_dir`` when given. ``tinue_nodes``: the model's tinuë checks at its root
-    (``takzero.players.tactics``; 0: off; the baselines keep their own). ``links``: before each
-    baseline's summary, one JSON line per game with ``say``: 'baseline', 'game' (1-based),
-    'white', 'black', 'result', 'plies' and 'ptn_ninja' (a link that opens the game in PTN
-    Ninja, ``takzero.game.ptn_ninja``). Raises ValueError for a
-    bad spec, pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of 0.5,
-    or a file that is not a model."""
+    ('score_lower'/'score_upper', a point when every game was won), the Wilson interval
+    ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
+    ('elo_wilson_lower'/'elo_wilson_upper', the honest one on small or one-sided samples;
+    :func:`takzero.matches.stats.elo_wilson`)); each is also printed with ``say`` as a JSON line
+    (infinite Elo as null). ``progress`` (e.g. ``print`` to stderr) gets a line per finished game
+    with the score so far, and the Elo line of each baseline
+    (:func:`takzero.matches.stats.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
+    given. ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
+    off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
+    per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
+    'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.game.ptn_ninja``).
+    ``threads``: torch threads (0: as they are).
+
+    Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
+    with ``"interrupted": true``, and the Elo line) and written as PTN, then
+    :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
+    spec, a baseline network of another board size than the model's (it cannot play the
+    model's games), pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of
+    0.5, or a file that is not a model."""
     if not 1 <= pairs <= MAX_PAIRS:
         raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
     if not 1 <= simulations <= MAX_SIMULATIONS:
@@ -80,12 +98,18 @@ def evaluate_model(
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
     players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
+    if threads:  # after the players: a model baseline sets one thread when it loads
+        torch.set_num_threads(threads)
     given_half_komi = None if komi is None else komi_to_half_komi(komi)
     try:
         net = Evaluator.load(model, device=device)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
         raise ValueError(f"cannot load model {model}: {e}") from None
     size = net.config.size
+    for spec, player in zip(baselines, players, strict=True):
+        other = getattr(player, "model_size", None)
+        if other is not None and int(other) != size:
+            raise ValueError(f"baseline {spec} plays {other}x{other}, not the model's {size}x{size}")
     half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
@@ -103,13 +127,31 @@ def evaluate_model(
     out: list[dict[str, Any]] = []
     for k, (spec, player) in enumerate(zip(baselines, players, strict=True)):
         t0 = time.perf_counter()
-        match = play_match(side, player, start, openings, ply_limit, seed=seed)
-        summary: dict[str, Any] = {"baseline": spec, **match.summary()}
-        summary["score_lower"], summary["score_upper"] = score_interval(match.elo())
-        summary["score_wilson_lower"], summary["score_wilson_upper"] = wilson_interval(
-            match.score, match.num_games
-        )
-        summary["seconds"] = round(time.perf_counter() - t0, 1)
+        total = 2 * len(openings)
+
+        def finished(so_far: MatchResult, record: GameRecord, spec: str = spec, total: int = total) -> None:
+            if progress is not None:
+                why = f"{record.reason}, " if record.reason else ""
+                progress(f"vs {spec}: game {so_far.num_games}/{total}: {record.white} - {record.black} "
+                         f"{record.result} ({why}{record.plies} plies); {side.name} "
+                         f"{so_far.wins}-{so_far.losses}-{so_far.draws} (W-L-D)")
+
+        try:
+            match = play_match(side, player, start, openings, ply_limit, seed=seed, on_game=finished)
+        except MatchInterrupted as stop:
+            partial = stop.result
+            if partial.num_games:
+                summary = _summary(spec, partial, t0)
+                summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
+                               seed=seed, tinue_nodes=search.tinue_nodes, interrupted=True)
+                say(json.dumps(_finite_or_none(summary)))
+                if ptn_files:
+                    ptn_files[k].write_text("\n".join(g.to_ptn() for g in partial.games))
+            if progress is not None:
+                progress(f"interrupted: vs {spec} after {partial.num_games} of {total} games; "
+                         f"Elo {partial.describe_elo()}")
+            raise
+        summary = _summary(spec, match, t0)
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
             tinue_nodes=search.tinue_nodes,
@@ -120,9 +162,24 @@ def evaluate_model(
                 game = {"baseline": spec, "game": i, "white": g.white, "black": g.black, "result": g.result}
                 say(json.dumps({**game, "plies": g.plies, "ptn_ninja": ptn_ninja_url(g.to_ptn())}))
         say(json.dumps(_finite_or_none(summary)))
+        if progress is not None:
+            progress(f"vs {spec}: Elo {match.describe_elo()}")
         if ptn_files:
             ptn_files[k].write_text("\n".join(g.to_ptn() for g in match.games))
     return out
+
+
+def _summary(spec: str, match: MatchResult, t0: float) -> dict[str, Any]:
+    """The summary dict of one baseline's games (see :func:`evaluate_model`)."""
+    summary: dict[str, Any] = {"baseline": spec, **match.summary()}
+    summary["score_lower"], summary["score_upper"] = score_interval(match.elo())
+    summary["score_wilson_lower"], summary["score_wilson_upper"] = wilson_interval(
+        match.score, match.num_games
+    )
+    wilson = match.elo(model="wilson")
+    summary["elo_wilson_lower"], summary["elo_wilson_upper"] = wilson.lower, wilson.upper
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    return summary
 
 
 def _finite_or_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
     p.add_argument("--komi", type=float, help="komi in points (default: the model's)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads (0: torch's default for the model's batched searches; "
+                        "a model baseline sets one thread for its own batch-1 searches)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     p.add_argument(
         "--links", action="store_true",
@@ -165,16 +224,18 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"model file not found: {args.model}")
     if not Path(args.model).is_file():
         p.error(f"not a model file: {args.model}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     try:
         evaluate_model(
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
+            progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
             links=args.links,
         )
     except (OSError, ValueError) as e:
         p.error(str(e))
+    except KeyboardInterrupt:  # the score so far is printed (MatchInterrupted) or nothing ran yet
+        print("takzero.evaluate: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

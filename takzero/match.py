@@ -19,16 +19,25 @@ What it does:
   ``--opening-plies`` (default 2) random plies per opening from ``--seed``;
 * time control: ``--nodes N`` (``go nodes N``), ``--movetime MS`` (``go movetime MS``) or
   ``--tc BASE+INC`` in seconds (``go wtime btime winc binc`` with clocks kept by the runner; an
-  engine that overruns its clock by more than ``--time-margin`` ms loses on time);
+  engine that overruns its clock by more than ``--time-margin`` ms loses on time). ``--nodes``
+  and ``--movetime`` take one value for both engines or two, one per engine in ``--engine``
+  order (``--nodes 400 1000``: 400 for engine 1, 1000 for engine 2);
+* the board size: an engine whose model does not play ``--size`` (it says at ``teinewgame``
+  that it would play its Fallback baseline) stops the match before the first game, unless
+  ``--allow-fallback``: then it is named after the baseline it really plays
+  (``uct:200 (fallback of takzero model-5x5)``) in the game lines, the PTN and the score;
 * adjudicates with the rules engine: roads and flat wins, the ply limit (``--ply-limit``, draw)
   and threefold repetition (draw; ``--no-threefold`` turns it off);
 * an engine that crashes, stops answering (``--move-timeout``), or sends a malformed or illegal
   move loses the game (PTN result ``1-0``/``0-1`` with a comment giving the reason); it is
   restarted for the next game and the match goes on;
 * writes every game as PTN to ``--out DIR/games.ptn`` (appended after each game) and prints a line
-  per game (with ``--links`` followed by a PTN Ninja link that opens the game), then the score with the Elo difference of engine 1 over engine 2 and its 95% interval
-  (``takzero.matches.stats``: pentanomial over game pairs when every opening was played with both
-  colours, else trinomial).
+  per game (with ``--links`` followed by a PTN Ninja link that opens the game), then the score
+  with the Elo difference of engine 1 over engine 2 and its 95% interval
+  (``takzero.matches.stats.describe_elo``: the Wilson score interval mapped to Elo, honest for
+  small and one-sided samples; "too few games" under 2 games);
+* Ctrl-C stops the match: the engines are stopped, the finished games are in the PTN file, the
+  score so far is printed with its interval, and the exit status is 130.
 
 This module is the command line only; the runner is ``takzero.matches.tei_match`` and the
 openings file reader ``takzero.matches.openings``.
@@ -42,7 +51,13 @@ import sys
 from takzero.game.position import komi_to_half_komi
 from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.matches.openings import load_openings
-from takzero.matches.tei_match import GameOutcome, MatchAborted, TimeControl, run_tei_match
+from takzero.matches.tei_match import (
+    GameOutcome,
+    MatchAborted,
+    MatchInterrupted,
+    TimeControl,
+    run_tei_match,
+)
 
 __all__ = ["main"]
 
@@ -65,9 +80,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--opening-plies", type=int, default=2, help="random opening plies (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random openings")
     tcg = p.add_mutually_exclusive_group()
-    tcg.add_argument("--nodes", type=int, help="go nodes N for every move")
-    tcg.add_argument("--movetime", type=int, help="go movetime MS for every move (default 1000)")
+    tcg.add_argument("--nodes", type=int, nargs="+", metavar="N",
+                     help="go nodes N for every move; two values: one per engine, in --engine order")
+    tcg.add_argument("--movetime", type=int, nargs="+", metavar="MS",
+                     help="go movetime MS for every move (default 1000); two values: one per engine")
     tcg.add_argument("--tc", help="clock BASE+INC in seconds, e.g. 60+0.5")
+    p.add_argument("--allow-fallback", action="store_true",
+                   help="let an engine whose model does not play --size play its Fallback baseline "
+                        "(named after it); default: stop before the first game")
     p.add_argument(
         "--time-margin",
         type=int,
@@ -92,13 +112,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _per_engine(values: list[int]) -> list[int]:
+    """One value for both engines, or one each."""
+    return values * 2 if len(values) == 1 else values
+
+
 def _print_link(outcome: GameOutcome) -> None:
     print(f"  PTN Ninja: {ptn_ninja_url(outcome.ptn)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns 0, 2 for bad arguments/openings, 3 when an engine does not start
-    (message on stderr)."""
+    or cannot play the size (message on stderr), 130 after Ctrl-C (the score so far printed)."""
     args = _parse_args(argv)
     try:
         half_komi = komi_to_half_komi(args.komi)
@@ -108,15 +133,20 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--move-timeout must be in (0, 86400] seconds, got {args.move_timeout}")
         common = {"margin": args.time_margin, "move_timeout": args.move_timeout}
         if args.tc:
-            tc = TimeControl.parse_tc(args.tc, **common)
+            tc: TimeControl | list[TimeControl] = TimeControl.parse_tc(args.tc, **common)
         elif args.nodes is not None:
-            if args.nodes < 1:
-                raise ValueError("--nodes must be >= 1")
-            tc = TimeControl(nodes=args.nodes, **common)
+            if not 1 <= len(args.nodes) <= 2:
+                raise ValueError(f"--nodes takes one value or two (one per engine), got {args.nodes}")
+            if min(args.nodes) < 1:
+                raise ValueError(f"--nodes must be >= 1, got {args.nodes}")
+            tc = [TimeControl(nodes=n, **common) for n in _per_engine(args.nodes)]
         else:
-            if args.movetime is not None and args.movetime < 1:
-                raise ValueError(f"--movetime must be >= 1 ms, got {args.movetime}")
-            tc = TimeControl(movetime=1000 if args.movetime is None else args.movetime, **common)
+            movetimes = args.movetime or [1000]
+            if not 1 <= len(movetimes) <= 2:
+                raise ValueError(f"--movetime takes one value or two (one per engine), got {movetimes}")
+            if min(movetimes) < 1:
+                raise ValueError(f"--movetime must be >= 1 ms, got {movetimes}")
+            tc = [TimeControl(movetime=m, **common) for m in _per_engine(movetimes)]
         openings = load_openings(args.openings, args.size, half_komi) if args.openings else None
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.log else None
         run_tei_match(
@@ -133,8 +163,14 @@ def main(argv: list[str] | None = None) -> int:
             out_dir=args.out,
             printer=lambda s: print(s, flush=True),
             log=log,
+            allow_fallback=args.allow_fallback,
             on_game=_print_link if args.links else None,
         )
+    except MatchInterrupted:
+        return 130  # the score so far is printed
+    except KeyboardInterrupt:  # before the first game: nothing to report
+        print("takzero.match: interrupted before the first game", file=sys.stderr)
+        return 130
     except (OSError, ValueError) as e:
         print(f"takzero.match: {e}", file=sys.stderr)
         return 2

@@ -50,7 +50,7 @@ from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn_file
 from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.players.base import PlayerMove
-from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
+from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer, set_search_threads
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 
 __all__ = ["PlaySession", "describe_eval", "main", "pretrained_path", "render_board"]
@@ -518,10 +518,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.model and args.opponent not in (None, "network"):
             raise ValueError(f"--model and --opponent {args.opponent} exclude each other")
         network = args.opponent in (None, "network") or check_spec(args.opponent) == "model"
-        if args.threads and (args.model or network):
-            import torch
-
-            torch.set_num_threads(args.threads)
+        if args.model or network:
+            set_search_threads(args.threads)
         player, size = make_opponent(
             args.model, args.opponent, args.size, args.simulations, args.seed, print, args.device
         )

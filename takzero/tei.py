@@ -1,37 +1,72 @@
 """TEI (Tak Engine Interface) engine: ``python -m takzero.tei [--model model.pt]``.
 
 Speaks the line protocol of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci``) on
-stdin/stdout, so match runners (``takzero.match``, racetrack) and GUIs can use takzero:
+stdin/stdout, so match runners (``takzero.match``, racetrack), PTN Ninja and other GUIs can use
+takzero.
 
-* ``tei`` -> ``id name``, ``id author``, the options, ``teiok``. Options:
-  ``HalfKomi`` (spin, half points added to black's flat count), ``Nodes`` (spin, simulations per
-  move when ``go`` gives no limit), ``Model`` (string, path of an exported model or checkpoint;
-  setting it loads it), ``Fallback`` (string, the player for board sizes the model cannot play:
-  a player spec of ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse),
-  ``Seed`` (spin).
-* ``isready`` -> ``readyok``; ``setoption``; ``teinewgame <size>``; ``position``; ``go``;
-  ``stop``; ``quit``. During a search: ``info`` lines (``wdl`` in permille, only when the player
-  knows it), then ``bestmove <ptn>``. The syntax of each line: ``takzero.matches.tei_protocol``.
+Commands and answers:
+
+* ``tei`` -> ``id name``, ``id author``, the options, ``teiok``. Options (each checked against the
+  range it advertises; a value outside it, or not a number, is refused with ``info string`` and
+  the old value is kept):
+
+  - ``HalfKomi`` (spin -20..20): half points added to black's flat count. Also settable in
+    ``teinewgame`` (below). PTN Ninja reads this option's range as the komis the engine plays.
+  - ``Nodes`` (spin): simulations per move when ``go`` gives no limit.
+  - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
+  - ``TreeNodes`` (spin): the node budget of one search tree, the memory bound UCI engines call
+    ``Hash`` (counted in nodes, not megabytes: a network tree node is
+    ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
+    tree goes on searching without growing; a full UCT tree scores new positions by rollouts
+    without storing them.
+  - ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
+    latency.
+  - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
+  - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
+    no model).
+  - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
+    ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse such sizes.
+
+* ``isready`` -> ``readyok``, only once every compiled kernel the current player needs is built
+  (the first ``isready`` and every ``teinewgame`` warm the player up with a tiny search, so no
+  timed ``go`` pays for compiling); during a search it is answered at once.
+* ``setoption name <Name> value <v>``.
+* ``teinewgame <size>``, ``teinewgame size <size> halfkomi <k>`` (PTN Ninja's form) or
+  ``teinewgame <size> halfkomi <k>``: a new game on that board.
+* ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``.
+* ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]`` -> ``info``
+  lines ``info depth D [multipv K] nodes N time MS nps X score cp C|mate M [wdl W D L] pv ...``
+  (``wdl`` in permille, when the player knows it) during the search, then exactly one
+  ``bestmove <ptn>`` (a legal move), or ``bestmove (none)`` on a finished position.
+* ``stop``, ``quit``: end a running search within about a millisecond (UCT baseline: the compiled
+  search polls a stop flag every simulation and runs without the GIL) or one network call
+  (network MCTS); the search answers ``bestmove`` with what it found.
 
 Behaviour worth knowing:
 
 * The search runs on a worker thread (the player's own ``think``, which keeps its clock); stdin
-  is read on the main thread, so ``stop`` (and ``quit``) act during a search. Network searches run
-  in chunks of 32 simulations and check the stop flag between chunks, whatever the limit (so
-  ``stop`` or ``quit`` right after ``go nodes N`` answers with the chunks searched so far); the UCT
-  baseline under a node limit runs its one search to its end. Other commands that arrive during
-  a finite search wait for it to finish (so transcripts are deterministic); during ``go infinite``
-  ``isready`` is answered at once and any other command stops the search first.
+  is read on the main thread, so ``stop``, ``quit`` and ``isready`` act during a search. Other
+  commands that arrive during a finite search wait for it to finish (so transcripts are
+  deterministic); during ``go infinite`` any command but ``isready`` stops the search first.
+* Time: ``go wtime/btime [winc/binc]`` spends ``remaining / 20 + 3/4 inc``, at most half of what is
+  left, minus ``MoveOverhead`` (:meth:`SearchLimits.budget_seconds`); ``movetime`` minus the
+  overhead. The players stop at that deadline themselves (checked every simulation); as a
+  backstop a timer sets the stop flag at 1.25 times the budget (which also cuts the tinue checks
+  after a search short), so on a clock a move never takes much more than 5/8 of the time left.
 * Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
   those moves (``Player.observe``) and keeps its search tree; otherwise it starts a fresh tree.
-  ``teinewgame`` resets the player with the seed (``--seed`` / ``Seed``), so a session replays
-  exactly with the same commands (``go nodes``).
+  ``teinewgame`` resets the player with the seed, so a session replays exactly with the same
+  commands (``go nodes``).
+* Board sizes a model does not play: the ``Fallback`` player plays them (said once per game with
+  ``info string``). With ``Fallback none`` such a size is refused where it would enter: at
+  ``teinewgame`` (the previous size stays), at ``position tps`` (the previous position stays),
+  and ``setoption name Fallback value none`` is refused while such a game is on. So the engine
+  always has a player for its position, and every ``go`` on an unfinished position gets a legal
+  ``bestmove``; should a player fail anyway, the engine says why and plays the first legal move.
 * Bad input never ends the engine: unknown commands, bad options, malformed or illegal moves, a size
   outside 3..8 get ``info string <what was wrong>`` and the engine carries on (an illegal
-  ``position`` leaves the previous position in place). A board size the model does not play is
-  played by the ``Fallback`` baseline (said once per game with ``info string``); with
-  ``Fallback none`` the engine refuses: ``go`` answers ``info string`` and ``bestmove (none)``.
-  ``go`` on a finished position also answers ``bestmove (none)``.
+  ``position`` leaves the previous position in place). ``tests/test_tei_fuzz.py`` drives it with
+  thousands of mutated command lines to keep it that way.
 * Scores: ``score cp`` is ``round(111.7146 * tan(1.5620688 * v))`` of the value v in [-1, 1] for
   the side to move (the mapping Leela Chess Zero used for its value head), about +-100 at v = +-0.5.
 
@@ -40,11 +75,11 @@ it testable without a network.
 
 The protocol state machine (:class:`TEIEngine`) lives here, in the command-line module, because an
 engine protocol server *is* a command line: it reads commands and prints lines, like
-``takzero.play``'s terminal session. The text of the protocol lines (``setoption``, ``position``
-and ``go`` parsed; ``id``, ``option``, ``info`` and ``bestmove`` formatted) and the time budget
-of a ``go`` are in ``takzero.matches.tei_protocol``, shared with the match runner's client
-(``SearchLimits``, ``parse_go``, ``value_to_cp`` and ``format_info`` are importable from here
-too). What is not protocol lives below it: players and their clocks in ``takzero.players``
+``takzero.play``'s terminal session. The text of the protocol lines (``setoption``, ``position``,
+``teinewgame`` and ``go`` parsed; ``id``, ``option``, ``info`` and ``bestmove`` formatted) and the
+time budget of a ``go`` are in ``takzero.matches.tei_protocol``, shared with the match runner's
+client (``SearchLimits``, ``parse_go``, ``value_to_cp`` and ``format_info`` are importable from
+here too). What is not protocol lives below it: players and their clocks in ``takzero.players``
 (``BasePlayer.think``), player specs in ``takzero.players.registry``.
 """
 
@@ -56,6 +91,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -73,6 +109,7 @@ from takzero.matches.tei_protocol import (
     parse_go,
     parse_position,
     parse_setoption,
+    parse_teinewgame,
     value_to_cp,
 )
 from takzero.players.base import BasePlayer, PlayerMove
@@ -83,6 +120,7 @@ __all__ = [
     "ENGINE_NAME",
     "MAX_NODES",
     "MOVE_OVERHEAD_MS",
+    "SPINS",
     "SearchLimits",
     "TEIEngine",
     "format_info",
@@ -95,7 +133,47 @@ ENGINE_NAME = "takzero"
 ENGINE_AUTHOR = "takzero developers"
 DEFAULT_PLAYER = "uct:200"
 DEFAULT_SIZE = 6
-HALF_KOMI_RANGE = (-20, 20)
+#: Default of the ``TreeNodes`` option (network: 2e6 * 28 bytes = 56 MB per tree).
+DEFAULT_TREE_NODES = 2_000_000
+#: Simulations of each warm-up search (``isready``/``teinewgame``): enough to run every kernel.
+WARM_NODES = 16
+
+
+@dataclass(frozen=True)
+class Spin:
+    """A ``spin`` option: an integer in ``lo..hi``."""
+
+    name: str
+    lo: int
+    hi: int
+
+    def parse(self, text: str) -> int:
+        """The value of ``text``; raises ValueError with the message to print when it is not an
+        integer in range."""
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = None
+        if value is None or not self.lo <= value <= self.hi:
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise ValueError(
+                f"setoption: {self.name} must be an integer in {self.lo}..{self.hi}, got '{shown}'"
+            )
+        return value
+
+
+#: The spin options, by lower-case name.
+SPINS = {
+    s.name.lower(): s
+    for s in (
+        Spin("HalfKomi", -20, 20),
+        Spin("Nodes", 1, MAX_NODES),
+        Spin("MultiPV", 1, 32),
+        Spin("TreeNodes", 100_000, 1_000_000_000),
+        Spin("MoveOverhead", 0, 5000),
+        Spin("Seed", 0, 2**31 - 1),
+    )
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,6 +194,19 @@ def _player_nodes(player: Any) -> int | None:
     return int(sims) if sims is not None else None
 
 
+def warm_positions(size: int) -> list[Position]:
+    """Positions a warm-up searches: the empty board and one a few plies in (placements and a
+    spread, so move generation, rollouts and the provers all run)."""
+    start = Position.start(size)
+    pos = start.copy()
+    for _ in range(6):
+        if pos.is_over:
+            break
+        codes = pos.legal_move_codes()
+        pos = pos.play(int(codes[len(codes) // 2]))
+    return [start, pos]
+
+
 # ---------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------
@@ -130,13 +221,13 @@ class TEIEngine:
         player: baseline spec (``players.make_player``) played without a model.
         fallback: baseline for sizes the model cannot play (None: ``player``; ``"none"``: refuse).
         nodes: default simulations per move (``Nodes`` option); None: the player's own count.
-        seed: seed given to the player at every ``teinewgame``.
+        seed: seed given to the player at every ``teinewgame`` (0..2**31-1).
         device: torch device for the network ('cpu', 'cuda', 'auto').
         out: where lines go (default: stdout, flushed).
         model_loader: builds the network player from (path, nodes, seed, device) (tests may swap).
 
     Raises (constructor only) whatever ``model_loader`` raises for a bad ``model``, ValueError for
-    a bad player spec.
+    a bad player spec or seed.
     """
 
     def __init__(
@@ -152,7 +243,7 @@ class TEIEngine:
     ) -> None:
         self._out = out or _stdout_line
         self._out_lock = threading.Lock()
-        self.seed = int(seed)
+        self.seed = SPINS["seed"].parse(str(seed))
         self.device = device
         self.model_loader = model_loader
         self.player_spec = player
@@ -163,7 +254,11 @@ class TEIEngine:
         self.model_path: str | None = None
         self.network: Any = None
         self.half_komi = 0
+        self.multipv = 1
+        self.tree_nodes = DEFAULT_TREE_NODES
+        self.move_overhead = MOVE_OVERHEAD_MS
         self.size = DEFAULT_SIZE
+        self._warmed: set[str] = set()
         self.baseline: BasePlayer = make_player(player, seed=self.seed)
         self.nodes_default = nodes
         if model:
@@ -176,9 +271,10 @@ class TEIEngine:
         self.moves: list[int] = []
         self.position = self.start.copy()
         self._player: Any = None
+        self._player_spec: str | None = None  # the spec of a baseline in use (for warming)
         self._synced: tuple[Position, list[int]] | None = None
         self._worker: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._search_stop = threading.Event()
         self._infinite = False
         self._quit = False
         self._select_player(announce=False)
@@ -191,6 +287,7 @@ class TEIEngine:
             self._out(line)
 
     def info(self, text: str) -> None:
+        """Print ``info string <text>``."""
         self.send(f"info string {text}")
 
     # -- players ---------------------------------------------------------------------------
@@ -200,41 +297,81 @@ class TEIEngine:
         loading happen before ``readyok``, not in the first timed ``go``."""
         sims = nodes if nodes is not None else 400
         net = self.model_loader(path, sims, self.seed, self.device)
+        self._configure(net)
         warm = getattr(net, "think", None)
         if warm is not None:
-            warm(Position.start(int(net.model_size)), nodes=1)
+            for pos in warm_positions(int(net.model_size)):
+                warm(pos, nodes=1)
         return net
+
+    def _configure(self, player: Any) -> None:
+        """Apply the engine's tree budget to ``player`` (players without a tree ignore it)."""
+        setter = getattr(player, "set_tree_nodes", None)
+        if setter is not None:
+            setter(self.tree_nodes)
+
+    def _plays(self, size: int) -> bool:
+        """Whether the engine has a player for ``size`` boards."""
+        return self._plays_with(self.fallback_spec, size)
+
+    def _refusal(self, size: int) -> str:
+        m = int(self.network.model_size)
+        return (
+            f"the model plays {m}x{m} only and Fallback is none: {size}x{size} refused "
+            f"(set Fallback to a player spec such as uct:200 to play it)"
+        )
 
     def _select_player(self, announce: bool = True) -> None:
         """Pick the player for ``self.size``: the network if it plays this size, else the
-        fallback (or none)."""
-        if self.network is None:
-            self._player = self.baseline
-        elif int(self.network.model_size) == self.size:
-            self._player = self.network
-        elif self.fallback_spec == "none":
-            self._player = None
-            if announce:
-                self.info(
-                    f"the model plays {self.network.model_size}x{self.network.model_size} only "
-                    f"and Fallback is none: cannot play {self.size}x{self.size}"
-                )
-        else:
-            self._player = make_player(self.fallback_spec, seed=self.seed)
-            if announce:
-                self.info(
-                    f"the model plays {self.network.model_size}x{self.network.model_size} only; "
-                    f"playing {self.size}x{self.size} with the baseline {self.fallback_spec}"
-                )
-        if self._player is not None:
-            self._player.reset(self.size, self.half_komi, self.seed)
+        fallback; reset it for a new game with the seed. A player that cannot be built or reset
+        is replaced by the random player (said with ``info string``), so there is always one."""
+        spec: str | None = None
+        try:
+            if self.network is None:
+                player, spec = self.baseline, self.player_spec
+            elif int(self.network.model_size) == self.size:
+                player = self.network
+            else:
+                spec = self.fallback_spec if self.fallback_spec != "none" else DEFAULT_PLAYER
+                player = make_player(spec, seed=self.seed)
+                if announce:
+                    m = int(self.network.model_size)
+                    self.info(
+                        f"the model plays {m}x{m} only; playing {self.size}x{self.size} "
+                        f"with the baseline {spec}"
+                    )
+            self._configure(player)
+            player.reset(self.size, self.half_komi, self.seed)
+        except Exception as e:  # noqa: BLE001 - a player is needed whatever happened
+            self.info(f"cannot use the player for {self.size}x{self.size} ({e}); playing random moves")
+            spec = "random"
+            player = make_player(spec, seed=self.seed)
+            player.reset(self.size, self.half_komi, self.seed)
+        self._player = player
+        self._player_spec = spec
         self._synced = None
+
+    def _warm(self) -> None:
+        """Build the compiled kernels of the current player before ``readyok``: a tiny search on
+        a throw-away player of the same spec (so the real player's random stream is untouched).
+        Once per spec and size per process; network players are warmed when loaded."""
+        spec = self._player_spec
+        key = f"{spec}@{self.size}"
+        if spec is None or key in self._warmed:
+            return
+        self._warmed.add(key)
+        try:
+            player = make_player(spec, seed=0)
+            self._configure(player)
+            player.reset(self.size, self.half_komi, 0)
+            for pos in warm_positions(self.size):
+                player.think(pos, nodes=WARM_NODES)
+        except Exception as e:  # noqa: BLE001 - warming is an optimisation; say and go on
+            self.info(f"warming up {spec} failed ({e}); the first search may be slow")
 
     def _sync_player(self) -> None:
         """Tell the player the moves since its last position (tree reuse), or reset its tree."""
         p = self._player
-        if p is None:
-            return
         if self._synced is not None:
             start, moves = self._synced
             if start == self.start and self.moves[: len(moves)] == moves:
@@ -268,6 +405,7 @@ class TEIEngine:
 
     def handle(self, line: str) -> None:
         """Handle one command line (never raises; problems become ``info string``)."""
+        cmd = "?"
         try:
             line = "".join(ch if ch.isprintable() or ch.isspace() else "?" for ch in line)
             tokens = line.strip().split()
@@ -276,28 +414,27 @@ class TEIEngine:
             cmd = tokens[0]
             if self._searching():
                 if cmd == "stop":
-                    self._stop.set()
-                    self._finish_search()
+                    self._finish_search(stop=True)
                     return
                 if cmd == "quit":
                     self._quit = True
                     self._finish_search(stop=True)
                     return
-                if cmd == "isready" and self._infinite:
+                if cmd == "isready":
                     self.send("readyok")
                     return
                 if self._infinite:
-                    self.info(f"'{cmd}' during go infinite: stopping the search first")
+                    self.info(f"'{cmd[:40]}' during go infinite: stopping the search first")
                     self._finish_search(stop=True)
                 else:
                     self._finish_search()
-            handler = getattr(self, f"_cmd_{cmd}", None)
+            handler = getattr(self, f"_cmd_{cmd}", None) if cmd.isidentifier() else None
             if handler is None:
-                self.info(f"unknown command '{cmd}'")
+                self.info(f"unknown command '{cmd[:40]}'")
                 return
             handler(tokens[1:])
         except Exception as e:  # noqa: BLE001 - the engine must survive anything
-            self.info(f"error: {type(e).__name__}: {e}")
+            self.info(f"could not handle '{cmd[:40]}': {e}")
 
     # -- commands --------------------------------------------------------------------------
 
@@ -305,14 +442,22 @@ class TEIEngine:
         who = self.network if self.network is not None else self.baseline
         for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
             self.send(line)
-        self.send(format_option("HalfKomi", "spin", 0, *HALF_KOMI_RANGE))
-        self.send(format_option("Nodes", "spin", self.nodes_default, 1, MAX_NODES))
+        values = {
+            "halfkomi": self.half_komi,
+            "nodes": self.nodes_default,
+            "multipv": self.multipv,
+            "treenodes": self.tree_nodes,
+            "moveoverhead": self.move_overhead,
+            "seed": self.seed,
+        }
+        for key, spin in SPINS.items():
+            self.send(format_option(spin.name, "spin", values[key], spin.lo, spin.hi))
         self.send(format_option("Model", "string", self.model_path or "<empty>"))
         self.send(format_option("Fallback", "string", self.fallback_spec))
-        self.send(format_option("Seed", "spin", self.seed, 0, 2147483647))
         self.send("teiok")
 
     def _cmd_isready(self, args: list[str]) -> None:
+        self._warm()
         self.send("readyok")
 
     def _cmd_stop(self, args: list[str]) -> None:
@@ -329,50 +474,82 @@ class TEIEngine:
             self.info(str(e))
             return
         key = name.lower()
-        if key == "halfkomi":
+        spin = SPINS.get(key)
+        if spin is not None:
             try:
-                hk = int(value)
-            except ValueError:
-                self.info(f"setoption: HalfKomi must be an integer, got '{value}'")
+                number = spin.parse(value)
+            except ValueError as e:
+                self.info(f"{e}; keeping {self._spin_value(key)}")
                 return
-            lo, hi = HALF_KOMI_RANGE
-            if not lo <= hk <= hi:
-                self.info(f"setoption: HalfKomi must be in {lo}..{hi}, got {hk}")
-                return
-            self.half_komi = hk
-            # The current game goes on under the new komi; the player starts a fresh tree.
-            start = Position.from_tps(self.start.to_tps(), half_komi=hk)
-            self._new_position(start, self.moves)
-            self._synced = None
-            self._check_model_komi()
-        elif key == "nodes":
-            try:
-                n = int(value)
-                if not 1 <= n <= MAX_NODES:
-                    raise ValueError
-            except ValueError:
-                self.info(f"setoption: Nodes must be an integer in 1..{MAX_NODES}, got '{value}'")
-                return
-            self.nodes_default = n
-        elif key == "seed":
-            try:
-                self.seed = int(value)
-            except ValueError:
-                self.info(f"setoption: Seed must be an integer, got '{value}'")
+            self._set_spin(key, number)
         elif key == "model":
             self._set_model(value)
         elif key == "fallback":
-            spec = value.strip()
-            if spec != "none":
-                try:
-                    check_spec(spec)
-                except ValueError as e:
-                    self.info(f"setoption: Fallback: {e}")
-                    return
-            self.fallback_spec = spec
-            self._select_player(announce=False)
+            self._set_fallback(value.strip())
         else:
-            self.info(f"setoption: unknown option '{name}' ({text})")
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            self.info(f"setoption: unknown option '{name[:40]}' ({shown})")
+
+    def _spin_value(self, key: str) -> int:
+        return {
+            "halfkomi": self.half_komi,
+            "nodes": self.nodes_default,
+            "multipv": self.multipv,
+            "treenodes": self.tree_nodes,
+            "moveoverhead": self.move_overhead,
+            "seed": self.seed,
+        }[key]
+
+    def _set_spin(self, key: str, value: int) -> None:
+        if key == "halfkomi":
+            self._set_half_komi(value)
+        elif key == "nodes":
+            self.nodes_default = value
+        elif key == "multipv":
+            self.multipv = value
+        elif key == "treenodes":
+            self.tree_nodes = value
+            for player in (self._player, self.network, self.baseline):
+                if player is not None:
+                    self._configure(player)
+        elif key == "moveoverhead":
+            self.move_overhead = value
+        elif key == "seed":
+            self.seed = value
+
+    def _set_half_komi(self, hk: int) -> None:
+        if hk == self.half_komi:
+            return
+        self.half_komi = hk
+        # The current game goes on under the new komi; the player starts a fresh tree.
+        start = Position.from_tps(self.start.to_tps(), half_komi=hk)
+        self._new_position(start, self.moves)
+        if self._player is not None:
+            self._player.reset(self.size, self.half_komi, None)
+        self._synced = None
+        self._check_model_komi()
+
+    def _set_fallback(self, spec: str) -> None:
+        if spec == "none":
+            if not self._plays_with(spec, self.size):
+                m = int(self.network.model_size)
+                self.info(
+                    f"setoption: Fallback none refused: the game is {self.size}x{self.size} and the "
+                    f"model plays {m}x{m} only (start a {m}x{m} game first); keeping "
+                    f"{self.fallback_spec}"
+                )
+                return
+        else:
+            try:
+                check_spec(spec)
+            except ValueError as e:
+                self.info(f"setoption: Fallback: {e}; keeping {self.fallback_spec}")
+                return
+        self.fallback_spec = spec
+        self._select_player(announce=False)
+
+    def _plays_with(self, fallback: str, size: int) -> bool:
+        return self.network is None or int(self.network.model_size) == size or fallback != "none"
 
     def _set_model(self, value: str) -> None:
         path = value.strip()
@@ -388,7 +565,15 @@ class TEIEngine:
             return
         self.network = net
         self.model_path = path
-        self._select_player(announce=True)
+        m = int(net.model_size)
+        if m != self.size and self.fallback_spec == "none":
+            self.info(
+                f"the model plays {m}x{m} only and Fallback is none: starting a new {m}x{m} game"
+            )
+            self._new_game(m)
+        else:
+            self._select_player(announce=True)
+        self._check_model_komi()
 
     def _check_model_komi(self) -> None:
         if self._player is None or self._player is not self.network:
@@ -400,26 +585,41 @@ class TEIEngine:
             )
 
     def _cmd_teinewgame(self, args: list[str]) -> None:
+        size_text, komi_text, problems = parse_teinewgame(args)
+        for p in problems:
+            self.info(p)
         size = self.size
-        if args:
+        if size_text is None:
+            self.info(f"teinewgame: no size given; playing {self.size}x{self.size}")
+        else:
             try:
-                size = int(args[0])
+                wanted = int(size_text)
             except ValueError:
-                size = -1
-            if size not in STANDARD_RESERVES:
+                wanted = -1
+            if wanted not in STANDARD_RESERVES:
                 self.info(
-                    f"teinewgame: board size must be 3..8, got '{args[0]}'; "
+                    f"teinewgame: board size must be 3..8, got '{size_text[:40]}'; "
                     f"keeping {self.size}x{self.size}"
                 )
-                size = self.size
-        else:
-            self.info(f"teinewgame: no size given; playing {self.size}x{self.size}")
+            elif not self._plays(wanted):
+                self.info(f"teinewgame: {self._refusal(wanted)}; keeping {self.size}x{self.size}")
+            else:
+                size = wanted
+        if komi_text is not None:
+            try:
+                self.half_komi = SPINS["halfkomi"].parse(komi_text)
+            except ValueError as e:
+                self.info(f"teinewgame: {str(e).removeprefix('setoption: ')}; keeping {self.half_komi}")
+        self._new_game(size)
+        self._check_model_komi()
+        self._warm()
+
+    def _new_game(self, size: int) -> None:
         self.size = size
         self.start = Position.start(size, half_komi=self.half_komi)
         self.moves = []
         self.position = self.start.copy()
         self._select_player(announce=True)
-        self._check_model_komi()
 
     def _new_position(self, start: Position, moves: list[int]) -> None:
         size_changed = start.size != self.size
@@ -439,6 +639,9 @@ class TEIEngine:
         except TEIProtocolError as e:  # the previous position stays
             self.info(str(e))
             return
+        if not self._plays(start.size):
+            self.info(f"position: {self._refusal(start.size)}; position not changed")
+            return
         self._new_position(start, codes)
 
     def _cmd_go(self, args: list[str]) -> None:
@@ -450,23 +653,30 @@ class TEIEngine:
             self.info(f"the game is over ({pos.result}, {pos.result.reason}); there is no move")
             self.send(format_bestmove(None))
             return
-        if self._player is None:
-            self.info(
-                f"cannot play {self.size}x{self.size}: the model plays "
-                f"{self.network.model_size}x{self.network.model_size} and Fallback is none"
-            )
-            self.send(format_bestmove(None))
-            return
-        self._sync_player()
+        player = self._player
+        try:
+            self._sync_player()
+        except Exception as e:  # noqa: BLE001 - answer anyway, with a fresh player
+            self.info(f"cannot continue the player's game ({e}); starting it afresh")
+            self._select_player(announce=False)
+            player = self._player
+            try:
+                self._sync_player()
+            except Exception as e2:  # noqa: BLE001
+                self.info(f"the player cannot play this position ({e2}); playing random moves")
+                player = make_player("random", seed=self.seed)
         side = pos.side_to_move
-        seconds = limits.budget_seconds(side)
+        seconds = limits.budget_seconds(side, self.move_overhead)
         nodes = limits.nodes
         if nodes is None and seconds is None and not limits.infinite:
             nodes = self.nodes_default
-        self._stop.clear()
+        stop = threading.Event()
+        self._search_stop = stop
         self._infinite = limits.infinite
         self._worker = threading.Thread(
-            target=self._search, args=(self._player, pos, nodes, seconds), daemon=True
+            target=self._search,
+            args=(player, pos, nodes, seconds, stop, limits.infinite),
+            daemon=True,
         )
         self._worker.start()
 
@@ -476,36 +686,74 @@ class TEIEngine:
         return self._worker is not None
 
     def _finish_search(self, stop: bool = False) -> None:
-        """Wait for the running search (setting the stop flag first if ``stop``)."""
+        """Wait for the running search (setting its stop flag first if ``stop``)."""
         w = self._worker
         if w is None:
             return
         if stop:
-            self._stop.set()
+            self._search_stop.set()
         w.join()
         self._worker = None
         self._infinite = False
 
-    def _search(self, player: Any, pos: Position, nodes: int | None, seconds: float | None) -> None:
+    def _report(self, pos: Position, pm: PlayerMove, seconds: float, total: int) -> None:
+        """The ``info`` lines of an answer: one, or one per line of ``pm.lines`` with MultiPV."""
+        if self.multipv > 1 and pm.lines:
+            for k, line in enumerate(pm.lines[: self.multipv], start=1):
+                self.send(format_info(pos, line, seconds, total, multipv=k))
+        else:
+            self.send(format_info(pos, pm, seconds, total))
+
+    def _search(
+        self,
+        player: Any,
+        pos: Position,
+        nodes: int | None,
+        seconds: float | None,
+        stop: threading.Event,
+        infinite: bool = False,
+    ) -> None:
+        """The worker thread: one search, its ``info`` lines and exactly one ``bestmove``. With
+        ``infinite`` (``go infinite``) the ``bestmove`` waits for ``stop`` (or ``quit``) even when
+        the player is done sooner (a player that does not search, a proven position), as UCI
+        asks."""
         t0 = time.perf_counter()
         reported: list[PlayerMove] = []
+        move: str | None = None
+        timer = None
+        if seconds is not None:
+            # Backstop: the players keep ``seconds`` themselves (checked every simulation); this
+            # stops whatever runs past a quarter more (e.g. the tinue checks after a search).
+            # Still safe on a clock: the budget is at most half of the time left.
+            timer = threading.Timer(1.25 * seconds, stop.set)
+            timer.daemon = True
+            timer.start()
 
         def progress(pm: PlayerMove, total: int) -> None:
             reported[:] = [pm]
-            self.send(format_info(pos, pm, time.perf_counter() - t0, total))
+            self._report(pos, pm, time.perf_counter() - t0, total)
 
         try:
+            # ``multipv`` only when asked for, so players whose ``think`` predates it still play.
+            extra = {"multipv": self.multipv} if self.multipv > 1 else {}
             pm = player.think(
-                pos, nodes=nodes, seconds=seconds, stop=self._stop, on_progress=progress
+                pos, nodes=nodes, seconds=seconds, stop=stop, on_progress=progress, **extra
             )
             if not reported or reported[0] is not pm:
-                self.send(format_info(pos, pm, time.perf_counter() - t0, pm.nodes))
+                self._report(pos, pm, time.perf_counter() - t0, pm.nodes)
+            if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
+                raise ValueError(f"the player answered an illegal move code {pm.code}")
             move = pos.ptn(pm.code)
         except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
-            codes = pos.legal_move_codes()
-            self.info(f"search failed ({type(e).__name__}: {e}); playing the first legal move")
-            move = pos.ptn(int(codes[0]))
-        self.send(format_bestmove(move))
+            self.info(f"search failed ({e}); playing the first legal move")
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if infinite:
+                stop.wait()
+            if move is None:
+                move = pos.ptn(int(pos.legal_move_codes()[0]))
+            self.send(format_bestmove(move))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,8 +803,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.nodes is not None and args.nodes < 1:
         p.error(f"--nodes must be >= 1, got {args.nodes}")
-    if args.seed < 0:
-        p.error(f"--seed must be >= 0, got {args.seed}")
+    if not 0 <= args.seed <= SPINS["seed"].hi:
+        p.error(f"--seed must be in 0..{SPINS['seed'].hi}, got {args.seed}")
     if args.threads < 0:
         p.error(f"--threads must be >= 0, got {args.threads}")
     return args
@@ -566,10 +814,10 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point: build the engine, then serve stdin until ``quit``. Returns the exit
     status (2 when the model or player given on the command line cannot be used)."""
     args = _parse_args(argv)
-    if args.threads and args.model:
-        import torch
+    if args.model:
+        from takzero.players.network import set_search_threads
 
-        torch.set_num_threads(args.threads)
+        set_search_threads(args.threads)  # the library's one place (0: torch's default)
     try:
         engine = TEIEngine(
             model=args.model,

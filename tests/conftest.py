@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -15,3 +17,25 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+def _tiny_tei_model(tmp_path: Path, size: int = 4) -> Path:
+    """A tiny untrained network (8 channels, 1 block, trained-for komi 1), exported to
+    TorchScript as ``tmp_path/model.pt``."""
+    import torch
+
+    from takzero.export import export_checkpoint
+    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+
+    torch.manual_seed(0)
+    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    ckpt = checkpoint_dict(model, generation=3, run_name="tiny", half_komi=2)
+    out = tmp_path / "model.pt"
+    export_checkpoint(ckpt, out, warn=lambda _m: None)
+    return out
+
+
+@pytest.fixture
+def tiny_tei_model():
+    """``make(tmp_path, size=4) -> Path``: a tiny exported model for the TEI engine tests."""
+    return _tiny_tei_model

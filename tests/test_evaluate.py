@@ -118,3 +118,58 @@ def test_unwritable_ptn_file_fails_before_any_game(tiny_model: Path, tmp_path: P
         evaluate_model(str(tiny_model), ["random", "greedy"], pairs=1, simulations=2, ply_limit=10,
                        ptn_dir=str(tmp_path / "pd"), say=lines.append)
     assert lines == []  # no game was played
+
+
+def test_a_line_per_finished_game_and_the_elo(tiny_model: Path) -> None:
+    progress: list[str] = []
+    out = evaluate_model(str(tiny_model), ["random"], pairs=2, simulations=2, ply_limit=20,
+                         say=lambda line: None, progress=progress.append)
+    games = [ln for ln in progress if ln.startswith("vs random: game ")]
+    assert [ln.split(":")[1].split("/")[0] for ln in games] == [" game 1", " game 2", " game 3", " game 4"]
+    r = out[0]
+    assert games[-1].endswith(f"{r['wins']}-{r['losses']}-{r['draws']} (W-L-D)")
+    assert progress[-1].startswith("vs random: Elo ") and "Wilson score interval mapped to Elo" in progress[-1]
+    assert r["elo_wilson_lower"] < r["elo_wilson_upper"]
+
+
+def test_interrupt_reports_the_finished_games(tiny_model: Path, tmp_path: Path) -> None:
+    """Ctrl-C (raised here after the first finished game) prints the score so far: a JSON line
+    marked interrupted, the Elo line, the finished games as PTN; then MatchInterrupted."""
+    from takzero.matches.results import MatchInterrupted
+
+    said: list[str] = []
+    progress: list[str] = []
+
+    def on_progress(line: str) -> None:
+        progress.append(line)
+        if " game 1/" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(MatchInterrupted) as info:
+        evaluate_model(str(tiny_model), ["random", "greedy"], pairs=2, simulations=2, ply_limit=20,
+                       say=said.append, progress=on_progress, ptn_dir=str(tmp_path))
+    assert info.value.result.num_games == 1
+    (line,) = said
+    partial = json.loads(line)
+    assert partial["interrupted"] is True and partial["games"] == 1 and partial["baseline"] == "random"
+    assert progress[-1] == "interrupted: vs random after 1 of 4 games; Elo too few games (1) for an Elo interval"
+    assert (tmp_path / "vs_random.ptn").read_text().count('[Size "3"]') == 1
+
+
+def test_cli_ctrl_c_exits_130(tiny_model: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import takzero.evaluate as ev
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ev, "evaluate_model", interrupted)
+    assert main([str(tiny_model), "--baselines", "random"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_a_baseline_network_of_another_size_is_refused(tiny_model: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    other = tmp_path / "other.pt"
+    torch.save(checkpoint_dict(model_from_config(ModelConfig(size=4, channels=8, blocks=1))), other)
+    with pytest.raises(ValueError, match=r"baseline model:.* plays 4x4, not the model's 3x3"):
+        evaluate_model(str(tiny_model), ["random", f"model:{other}"], pairs=1, simulations=2, ply_limit=10)

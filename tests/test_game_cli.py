@@ -1,9 +1,10 @@
-"""``python -m takzero.game``: perft and replay."""
+"""``python -m takzero.game``: perft and replay (game by game, with a summary)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,8 @@ def test_replay_malformed_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"{path}:41:1: token '25.': move number 25 where 35 was expected" in err
     assert main(["replay", "--lenient-numbers", str(path)]) == 0
     captured = capsys.readouterr()
-    assert "(Result tag R-0)" in captured.out
+    assert "(Result tag R-0 disagrees)" in captured.out
+    assert "1:1: warning: Result tag R-0 disagrees with the moves: the game is not over" in captured.err
     assert "warning: line 53, column 1: move number 47 where 37 was expected" in captured.err
 
 
@@ -79,6 +81,75 @@ def test_replay_overrides_and_illegal_move(capsys: pytest.CaptureFixture[str], t
     assert capsys.readouterr().out.strip().endswith("x4,1/x2,2C,x2/x2,1C,1C,x/x5/2,x4 2 3")
     assert main(["replay", str(tmp_path / "missing.ptn")]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_replay_reports_every_data_game(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every game of every file in tests/data/games gets a line; the games the oracle could not
+    replay as tagged (the extra capstone, the broken move numbers) are rejected with a reason and
+    the games after them go on; Result tags disagree exactly where INDEX.json says they do."""
+    files = sorted(INDEX["files"], key=lambda f: f["file"])
+    assert main(["replay", *(str(GAMES / f["file"]) for f in files)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert len(out) == sum(f["games"] for f in files)
+    expect_rejected = expect_disagree = 0
+    lines = iter(out)
+    for entry in files:
+        for rec in entry["game_list"]:
+            line = next(lines)
+            assert line.startswith(f"{GAMES / entry['file']} game {rec['index'] + 1} (line "), line
+            rejected = "replayed_with_caps" in rec or entry["file"].startswith("malformed")
+            expect_rejected += rejected
+            if rejected:
+                assert line.endswith(": rejected"), line
+                continue
+            assert rec["final_tps"] in line
+            disagrees = rec["result_tag_agrees"] is False
+            expect_disagree += disagrees
+            assert line.endswith(f"(Result tag {rec['result_tag']} disagrees)") == disagrees, line
+    assert expect_rejected == 2 and expect_disagree == 13
+    err = captured.err
+    assert err.splitlines()[-1] == (f"replay: {len(out) - 2} games replayed, 2 rejected, "
+                                    f"{expect_disagree} Result tag disagreements")
+    assert "hint: the game replays with [Caps \"3\"]" in err
+    assert "move number 25 where 35 was expected (--lenient-numbers reads the moves in order)" in err
+    # Every game whose tag only fits another komi says which (INDEX: komi_values_matching_tag).
+    hints = re.findall(r"the tag fits komi ([0-9.]+)(?: to ([0-9.]+))?", err)
+    want = [(k[0], k[-1]) for f in files for r in f["game_list"]
+            if (k := r.get("komi_values_matching_tag"))]
+    assert [(float(a), float(b or a)) for a, b in hints] == want
+
+
+def test_replay_goes_on_after_rejected_games(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A bad tag, an illegal move and a syntax error each reject their game only."""
+    path = tmp_path / "mixed.ptn"
+    path.write_text(
+        '[Size "5"]\n[Result "1-0"]\n\n1. a1 e5 2. e4 a2 3. e3 a3 4. e2 a4 5. e1 R-0\n\n'  # 1-0 agrees
+        '[Size "5"]\n[Caps "99"]\n\n1. a1 e5\n\n'  # bad tag
+        '[Size "5"]\n\n1. a1 e5\n2. Cc3 Cc4\n3. Cd3 d4\n\n'  # a second capstone
+        '[Size "5"]\n\n1. a1 e5 2. zz9\n\n'  # not a move
+        '[Size "5"]\n[Result "0-1"]\n\n1. a1 e5\n'  # resignation: not a disagreement
+        '[Size "5"]\n[Result "F-0"]\n\n1. a1 e5\n'  # claims a result the moves do not reach
+    )
+    assert main(["replay", str(path)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in out] == ["R-0", "rejected", "rejected",
+                                                                      "rejected", "*", "*"]
+    assert out[-1].endswith("(Result tag F-0 disagrees)") and "disagrees" not in "".join(out[:-1])
+    err = captured.err
+    assert f"{path}:7:1: token '[Caps \"99\"]': Caps must be 0..10" in err
+    assert f"{path}:15:4: token 'Cd3': Cd3: no capstone left in the reserve; hint: the game replays with [Caps \"2\"]" in err
+    assert f"{path}:19:13: token 'zz9'" in err
+    assert f"{path}:26:1: warning: Result tag F-0 disagrees with the moves: the game is not over" in err
+    assert err.splitlines()[-1] == "replay: 3 games replayed, 3 rejected, 1 Result tag disagreements"
+
+
+def test_replay_all_good_exits_zero(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "ok.ptn"
+    path.write_text('[Size "3"]\n[Result "1/2-1/2"]\n\n1. a1 c3\n')  # agreed draw
+    assert main(["replay", str(path)]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == "replay: 1 games replayed, 0 rejected, 0 Result tag disagreements"
 
 
 def test_module_entry_point() -> None:

@@ -9,15 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from takzero.game import core
 from takzero.game.moves import parse_ptn
-from takzero.game.position import Game, Position
+from takzero.game.position import Game, Position, Result
 from takzero.game.ptn import (
     RESULT_TOKENS,
     PTNError,
     PTNGame,
+    RejectedGame,
     game_to_ptn,
     read_ptn,
+    read_ptn_each,
     read_ptn_file,
+    read_ptn_file_each,
+    result_tag_agrees,
     start_from_tags,
     write_ptn,
     write_ptn_file,
@@ -111,6 +116,7 @@ def test_malformed_move_numbers_lenient() -> None:
         "line 41, column 1: move number 25 where 35 was expected",
         "line 53, column 1: move number 47 where 37 was expected",
         *[f"line {n}, column 1: move line without a move number" for n in range(57, 62)],
+        "line 1, column 1: Result tag R-0 disagrees with the moves: the game is not over",
     ]
     assert len(game.moves) == rec["plies"]
     final = game.final_position()
@@ -252,7 +258,7 @@ def test_several_games_and_boundaries() -> None:
         ('[Komi "x"]\n[Size "5"]\n1. a1', 1, 1, '[Komi "x"]', "Komi"),
         ('[Komi "0.3"]\n[Size "5"]\n', 1, 1, '[Komi "0.3"]', "multiple of 0.5"),
         ('[Size "6"]\n[TPS "x5/x5/x5/x5/x5 1 1"]\n1. a1', 1, 1, '[Size "6"]', "does not match"),
-        ('[TPS "x5/x5/x5/x5 1 1"]\n1. a1', 1, 1, '[TPS "x5/x5/x5/x5 1 1"]', "row 1 has 5"),
+        ('[TPS "x5/x5/x5/x5 1 1"]\n1. a1', 1, 7, '[TPS "x5/x5/x5/x5 1 1"]', "row 1 has 5"),
         ('[Size "5"]\n1. -- a1', 2, 4, "--", "starts with black to move"),
         ('[Size "5"]\n1. a1 e5 R-0\n2. c3', 3, 4, "c3", "after the result token"),
         ('[Size "5"]\n1. a1 e5 R-0 0-R', 2, 14, "0-R", "second result token"),
@@ -377,3 +383,80 @@ def test_binary_file_names_line_and_column(tmp_path: Path) -> None:
         read_ptn_file(path)
     assert (info.value.line, info.value.column) == (3, 14)
     assert f"{path}:3:14" in str(info.value) and "not UTF-8 text (byte 0xff)" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Result tags by meaning, warnings, game-by-game reading
+# ---------------------------------------------------------------------------------------------
+
+def _result(code_name: str) -> Result:
+    return Result(getattr(core, code_name))
+
+
+@pytest.mark.parametrize(
+    ("tag", "board", "agrees"),
+    [
+        ("R-0", "RESULT_ROAD_WHITE", True),
+        ("1-0", "RESULT_ROAD_WHITE", True),  # chess style, same winner
+        ("1-0", "RESULT_FLAT_WHITE", True),
+        ("0-1", "RESULT_ROAD_WHITE", False),
+        ("F-0", "RESULT_ROAD_WHITE", False),  # same winner, another kind
+        ("0-R", "RESULT_ROAD_WHITE", False),
+        ("1/2-1/2", "RESULT_DRAW", True),
+        ("1/2-1/2", "RESULT_FLAT_BLACK", False),
+        ("0-F", "RESULT_DRAW", False),
+        ("1-0", "RESULT_NONE", None),  # resignation or time: decided off the board
+        ("0-1", "RESULT_NONE", None),
+        ("1/2-1/2", "RESULT_NONE", None),  # agreed draw
+        ("R-0", "RESULT_NONE", False),  # the record stops before the result it claims
+        ("*", "RESULT_ROAD_WHITE", None),
+        ("0-0", "RESULT_NONE", None),
+        ("", "RESULT_ROAD_BLACK", None),
+        (None, "RESULT_ROAD_BLACK", None),
+        ("2-0", "RESULT_ROAD_BLACK", False),  # not a result
+    ],
+)
+def test_result_tag_agrees_by_meaning(tag: str | None, board: str, agrees: bool | None) -> None:
+    assert result_tag_agrees(tag, _result(board)) is agrees
+
+
+@pytest.mark.parametrize("name", ["playtak_skoolin_6x6_part2.ptn", "playtak_takai_bot_5x5.ptn"])
+def test_checked_read_records_disagreements_in_warnings(name: str) -> None:
+    """A checked read compares each Result tag with the moves; the disagreements (and only they)
+    are in ``PTNGame.warnings``, as INDEX.json has them (chess-style tags and resignations are not
+    disagreements); a game the rules reject is a RejectedGame and the next one goes on."""
+    entry = next(f for f in FILES if f["file"] == name)
+    out = read_ptn_file_each(GAMES / name)
+    assert len(out) == entry["games"]
+    for got, rec in zip(out, entry["game_list"], strict=True):
+        if "replayed_with_caps" in rec:
+            assert isinstance(got, RejectedGame) and "no capstone left" in got.error.reason
+            continue
+        assert isinstance(got, PTNGame)
+        disagree = [w for w in got.warnings if "disagrees" in w]
+        assert bool(disagree) == (rec["result_tag_agrees"] is False), (rec["index"], got.warnings)
+        if disagree and "komi_values_matching_tag" in rec:
+            assert "no Komi tag (komi 0 assumed), the tag fits komi" in disagree[0]
+        if disagree:  # the warning names where the tag is
+            line, col = got.tag_locations["Result"]
+            assert disagree[0].startswith(f"line {line}, column {col}: Result tag {rec['result_tag']} disagrees")
+
+
+def test_read_each_goes_on_after_each_kind_of_problem() -> None:
+    """A problem in the tags, in the move text, or an unclosed comment rejects one game."""
+    text = (
+        '[Size "5"]\n1. a1 e5\n\n'
+        '[Size 5]\n[Komi "1"]\n1. a1 e5\n\n'  # malformed tag: the rest of this game is skipped
+        '[Size "5"]\n1. a1 e5 2. a1\n\n'  # illegal move
+        '[Size "5"]\n1. a1 e5 2. c3 c4\n\n'
+        '[Size "5"]\n1. a1 {never closed\n'
+    )
+    out = read_ptn_each(text, source="t.ptn")
+    kinds = [type(g).__name__ for g in out]
+    assert kinds == ["PTNGame", "RejectedGame", "RejectedGame", "PTNGame", "RejectedGame"]
+    assert [g.line for g in out] == [1, 4, 8, 11, 14]
+    assert out[3].moves == read_ptn('[Size "5"]\n1. a1 e5 2. c3 c4')[0].moves
+    assert (out[1].error.line, out[1].error.column) == (4, 1)
+    assert (out[2].error.line, out[2].error.column, out[2].error.token) == (9, 13, "a1")
+    with pytest.raises(PTNError):  # read_ptn stops at the first problem
+        read_ptn(text)

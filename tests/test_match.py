@@ -16,7 +16,7 @@ from takzero.game.ptn import read_ptn, read_ptn_file
 from takzero.game.ptn_ninja import read_ptn_ninja_url
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
-from takzero.matches.tei_match import MatchAborted, TimeControl, run_tei_match
+from takzero.matches.tei_match import MatchAborted, MatchInterrupted, TimeControl, run_tei_match
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -238,3 +238,136 @@ def test_cli_rejects_bad_arguments(tmp_path: Path, capsys) -> None:
     assert "exactly two engines" in capsys.readouterr().err
     assert main(["--engine", "a", "--engine", "b", "--movetime", "0"]) == 2  # was read as 1000
     assert "--movetime must be >= 1" in capsys.readouterr().err
+
+
+# -- issue 15: fallback, per-engine limits, Ctrl-C --------------------------------------------
+
+SAYING_ENGINE = textwrap.dedent(
+    """
+    import sys
+    say = sys.argv[1]  # what to say after teinewgame ('' for nothing)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "tei":
+            print("id name model-5x5")
+            print("teiok", flush=True)
+        elif cmd[0] == "teinewgame" and say:
+            print("info string " + say.replace("SIZE", cmd[1]), flush=True)
+        elif cmd[0] == "isready":
+            print("readyok", flush=True)
+        elif cmd[0] == "go":
+            print("bestmove zz9", flush=True)  # forfeits at once: the games are short
+        elif cmd[0] == "quit":
+            break
+    """
+)
+
+
+def _saying(tmp_path: Path, say: str) -> str:
+    path = tmp_path / "saying.py"
+    path.write_text(SAYING_ENGINE)
+    return f"{sys.executable} {path} '{say}'"
+
+
+FALLBACK_SAY = "the model plays 5x5 only; playing SIZExSIZE with the baseline uct:200"
+
+
+def test_an_engine_that_would_play_its_fallback_stops_the_match(tmp_path: Path, capsys) -> None:
+    engine = _saying(tmp_path, FALLBACK_SAY)
+    lines: list[str] = []
+    with pytest.raises(MatchAborted, match="does not play 6x6 itself.*--allow-fallback.*uct:200"):
+        run_tei_match([engine, tei("--player", "random")], games=2, size=6, half_komi=0,
+                      tc=TimeControl(nodes=1), printer=lines.append)
+    assert not any(ln.startswith("game ") for ln in lines)
+    assert main(["--engine", engine, "--engine", tei("--player", "random"), "--size", "6",
+                 "--nodes", "1", "--out", str(tmp_path / "m")]) == 3
+    assert "does not play 6x6 itself" in capsys.readouterr().err
+
+
+def test_allowed_fallback_is_named_after_the_baseline(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result, outcomes = run_tei_match(
+        [_saying(tmp_path, FALLBACK_SAY), tei("--player", "random")], games=2, size=6, half_komi=0,
+        tc=TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path, allow_fallback=True,
+    )  # fmt: skip
+    name = "uct:200 (fallback of model-5x5)"
+    assert result.player_a == name
+    assert outcomes[0].white == name and outcomes[1].black == name
+    games = read_ptn_file(tmp_path / "games.ptn")
+    assert games[0].tags["Player1"] == name and games[1].tags["Player2"] == name
+    assert lines[-3].startswith(f"score of {name} vs ")
+
+
+def test_an_engine_that_refuses_the_size_stops_the_match(tmp_path: Path) -> None:
+    engine = _saying(tmp_path, "the model plays 5x5 only and Fallback is none: cannot play SIZExSIZE")
+    with pytest.raises(MatchAborted, match="refuses 6x6"):
+        run_tei_match([engine, tei("--player", "random")], games=2, size=6, half_komi=0,
+                      tc=TimeControl(nodes=1), printer=lambda s: None, allow_fallback=True)
+
+
+@pytest.mark.parametrize(("given", "want"), [(["3", "7"], (3, 7)), (["5"], (5, 5))])
+def test_node_limits_per_engine(tmp_path: Path, capsys, given: list[str], want: tuple[int, int]) -> None:
+    """``--nodes A B``: engine 1 is asked ``go nodes A`` and engine 2 ``go nodes B`` in every game
+    whatever its colour (the README's ``uct:1000`` engine really searches 1000)."""
+    engine = _saying(tmp_path, "")
+    assert main(["--engine", engine, "--engine", engine, "--size", "4", "--games", "2", "--log",
+                 "--nodes", *given, "--out", str(tmp_path / "m")]) == 0
+    captured = capsys.readouterr()
+    gos = [ln.split(None, 2) for ln in captured.err.splitlines() if " > go " in ln]
+    assert len(gos) == 2  # one move each: the fakes forfeit
+    assert {(label, text) for label, _, text in gos} == {("engine1", f"go nodes {want[0]}"),
+                                                          ("engine2", f"go nodes {want[1]}")}
+    if want[0] != want[1]:
+        assert f"nodes {want[0]}" in captured.out and f"nodes {want[1]}" in captured.out
+    assert main(["--engine", engine, "--engine", engine, "--nodes", "1", "2", "3"]) == 2
+
+
+def test_interrupt_prints_the_score_so_far(tmp_path: Path) -> None:
+    """Ctrl-C (here: raised by the printer after the second game) ends the match cleanly: the
+    engines are stopped, the two games are in the PTN file and the score so far is printed with a
+    real interval."""
+    lines: list[str] = []
+
+    def printer(line: str) -> None:
+        lines.append(line)
+        if line.startswith("game 2/"):
+            raise KeyboardInterrupt
+
+    engine = _saying(tmp_path, "")
+    with pytest.raises(MatchInterrupted) as info:
+        run_tei_match([engine, tei("--player", "random")], games=6, size=4, half_komi=0,
+                      tc=TimeControl(nodes=1), printer=printer, out_dir=tmp_path)
+    assert info.value.result.num_games == 2 and len(info.value.outcomes) == 2
+    assert "interrupted after 2 of 6 games" in lines[-4]
+    assert lines[-3].startswith("score of model-5x5 vs takzero random: 0 - 2 - 0")
+    assert "-inf [-inf, " in lines[-2] and "Wilson" in lines[-2]
+    assert len(read_ptn_file(tmp_path / "games.ptn")) == 2
+
+
+def test_ctrl_c_exits_130_with_the_score(tmp_path: Path) -> None:
+    """A real SIGINT to ``python -m takzero.match`` while an engine thinks: status 130, the
+    score so far on stdout, no traceback."""
+    import signal
+    import subprocess
+    import time
+
+    fake = tmp_path / "fake.py"
+    fake.write_text(FAKE_ENGINE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "takzero.match", "--engine", f"{sys.executable} {fake} hang",
+         "--engine", f"{sys.executable} {fake} hang", "--nodes", "1", "--move-timeout", "300",
+         "--out", str(tmp_path / "m")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the match line: both engines are up, game 1 is on
+    assert first.startswith("match: "), first + proc.stderr.read() if proc.stderr else first
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted after 0 of 10 games" in out
+    assert "too few games (0) for an Elo interval" in out
+    assert "Traceback" not in err

@@ -417,3 +417,58 @@ def test_play_match_searches_a_network_player_as_a_batched_side() -> None:
     m = play_match(net, RandomPlayer(1), start, random_openings(start, 2, seed=0), 30, seed=0)
     assert m.num_games == 4 and m.player_a == "hashnet"
     assert all(g.infos[-1] is not None for g in m.games)
+
+
+# -- honest intervals on small and one-sided samples (issue 15) -------------------------------
+
+
+@pytest.mark.parametrize("games", range(2, 9))
+def test_wilson_elo_never_collapses_to_a_point(games: int) -> None:
+    """Every W/D/L split of 2..8 games: a real interval around the estimate (the normal
+    intervals gave '+0.0 [+0.0, +0.0]' for one split pair and '-inf [-inf, -inf]' for 0-4)."""
+    from takzero.matches.stats import describe_elo, elo_wilson
+
+    for wins in range(games + 1):
+        for draws in range(games - wins + 1):
+            losses = games - wins - draws
+            est = elo_wilson(wins, draws, losses)
+            assert est.model == "wilson"
+            assert est.lower < est.upper and est.lower <= est.elo <= est.upper
+            assert math.isfinite(est.lower) or math.isfinite(est.upper)
+            if losses == games:
+                assert est.elo == est.lower == -math.inf and math.isfinite(est.upper)
+            elif wins == games:
+                assert est.elo == est.upper == math.inf and math.isfinite(est.lower)
+            else:
+                assert math.isfinite(est.lower) and math.isfinite(est.upper)
+            text = describe_elo(wins, draws, losses)
+            assert "Wilson" in text and f"{games} games" in text
+            assert "[+0.0, +0.0]" not in text and "[-inf, -inf]" not in text and "[+inf, +inf]" not in text
+
+
+def test_wilson_elo_is_the_wilson_score_interval_mapped_to_elo() -> None:
+    from takzero.matches.stats import elo_wilson, score_to_elo, wilson_interval
+
+    est = elo_wilson(30, 10, 10)
+    lo, hi = wilson_interval(est.score, 50)
+    assert est.score == 0.7
+    assert est.lower == pytest.approx(score_to_elo(lo), abs=0.2)
+    assert est.upper == pytest.approx(score_to_elo(hi), abs=0.2)
+    assert elo_wilson(0, 0, 4).upper == pytest.approx(score_to_elo(wilson_interval(0.0, 4)[1]), abs=0.5)
+
+
+@pytest.mark.parametrize(("wins", "draws", "losses"), [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)])
+def test_too_few_games_for_an_interval(wins: int, draws: int, losses: int) -> None:
+    from takzero.matches.stats import describe_elo
+
+    assert describe_elo(wins, draws, losses) == f"too few games ({wins + draws + losses}) for an Elo interval"
+
+
+def test_match_result_wilson_model() -> None:
+    m = MatchResult("a", "b")
+    m.add(None, True, 1.0, 0)
+    m.add(None, False, 0.0, 0)
+    assert m.elo().lower == m.elo().upper == 0.0  # the pentanomial of one split pair collapses
+    wilson = m.elo(model="wilson")
+    assert wilson.lower < -300 and wilson.upper > 300
+    assert m.describe_elo().startswith("+0.0 [-392.5, +392.5] (95%, Wilson")

@@ -120,7 +120,8 @@ def test_undo_errors_and_evaluation_in_process() -> None:
     assert text.count("nothing to undo") == 2  # before any move, and after undoing b2
     plays = [ln for ln in out if ln.startswith("uct30 plays")]
     assert len(plays) == 3  # the replies to a1, b2 and c2
-    assert all("expected score" in ln and "30 simulations" in ln for ln in plays)
+    # The UCT baseline counts its rollouts' wins, draws and losses: a win/draw/loss estimate.
+    assert all("draw" in ln and "loss" in ln and "30 simulations" in ln for ln in plays)
     # After the session: c2 and the engine's reply, from the start (undo removed the rest).
     assert session.game.ptn_moves()[0] == "c2"
     assert len(session.game.moves) == 2

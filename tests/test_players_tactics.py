@@ -232,3 +232,21 @@ def test_proven_win_does_not_change_the_position() -> None:
     proven_win(pos, 5_000)
     opponent_wins_after(pos, int(pos.legal_move_codes()[0]), 5_000)
     assert np.array_equal(pos.state, before)
+
+
+def test_avoid_tinue_after_stop_takes_the_next_move_unchecked() -> None:
+    """Once the stop flag is set (TEI ``stop``), a refuted choice is still replaced, but by the
+    next move of the ranking without a prover call per alternative."""
+    import threading
+
+    entry = AVOIDS[0]
+    pos = _position(entry)
+    safe = set(safe_moves(pos, entry["plies"]))
+    codes = [int(c) for c in pos.legal_move_codes()]
+    losing = [c for c in codes if c not in safe and opponent_wins_after(pos, c, 20_000)]
+    bad = PlayerMove(losing[0], value=0.3)
+    ranked = [losing[0]] + [c for c in codes if c != losing[0]]
+    stop = threading.Event()
+    stop.set()
+    answer = avoid_tinue(pos, bad, ranked, 20_000, stop=stop)
+    assert answer.code == ranked[1] and answer.info["tinue_avoided"] == (losing[0],)

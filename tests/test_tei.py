@@ -63,21 +63,6 @@ def check_golden(name: str, lines: list[str]) -> None:
     assert lines == expected
 
 
-def tiny_model(tmp_path: Path, size: int = 4) -> Path:
-    """A tiny untrained network (8 channels, 1 block), exported to TorchScript."""
-    import torch
-
-    from takzero.export import export_checkpoint
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
-
-    torch.manual_seed(0)
-    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
-    ckpt = checkpoint_dict(model, generation=3, run_name="tiny", half_komi=2)
-    out = tmp_path / "model.pt"
-    export_checkpoint(ckpt, out, warn=lambda _m: None)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Golden transcripts
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +83,7 @@ def test_golden_baseline_session() -> None:
         "board size must be 3..8",
         "bestmove (none)",
         "unknown option 'Frob'",
-        "HalfKomi must be in",
+        "HalfKomi must be an integer in -20..20, got '99'; keeping 4",
     ):
         assert needle in text
 
@@ -116,15 +101,16 @@ def test_golden_baseline_session_as_subprocess() -> None:
     assert normalise(proc.stdout.splitlines()) == expected
 
 
-def test_golden_network_session(tmp_path: Path) -> None:
-    model = tiny_model(tmp_path)
+def test_golden_network_session(tmp_path: Path, tiny_tei_model) -> None:
+    model = tiny_tei_model(tmp_path)
     script = (GOLDEN / "network_session.in").read_text()
     lines = run_session(script, model=str(model), seed=7)
     lines = normalise(lines, {str(model): "<MODEL>"}, values=True)
     check_golden("network_session", lines)
     text = "\n".join(lines)
     assert "playing 5x5 with the baseline uct:200" in text
-    assert "Fallback is none" in text
+    assert "Fallback none refused" in text
+    assert "4x4 only and Fallback is none: 5x5 refused" in text  # teinewgame and position tps
     assert "cannot load model" in text
     assert any(" wdl " in ln for ln in lines)
 
@@ -255,7 +241,7 @@ def test_a_failing_search_still_answers_a_legal_move() -> None:
     engine.baseline = FailingPlayer()
     engine._select_player(announce=False)
     engine.run(io.StringIO("teinewgame 4\nposition startpos moves a1\ngo nodes 5\nquit\n"))
-    assert any("search failed (RuntimeError: boom)" in ln for ln in lines)
+    assert any("search failed (boom)" in ln for ln in lines)
     move = lines[-1].split()[1]
     assert lines[-1].startswith("bestmove")
     Position.start(4).play("a1").check_move(move)
@@ -279,7 +265,7 @@ def test_garbage_never_kills_the_engine() -> None:
         "isready",
     ]
     lines = run_session("\n".join(garbage) + "\n", player="random", seed=3)
-    assert lines[-1] == "readyok"
+    assert "readyok" in lines  # answered at once, even while the last search runs
     assert sum(1 for ln in lines if ln.startswith("bestmove")) == 3  # three go commands
 
 
@@ -337,3 +323,141 @@ def test_info_line_fields() -> None:
         f"info depth 1 nodes 100 time 500 nps 200 score cp {value_to_cp(0.25)} "
         "wdl 500 250 250 pv b2"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis: MultiPV, HalfKomi in teinewgame (golden), time management, tree budget
+# ---------------------------------------------------------------------------------------------
+
+
+def test_golden_multipv_analysis_session() -> None:
+    """MultiPV 3 on the UCT baseline with a fixed seed and node limit: the lines are exact up to
+    the timing fields; each search reports three different moves, best (most visited) first."""
+    script = (GOLDEN / "analysis_multipv.in").read_text()
+    raw = run_session(script, player="uct:50", seed=3)
+    lines = normalise(raw)
+    check_golden("analysis_multipv", lines)
+    infos = [ln.split() for ln in lines if ln.startswith("info depth")]
+    ranked = [ln for ln in infos if "multipv" in ln]
+    assert len(ranked) == 6  # two searches, three lines each
+    for first in (0, 3):
+        group = ranked[first : first + 3]
+        assert [ln[ln.index("multipv") + 1] for ln in group] == ["1", "2", "3"]
+        moves = [ln[ln.index("pv") + 1] for ln in group]
+        assert len(set(moves)) == 3
+        assert all(" ".join(ln).count(" wdl ") == 1 for ln in group)
+    text = "\n".join(lines)
+    assert "MultiPV must be an integer in 1..32, got '99'; keeping 3" in text
+    assert "HalfKomi must be an integer in -20..20, got '41'; keeping 4" in text
+    # After MultiPV 1: a plain info line again.
+    last_info = [ln for ln in lines if ln.startswith("info depth")][-1]
+    assert "multipv" not in last_info
+
+
+def test_teinewgame_sets_size_and_half_komi_in_every_form() -> None:
+    for line, size, hk in (
+        ("teinewgame 4", 4, 0),
+        ("teinewgame size 5 halfkomi 4", 5, 4),
+        ("teinewgame 6 halfkomi -3", 6, -3),
+        ("teinewgame size 3", 3, 0),
+    ):
+        engine = TEIEngine(out=lambda s: None, player="random")
+        engine.handle(line)
+        assert (engine.size, engine.half_komi, engine.start.half_komi) == (size, hk, hk), line
+        assert engine.position == Position.start(size, half_komi=hk)
+
+
+def test_clock_never_runs_out() -> None:
+    """A UCT engine plays both sides on a 6 s + 0.1 s clock (each side), its clock charged with
+    the wall time from ``go`` to ``bestmove`` and given the increment after each move: it must
+    never reach zero (the budget is at most half of what is left, less MoveOverhead) and must
+    use its time (not answer every move at once)."""
+    eng = PipeEngine(player="uct:5000", seed=2)
+    try:
+        eng.send("teinewgame 5")
+        eng.send("isready")
+        eng.wait_for("readyok", 600)  # warm-up (compiling) is not on the clock
+        clock = [6000.0, 6000.0]
+        inc = 100
+        moves: list[str] = []
+        pos = Position.start(5)
+        spent = [0.0, 0.0]
+        for ply in range(16):
+            if pos.is_over:
+                break
+            eng.lines.clear()
+            eng.send(f"position startpos moves {' '.join(moves)}".rstrip())
+            t0 = eng.send(
+                f"go wtime {int(clock[0])} btime {int(clock[1])} winc {inc} binc {inc}"
+            )
+            t1, best = eng.wait_for("bestmove", 30)
+            side = ply % 2
+            took = (t1 - t0) * 1000
+            clock[side] -= took
+            assert clock[side] > 0, (ply, took, clock)
+            clock[side] += inc
+            spent[side] += took
+            move = best.split()[1]
+            pos = pos.play(move)
+            moves.append(move)
+        assert min(spent) > 500, spent  # about 300 + 75 ms a move were budgeted
+    finally:
+        eng.close()
+
+
+def test_uct_tree_budget_and_stop_flag() -> None:
+    """TreeNodes bounds the UCT tree whatever the node limit, and a node-limited search ends
+    soon after its stop flag is set from another thread (the kernel runs without the GIL)."""
+    from takzero.players import UCTPlayer
+
+    pos = Position.start(5).play("a1").play("e5")
+    p = UCTPlayer(simulations=50, seed=1)
+    p.set_tree_nodes(100)
+    pm = p.think(pos, nodes=2000)
+    assert pm.nodes == 2000 and pm.info["tree_nodes"] <= 100
+    pos.check_move(pos.ptn(pm.code))
+
+    p.set_tree_nodes(10**6)
+    stop = threading.Event()
+    ticks = 0
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(p.think(pos, nodes=10**8, stop=stop)))
+    worker.start()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # the main thread runs while the compiled search does
+        time.sleep(0.01)
+        ticks += 1
+    stop.set()
+    worker.join(30)
+    assert not worker.is_alive() and ticks > 5
+    assert 0 < out[0].nodes < 10**8
+    pos.check_move(pos.ptn(out[0].code))
+
+
+def test_isready_warms_the_player_first() -> None:
+    """``isready`` runs a warm-up search of the current player's spec before ``readyok`` (on a
+    throw-away player: the engine's own player and its random stream are untouched)."""
+    lines: list[str] = []
+    engine = TEIEngine(out=lines.append, player="uct:20", seed=4)
+    rng_before = engine._player._rng.bit_generator.state
+    engine.handle("teinewgame 4")
+    engine.handle("isready")
+    assert lines[-1] == "readyok"
+    assert "uct:20@4" in engine._warmed
+    assert engine._player._rng.bit_generator.state == rng_before
+
+
+def test_go_infinite_answers_only_after_stop_even_when_the_player_is_done() -> None:
+    """UCI: in ``go infinite`` the engine must not answer before ``stop``, also when its player
+    does not search (random) and is done at once."""
+    eng = PipeEngine(player="random", seed=1)
+    try:
+        eng.send("teinewgame 4")
+        eng.send("go infinite")
+        time.sleep(0.3)
+        assert not any(line.startswith("bestmove") for _, line in eng.lines)
+        eng.send("stop")
+        _, best = eng.wait_for("bestmove", 10)
+        Position.start(4).check_move(best.split()[1])
+    finally:
+        eng.close()

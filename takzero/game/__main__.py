@@ -7,11 +7,17 @@
 
 ``python -m takzero.game replay FILE.ptn [FILE ...] [--lenient-numbers] [--komi K] [--flats N]
 [--caps N]``
-    Read every game of each file, replay it under the rules and print one line per game:
-    ``FILE game I (line L): RESULT TPS`` (RESULT is ``*`` for an unfinished game; a ``Result`` tag
-    that disagrees is shown too). ``--komi/--flats/--caps`` override the tags of every game.
-    Exit status 1 with a ``FILE:line:column: token '...': reason`` line on stderr at the first
-    malformed or illegal move, 0 otherwise.
+    Read each file game by game, replay every game under the rules and print one line per game:
+    ``FILE game I (line L): RESULT TPS`` (RESULT is ``*`` for an unfinished game), or
+    ``FILE game I (line L): rejected`` for a game that cannot be read or replayed, with a
+    ``FILE:line:column: token '...': reason`` line on stderr (and a hint when custom reserves or
+    ``--lenient-numbers`` would explain it); the next game goes on. A ``Result`` tag that
+    disagrees with the moves by meaning (:func:`~takzero.game.ptn_game.result_tag_agrees`:
+    chess-style ``1-0`` agrees with a white road or flat win; a resignation or a loss on time is
+    no disagreement) adds ``(Result tag X disagrees)`` and a warning on stderr (which komi would
+    fit, when the game has no Komi tag). ``--komi/--flats/--caps`` override the tags of every
+    game. Ends with ``replay: N games replayed, M rejected, K Result tag disagreements`` on stderr;
+    exit status 1 when any game (or file) was rejected, 0 otherwise.
 
 ``python -m takzero.game tinue --tps TPS [--komi K] [--flats N] [--caps N] [--attacker white|black]
 [--nodes N | --seconds S]``
@@ -49,12 +55,20 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from takzero.game import threats, tinue
 from takzero.game.moves import MoveError
 from takzero.game.perft import divide, perft
 from takzero.game.position import Position, TPSError
-from takzero.game.ptn import PTNError, read_ptn_file, write_ptn_games
+from takzero.game.ptn import (
+    PTNError,
+    PTNGame,
+    RejectedGame,
+    read_ptn_file,
+    read_ptn_file_each,
+    write_ptn_games,
+)
 from takzero.game.ptn_ninja import ptn_ninja_url
 
 
@@ -86,6 +100,19 @@ def _perft(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass
+class ReplaySummary:
+    """Counts of a ``replay`` run: games replayed, games rejected, Result-tag disagreements."""
+
+    replayed: int = 0
+    rejected: int = 0
+    disagreements: int = 0
+
+    def line(self) -> str:
+        return (f"replay: {self.replayed} games replayed, {self.rejected} rejected, "
+                f"{self.disagreements} Result tag disagreements")
+
+
 def _replay(args: argparse.Namespace) -> int:
     overrides = {}
     if args.komi is not None:
@@ -94,26 +121,89 @@ def _replay(args: argparse.Namespace) -> int:
         overrides["Flats"] = str(args.flats)
     if args.caps is not None:
         overrides["Caps"] = str(args.caps)
-    status = 0
+    summary = ReplaySummary()
     for path in args.files:
+        _replay_file(path, overrides, not args.lenient_numbers, summary)
+    print(summary.line(), file=sys.stderr)
+    return 1 if summary.rejected else 0
+
+
+def _replay_file(path: str, overrides: dict[str, str], strict_numbers: bool, summary: ReplaySummary) -> None:
+    """Replay the games of one file, one line each on stdout; a rejected game or a disagreeing
+    Result tag gets a ``FILE:line:column:`` line on stderr and the next game goes on."""
+    try:
+        entries = read_ptn_file_each(path, check=False, strict_numbers=strict_numbers)
+    except PTNError as e:  # not UTF-8: nothing of the file can be read
+        print(f"{e}", file=sys.stderr)
+        summary.rejected += 1
+        return
+    except OSError as e:
+        print(f"{path}: cannot read: {e}", file=sys.stderr)
+        summary.rejected += 1
+        return
+    for i, entry in enumerate(entries, 1):
+        if isinstance(entry, RejectedGame):
+            hint = " (--lenient-numbers reads the moves in order)" if "move number" in entry.error.reason else ""
+            print(f"{path} game {i} (line {entry.line}): rejected", flush=True)
+            print(f"{entry.error}{hint}", file=sys.stderr, flush=True)
+            summary.rejected += 1
+            continue
+        game = entry
+        for warning in game.warnings:  # what the lenient read tolerated (move numbers)
+            print(f"{path}: warning: {warning}", file=sys.stderr)
+        game.tags.update(overrides)
         try:
-            games = read_ptn_file(path, check=False, strict_numbers=not args.lenient_numbers)
-            for i, game in enumerate(games, 1):
-                for warning in game.warnings:
-                    print(f"{path}: warning: {warning}", file=sys.stderr)
-                game.tags.update(overrides)
-                final = game.final_position()  # checks every move (line:column on error)
-                result = str(final.result) if final.is_over else "*"
-                tag = game.result_tag
-                note = f" (Result tag {tag})" if tag and tag != result else ""
-                print(f"{path} game {i} (line {game.line}): {result} {final.to_tps()}{note}")
+            final = game.final_position()  # checks every move (line:column on error)
         except PTNError as e:
-            print(str(e), file=sys.stderr)
-            status = 1
-        except (OSError, UnicodeDecodeError) as e:
-            print(f"{path}: cannot read: {e}", file=sys.stderr)
-            status = 1
-    return status
+            hint = _reserves_hint(game, e)
+            print(f"{path} game {i} (line {game.line}): rejected", flush=True)
+            print(f"{e}{'; ' + hint if hint else ''}", file=sys.stderr, flush=True)
+            summary.rejected += 1
+            continue
+        summary.replayed += 1
+        result = str(final.result) if final.is_over else "*"
+        disagreement = game.check_result_tag(final)
+        note = ""
+        if disagreement is not None:
+            summary.disagreements += 1
+            note = f" (Result tag {game.result_tag} disagrees)"
+            line, col = game.tag_locations.get("Result", (game.line, 1))
+            print(f"{path}:{line}:{col}: warning: {disagreement}", file=sys.stderr)
+        print(f"{path} game {i} (line {game.line}): {result} {final.to_tps()}{note}", flush=True)
+
+
+def _reserves_hint(game: PTNGame, error: PTNError) -> str | None:
+    """When a game fails for want of a capstone or a stone, the smallest ``Caps``/``Flats`` tag
+    with which it replays, as a hint that it was played with custom reserves the tags do not
+    record; None otherwise (or when no count up to the limit helps)."""
+    if "no capstone left" in error.reason:
+        key = "Caps"
+    elif "no stones left" in error.reason:
+        key = "Flats"
+    else:
+        return None
+    start = game.start
+    size = start.size
+    current = _int_tag_or_default(game.tags, key, size)
+    limit = 2 * size if key == "Caps" else 62
+    trial = PTNGame(tags=dict(game.tags), moves=game.moves)
+    for count in range(current + 1, limit + 1):
+        trial.tags[key] = str(count)
+        try:
+            trial.final_position()
+        except PTNError:
+            continue
+        return (f"hint: the game replays with [{key} \"{count}\"]: it was probably played with custom "
+                f"reserves that the tags do not record (--{key.lower()} {count} sets them for every game)")
+    return None
+
+
+def _int_tag_or_default(tags: dict[str, str], key: str, size: int) -> int:
+    value = tags.get(key, "").strip()
+    if value.isdigit():
+        return int(value)
+    stones, caps = Position.reserves_for(size)
+    return caps if key == "Caps" else stones
 
 
 def _tinue(args: argparse.Namespace) -> int:

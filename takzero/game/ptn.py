@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,6 +56,7 @@ from takzero.game.ptn_game import (
     PTNGame,
     _play_checked,
     _start_from_tags,
+    result_tag_agrees,
     start_from_tags,
 )
 from takzero.game.ptn_write import game_to_ptn, write_ptn, write_ptn_file, write_ptn_games
@@ -62,6 +64,8 @@ from takzero.game.ptn_write import game_to_ptn, write_ptn, write_ptn_file, write
 _TAG_RE = re.compile(r'\[\s*([A-Za-z][A-Za-z0-9_]*)\s+"((?:[^"\\\n]|\\.)*)"\s*\]')
 _NUMBER_RE = re.compile(r"(\d+)(\.+)")
 _TOKEN_END = re.compile(r"[\s{]")
+_NON_SPACE = re.compile(r"\S")
+_MAX_MOVE_NUMBER = 100_000  # as in TPS; a game of more moves does not fit a Tak board
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,6 +119,7 @@ class _Builder:
             raise self.error(f"duplicate tag {key}", line, col, text)
         self.game.tags[key] = value
         self.tag_locs[key] = (line, col)
+        self.game.tag_locations[key] = (line, col)
 
     def comment(self, text: str) -> None:
         self.game.comments.setdefault(len(self.game.moves), []).append(text)
@@ -196,6 +201,7 @@ class _Reader:
         self.source = source
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\n", self.text)]
         self.parsed: dict[tuple[str, int], int] = {}  # move token and size -> code
+        self.cur: _Builder | None = None  # the game being read
 
     def where(self, offset: int) -> tuple[int, int]:
         i = bisect.bisect_right(self.line_starts, offset) - 1
@@ -206,78 +212,134 @@ class _Reader:
         return PTNError(reason, line=line, column=col, token=token, source=self.source)
 
     def read(self) -> list[PTNGame]:
-        text = self.text
-        games: list[PTNGame] = []
-        cur: _Builder | None = None
+        """Every game; the first problem raises PTNError."""
+        out = self.read_each(recover=False)
+        return [g for g in out if isinstance(g, PTNGame)]
+
+    def read_each(self, recover: bool) -> list[PTNGame | RejectedGame]:
+        """Every game in file order; with ``recover``, a game with a problem becomes a
+        :class:`RejectedGame` and reading goes on with the next game (see :func:`read_ptn_each`)."""
+        games: list[PTNGame | RejectedGame] = []
+        self.cur = None
         i = 0
-        n = len(text)
+        n = len(self.text)
         while i < n:
-            ch = text[i]
-            if ch.isspace():
-                i += 1
-                continue
-            line, col = self.where(i)
-            if ch == "{":
-                end = text.find("}", i + 1)
-                if end < 0:
-                    raise self.error("comment '{' is never closed with '}'", i, "{")
-                if cur is None:
-                    cur = _Builder(line, self)
-                cur.comment(text[i + 1 : end])
-                i = end + 1
-                continue
-            if ch == "}":
-                raise self.error("'}' without an opening '{'", i, "}")
-            if ch == "[":
-                m = _TAG_RE.match(text, i)
-                eol = text.find("\n", i)
-                eol = n if eol < 0 else eol
-                if not m or m.end() > eol:
-                    raise self.error('malformed tag pair; expected [Key "Value"] on one line', i,
-                                     text[i:eol].rstrip())
-                if cur is not None and cur.has_text:
-                    games.append(self._finish(cur))
-                    cur = None
-                if cur is None:
-                    cur = _Builder(line, self)
-                value = re.sub(r"\\(.)", r"\1", m.group(2))
-                cur.tag(m.group(1), value, line, col, m.group(0))
-                i = m.end()
-                continue
-            m_end = _TOKEN_END.search(text, i)
-            end = n if m_end is None else m_end.start()
-            token = text[i:end]
-            if cur is None:
-                cur = _Builder(line, self)
-            self._token(cur, token, line, col)
-            i = end
-        if cur is not None and (cur.has_text or cur.game.tags):
-            games.append(self._finish(cur))
-        elif cur is not None and games:  # trailing comments after the last game
-            for text_ in cur.game.comments.get(0, []):
-                last = games[-1]
-                last.comments.setdefault(len(last.moves), []).append(text_)
+            try:
+                i = self._step(i, games)
+            except PTNError as e:
+                if not recover:
+                    raise
+                cur = self.cur
+                in_text = cur is not None and cur.has_text
+                game_line = cur.game.line if cur is not None and cur.game.line else (e.line or 1)
+                games.append(RejectedGame(line=game_line, error=e))
+                i = self._next_game(e, in_text)
+                self.cur = None
+        cur = self.cur
+        try:
+            if cur is not None and (cur.has_text or cur.game.tags):
+                games.append(self._finish(cur))
+            elif cur is not None and games and isinstance(games[-1], PTNGame):
+                last = games[-1]  # trailing comments after the last game
+                for text_ in cur.game.comments.get(0, []):
+                    last.comments.setdefault(len(last.moves), []).append(text_)
+        except PTNError as e:
+            if not recover:
+                raise
+            games.append(RejectedGame(line=cur.game.line or e.line or 1, error=e))
         return games
 
+    def _next_game(self, e: PTNError, in_text: bool) -> int:
+        """Where reading goes on after a rejected game: the next line that starts with a tag
+        (``[``) and begins a new game: after the error line when the error is in the move text;
+        when it is among the tags, after the game's move text (the first tag line that follows a
+        line that is neither a tag nor blank). A ``[`` at the start of a line inside a comment
+        is taken for a tag, as a game's start; the reader then reports that game."""
+        line_index = (e.line or 1)  # 0-based index of the line after the error line
+        seen_text = in_text
+        for k in range(line_index, len(self.line_starts)):
+            start = self.line_starts[k]
+            end = self.line_starts[k + 1] if k + 1 < len(self.line_starts) else len(self.text)
+            stripped = self.text[start:end].strip()
+            if stripped.startswith("["):
+                if seen_text:
+                    return start
+            elif stripped:
+                seen_text = True
+        return len(self.text)
+
+    def _step(self, i: int, games: list[PTNGame | RejectedGame]) -> int:
+        """Read what starts at offset ``i`` (blank, comment, tag or token) into the game being
+        built (``self.cur``, started here when None); returns the next offset."""
+        text = self.text
+        cur = self.cur
+        n = len(text)
+        ch = text[i]
+        if ch.isspace():
+            m_next = _NON_SPACE.search(text, i + 1)
+            return n if m_next is None else m_next.start()
+        line, col = self.where(i)
+        if ch == "{":
+            end = text.find("}", i + 1)
+            if end < 0:
+                raise self.error("comment '{' is never closed with '}'", i, "{")
+            if cur is None:
+                cur = self.cur = _Builder(line, self)
+            cur.comment(text[i + 1 : end])
+            return end + 1
+        if ch == "}":
+            raise self.error("'}' without an opening '{'", i, "}")
+        if ch == "[":
+            if cur is not None and cur.has_text:  # a tag after move text starts the next game
+                games.append(self._finish(cur))
+                cur = self.cur = None
+            if cur is None:
+                cur = self.cur = _Builder(line, self)
+            m = _TAG_RE.match(text, i)
+            eol = text.find("\n", i)
+            eol = n if eol < 0 else eol
+            if not m or m.end() > eol:
+                raise self.error('malformed tag pair; expected [Key "Value"] on one line', i,
+                                 text[i:eol].rstrip())
+            value = re.sub(r"\\(.)", r"\1", m.group(2))
+            cur.tag(m.group(1), value, line, col, m.group(0))
+            return m.end()
+        m_end = _TOKEN_END.search(text, i)
+        end = n if m_end is None else m_end.start()
+        token = text[i:end]
+        if cur is None:
+            cur = self.cur = _Builder(line, self)
+        self._token(cur, token, line, col)
+        return end
+
     def _token(self, cur: _Builder, token: str, line: int, col: int) -> None:
-        if token in RESULT_TOKENS:
-            cur.result_token(token, line, col)
-            return
-        if token == "--":
-            cur.skip(line, col, token)
-            return
-        m = _NUMBER_RE.match(token)
-        if m:
-            cur.number(m.group(0), int(m.group(1)), m.group(2), line, col)
-            rest = token[m.end():]
-            if rest:
-                self._token(cur, rest, line, col + m.end())
-            return
-        cur.move(token, line, col)
+        # A loop, not recursion: ``1.1.1.…a1`` is one token of any length.
+        while True:
+            if token in RESULT_TOKENS:
+                cur.result_token(token, line, col)
+                return
+            if token == "--":
+                cur.skip(line, col, token)
+                return
+            m = _NUMBER_RE.match(token)
+            if not m:
+                cur.move(token, line, col)
+                return
+            digits = m.group(1)
+            if len(digits) > len(str(_MAX_MOVE_NUMBER)) or int(digits) > _MAX_MOVE_NUMBER:
+                shown = m.group(0) if len(m.group(0)) <= 20 else m.group(0)[:17] + "..."
+                raise cur.error(f"move number {shown} is over {_MAX_MOVE_NUMBER}", line, col, shown)
+            cur.number(m.group(0), int(digits), m.group(2), line, col)
+            token = token[m.end():]
+            col += m.end()
+            if not token:
+                return
 
     def _finish(self, cur: _Builder) -> PTNGame:
         if cur.pos is None:  # tags only: still check that they describe a start position
             cur.ensure_start(cur.game.line or 1, 1, None)
+        if self.check and cur.pos is not None:  # cur.pos is the final position: compare the tag
+            cur.game.check_result_tag(cur.pos)
         return cur.game
 
 
@@ -298,6 +360,41 @@ def read_ptn(
     return _Reader(text, check, strict_numbers, source).read()
 
 
+@dataclass
+class RejectedGame:
+    """A game of a file that could not be read (:func:`read_ptn_each`): ``line``, the line the
+    game starts on, and ``error``, the PTNError with the line, column, token and reason."""
+
+    line: int
+    error: PTNError
+
+
+def read_ptn_each(
+    text: str, *, check: bool = True, strict_numbers: bool = True, source: str = "<string>"
+) -> list[PTNGame | RejectedGame]:
+    """Read a PTN text game by game: like :func:`read_ptn`, but a game with a problem (bad
+    syntax, a bad tag, a wrong move number, with ``check`` an illegal move) is returned as a
+    :class:`RejectedGame` in its place, and reading goes on with the next game (the next line
+    starting with ``[`` after the rejected game's move text). Never raises PTNError.
+    """
+    return _Reader(text, check, strict_numbers, source).read_each(recover=True)
+
+
+def _decode(data: bytes, path: str | os.PathLike[str]) -> str:
+    """``data`` as UTF-8 text; PTNError with the line and column of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise PTNError(
+            f"not UTF-8 text (byte 0x{data[e.start]:02x}); is this a PTN file?",
+            line=line,
+            column=column,
+            source=os.fspath(path),
+        ) from None
+
+
 def read_ptn_file(
     path: str | os.PathLike[str], *, check: bool = True, strict_numbers: bool = True
 ) -> list[PTNGame]:
@@ -308,27 +405,30 @@ def read_ptn_file(
     """
     with open(path, "rb") as f:
         data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise PTNError(
-            f"not UTF-8 text (byte 0x{data[e.start]:02x}); is this a PTN file?",
-            line=line,
-            column=column,
-            source=os.fspath(path),
-        ) from None
-    return read_ptn(text, check=check, strict_numbers=strict_numbers, source=os.fspath(path))
+    return read_ptn(_decode(data, path), check=check, strict_numbers=strict_numbers, source=os.fspath(path))
+
+
+def read_ptn_file_each(
+    path: str | os.PathLike[str], *, check: bool = True, strict_numbers: bool = True
+) -> list[PTNGame | RejectedGame]:
+    """Read a PTN file (UTF-8) game by game with :func:`read_ptn_each`; error messages name the
+    file. Raises OSError for an unreadable file and PTNError for bytes that are not UTF-8."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return read_ptn_each(_decode(data, path), check=check, strict_numbers=strict_numbers, source=os.fspath(path))
 
 
 __all__ = [
     "RESULT_TOKENS",
     "PTNError",
     "PTNGame",
+    "RejectedGame",
     "game_to_ptn",
     "read_ptn",
+    "read_ptn_each",
     "read_ptn_file",
+    "read_ptn_file_each",
+    "result_tag_agrees",
     "start_from_tags",
     "write_ptn",
     "write_ptn_file",

@@ -19,7 +19,7 @@ from numba import njit
 from takzero.game import core
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.moves import Move, MoveError, format_ptn
-from takzero.game.position import Game, Position, TPSError, komi_to_half_komi
+from takzero.game.position import Game, Position, Result, TPSError, komi_to_half_komi
 
 #: Result tokens a move text may end with.
 RESULT_TOKENS = ("R-0", "0-R", "F-0", "0-F", "1-0", "0-1", "1/2-1/2", "0-0", "*")
@@ -72,11 +72,14 @@ class PTNError(ValueError):
 
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
+    """The tag ``key`` as a non-negative integer (None if absent or empty); ValueError otherwise.
+    Checked by length before conversion, so no digit string makes ``int`` fail."""
     value = tags.get(key, "").strip()
     if not value:
         return None
-    if not value.isdigit():
-        raise ValueError(f"{key} tag must be a non-negative integer, got {value!r}")
+    if not (value.isascii() and value.isdigit()) or len(value) > 6:
+        shown = value if len(value) <= 20 else value[:17] + "..."
+        raise ValueError(f"{key} tag must be a small non-negative integer, got {shown!r}")
     return int(value)
 
 
@@ -92,9 +95,16 @@ def start_from_tags(tags: Mapping[str, str]) -> Position:
 
 
 def _start_from_tags(tags: Mapping[str, str], locs: Mapping[str, tuple[int, int]]) -> Position:
-    def fail(key: str, reason: str) -> PTNError:
+    def fail(key: str, reason: str, offset: int | None = None) -> PTNError:
+        """A PTNError about tag ``key``; ``offset`` (0-based, into the tag's value) moves the
+        column from the tag's ``[`` to that character when the tag's place is known."""
         line, col = locs.get(key, (None, None))
-        token = f'[{key} "{tags[key]}"]' if key in tags else None
+        value = tags.get(key)
+        token = None
+        if value is not None:
+            token = f'[{key} "{value if len(value) <= 60 else value[:57] + "..."}"]'
+        if offset is not None and line is not None and col is not None and value is not None:
+            col += len(f'[{key} "') + offset
         return PTNError(reason, line=line, column=col, token=token)
 
     size: int | None = None
@@ -109,21 +119,40 @@ def _start_from_tags(tags: Mapping[str, str], locs: Mapping[str, tuple[int, int]
         komi = float(komi_text) if komi_text else 0.0
         komi_to_half_komi(komi)
     except ValueError:
-        raise fail("Komi", f"Komi must be a number of points, a multiple of 0.5; got {komi_text!r}") from None
-    try:
-        flats = _int_tag(tags, "Flats")
-    except ValueError as e:
-        raise fail("Flats", str(e)) from None
-    try:
-        caps = _int_tag(tags, "Caps")
-    except ValueError as e:
-        raise fail("Caps", str(e)) from None
+        shown = komi_text if len(komi_text) <= 20 else komi_text[:17] + "..."
+        raise fail("Komi", f"Komi must be a number of points, a multiple of 0.5; got {shown!r}") from None
+    flats = caps = None
+    for key in ("Flats", "Caps"):
+        try:
+            value = _int_tag(tags, key)
+        except ValueError as e:
+            raise fail(key, str(e)) from None
+        if key == "Flats":
+            flats = value
+        else:
+            caps = value
     tps = tags.get("TPS", "").strip()
+    board_size = size
+    if tps:
+        try:
+            board_size = len(tps.split()[0].split("/"))
+        except IndexError:
+            board_size = None
+    if board_size in STANDARD_RESERVES:
+        # The reserves are checked against the size here, so a problem names its own tag.
+        if flats is not None and not 1 <= flats <= 62:
+            raise fail("Flats", f"Flats must be 1..62 stones per player, got {flats}")
+        if caps is not None and not 0 <= caps <= 2 * board_size:
+            raise fail("Caps", f"Caps must be 0..{2 * board_size} capstones per player on "
+                               f"{board_size}x{board_size}, got {caps}")
     if tps:
         try:
             pos = Position.from_tps(tps, komi=komi, flats=flats, caps=caps)
         except TPSError as e:
-            raise fail("TPS", f"bad TPS: {e}") from None
+            # Columns of the TPS text, moved past the tag's leading blanks into the file's.
+            lead = len(tags["TPS"]) - len(tags["TPS"].lstrip())
+            offset = None if e.column is None or (e.line or 1) != 1 else lead + e.column - 1
+            raise fail("TPS", f"bad TPS: {e.reason}", offset) from None
         except ValueError as e:
             raise fail("TPS", str(e)) from None
         if size is not None and pos.size != size:
@@ -135,6 +164,68 @@ def _start_from_tags(tags: Mapping[str, str], locs: Mapping[str, tuple[int, int]
         return Position.start(size, komi=komi, flats=flats, caps=caps)
     except ValueError as e:
         raise fail("Flats" if "Flats" in tags else "Size", str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Result tags compared by meaning
+# ---------------------------------------------------------------------------------------------
+
+#: Tags that say nothing checkable about the result (no result, unfinished, aborted/unknown).
+_UNCHECKED_TAGS = ("", "*", "0-0")
+
+#: Komi values (points) tried when a flat result only fits another komi (playtak's range).
+KOMI_CANDIDATES = tuple(k / 2 for k in range(1, 9))
+
+
+def result_tag_agrees(tag: str | None, result: Result) -> bool | None:
+    """Whether a ``Result`` tag agrees with the result reached on the board, by meaning.
+
+    * no tag, ``""``, ``*``, ``0-0``: None (nothing to check);
+    * ``R-0`` ``0-R`` ``F-0`` ``0-F``: the board must show that result (same winner, same kind,
+      road or flats); a record that stops before it disagrees;
+    * ``1-0`` ``0-1`` (chess style): when the game is over on the board its winner must be that
+      side (a road or a flat win both agree); when it is not over the game was decided off the
+      board (resignation, time) and there is nothing to check (None);
+    * ``1/2-1/2``: over on the board it must be a draw; not over, an agreed draw (None);
+    * any other text: False (not a result).
+
+    ``result`` is the result of the final position (``Position.result``). This is the rule of
+    ``result_tag_agrees`` in tests/data/games/INDEX.json.
+    """
+    tag = (tag or "").strip()
+    if tag in _UNCHECKED_TAGS:
+        return None
+    if tag not in RESULT_TOKENS:
+        return False
+    if tag in ("1-0", "0-1", "1/2-1/2"):
+        if not result.over:
+            return None
+        if tag == "1/2-1/2":
+            return result.winner is None
+        return result.winner == (core.WHITE if tag == "1-0" else core.BLACK)
+    return result.over and str(result) == tag
+
+
+def _komi_values_matching_tag(tag: str, final: Position, tags: Mapping[str, str]) -> list[float]:
+    """Komi values of :data:`KOMI_CANDIDATES` with which ``tag`` agrees with ``final`` (the same
+    board and reserves; only a flat count can change with komi)."""
+    flats = _int_tag(tags, "Flats")
+    caps = _int_tag(tags, "Caps")
+    out = []
+    for komi in KOMI_CANDIDATES:
+        pos = Position.from_tps(final.to_tps(), komi=komi, flats=flats, caps=caps)
+        if result_tag_agrees(tag, pos.result):
+            out.append(komi)
+    return out
+
+
+def _komi_range(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"komi {values[0]:g}"
+    step = KOMI_CANDIDATES[1] - KOMI_CANDIDATES[0]
+    if all(b - a == step for a, b in zip(values, values[1:], strict=False)):
+        return f"komi {values[0]:g} to {values[-1]:g}"
+    return "komi " + ", ".join(f"{v:g}" for v in values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,8 +246,10 @@ class PTNGame:
       of the move text; ``comments[len(moves)]`` holds those after the last move.
     * ``marks``: ``marks[i]`` the annotation marks (``'``, ``"``, ``!``, ``?``) after move ``i``.
     * ``locations``: ``(line, column, token)`` of each move in the source (empty for a game built
-      in code); ``warnings``: what a lenient read tolerated; ``line``: the line the game starts on;
-      ``source``: the file name. These four do not take part in ``==``.
+      in code); ``warnings``: what a lenient read tolerated and a ``Result`` tag that disagrees
+      with the moves (:meth:`check_result_tag`); ``line``: the line the game starts on;
+      ``source``: the file name; ``tag_locations``: ``(line, column)`` of each tag. These five do
+      not take part in ``==``.
     """
 
     tags: dict[str, str] = field(default_factory=dict)
@@ -168,6 +261,7 @@ class PTNGame:
     warnings: list[str] = field(default_factory=list, compare=False)
     line: int | None = field(default=None, compare=False)
     source: str | None = field(default=None, compare=False)
+    tag_locations: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
 
     # -- derived -----------------------------------------------------------------------------
 
@@ -186,6 +280,11 @@ class PTNGame:
         """The ``Result`` tag, or None if the game has none."""
         return self.tags.get("Result")
 
+    def _start_error(self, e: PTNError) -> PTNError:
+        """``e`` (a problem with the start tags) placed at the first line of this game."""
+        return PTNError(e.reason, line=self.line, column=1 if self.line is not None else None,
+                        token=e.token, source=self.source)
+
     def move_error(self, index: int, reason: str) -> PTNError:
         """A PTNError about move ``index`` at its source location (if known)."""
         if index < len(self.locations):
@@ -200,13 +299,47 @@ class PTNGame:
         try:
             game = Game(self.start, ply_limit=ply_limit, threefold=threefold)
         except PTNError as e:
-            raise PTNError(e.reason, line=self.line, token=e.token, source=self.source) from None
+            raise self._start_error(e) from None
         for i, code in enumerate(self.moves):
             try:
                 game.play(code)
             except MoveError as e:
                 raise self.move_error(i, str(e)) from None
         return game
+
+    def check_result_tag(self, final: Position | None = None) -> str | None:
+        """Compare the ``Result`` tag with the result the moves reach (:func:`result_tag_agrees`:
+        by meaning, so ``1-0`` agrees with a white road or flat win, and a resignation or a loss
+        on time is no disagreement). On a disagreement, return its description (saying, when the
+        game has no ``Komi`` tag and another komi would make the tag right, which komi) and append
+        it to :attr:`warnings` once, prefixed with the tag's ``line L, column C:`` when known;
+        otherwise return None.
+
+        ``final``: the final position if already known (else replayed; raises PTNError like
+        :meth:`final_position`).
+        """
+        tag = self.result_tag
+        if tag is None:
+            return None
+        if final is None:
+            final = self.final_position()
+        if result_tag_agrees(tag, final.result) is not False:
+            return None
+        board = str(final.result) if final.is_over else "the game is not over"
+        if final.is_over and final.result.reason:
+            board += f" ({final.result.reason})"
+        text = f"Result tag {tag} disagrees with the moves: {board}"
+        if not self.tags.get("Komi", "").strip() and final.is_over:
+            komis = _komi_values_matching_tag(tag, final, self.tags)
+            if komis:
+                text += f"; no Komi tag (komi 0 assumed), the tag fits {_komi_range(komis)}"
+        warning = text
+        if "Result" in self.tag_locations:
+            line, col = self.tag_locations["Result"]
+            warning = f"line {line}, column {col}: {text}"
+        if warning not in self.warnings:
+            self.warnings.append(warning)
+        return text
 
     def final_position(self) -> Position:
         """The position after the last move under the rules alone (no adjudication; faster than
@@ -224,7 +357,7 @@ class PTNGame:
         try:
             pos = self.start
         except PTNError as e:
-            raise PTNError(e.reason, line=self.line, token=e.token, source=self.source) from None
+            raise self._start_error(e) from None
         buf = np.empty(core.num_actions(pos.size), dtype=np.int64)
         for i, code in enumerate(self.moves):
             if texts is not None and pos.is_flattening(code):
@@ -326,4 +459,4 @@ def _play_checked(pos: Position, code: int, buf: np.ndarray, error: Callable[[st
         raise error(pos.explain_illegal(code))
 
 
-__all__ = ["RESULT_TOKENS", "PTNError", "PTNGame", "start_from_tags"]
+__all__ = ["KOMI_CANDIDATES", "RESULT_TOKENS", "PTNError", "PTNGame", "result_tag_agrees", "start_from_tags"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from takzero.game.position import Game, Position
 from takzero.matches.openings import random_openings
-from takzero.matches.results import GameRecord, MatchResult
+from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.players.base import Player, PlayerMove, as_player_move
 from takzero.players.network import NetworkPlayer
 from takzero.players.tactics import avoid_tinue, proven_win, ranked_by_visits
@@ -68,6 +68,7 @@ def play_games(
     threefold: bool = True,
     seeds: tuple[int | None, int | None] = (None, None),
     sample_seed: int | None = None,
+    on_game: Callable[[int, GameRecord], None] | None = None,
 ) -> list[GameRecord]:
     """Play ``len(openings)`` games between A and B from ``start``, all at once: game i plays
     ``openings[i]`` (codes or PTN) first, then A and B in turn (A white when ``a_white[i]``)
@@ -84,6 +85,9 @@ def play_games(
     once before the games (None leaves its random stream running; a player on both sides is
     reset once, with A's seed, and told each ply once); a network side seeds its batched tree
     with it (None: 0). ``sample_seed`` seeds the sampling of the network sides' first plies.
+
+    ``on_game(i, record)`` is called as soon as game i is over (games end in any order), e.g.
+    for a line per finished game or to keep the finished games when the caller is interrupted.
 
     Returns one :class:`GameRecord` per game (``infos``: the answer of the side that moved per
     ply, None for opening plies; a network side's answer has the root value, the simulations
@@ -111,6 +115,24 @@ def play_games(
     infos: list[list[PlayerMove | None]] = [[] for _ in range(n_games)]
     seconds = np.zeros((n_games, 2))
     trees: dict[int, BatchedMCTS] = {}
+
+    def record(gi: int) -> GameRecord:
+        game = games[gi]
+        result = game.result
+        white, black = (side_a, side_b) if a_white[gi] else (side_b, side_a)
+        return GameRecord(
+            white=white.name,
+            black=black.name,
+            start=start.copy(),
+            moves=list(game.moves),
+            ptn_moves=ptn_moves[gi],
+            opening_plies=opening_plies[gi],
+            result=str(result),
+            reason=result.reason,
+            winner=result.winner,
+            infos=infos[gi],
+            seconds=(float(seconds[gi, 0]), float(seconds[gi, 1])),
+        )
 
     def play(gi: int, code: int, answer: PlayerMove | None) -> None:
         game = games[gi]
@@ -168,27 +190,10 @@ def play_games(
                     seconds[gi, games[gi].position.side_to_move] += time.perf_counter() - t0
         for gi, answer in chosen.items():
             play(gi, answer.code, answer)
+            if on_game is not None and games[gi].result.over:
+                on_game(gi, record(gi))
 
-    records = []
-    for gi, game in enumerate(games):
-        result = game.result
-        white, black = (side_a, side_b) if a_white[gi] else (side_b, side_a)
-        records.append(
-            GameRecord(
-                white=white.name,
-                black=black.name,
-                start=start.copy(),
-                moves=list(game.moves),
-                ptn_moves=ptn_moves[gi],
-                opening_plies=opening_plies[gi],
-                result=str(result),
-                reason=result.reason,
-                winner=result.winner,
-                infos=infos[gi],
-                seconds=(float(seconds[gi, 0]), float(seconds[gi, 1])),
-            )
-        )
-    return records
+    return [record(gi) for gi in range(n_games)]
 
 
 def _net_moves(
@@ -355,15 +360,19 @@ def play_match(
     ply_limit: int | None,
     seed: int = 0,
     threefold: bool = True,
+    on_game: Callable[[MatchResult, GameRecord], None] | None = None,
 ) -> MatchResult:
     """Play every opening twice (A white, then B white) with all games at once
     (:func:`play_games`); a network player is played as a :class:`NetSide` (:func:`as_side`).
+    ``on_game(result, record)`` is called after each finished game with the match so far (the
+    finished games, in the order they finished).
 
     Seeds derived from ``seed``: a player side k is reset with ``seed + 104729 * k``, a network
     side's tree is seeded with ``seed + 7919 * k`` and the sampled plies with ``seed`` (the
     evaluator's scheme since its first version, kept so that matches replay exactly). Returns
     A's :class:`MatchResult` with the :class:`GameRecord` s. Raises ValueError like
-    :func:`play_games`.
+    :func:`play_games`, and :class:`~takzero.matches.results.MatchInterrupted` (a
+    KeyboardInterrupt) on Ctrl-C, with the games finished so far in its ``result``.
     """
     sides = (as_side(side_a, start.size), as_side(side_b, start.size))
     seeds = tuple(
@@ -371,10 +380,23 @@ def play_match(
     )
     paired = [opening for opening in openings for _ in (0, 1)]
     a_white = [True, False] * len(openings)
-    records = play_games(
-        sides[0], sides[1], start, paired, a_white, ply_limit, threefold, seeds, sample_seed=seed
-    )  # fmt: skip
-    result = MatchResult(side_a.name, side_b.name)
+    so_far = MatchResult(side_a.name, side_b.name)
+
+    def finished(gi: int, record: GameRecord) -> None:
+        so_far.add(record, a_white[gi], record.score_for(0 if a_white[gi] else 1), gi // 2)
+        if on_game is not None:
+            on_game(so_far, record)
+
+    try:
+        records = play_games(
+            sides[0], sides[1], start, paired, a_white, ply_limit, threefold, seeds,
+            sample_seed=seed, on_game=finished,
+        )  # fmt: skip
+    except MatchInterrupted:
+        raise
+    except KeyboardInterrupt:
+        raise MatchInterrupted(so_far) from None
+    result = MatchResult(side_a.name, side_b.name)  # in game order (so_far is in finishing order)
     for gi, record in enumerate(records):
         result.add(record, a_white[gi], record.score_for(0 if a_white[gi] else 1), gi // 2)
     return result

@@ -9,10 +9,19 @@ Used by both game loops: ``takzero.matches.games`` (in-process players and netwo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
-from takzero.matches.stats import EloEstimate, SPRTResult, elo_pentanomial, elo_trinomial, sprt
+from takzero.matches.stats import (
+    EloEstimate,
+    SPRTResult,
+    describe_elo,
+    elo_pentanomial,
+    elo_trinomial,
+    elo_wilson,
+    sprt,
+)
 from takzero.players.base import PlayerMove
 
 
@@ -182,15 +191,24 @@ class MatchResult:
 
     def elo(self, confidence: float = 0.95, model: str | None = None) -> EloEstimate:
         """A's Elo over B with an interval: the pentanomial model when every game is paired
-        (``model=None``), else the trinomial; ``model`` forces one. Raises ValueError with no games
-        or an unknown model."""
+        (``model=None``), else the trinomial; ``model`` forces one, or ``'wilson'`` for the
+        Wilson score interval mapped to Elo (:func:`~takzero.matches.stats.elo_wilson`, the one
+        that stays honest for small and one-sided samples; :meth:`describe_elo` prints it).
+        Raises ValueError with no games or an unknown model."""
         if model is None:
             model = "pentanomial" if self.fully_paired else "trinomial"
         if model == "pentanomial":
             return elo_pentanomial(self.pentanomial(), confidence)
         if model == "trinomial":
             return elo_trinomial(self.wins, self.draws, self.losses, confidence)
-        raise ValueError(f"model must be 'trinomial' or 'pentanomial', got '{model}'")
+        if model == "wilson":
+            return elo_wilson(self.wins, self.draws, self.losses, confidence)
+        raise ValueError(f"model must be 'trinomial', 'pentanomial' or 'wilson', got '{model}'")
+
+    def describe_elo(self, confidence: float = 0.95) -> str:
+        """A's Elo over B for people (:func:`~takzero.matches.stats.describe_elo`: the Wilson
+        interval mapped to Elo, or "too few games")."""
+        return describe_elo(self.wins, self.draws, self.losses, confidence)
 
     def sprt(
         self, elo0: float = 0.0, elo1: float = 35.0, alpha: float = 0.05, beta: float = 0.05
@@ -223,4 +241,15 @@ class MatchResult:
         return out
 
 
-__all__ = ["GameRecord", "MatchResult", "colour_score", "game_to_ptn"]
+class MatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a match: ``result`` holds the games finished so far (A's point of view) and
+    ``outcomes`` whatever else the runner keeps of them (the TEI runner's GameOutcome list). A
+    KeyboardInterrupt, so code that does not know it still stops."""
+
+    def __init__(self, result: MatchResult, outcomes: list[Any] | None = None) -> None:
+        super().__init__(f"interrupted after {result.num_games} games")
+        self.result = result
+        self.outcomes = list(outcomes or [])
+
+
+__all__ = ["GameRecord", "MatchInterrupted", "MatchResult", "colour_score", "game_to_ptn"]

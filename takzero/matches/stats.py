@@ -11,6 +11,10 @@ Wald's SPRT. All scores are the first player's, draws count half.
   when every opening was played with both colours, otherwise the trinomial, and says which in
   ``EloEstimate.model``.
 * Wilson score interval (Wilson 1927) of a mean score: does not collapse to a point at 0 or 1.
+  :func:`elo_wilson` maps it to Elo; :func:`describe_elo` is the line the match and evaluate
+  command lines print (or "too few games" under :data:`MIN_ELO_GAMES`). The normal intervals
+  above collapse on small or one-sided samples (1-1 in one pair: ``+0.0 [+0.0, +0.0]``; 0-4:
+  ``-inf [-inf, -inf]``) and are kept for the gating statistics.
 * SPRT: Wald's sequential probability ratio test (Wald 1945) of H0: elo = elo0 against H1: elo =
   elo1 (logistic Elo), with the generalized log-likelihood ratio (GSPRT) computed as fishtest does
   (``LLRcalc.LLR_logistic`` in official-stockfish/fishtest, after M. Van den Bergh, "A practical
@@ -200,6 +204,17 @@ def sprt(
     return SPRTResult(decision, llr, lower, upper, elo0, elo1)
 
 
+def _wilson(score: float, games: float, z: float) -> tuple[float, float]:
+    """Unrounded Wilson score interval (see :func:`wilson_interval`)."""
+    z2 = z * z / games
+    centre = (score + z2 / 2) / (1 + z2)
+    half = z * math.sqrt(score * (1 - score) / games + z2 / (4 * games)) / (1 + z2)
+    # Exact bounds at the ends (the formula gives them up to rounding: 1e-17 is not 0).
+    lo = 0.0 if score == 0.0 else max(0.0, centre - half)
+    hi = 1.0 if score == 1.0 else min(1.0, centre + half)
+    return lo, hi
+
+
 def wilson_interval(score: float, games: int, z: float = 1.959964) -> tuple[float, float]:
     """The Wilson score interval (Wilson 1927) of a mean score over ``games`` games (draws count
     half, games taken as independent), 95% by default. Unlike the normal interval it does not
@@ -207,10 +222,60 @@ def wilson_interval(score: float, games: int, z: float = 1.959964) -> tuple[floa
     ValueError for games < 1 or a score outside [0, 1]."""
     if games < 1 or not 0.0 <= score <= 1.0:
         raise ValueError(f"need games >= 1 and 0 <= score <= 1, got {games} games, score {score}")
-    z2 = z * z / games
-    centre = (score + z2 / 2) / (1 + z2)
-    half = z * math.sqrt(score * (1 - score) / games + z2 / (4 * games)) / (1 + z2)
-    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+    lo, hi = _wilson(score, games, z)
+    return round(lo, 4), round(hi, 4)
+
+
+#: Fewer games than this give no Elo interval ("too few games"): one game cannot tell a
+#: stronger player from the first-move (or colour) advantage.
+MIN_ELO_GAMES = 2
+
+
+def elo_wilson(wins: int, draws: int, losses: int, confidence: float = 0.95) -> EloEstimate:
+    """Elo and interval that stay honest for small and one-sided samples: the Wilson score
+    interval (Wilson 1927) of the mean score (draws half, each game one sample) mapped to Elo
+    through :func:`score_to_elo`. It never collapses to a point: 1-1 gives about [-390, +390],
+    0-4 gives -inf [-inf, -7.0] (the point estimate and the lower bound stay -inf: no
+    difference however large is excluded), 2 draws the same as 1-1. Taking paired games as independent makes it
+    a little wider than the pentanomial interval, never narrower in expectation.
+    ``model`` is 'wilson'; ``stderr`` the normal standard error of the score. Raises ValueError
+    like :func:`elo_trinomial`."""
+    counts = _check_counts([losses, draws, wins], 3)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    n = sum(counts)
+    s = (counts[2] + 0.5 * counts[1]) / n
+    var = (counts[2] * (1 - s) ** 2 + counts[1] * (0.5 - s) ** 2 + counts[0] * s**2) / n
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    lo, hi = _wilson(s, n, z)
+    return EloEstimate(
+        elo=score_to_elo(s),
+        lower=score_to_elo(lo),
+        upper=score_to_elo(hi),
+        score=s,
+        stderr=math.sqrt(var / n),
+        samples=round(n),
+        model="wilson",
+        confidence=confidence,
+    )
+
+
+def describe_elo(wins: int, draws: int, losses: int, confidence: float = 0.95) -> str:
+    """The Elo line of a match for people: ``'+35.2 [-10.1, +80.3] (95%, Wilson score interval
+    mapped to Elo, 40 games)'`` from :func:`elo_wilson`, or ``'too few games (1) for an Elo
+    interval'`` under :data:`MIN_ELO_GAMES` games."""
+    games = wins + draws + losses
+    if games < MIN_ELO_GAMES:
+        return f"too few games ({games}) for an Elo interval"
+    est = elo_wilson(wins, draws, losses, confidence)
+    return (f"{_signed(est.elo)} [{_signed(est.lower)}, {_signed(est.upper)}] "
+            f"({est.confidence * 100:g}%, Wilson score interval mapped to Elo, {games} games)")
+
+
+def _signed(x: float) -> str:
+    if math.isinf(x):
+        return "+inf" if x > 0 else "-inf"
+    return f"{x:+.1f}"
 
 
 def score_interval(est: EloEstimate) -> tuple[float, float]:
@@ -221,21 +286,18 @@ def score_interval(est: EloEstimate) -> tuple[float, float]:
 
 def format_elo(est: EloEstimate) -> str:
     """``'+35.2 [-10.1, +80.3] (95%, pentanomial)'`` (``inf`` when a side scored everything)."""
-
-    def f(x: float) -> str:
-        if math.isinf(x):
-            return "+inf" if x > 0 else "-inf"
-        return f"{x:+.1f}"
-
-    return f"{f(est.elo)} [{f(est.lower)}, {f(est.upper)}] ({est.confidence * 100:g}%, {est.model})"
+    return f"{_signed(est.elo)} [{_signed(est.lower)}, {_signed(est.upper)}] ({est.confidence * 100:g}%, {est.model})"
 
 
 __all__ = [
+    "MIN_ELO_GAMES",
     "EloEstimate",
     "SPRTResult",
     "elo_pentanomial",
     "elo_to_score",
+    "describe_elo",
     "elo_trinomial",
+    "elo_wilson",
     "format_elo",
     "llr_logistic",
     "llr_normal",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import queue
+import re
 import shlex
 import subprocess
 import threading
@@ -41,8 +42,7 @@ from takzero.game.moves import MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
 from takzero.matches.openings import Opening, random_openings
-from takzero.matches.results import MatchResult, colour_score
-from takzero.matches.stats import format_elo
+from takzero.matches.results import MatchInterrupted, MatchResult, colour_score
 from takzero.matches.tei_protocol import (
     SearchLimits,
     TEIProtocolError,
@@ -58,8 +58,11 @@ __all__ = [
     "EngineError",
     "GameOutcome",
     "MatchAborted",
+    "MatchInterrupted",
     "TEIClient",
     "TimeControl",
+    "check_board_size",
+    "print_match_score",
     "play_tei_game",
     "run_tei_match",
 ]
@@ -75,7 +78,38 @@ class EngineError(RuntimeError):
 
 
 class MatchAborted(RuntimeError):
-    """The match cannot be played at all (an engine does not start); no game was played."""
+    """The match cannot be played at all (an engine does not start, or refuses the board size or
+    would play a fallback baseline for it); no game was played."""
+
+
+#: What a takzero TEI engine says (``info string``) at ``teinewgame`` for a size its model does
+#: not play: the fallback baseline it will use, or that it refuses.
+_FALLBACK_RE = re.compile(r"with the (?:baseline|fallback) (\S+)", re.IGNORECASE)
+_REFUSED_RE = re.compile(r"cannot play \d+x\d+|refus", re.IGNORECASE)
+
+
+def check_board_size(client: TEIClient, size: int, half_komi: int, allow_fallback: bool) -> None:
+    """Start a game of ``size`` on ``client`` and read what it says: an engine that refuses the
+    size raises MatchAborted; one that would play a fallback baseline (a model for another size)
+    raises MatchAborted too, unless ``allow_fallback``, in which case the client is renamed after
+    the baseline (``uct:200 (fallback of takzero model-5x5)``) so that the score is credited to
+    the player that really plays. Raises EngineError when the engine fails."""
+    client.new_game(size, half_komi)
+    for line in client.ready_infos:
+        text = line.split(None, 2)[2] if line.split()[1:2] == ["string"] else line
+        m = _FALLBACK_RE.search(text)
+        if m:
+            spec = m.group(1).rstrip(".,;:")
+            if not allow_fallback:
+                raise MatchAborted(
+                    f"{client.name} ({client.command}) does not play {size}x{size} itself: "
+                    f"'{text}'. Give the model's --size, or --allow-fallback to play (and name) "
+                    f"the fallback {spec}; no games played")
+            client.name = f"{spec} (fallback of {client.name})"
+            return
+        if _REFUSED_RE.search(text):
+            raise MatchAborted(f"{client.name} ({client.command}) refuses {size}x{size}: '{text}'; "
+                               "no games played")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,6 +150,9 @@ class TEIClient:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._stderr_file = None
+        #: ``info`` lines received while the last ``isready`` was awaited (what the engine said
+        #: about ``teinewgame``, e.g. that it plays a fallback baseline for this size).
+        self.ready_infos: list[str] = []
 
     # -- process -----------------------------------------------------------------------------
 
@@ -211,8 +248,10 @@ class TEIClient:
         """``isready`` -> wait for ``readyok``. Raises EngineError."""
         self.send("isready")
         deadline = time.monotonic() + timeout
-        while self._next(deadline - time.monotonic(), "readyok").strip() != "readyok":
-            pass
+        self.ready_infos = []
+        while (line := self._next(deadline - time.monotonic(), "readyok").strip()) != "readyok":
+            if line.split()[:1] == ["info"]:
+                self.ready_infos.append(line)
 
     def new_game(self, size: int, half_komi: int) -> None:
         """``setoption name HalfKomi`` (when the engine has the option or komi is not 0),
@@ -375,15 +414,17 @@ def play_tei_game(
     white: TEIClient,
     black: TEIClient,
     opening: Opening,
-    tc: TimeControl,
+    tc: TimeControl | tuple[TimeControl, TimeControl],
     ply_limit: int | None = 300,
     threefold: bool = True,
     tags: dict[str, str] | None = None,
 ) -> GameOutcome:
     """Play one game: the opening's moves, then the engines in turn until the rules or an
     adjudication end it, or an engine forfeits (crash, timeout, lost on time, illegal or
-    malformed move: the opponent wins ``1-0``/``0-1``). Never raises for engine failures; a
-    failed engine is killed so the next game restarts it."""
+    malformed move: the opponent wins ``1-0``/``0-1``). ``tc``: one time control for both, or
+    (white's, black's). Never raises for engine failures; a failed engine is killed so the next
+    game restarts it."""
+    tcs = tc if isinstance(tc, tuple) else (tc, tc)
     start = opening.start
     game = Game(start, ply_limit=ply_limit, threefold=threefold)
     ptn_moves: list[str] = []
@@ -391,7 +432,7 @@ def play_tei_game(
         ptn_moves.append(game.position.ptn(code))
         game.play(code)
     engines = (white, black)
-    clocks = [float(tc.base or 0), float(tc.base or 0)]
+    clocks = [float(tcs[0].base or 0), float(tcs[1].base or 0)]
     spent = [0.0, 0.0]
     forfeit: tuple[int, str, str] | None = None  # (loser colour, reason, detail)
     for colour, eng in enumerate(engines):
@@ -404,6 +445,7 @@ def play_tei_game(
     while forfeit is None and not game.result.over:
         side = game.position.side_to_move
         eng = engines[side]
+        tc = tcs[side]
         pos_cmd = format_position(start, ptn_moves)
         go_cmd = tc.go_command((clocks[0], clocks[1]))
         try:
@@ -474,7 +516,7 @@ def run_tei_match(
     games: int,
     size: int,
     half_komi: int,
-    tc: TimeControl,
+    tc: TimeControl | Sequence[TimeControl],
     openings: Sequence[Opening] | None = None,
     opening_plies: int = 2,
     seed: int = 0,
@@ -483,19 +525,33 @@ def run_tei_match(
     out_dir: str | Path | None = None,
     printer: Callable[[str], None] = print,
     log: Callable[[str], None] | None = None,
+    allow_fallback: bool = False,
     on_game: Callable[[GameOutcome], None] | None = None,
 ) -> tuple[MatchResult, list[GameOutcome]]:
     """Play ``games`` games between the two engines ``commands`` on paired openings (see the
     module docstring); returns the match from engine 1's point of view and the games.
 
-    Raises ValueError for bad arguments (not two engines, games < 1, openings of another size)
-    and MatchAborted when an engine does not start (no game is played). Later engine failures
-    never raise: they lose games (a crashed engine is restarted for the next game).
-    ``on_game`` is called with each finished game after its line is printed."""
+    ``tc``: one time control for both engines, or one per engine (in ``commands`` order; e.g.
+    ``go nodes 400`` for one and ``go nodes 1000`` for the other). Before the first game each
+    engine is asked for a game of ``size`` (:func:`check_board_size`): an engine whose model does
+    not play the size and would play a fallback baseline aborts the match, or with
+    ``allow_fallback`` is named after that baseline. A line per finished game, then the score and
+    the Elo with its interval (:meth:`MatchResult.describe_elo`: Wilson score interval mapped to
+    Elo, "too few games" under 2).
+
+    Raises ValueError for bad arguments (not two engines, games < 1, openings of another size),
+    MatchAborted when an engine does not start or cannot play the size (no game is played), and
+    MatchInterrupted (a KeyboardInterrupt) on Ctrl-C, after closing the engines and printing the
+    score so far. Later engine failures never raise: they lose games (a crashed engine is
+    restarted for the next game). ``on_game`` is called with each finished game after its line
+    is printed."""
     if len(commands) != 2:
         raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
+    tcs = (tc, tc) if isinstance(tc, TimeControl) else tuple(tc)
+    if len(tcs) != 2:
+        raise ValueError(f"give one time control or one per engine, got {len(tcs)}")
     start = Position.start(size, half_komi=half_komi)
     n_open = (games + 1) // 2
     if openings is None:
@@ -519,27 +575,40 @@ def run_tei_match(
             pass  # writable? (emptied only once both engines have started)
         stderr_paths = [out / "engine1.stderr.log", out / "engine2.stderr.log"]
     clients = [
-        TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i], log=log)
+        TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i],
+                  log=None if log is None else (lambda line, i=i: log(f"engine{i + 1} {line}")))
         for i, cmd in enumerate(commands)
     ]
-    for c in clients:
-        try:
-            c.start()
-        except EngineError as e:
-            for other in clients:
-                other.kill()
-            raise MatchAborted(f"{c.name} ({c.command}) did not start: {e}; no games played") from None
+    try:
+        for c in clients:
+            try:
+                c.start()
+            except EngineError as e:
+                raise MatchAborted(f"{c.name} ({c.command}) did not start: {e}; no games played") from None
+        _distinct_names(*clients)
+        for c in clients:
+            try:
+                check_board_size(c, size, half_komi, allow_fallback)
+            except EngineError as e:
+                raise MatchAborted(f"{c.name} ({c.command}) failed at teinewgame {size}: {e}; "
+                                   "no games played") from None
+    except BaseException:
+        for other in clients:
+            other.kill()
+        raise
     if out_path is not None:
         out_path.write_text("", encoding="utf-8")
-    _distinct_names(*clients)
     a, b = clients
+    tc_text = (tcs[0].describe() if tcs[0] == tcs[1]
+               else f"{a.name}: {tcs[0].describe()}, {b.name}: {tcs[1].describe()}")
     printer(
         f"match: {a.name} vs {b.name}, {games} games, {size}x{size}, komi {start.komi:g}, "
-        f"{tc.describe()}, ply limit {ply_limit}"
+        f"{tc_text}, ply limit {ply_limit}"
     )
     result = MatchResult(a.name, b.name)
     outcomes: list[GameOutcome] = []
     date = _dt.date.today().strftime("%Y.%m.%d")
+    interrupted = False
     try:
         for g in range(games):
             k, a_white = g // 2, g % 2 == 0
@@ -548,7 +617,8 @@ def run_tei_match(
             tags = {"Event": "takzero match", "Date": date, "Round": str(g + 1)}
             if opening.moves or opening.start != start:
                 tags["Opening"] = opening.describe()
-            outcome = play_tei_game(white, black, opening, tc, ply_limit, threefold, tags)
+            game_tcs = (tcs[0], tcs[1]) if a_white else (tcs[1], tcs[0])
+            outcome = play_tei_game(white, black, opening, game_tcs, ply_limit, threefold, tags)
             outcomes.append(outcome)
             score = outcome.score_for(0 if a_white else 1)
             result.add(None, a_white, score, k)
@@ -563,14 +633,30 @@ def run_tei_match(
             )
             if on_game is not None:
                 on_game(outcome)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         for c in clients:
-            c.close()
-    printer(
-        f"score of {a.name} vs {b.name}: {result.wins} - {result.losses} - {result.draws} "
-        f"(W-L-D) [{result.score:.3f}] {result.num_games} games"
-    )
-    printer(f"elo difference ({a.name} - {b.name}): {format_elo(result.elo())}")
+            if interrupted:
+                c.kill()  # an engine in the middle of a search would not answer quit in time
+            else:
+                c.close()
+    if interrupted:
+        printer(f"interrupted after {result.num_games} of {games} games (the game in progress is not counted)")
+    print_match_score(result, printer)
     if out_path is not None:
         printer(f"games written to {out_path}")
+    if interrupted:
+        raise MatchInterrupted(result, outcomes)
     return result, outcomes
+
+
+def print_match_score(result: MatchResult, printer: Callable[[str], None] = print) -> None:
+    """The score line and the Elo line of a match (also of an interrupted one)."""
+    a, b = result.player_a, result.player_b
+    score = f"{result.score:.3f}" if result.num_games else "-"
+    printer(
+        f"score of {a} vs {b}: {result.wins} - {result.losses} - {result.draws} "
+        f"(W-L-D) [{score}] {result.num_games} games"
+    )
+    printer(f"elo difference ({a} - {b}): {result.describe_elo()}")

@@ -7,6 +7,8 @@ The protocol is the one of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci`
   :func:`parse_id_name`), ``option name <Name> type <kind> default <v> [min <a>] [max <b>]``
   (:func:`format_option`, :func:`parse_option_name`) and ``setoption name <Name> value <v>``
   (:func:`format_setoption`, :func:`parse_setoption`);
+* ``teinewgame <size>`` and the PTN Ninja form ``teinewgame size <size> halfkomi <k>``:
+  :func:`parse_teinewgame` (engine);
 * ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``: :func:`format_position`
   (client) and :func:`parse_position` (engine);
 * ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]``:
@@ -32,6 +34,7 @@ from takzero.game.position import Position, TPSError
 from takzero.players.base import PlayerMove
 
 __all__ = [
+    "MAX_MS",
     "MAX_NODES",
     "MOVE_OVERHEAD_MS",
     "SearchLimits",
@@ -49,6 +52,7 @@ __all__ = [
     "parse_option_name",
     "parse_position",
     "parse_setoption",
+    "parse_teinewgame",
     "value_to_cp",
 ]
 
@@ -56,6 +60,9 @@ __all__ = [
 MAX_NODES = 100_000_000
 #: Milliseconds kept back from every time budget for process and pipe latency.
 MOVE_OVERHEAD_MS = 30
+#: The largest time (ms) a ``go`` parameter is taken at (larger values are capped: 2**31 - 1 ms
+#: is 24.8 days, beyond any clock and within what a timer can wait).
+MAX_MS = 2**31 - 1
 
 
 class TEIProtocolError(ValueError):
@@ -149,6 +156,11 @@ def parse_position(args: list[str], size: int, half_komi: int) -> tuple[Position
         head, move_tokens = args[:k], args[k + 1 :]
     else:
         head, move_tokens = args, []
+    if not head:
+        raise TEIProtocolError(
+            "position: expected 'startpos' or 'tps <board> <side> <move>' before 'moves'; "
+            "position not changed"
+        )
     if head[0] == "startpos":
         if len(head) > 1:
             raise TEIProtocolError(f"position: unexpected '{' '.join(head[1:])}' after startpos")
@@ -178,6 +190,42 @@ def parse_position(args: list[str], size: int, half_komi: int) -> tuple[Position
 
 
 # ---------------------------------------------------------------------------------------------
+# teinewgame
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_teinewgame(args: list[str]) -> tuple[str | None, str | None, list[str]]:
+    """The size and half-komi texts of a ``teinewgame`` command (``args``: the tokens after it),
+    each None when not given, and a list of complaints for ``info string``. Accepted forms:
+    ``teinewgame <size>`` (tak-rules.md, Tiltak), ``teinewgame size <size> halfkomi <k>`` (what
+    PTN Ninja sends to engines of TEI version 1) and ``teinewgame <size> halfkomi <k>``. The
+    values are not checked here (the engine checks them against its options' ranges)."""
+    size: str | None = None
+    half_komi: str | None = None
+    problems: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        key = tok.lower()
+        if key in ("size", "halfkomi"):
+            if i + 1 >= len(args):
+                problems.append(f"teinewgame: '{tok}' needs a value")
+                break
+            if key == "size":
+                size = args[i + 1]
+            else:
+                half_komi = args[i + 1]
+            i += 2
+            continue
+        if size is None:
+            size = tok
+        else:
+            problems.append(f"teinewgame: unexpected '{tok}' ignored")
+        i += 1
+    return size, half_komi, problems
+
+
+# ---------------------------------------------------------------------------------------------
 # go
 # ---------------------------------------------------------------------------------------------
 
@@ -194,21 +242,26 @@ class SearchLimits:
     binc: int | None = None
     infinite: bool = False
 
-    def budget_seconds(self, side: int) -> float | None:
+    def budget_seconds(self, side: int, overhead_ms: int = MOVE_OVERHEAD_MS) -> float | None:
         """Seconds to think for the side to move (0 white, 1 black), or None for no time limit.
 
-        ``movetime`` minus :data:`MOVE_OVERHEAD_MS`; with a clock, ``remaining / 20 + inc * 3/4``
-        capped at half the remaining time (and the overhead kept back). At least 5 ms.
+        ``movetime`` minus ``overhead_ms`` (the engine's ``MoveOverhead``, default
+        :data:`MOVE_OVERHEAD_MS`: process, pipe and answer latency); with a clock,
+        ``remaining / 20 + inc * 3/4`` capped at half the remaining time, minus the overhead. At
+        least 5 ms. The cap keeps a clock from running out whatever the increment: each move
+        spends at most half of what is left (plus the overhead), so ``remaining`` shrinks
+        geometrically instead of reaching zero, and with an increment the clock settles where a
+        move's budget equals the increment.
         """
         if self.infinite:
             return None
         budgets = []
         if self.movetime is not None:
-            budgets.append(self.movetime - MOVE_OVERHEAD_MS)
+            budgets.append(self.movetime - overhead_ms)
         remaining = self.wtime if side == 0 else self.btime
         if remaining is not None:
             inc = (self.winc if side == 0 else self.binc) or 0
-            b = min(remaining / 20 + 0.75 * inc, remaining / 2) - MOVE_OVERHEAD_MS
+            b = min(remaining / 20 + 0.75 * inc, remaining / 2) - overhead_ms
             budgets.append(b)
         if not budgets:
             return None
@@ -252,7 +305,7 @@ def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
             problems.append(f"go: bad value '{raw}' for '{tok}' ignored")
             i += 2
             continue
-        setattr(limits, tok, min(value, MAX_NODES) if tok == "nodes" else value)
+        setattr(limits, tok, min(value, MAX_NODES if tok == "nodes" else MAX_MS))
         i += 2
     return limits, problems
 
@@ -300,10 +353,15 @@ def _pv_text(position: Position, pv: Iterable[int]) -> list[str]:
 
 
 def format_info(
-    position: Position, pm: PlayerMove, seconds: float, nodes: int | None = None
+    position: Position,
+    pm: PlayerMove,
+    seconds: float,
+    nodes: int | None = None,
+    multipv: int | None = None,
 ) -> str:
     """One ``info`` line for the answer ``pm`` found in ``seconds`` (``nodes`` overrides
-    ``pm.nodes``): depth (= PV length), nodes, time (ms), nps, score: ``mate M`` when the
+    ``pm.nodes``): depth (= PV length), ``multipv K`` when ``multipv`` is given (the rank of
+    this line among the best moves, 1 first, as in UCI), nodes, time (ms), nps, score: ``mate M`` when the
     player proved a forced road (``pm.info["mate"]`` plies to the road; M = the mover's moves,
     ``(plies + 1) // 2``, as UCI counts mate in moves), else cp (if a value is known),
     wdl permille (if known), pv (the move itself when the player gave no PV)."""
@@ -313,7 +371,10 @@ def format_info(
     pv = _pv_text(position, pm.pv or (pm.code,))
     if not pv:
         pv = [position.ptn(pm.code)]
-    parts = ["info", "depth", str(len(pv)), "nodes", str(n), "time", str(ms), "nps", str(nps)]
+    parts = ["info", "depth", str(len(pv))]
+    if multipv is not None:
+        parts += ["multipv", str(multipv)]
+    parts += ["nodes", str(n), "time", str(ms), "nps", str(nps)]
     if pm.value is not None:
         mate = pm.info.get("mate") if pm.info else None
         if mate:

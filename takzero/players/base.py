@@ -25,7 +25,9 @@ Values everywhere are from the point of view of the player to move: win +1, draw
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -44,6 +46,9 @@ class PlayerMove:
     ``nodes``: simulations / positions searched for this move (0 if none).
     ``pv``: principal variation, move codes starting with ``code`` (may be empty).
     ``info``: anything else worth logging (e.g. ``{"kind": "win"}`` for the greedy player).
+    ``lines``: the best root moves as answers of their own (``code``, ``value``, ``wdl``, root
+    visits as ``nodes``, ``pv``), best first, when ``think`` was asked for more than one line
+    (TEI ``MultiPV``); empty otherwise.
     """
 
     code: int
@@ -52,6 +57,7 @@ class PlayerMove:
     nodes: int = 0
     pv: tuple[int, ...] = ()
     info: Mapping[str, object] = field(default_factory=dict)
+    lines: tuple[PlayerMove, ...] = ()
 
 
 #: ``on_progress(answer, nodes_so_far)``: called by :meth:`BasePlayer.think` during a search.
@@ -118,6 +124,13 @@ class BasePlayer:
         """The move to play in ``position``; subclasses implement it."""
         raise NotImplementedError
 
+    #: The most nodes one search tree may hold (TEI ``TreeNodes``); None: the player has no tree.
+    tree_nodes: int | None = None
+
+    def set_tree_nodes(self, nodes: int) -> None:
+        """Bound the search tree to ``nodes`` nodes (memory); players without a tree ignore it."""
+        return None
+
     def think(
         self,
         position: Position,
@@ -125,11 +138,13 @@ class BasePlayer:
         seconds: float | None = None,
         stop: threading.Event | None = None,
         on_progress: Progress | None = None,
+        multipv: int = 1,
     ) -> PlayerMove:
         """An anytime search of ``position`` under ``nodes`` (simulations) and/or ``seconds``,
         ended early when ``stop`` is set; ``on_progress(answer, nodes)`` is called during the
         search by players that report progress. The returned answer's ``nodes`` is the number
-        searched for it in all.
+        searched for it in all. ``multipv`` > 1 asks a searching player for that many best root
+        moves in ``PlayerMove.lines``.
 
         This default (a player that does not search: random, greedy) is one :meth:`choose`,
         whatever the limits, without progress reports. Raises ValueError on a finished position.
@@ -148,4 +163,42 @@ class BasePlayer:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-__all__ = ["BasePlayer", "Player", "PlayerMove", "Progress", "as_player_move"]
+@contextmanager
+def stop_flag(
+    stop: threading.Event | None, deadline: float | None = None, poll: float = 0.002
+) -> Iterator[np.ndarray]:
+    """A (1,) uint8 array for a compiled search to poll (non-zero: stop now), set by a watcher
+    thread once ``stop`` is set or ``time.perf_counter()`` passes ``deadline`` (checked every
+    ``poll`` seconds). Compiled code cannot wait on a ``threading.Event``; a ``nogil`` kernel that
+    reads this array stops within one of its iterations. Without ``stop`` and ``deadline`` the
+    array stays zero and no thread runs."""
+    flag = np.zeros(1, dtype=np.uint8)
+    if stop is None and deadline is None:
+        yield flag
+        return
+
+    def fired() -> bool:
+        return (stop is not None and stop.is_set()) or (
+            deadline is not None and time.perf_counter() >= deadline
+        )
+
+    if fired():
+        flag[0] = 1
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(poll):
+            if fired():
+                flag[0] = 1
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True, name="stop-flag")
+    watcher.start()
+    try:
+        yield flag
+    finally:
+        done.set()
+        watcher.join()
+
+
+__all__ = ["BasePlayer", "Player", "PlayerMove", "Progress", "as_player_move", "stop_flag"]

@@ -105,13 +105,16 @@ def avoid_tinue(
     ranked: Sequence[int],
     max_nodes: int,
     pv_of: Callable[[int], tuple[int, ...]] | None = None,
+    stop: threading.Event | None = None,
 ) -> PlayerMove:
     """``answer`` unless its move lets the opponent force a road; then the first move of
     ``ranked`` (the search's order of preference, best first), then of the other legal moves in
     generation order, that does not. The replacement answer keeps the search's value and nodes, takes
     ``pv_of(move)`` (or just the move) as its PV, and lists the refuted moves in
     ``info["tinue_avoided"]``. When every move is refuted, ``answer`` with ``info["tinue_lost"]``.
-    ``max_nodes`` 0: ``answer`` unchanged."""
+    ``max_nodes`` 0: ``answer`` unchanged. Once ``stop`` is set (TEI ``stop``: answer now) the
+    alternatives are no longer checked: the next one of the ranking is taken as it is, so a lost
+    position with many moves cannot hold an answer up by one prover call per move."""
     if max_nodes <= 0 or not opponent_wins_after(position, answer.code, max_nodes):
         return answer
     refuted = [int(answer.code)]
@@ -120,7 +123,8 @@ def avoid_tinue(
         code = int(code)
         if code in refuted:
             continue
-        if opponent_wins_after(position, code, max_nodes):
+        stopped = stop is not None and stop.is_set()
+        if not stopped and opponent_wins_after(position, code, max_nodes):
             refuted.append(code)
             continue
         pv = pv_of(code) if pv_of is not None else (code,)
