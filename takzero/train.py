@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from takzero.config import ConfigError, load_config
+from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.run import RunDirError, run_training
 
 
@@ -73,6 +74,9 @@ def main() -> None:
             run_training(cfg)
         except RunDirError as e:
             print(f"run folder error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except PlacementError as e:
+            print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
 
     _entry()

@@ -11,7 +11,7 @@ policy_index   int32 (K,)                 action indices of the policy target (-
 policy_prob    float16 (K,)               their probabilities (the K largest, renormalised)
 value          int8                       final outcome from the mover's view: +1, 0, -1
 flat_diff      int8                       final flat count difference, mover's view
-game_id        int64                      (worker << 40) | game counter
+game_id        int64                      (worker << 40) | (incarnation << 32) | game counter
 generation     int32                      model generation that played the move
 ply            int16                      ply of the position
 ownership      int8 (N*N,)                final owner of each square's top piece, mover's view

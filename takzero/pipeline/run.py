@@ -1,8 +1,11 @@
 """One training run in the driver process (``python -m takzero.train`` calls :func:`run_training`).
 
 Builds the Ray actor graph of ``design.md``: a coordinator (weights of the promoted and latest
-generations, stop flag, self-play statistics), the replay buffer, N self-play workers and one
-evaluator; the trainer runs in the driver. Everything lands in ``checkpoints/<run_name>/``:
+generations, stop flag), the replay actor (buffer, shards, self-play statistics), N self-play
+workers and one evaluator; the trainer runs in the driver. The coordinator and the replay actor are
+pinned to the driver's node, self-play and the evaluator go anywhere
+(``takzero.pipeline.placement``, ``docs/cluster.md``), so only the driver's node writes the run
+folder. Everything lands in ``checkpoints/<run_name>/``:
 
 ====================  ========================================================================
 ``config.yaml``       the resolved, validated config
@@ -27,7 +30,9 @@ import logging
 import math
 import os
 import signal
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +41,14 @@ import torch
 from omegaconf import OmegaConf
 
 from takzero.config import TrainConfig
-from takzero.pipeline.actors import Coordinator, EvaluatorActor, remote_selfplay_actor
+from takzero.pipeline.actors import (
+    Coordinator,
+    EvaluatorActor,
+    PublishedWeights,
+    ReplayActor,
+    SelfPlayPool,
+    model_spec_files,
+)
 from takzero.pipeline.checkpoints import (
     atomic_torch_save,
     list_checkpoints,
@@ -44,7 +56,14 @@ from takzero.pipeline.checkpoints import (
     load_latest,
     prune_checkpoints,
 )
-from takzero.pipeline.replay import ReplayBuffer
+from takzero.pipeline.placement import (
+    check_resources,
+    cluster_gpus,
+    driver_node_id,
+    evaluator_options,
+    on_node,
+    selfplay_options,
+)
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
 
@@ -61,7 +80,9 @@ def _init_ray(cfg: TrainConfig) -> None:
 
     if ray.is_initialized():
         return
-    runtime_env = {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning"}}
+    extra = dict(cfg.ray.runtime_env or {})
+    env_vars = {"PYTHONWARNINGS": "ignore::DeprecationWarning", **extra.pop("env_vars", {})}
+    runtime_env = {**extra, "env_vars": env_vars}
     if cfg.ray.address:
         ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
     else:
@@ -92,6 +113,10 @@ def _summarise(stats: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+#: Seconds the end of a run waits for a pending evaluation (its actor may wait for a lost node).
+EVAL_WAIT_AT_END_S = 600.0
+
+
 class RunDirError(RuntimeError):
     """The run folder holds checkpoints that this run would not resume from (nothing started)."""
 
@@ -113,6 +138,10 @@ class Run:
         self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
         self.gating_decisions = 0
         self.resume_from: tuple[Path, dict[str, Any]] | None = None
+        #: called once the actors are created (tests use it to act on a running run)
+        self.on_started: Callable[[], None] | None = None
+        self.pool: SelfPlayPool | None = None
+        self.replay: Any = None
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -176,6 +205,8 @@ class Run:
         self._check_run_dir()
         self._write_config()
         _init_ray(cfg)
+        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
+        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
         trainer = Trainer(
             cfg.model_config(),
             cfg.train,
@@ -197,24 +228,35 @@ class Run:
             writer.add_text("config", "```\n" + OmegaConf.to_yaml(OmegaConf.structured(cfg)) + "\n```", 0)
             _log_hparams(writer, cfg)
 
-        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote()
-        replay = ray.remote(ReplayBuffer).options(num_cpus=0).remote(**cfg.replay_kwargs(self.run_dir))
+        # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
+        here = on_node(driver_node_id())
+        coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote()
+        replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
         loaded = ray.get(replay.load.remote(state.get("replay") if state else None))
         if loaded:
             log.info("replay: reloaded %d positions from shards", loaded)
 
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
+        # Weights go to the object store once per generation; actors share the reference.
+        self.weights = PublishedWeights()
         promoted = self._load_best(trainer, promoted_gen)
-        ray.get(coordinator.publish.remote("promoted", promoted[0], promoted[1]))
-        ray.get(coordinator.publish.remote("latest", trainer.generation, _cpu_state(trainer)))
+        self.weights.publish(coordinator, "promoted", *promoted)
+        self.weights.publish(coordinator, "latest", trainer.generation, _cpu_state(trainer))
+        ray.get(coordinator.generation.remote("latest"))
 
-        gpus = torch.cuda.device_count() if cfg.device != "cpu" else 0
+        gpus = cluster_gpus() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
-        actor_cls = remote_selfplay_actor(share)
-        workers = [actor_cls.remote(cfg, i) for i in range(cfg.selfplay.workers)]
-        worker_tasks = [w.run.remote(coordinator, replay) for w in workers]
-        evaluator = ray.remote(num_cpus=0, max_restarts=1)(EvaluatorActor).remote(cfg)
+        pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share), coordinator, replay)
+        evaluator = (
+            ray.remote(EvaluatorActor)
+            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
+            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
+        )
         eval_task = None
+        eval_candidate: tuple[int, dict[str, torch.Tensor]] | None = None
+        self.pool, self.replay = pool, replay
+        if self.on_started is not None:
+            self.on_started()
 
         previous_handler = signal.getsignal(signal.SIGINT)
 
@@ -222,8 +264,10 @@ class Run:
             self.stop_requested = True
             log.warning("Ctrl-C: finishing the current step, writing a final checkpoint")
 
-        signal.signal(signal.SIGINT, _on_sigint)
-        signal.signal(signal.SIGTERM, _on_sigint)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if in_main_thread:  # a run driven from another thread is stopped with stop_requested
+            signal.signal(signal.SIGINT, _on_sigint)
+            signal.signal(signal.SIGTERM, _on_sigint)
         last_log = time.monotonic()
         steps_at_log = trainer.step
         samples_per_s = 0.0
@@ -231,7 +275,7 @@ class Run:
             while not self._done(trainer):
                 recs = ray.get(replay.sample.remote(cfg.train.batch_size))
                 if recs is None:
-                    self._drain(coordinator, writer, trainer.step)
+                    self._drain(replay, writer, trainer.step)
                     time.sleep(0.2)
                 else:
                     metrics = trainer.train_step(recs)
@@ -242,7 +286,7 @@ class Run:
                         trainer.generation += 1
                         self._checkpoint(trainer, replay, promoted[0])
                         latest = (trainer.generation, _cpu_state(trainer))
-                        coordinator.publish.remote("latest", *latest)
+                        self.weights.publish(coordinator, "latest", *latest)
                         if cfg.evaluator.gating == "off":
                             promoted = latest
                             self._promote(promoted, coordinator)
@@ -251,50 +295,52 @@ class Run:
                         if eval_task is None:
                             every = cfg.evaluator.baseline_every
                             baselines = every > 0 and trainer.generation % every == 0
-                            eval_task = evaluator.evaluate.remote(latest, promoted, baselines)
+                            eval_candidate = latest
+                            eval_task = evaluator.evaluate.remote(
+                                latest[0], self.weights.ref(latest[1]),
+                                promoted[0], self.weights.ref(promoted[1]), baselines,
+                            )  # fmt: skip
                 if eval_task is not None:
                     ready, _ = ray.wait([eval_task], timeout=0)
                     if ready:
-                        result = ray.get(eval_task)
+                        result = self._eval_result(eval_task, eval_candidate)
                         eval_task = None
-                        promoted = self._gating(result, promoted, coordinator, writer, trainer)
+                        if result is not None:
+                            promoted = self._gating(result, promoted, coordinator, writer, trainer)
                 now = time.monotonic()
                 if now - last_log >= cfg.log_every_s:
                     samples_per_s = (trainer.step - steps_at_log) * cfg.train.batch_size / (now - last_log)
                     steps_at_log = trainer.step
                     last_log = now
-                    self._drain(coordinator, writer, trainer.step)
+                    self._drain(replay, writer, trainer.step)
                     rstats = ray.get(replay.stats.remote())
                     for k, v in rstats.items():
                         writer.add_scalar(k, v, trainer.step)
                     writer.add_scalar("train/samples_per_s", samples_per_s, trainer.step)
                     self._progress(trainer, rstats, samples_per_s)
-                    for t in worker_tasks:
-                        ready, _ = ray.wait([t], timeout=0)
-                        if ready:
-                            ray.get(t)  # surfaces a worker that failed for good
+                    pool.check()  # raises a worker's own error; replaces a worker gone for good
             # At the normal end, let a pending evaluation finish so the run ends with a gating
             # decision; after Ctrl-C, stop at once (the checkpoint below keeps the work).
             if eval_task is not None and not self.stop_requested:
-                result = ray.get(eval_task)
+                ray.wait([eval_task], timeout=EVAL_WAIT_AT_END_S)
+                result = self._eval_result(eval_task, eval_candidate)
                 eval_task = None
-                promoted = self._gating(result, promoted, coordinator, writer, trainer)
+                if result is not None:
+                    promoted = self._gating(result, promoted, coordinator, writer, trainer)
         finally:
-            signal.signal(signal.SIGINT, previous_handler)
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous_handler)
             ray.get(coordinator.stop.remote())
+            # Workers first: after they stopped nothing reaches the buffer, so the final
+            # checkpoint's counters and the buffer's agree exactly.
+            pool.finish()
+            self._drain(replay, writer, trainer.step)
             try:
                 self._checkpoint(trainer, replay, promoted[0])
             except Exception:  # pragma: no cover - best effort at shutdown
                 log.exception("final checkpoint failed")
-            self._drain(coordinator, writer, trainer.step)
             writer.flush()
             writer.close()
-            try:
-                ray.get(worker_tasks, timeout=60)
-            except Exception:  # noqa: BLE001 - workers are being torn down
-                pass
-            for w in workers:
-                ray.kill(w)
             ray.kill(evaluator)
             ray.kill(replay)
             ray.kill(coordinator)
@@ -337,7 +383,7 @@ class Run:
 
     def _promote(self, promoted: tuple[int, dict[str, torch.Tensor]], coordinator: Any) -> None:
         self._save_best(*promoted)
-        coordinator.publish.remote("promoted", *promoted)
+        self.weights.publish(coordinator, "promoted", *promoted)
 
     def _checkpoint(self, trainer: Trainer, replay: Any, promoted_gen: int) -> None:
         import ray
@@ -382,10 +428,28 @@ class Run:
             log.info("gating: %s", self.last_gating)
         return promoted
 
-    def _drain(self, coordinator: Any, writer: Any, step: int) -> None:
+    def _eval_result(
+        self, task: Any, candidate: tuple[int, dict[str, torch.Tensor]] | None
+    ) -> dict[str, Any] | None:
+        """The evaluation's result with the candidate's weights (kept here, not sent back), or
+        None when the evaluator was lost with its node or process (Ray restarts it; the next
+        generation is evaluated) or has not answered."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            result = ray.get(task, timeout=0)
+        except (RayActorError, GetTimeoutError) as e:
+            log.warning("evaluation dropped: the evaluator was lost or did not answer (%s)", type(e).__name__)
+            return None
+        if candidate is not None:
+            result["candidate_weights"] = candidate[1]
+        return result
+
+    def _drain(self, replay: Any, writer: Any, step: int) -> None:
         import ray
 
-        stats, games = ray.get(coordinator.drain.remote())
+        stats, games = ray.get(replay.drain.remote())
         if stats:
             summary = _summarise(stats)
             self.games += int(summary.get("count/games", 0))

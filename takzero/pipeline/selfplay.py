@@ -75,16 +75,21 @@ class SelfPlayWorker:
         cfg: the run's :class:`takzero.config.TrainConfig`.
         worker_id: index of this worker (seeds and game ids).
         device: ``auto``/``cpu``/``cuda``; default ``cfg.device``.
+        incarnation: how many times this worker id was started before in the run (a worker
+            restarted after its process or node died): it seeds another stream and numbers the
+            games ``(worker_id << 40) | (incarnation << 32) | n``, so no game id repeats.
     """
 
-    def __init__(self, cfg: Any, worker_id: int = 0, device: str | None = None) -> None:
+    def __init__(
+        self, cfg: Any, worker_id: int = 0, device: str | None = None, incarnation: int = 0
+    ) -> None:
         self.cfg = cfg
         self.sp = cfg.selfplay
         self.size = cfg.board.size
         self.num_games = self.sp.games_per_worker
         self.worker_id = worker_id
         self.search_config = cfg.selfplay_search_config()
-        seed = cfg.seed * 1_000_003 + worker_id * 7919
+        seed = cfg.seed * 1_000_003 + worker_id * 7919 + incarnation * 104_729
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
         model = model_from_config(cfg.model_config())
@@ -98,7 +103,7 @@ class SelfPlayWorker:
             self.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
         )
         self.games_finished = 0
-        self._next_id = 0
+        self._next_id = (incarnation & 0xFF) << 32
         self.slots: list[_Slot] = [self._new_game(g) for g in range(self.num_games)]
 
     def set_weights(self, state_dict: dict[str, torch.Tensor], generation: int) -> None:
