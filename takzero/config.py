@@ -124,7 +124,15 @@ class RayConfig:
     address: str | None = None  # None: start a local Ray; "auto" or host:port: join a cluster
     num_cpus: int | None = None
     num_gpus: int | None = None
-    worker_gpu_share: float = 0.0  # GPU share per self-play worker (when GPUs exist)
+    worker_gpu_share: float = 0.0  # GPU share per self-play worker (when the cluster has GPUs)
+    # Ray custom resources each self-play worker / the evaluator asks for, e.g. {gpu_node: 1}
+    # (nodes offer them with ray start --resources='{"gpu_node": 4}'); checked at start-up.
+    # (null rather than {} by default, so that `ray.selfplay_resources={gpu_node: 1}` works on the
+    # command line without a '+': Hydra cannot add keys to an empty dict of its struct config)
+    selfplay_resources: dict[str, float] | None = None
+    evaluator_resources: dict[str, float] | None = None
+    # Extra Ray runtime_env of the run (e.g. {pip: [takzero==0.1.0]} or {py_modules: [PATH]}).
+    runtime_env: dict[str, Any] | None = None
 
 
 @dataclass
@@ -465,6 +473,12 @@ def validate(c: TrainConfig) -> None:
     if ray_cfg.num_gpus is not None:
         _check(ray_cfg.num_gpus >= 0, "ray.num_gpus", "must be >= 0", ray_cfg.num_gpus)
     _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]", ray_cfg.worker_gpu_share)
+    for key in ("selfplay_resources", "evaluator_resources"):
+        for name, amount in (getattr(ray_cfg, key) or {}).items():
+            full = f"ray.{key}.{name}"
+            _check(name not in ("CPU", "GPU", "memory", "object_store_memory"), full,
+                   "is a built-in Ray resource: use ray.num_cpus / ray.worker_gpu_share", name)  # fmt: skip
+            _check(_finite(amount) and amount > 0, full, "must be a number > 0", amount)
     if ray_cfg.address is not None:
         _check(
             ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from takzero.config import ConfigError, check_run_folder, load_config, unknown_override_keys
+from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.progress import resume_command
 from takzero.pipeline.run import RunDirError, run_training
 
@@ -96,6 +97,9 @@ def main() -> None:
             run_training(cfg, resume_command(sys.argv[1:], cfg.run_name))
         except RunDirError as e:
             print(f"run folder error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except PlacementError as e:
+            print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
 
     _entry()

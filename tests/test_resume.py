@@ -185,7 +185,7 @@ def test_selfplay_streams_give_new_games_and_ids() -> None:
     cfg = load_config(_raw(Path("/nonexistent"), **{"board.size": 3, "selfplay.games_per_worker": 2,
                                                     "mcts.simulations": 2}))  # fmt: skip
     coord = Coordinator(first_stream=3 * STREAMS_PER_LAUNCH)
-    streams = [coord.new_stream(), coord.new_stream()]
+    streams = [coord.new_stream(0), coord.new_stream(0)]
     assert streams == [3 * STREAMS_PER_LAUNCH, 3 * STREAMS_PER_LAUNCH + 1]
     games: list[dict[int, bytes]] = []
     for stream in streams:

@@ -283,14 +283,14 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     restarted by Ray."""
     import ray
 
-    from takzero.pipeline.actors import Coordinator, remote_selfplay_actor
+    from takzero.pipeline.actors import Coordinator, ReplayActor, remote_selfplay_actor
 
     cfg = load_config(_cfg(**{"replay.min_positions": 50, "replay.max_ahead": 100,
                               "selfplay.games_per_worker": 8, "mcts.simulations": 4}))  # fmt: skip
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         coordinator = ray.remote(Coordinator).remote()
-        replay = ray.remote(ReplayBuffer).remote(
+        replay = ray.remote(ReplayActor).remote(
             size=4, top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0
         )
         actor = remote_selfplay_actor().remote(cfg, 0)

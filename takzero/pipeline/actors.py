@@ -1,60 +1,88 @@
-"""Ray actors of a training run: the coordinator (weights of the promoted and latest generations,
-stop and pause flags, self-play statistics), the self-play actor around
-:class:`takzero.pipeline.selfplay.SelfPlayWorker`, and the evaluator actor around
-:class:`takzero.pipeline.gating.GatingEvaluator`. The driver (``takzero.pipeline.run``) creates
-them; the classes are plain Python and become actors with ``ray.remote``.
+"""Ray actors of a training run: the coordinator (the promoted and latest weights as object-store
+references with their generation numbers, stop and pause flags, the self-play streams handed out), the replay
+actor (the replay buffer plus the statistics and sample games that arrive with the records), the
+self-play actor around :class:`takzero.pipeline.selfplay.SelfPlayWorker`, and the evaluator actor
+around :class:`takzero.pipeline.gating.GatingEvaluator`. The driver (``takzero.pipeline.run``)
+creates them and places them (``takzero.pipeline.placement``); the classes are plain Python and
+become actors with ``ray.remote``.
+
+Weights travel once per generation: the driver puts a state dict into Ray's object store once
+(:class:`PublishedWeights`) and hands out the reference; every worker on a node reads the same
+copy from that node's object store.
 """
 
 from __future__ import annotations
 
+import logging
+import tempfile
 import time
+from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from takzero.config import TrainConfig
+from takzero.pipeline.replay import ReplayBuffer
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
-# Coordinator: weights, stop flag and statistics shared by the actors
+# Coordinator: weights, stop flag and streams shared by the actors
 # ---------------------------------------------------------------------------------------------
 
 
 class Coordinator:
-    """Holds the promoted and the latest weights with their generation numbers, the stop flag,
-    and the self-play statistics reported by the workers (drained by the driver)."""
+    """Holds the promoted and the latest weights (object-store references, see
+    :class:`PublishedWeights`) with their generation numbers, the stop and pause flags, and how
+    the self-play random streams handed out (see :meth:`new_stream`)."""
 
     def __init__(self, first_stream: int = 0) -> None:
         self.next_stream = first_stream
-        self.weights: dict[str, tuple[int, dict[str, torch.Tensor]] | None] = {
-            "promoted": None,
-            "latest": None,
-        }
+        self.weights: dict[str, tuple[int, list[Any]] | None] = {"promoted": None, "latest": None}
         self.stopped = False
         self.paused = False
-        self.stats: list[dict[str, float]] = []
-        self.games: list[str] = []
+        self.stream_workers: dict[int, int] = {}
 
-    def publish(self, kind: str, generation: int, state_dict: dict[str, torch.Tensor]) -> None:
-        self.weights[kind] = (generation, state_dict)
+    def publish(self, kind: str, generation: int, ref: list[Any]) -> None:
+        """Publish ``[ObjectRef]`` of a state dict (wrapped in a list so that Ray passes the
+        reference, not the resolved weights) as the ``kind`` ('promoted' or 'latest') weights."""
+        self.weights[kind] = (generation, ref)
 
     def generation(self, kind: str) -> int:
         w = self.weights[kind]
         return -1 if w is None else w[0]
 
-    def get_weights(self, kind: str, known: int) -> tuple[int, dict[str, torch.Tensor]] | None:
-        """The weights of ``kind`` if their generation differs from ``known``, else None."""
+    def get_weights(self, kind: str, known: int) -> tuple[int, list[Any]] | None:
+        """``(generation, [ObjectRef])`` of ``kind`` if its generation differs from ``known``,
+        else None; the caller resolves the reference with ``ray.get``."""
         w = self.weights[kind]
         if w is None or w[0] == known:
             return None
         return w
 
-    def new_stream(self) -> int:
-        """A self-play random stream (and game-id prefix) not used before in this run: the run
-        starts the count at ``launch << 16`` (``launch``: how many times the run was started),
-        and every actor start, restarts included, takes the next one."""
+    def new_stream(self, worker_id: int) -> int:
+        """A self-play random stream (and game-id prefix) not used before in this run, for a
+        start of self-play worker ``worker_id``: the run starts the count at ``launch << 16``
+        (``launch``: how many times the run was started), and every actor start, Ray restarts
+        and replacements included, takes the next one."""
         s = self.next_stream
         self.next_stream += 1
+        self.stream_workers[s] = worker_id
         return s
+
+    def streams(self) -> dict[int, int]:
+        """The worker id of every stream handed out in this launch (stream -> worker id)."""
+        return dict(self.stream_workers)
+
+    def exchange(
+        self, kind: str, known: int
+    ) -> tuple[bool, bool, tuple[int, list[Any]] | None]:
+        """A self-play worker's one call per second: (stop, paused, the ``kind`` weights as
+        ``(generation, [ObjectRef])`` when newer than ``known``, else None). One call instead of
+        three per search step keeps Ray's task-event store small."""
+        return self.stopped, self.paused, self.get_weights(kind, known)
 
     def stop(self) -> None:
         self.stopped = True
@@ -68,25 +96,91 @@ class Coordinator:
     def is_paused(self) -> bool:
         return self.paused
 
-    def report(self, stats: dict[str, float], ptn: list[str] | None = None) -> None:
-        self.stats.append(stats)
-        if ptn:
-            self.games.extend(ptn)
 
-    def exchange(
-        self, kind: str, known: int, stats: list[dict[str, float]], ptn: list[str]
-    ) -> tuple[bool, bool, tuple[int, dict[str, torch.Tensor]] | None]:
-        """A self-play worker's one call per second: hand in its statistics and sample games
-        since the last call; get back (stop, paused, new weights of ``kind`` or None). One call
-        instead of four per search step keeps Ray's task-event store small."""
-        self.stats.extend(stats)
-        self.games.extend(ptn)
-        return self.stopped, self.paused, self.get_weights(kind, known)
+class PublishedWeights:
+    """Driver side of the weights: one ``ray.put`` per state dict, the reference shared by every
+    request (workers, evaluator). Keeps the references of the last ``keep`` state dicts (by object
+    identity: the driver publishes each generation's state dict object once and reuses it)."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep = keep
+        self._refs: OrderedDict[int, tuple[dict[str, torch.Tensor], Any]] = OrderedDict()
+        self.puts = 0  # ray.put calls made (for tests and logs)
+
+    def ref(self, state: dict[str, torch.Tensor]) -> Any:
+        """The ObjectRef of ``state``, put into the object store on first use."""
+        import ray
+
+        key = id(state)
+        hit = self._refs.get(key)
+        if hit is not None and hit[0] is state:
+            self._refs.move_to_end(key)
+            return hit[1]
+        ref = ray.put(state)
+        self.puts += 1
+        self._refs[key] = (state, ref)  # holding ``state`` keeps its id from being reused
+        while len(self._refs) > self.keep:
+            self._refs.popitem(last=False)
+        return ref
+
+    def publish(self, coordinator: Any, kind: str, generation: int, state: dict[str, torch.Tensor]) -> None:
+        """Tell the coordinator that ``state`` (put once) is the ``kind`` weights of ``generation``."""
+        coordinator.publish.remote(kind, generation, [self.ref(state)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay actor: the buffer, and the statistics that come with its records
+# ---------------------------------------------------------------------------------------------
+
+
+class ReplayActor(ReplayBuffer):
+    """The replay buffer as the run's Ray actor (pinned to the driver's node: it writes the
+    ``replay/`` shards). Self-play workers hand in a finished step with :meth:`submit`: records,
+    statistics and sample PTN in one call, so a worker lost between two calls can never leave
+    counted positions that are not in the buffer (or the reverse); the driver takes the
+    statistics and games with :meth:`drain` and writes them."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.inbox_stats: list[dict[str, float]] = []
+        self.inbox_games: list[str] = []
+        #: positions received per self-play stream (game id >> 32)
+        self.sources: dict[tuple[int, int], int] = {}
+
+    def submit(self, records: Any, stats: dict[str, float], ptn: list[str] | None = None) -> bool:
+        """Add ``records`` (may be None) with the step's ``stats`` and sample games. Returns False,
+        keeping nothing, when the buffer refuses the records (backpressure: the worker retries
+        the same call later)."""
+        if records is not None and len(records):
+            if not self.add(records, int(stats.get("count/games", 0))):
+                return False
+            ids = records.game_id
+            streams, counts = np.unique(ids >> 32, return_counts=True)
+            for stream, n in zip(streams.tolist(), counts.tolist(), strict=True):
+                self.sources[stream] = self.sources.get(stream, 0) + n
+        elif stats.get("count/games"):
+            self.games_added += int(stats["count/games"])
+        if stats:
+            self.inbox_stats.append(stats)
+        if ptn:
+            self.inbox_games.extend(ptn)
+        return True
 
     def drain(self) -> tuple[list[dict[str, float]], list[str]]:
-        stats, games = self.stats, self.games
-        self.stats, self.games = [], []
+        """The statistics and sample games received since the last call."""
+        stats, games = self.inbox_stats, self.inbox_games
+        self.inbox_stats, self.inbox_games = [], []
         return stats, games
+
+    def drain_with_state(self) -> tuple[list[dict[str, float]], list[str], dict[str, Any]]:
+        """:meth:`drain` and :meth:`state_dict` in one call (for a checkpoint: no step can be
+        handed in between, so the counters and the buffer agree)."""
+        stats, games = self.drain()
+        return stats, games, self.state_dict()
+
+    def positions_by_source(self) -> dict[tuple[int, int], int]:
+        """Positions received per self-play stream (see :meth:`Coordinator.new_stream`)."""
+        return dict(self.sources)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,8 +190,9 @@ class Coordinator:
 
 class SelfPlayActor:
     """Ray actor around :class:`takzero.pipeline.selfplay.SelfPlayWorker`: plays until told to stop,
-    refreshing weights when a new generation appears, pushing finished games to the replay buffer
-    (waiting while the buffer says it is too far ahead of the trainer)."""
+    refreshing weights when a new generation appears (one object-store read per generation),
+    handing each step's finished games to the replay actor (waiting while the buffer says it is
+    too far ahead of the trainer). It reads and writes no file."""
 
     def __init__(self, cfg: TrainConfig, worker_id: int) -> None:
         torch.set_num_threads(cfg.selfplay.threads)
@@ -106,36 +201,31 @@ class SelfPlayActor:
         self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
 
     def run(self, coordinator: Any, replay: Any) -> int:
-        """Play until the coordinator says stop; returns the games finished. The worker is built
-        here, with a random stream the coordinator hands out, so a restarted actor (whose task
-        Ray retries) plays new games rather than the ones its first life played."""
+        """Play until the coordinator says stop; returns the games this process finished. The
+        worker is built here, with a random stream the coordinator hands out, so a restarted
+        actor (whose task Ray retries) plays new games rather than the ones its first life played."""
         import ray
 
         from takzero.pipeline.selfplay import SelfPlayWorker
 
-        stream = ray.get(coordinator.new_stream.remote())
+        stream = ray.get(coordinator.new_stream.remote(self.worker_id))
         self.worker = SelfPlayWorker(self.cfg, self.worker_id, stream=stream)
         generation = -1
-        pending = None  # records refused by the buffer, retried before playing on
-        reports: list[dict[str, float]] = []  # statistics not yet handed to the coordinator
-        samples: list[str] = []
+        pending = None  # a step refused by the buffer, retried before playing on
         last_check = 0.0
         paused = False
         while True:
             now = time.monotonic()
             if now - last_check > 1.0:
                 last_check = now
-                stop, paused, w = ray.get(
-                    coordinator.exchange.remote(self.kind, generation, reports, samples)
-                )
-                reports, samples = [], []
-                if stop:  # every game added to the buffer has been reported
+                stop, paused, w = ray.get(coordinator.exchange.remote(self.kind, generation))
+                if stop:  # every finished step was handed in with its statistics
                     return self.worker.games_finished
                 if w is not None:
                     generation = w[0]
-                    self.worker.set_weights(w[1], generation)
+                    self.worker.set_weights(ray.get(w[1][0]), generation)
             if pending is not None:
-                if ray.get(replay.add.remote(pending[0], pending[1])):
+                if ray.get(replay.submit.remote(*pending)):
                     pending = None
                 else:
                     time.sleep(0.2)
@@ -144,40 +234,138 @@ class SelfPlayActor:
                 time.sleep(0.2)
                 continue
             records, stats, ptn = self.worker.play_step()
-            if stats:
-                reports.append(stats)
-                samples.extend(ptn)
-            if records is not None and len(records):
-                games = int(stats.get("count/games", 0))
-                if not ray.get(replay.add.remote(records, games)):
-                    pending = (records, games)
+            if records is not None or stats or ptn:
+                if not ray.get(replay.submit.remote(records, stats, ptn)):
+                    pending = (records, stats, ptn)
 
 
-def remote_selfplay_actor(num_gpus: float = 0.0) -> Any:
-    """The Ray actor class of a self-play worker: one CPU (and ``num_gpus``), restarted by Ray
-    when its process dies, with its ``run`` task retried on the new process."""
+def remote_selfplay_actor(num_gpus: float = 0.0, resources: dict[str, float] | None = None) -> Any:
+    """The Ray actor class of a self-play worker with the options of
+    :func:`takzero.pipeline.placement.selfplay_options` (one CPU, ``num_gpus``, the custom
+    ``resources``; restarted by Ray when its process or node dies, its ``run`` task retried)."""
     import ray
 
-    return ray.remote(num_cpus=1, num_gpus=num_gpus, max_restarts=-1, max_task_retries=-1)(
-        SelfPlayActor
-    )
+    from takzero.pipeline.placement import selfplay_options
+
+    return ray.remote(SelfPlayActor).options(**selfplay_options(resources or {}, num_gpus))
 
 
 class EvaluatorActor:
     """Ray actor that plays a candidate generation against the incumbent (gating) and against the
-    fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer."""
+    fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer; it reads no
+    file of the run or of the checkout: weights come as object-store references, the files of
+    ``model:PATH`` baselines as bytes read by the driver (``model_files``), copied into a private
+    temporary folder on the evaluator's node."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
+    def __init__(self, cfg: TrainConfig, model_files: dict[str, bytes] | None = None) -> None:
         from takzero.pipeline.gating import GatingEvaluator
 
         torch.set_num_threads(1)
-        self.evaluator = GatingEvaluator(cfg)
+        local = localize_model_specs(cfg.evaluator.baselines, model_files or {})
+        self.evaluator = GatingEvaluator(cfg, baseline_specs=local)
 
     def evaluate(
         self,
-        candidate: tuple[int, dict[str, torch.Tensor]],
-        incumbent: tuple[int, dict[str, torch.Tensor]],
+        candidate_generation: int,
+        candidate: dict[str, torch.Tensor],
+        incumbent_generation: int,
+        incumbent: dict[str, torch.Tensor],
         play_baselines: bool,
         seed: int | None = None,
     ) -> dict[str, Any]:
-        return self.evaluator.evaluate(candidate, incumbent, play_baselines, seed)
+        """:meth:`GatingEvaluator.evaluate` of the two generations (pass ObjectRefs: Ray resolves
+        them from the node's object store). The candidate's weights are not sent back (the
+        driver has them)."""
+        out = self.evaluator.evaluate(
+            (candidate_generation, candidate), (incumbent_generation, incumbent), play_baselines, seed
+        )
+        out.pop("candidate_weights", None)
+        return out
+
+
+def model_spec_files(specs: list[str]) -> dict[str, bytes]:
+    """Driver side: the bytes of each ``model:PATH[:N]`` file among ``specs`` (by PATH), for an
+    evaluator that may run on a node without the file. Raises OSError for an unreadable file."""
+    from takzero.players.registry import model_spec_path
+
+    out: dict[str, bytes] = {}
+    for spec in specs:
+        path = model_spec_path(spec)
+        if path is not None:
+            out[path] = Path(path).read_bytes()
+    return out
+
+
+def localize_model_specs(specs: list[str], files: dict[str, bytes]) -> list[str]:
+    """Evaluator side: ``specs`` with each ``model:PATH`` whose bytes are in ``files`` rewritten
+    to a copy in a private temporary folder (same file name, so labels and player names stay),
+    never in the run folder. Other specs are returned as they are."""
+    if not files:
+        return list(specs)
+    from takzero.players.registry import model_spec_path
+
+    folder = Path(tempfile.mkdtemp(prefix="takzero-models-"))
+    out = []
+    for spec in specs:
+        path = model_spec_path(spec)
+        if path is None or path not in files:
+            out.append(spec)
+            continue
+        local = folder / str(len(out)) / Path(path).name
+        local.parent.mkdir(parents=True)
+        local.write_bytes(files[path])
+        out.append(spec.replace(path, str(local), 1))
+    return out
+
+
+class SelfPlayPool:
+    """The run's self-play workers and their ``run`` tasks (driver side).
+
+    Ray restarts a worker whose process or node died (``max_restarts=-1``) and retries its task;
+    :meth:`check` surfaces a worker that failed in our own code (the exception is raised), and
+    replaces one that Ray gave up on (``ActorDiedError`` / ``ActorUnavailableError``) with a new
+    actor of the same worker id. Its game in flight is lost; what it handed in before stays.
+    """
+
+    def __init__(self, cfg: TrainConfig, options: dict[str, Any], coordinator: Any, replay: Any) -> None:
+        import ray
+
+        self.cfg = cfg
+        self.cls = ray.remote(SelfPlayActor).options(**options)
+        self.coordinator = coordinator
+        self.replay = replay
+        self.workers: list[Any] = []
+        self.tasks: list[Any] = []
+        self.replaced = 0
+        for i in range(cfg.selfplay.workers):
+            w = self.cls.remote(cfg, i)
+            self.workers.append(w)
+            self.tasks.append(w.run.remote(coordinator, replay))
+
+    def check(self) -> None:
+        """Raise the error of a worker task that failed in takzero's code; replace a worker whose
+        actor is gone for good. Never waits."""
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        for i, t in enumerate(self.tasks):
+            ready, _ = ray.wait([t], timeout=0)
+            if not ready:
+                continue
+            try:
+                ray.get(t)
+            except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
+                log.warning("self-play worker %d lost (%s); starting a new one", i, type(e).__name__)
+                self.replaced += 1
+                w = self.cls.remote(self.cfg, i)
+                self.workers[i] = w
+                self.tasks[i] = w.run.remote(self.coordinator, self.replay)
+
+    def finish(self, timeout_s: float = 60.0) -> None:
+        """After the coordinator's stop: wait up to ``timeout_s`` for the tasks of the live
+        workers to return (one that waits for a node never comes), then kill every worker."""
+        import ray
+
+        ray.wait(self.tasks, num_returns=len(self.tasks), timeout=timeout_s)
+        for w in self.workers:
+            ray.kill(w)

@@ -104,10 +104,16 @@ class GatingEvaluator:
         cfg: the run's :class:`takzero.config.TrainConfig` (board, ``selfplay.ply_limit``,
             ``evaluator.*``; the network from ``cfg.model_config()``, the search from
             ``cfg.evaluation_search_config()`` and ``cfg.evaluation_simulations()``).
+        baseline_specs: the player specs actually built for ``evaluator.baselines``, one per
+            entry (default: those entries); the evaluator actor passes local copies of
+            ``model:PATH`` files here. Labels always come from ``evaluator.baselines``.
     """
 
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: Any, baseline_specs: list[str] | None = None) -> None:
         self.cfg = cfg
+        self.baseline_specs = list(cfg.evaluator.baselines) if baseline_specs is None else list(baseline_specs)
+        if len(self.baseline_specs) != len(cfg.evaluator.baselines):
+            raise ValueError("baseline_specs must have one spec per evaluator.baselines entry")
         self.model_config = cfg.model_config()
         self.start = Position.start(
             cfg.board.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
@@ -186,9 +192,9 @@ class GatingEvaluator:
                 g.to_ptn() for g in match.games
             )
         if play_baselines:
-            for spec in e.baselines:
+            for spec, built in zip(e.baselines, self.baseline_specs, strict=True):
                 label = spec_label(spec)
-                player = baseline_player(spec, e.uct_simulations, seed)
+                player = baseline_player(built, e.uct_simulations, seed)
                 pairs = e.baseline_games // 2
                 openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
                 match = play_match(cand_side, player, self.start, openings, ply_limit, seed)

@@ -1,8 +1,11 @@
 """One training run in the driver process (``python -m takzero.train`` calls :func:`run_training`).
 
 Builds the Ray actor graph of ``design.md``: a coordinator (weights of the promoted and latest
-generations, stop flag, self-play statistics), the replay buffer, N self-play workers and one
-evaluator; the trainer runs in the driver. Everything lands in ``checkpoints/<run_name>/``:
+generations, stop flag), the replay actor (buffer, shards, self-play statistics), N self-play
+workers and one evaluator; the trainer runs in the driver. The coordinator and the replay actor are
+pinned to the driver's node, self-play and the evaluator go anywhere
+(``takzero.pipeline.placement``, ``docs/cluster.md``), so only the driver's node writes the run
+folder. Everything lands in ``checkpoints/<run_name>/``:
 
 ====================  ========================================================================
 ``config.yaml``       the resolved, validated config
@@ -28,8 +31,9 @@ the newest readable checkpoint, exactly:
   self-play actor start (a resume, or a Ray restart of a crashed actor) takes a new stream and
   game-id prefix (``Coordinator.new_stream``, counted from ``launches``), and each evaluation draws
   its openings from (seed, launch, generation), so no resumed run replays earlier games;
-* counters: drained from the workers before every checkpoint (the final one after the workers have
-  stopped); positions and games in replay shards written after the checkpoint count too;
+* counters: the workers hand in each step's statistics with its records (``ReplayActor.submit``);
+  every checkpoint drains them in the same replay-actor call that reads the buffer's state (the
+  final one after the workers have stopped); positions and games in replay shards written after the checkpoint count too;
 * ``best.pt`` only ever holds a gated model: every checkpoint carries the promoted weights, which
   rebuild ``best.pt`` if it is missing or damaged;
 * temp files of writes that a kill interrupted are removed at start.
@@ -46,7 +50,9 @@ import os
 import shlex
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +61,14 @@ import torch
 from omegaconf import OmegaConf
 
 from takzero.config import TrainConfig
-from takzero.pipeline.actors import Coordinator, EvaluatorActor, remote_selfplay_actor
+from takzero.pipeline.actors import (
+    Coordinator,
+    EvaluatorActor,
+    PublishedWeights,
+    ReplayActor,
+    SelfPlayPool,
+    model_spec_files,
+)
 from takzero.pipeline.checkpoints import (
     CheckpointError,
     atomic_torch_save,
@@ -65,6 +78,14 @@ from takzero.pipeline.checkpoints import (
     prune_checkpoints,
     remove_stale_temp_files,
 )
+from takzero.pipeline.placement import (
+    check_resources,
+    cluster_gpus,
+    driver_node_id,
+    evaluator_options,
+    on_node,
+    selfplay_options,
+)
 from takzero.pipeline.progress import (
     RunReporter,
     Snapshot,
@@ -73,7 +94,6 @@ from takzero.pipeline.progress import (
     resume_command,
     summary_lines,
 )
-from takzero.pipeline.replay import ReplayBuffer
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
 
@@ -90,7 +110,9 @@ def _init_ray(cfg: TrainConfig) -> None:
 
     if ray.is_initialized():
         return
-    runtime_env = {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning"}}
+    extra = dict(cfg.ray.runtime_env or {})
+    env_vars = {"PYTHONWARNINGS": "ignore::DeprecationWarning", **extra.pop("env_vars", {})}
+    runtime_env = {**extra, "env_vars": env_vars}
     # Task events (for Ray's dashboard and state API, which a run does not use) are kept in the
     # GCS for every remote call: off, so the GCS does not grow with the calls of a long run.
     system_config = {"task_events_report_interval_ms": 0, "enable_timeline": False}
@@ -123,6 +145,10 @@ def _summarise(stats: list[dict[str, float]]) -> dict[str, float]:
         else:
             out[k] = float(np.mean(vals))
     return out
+
+
+#: Seconds the end of a run waits for a pending evaluation (its actor may wait for a lost node).
+EVAL_WAIT_AT_END_S = 600.0
 
 
 class RunDirError(RuntimeError):
@@ -219,6 +245,10 @@ class Run:
         self.launch = 0
         self.reporter: RunReporter | None = None
         self.scalars: ScalarLog | None = None
+        #: called once the actors are created (tests use it to act on a running run)
+        self.on_started: Callable[[], None] | None = None
+        self.pool: SelfPlayPool | None = None
+        self.replay: Any = None
 
     def minutes(self) -> float:
         """Training minutes over all sessions of the run."""
@@ -403,8 +433,12 @@ class Run:
             _log_hparams(writer, cfg)
 
         _init_ray(cfg)
-        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote(self.launch * STREAMS_PER_LAUNCH)
-        replay = ray.remote(ReplayBuffer).options(num_cpus=0).remote(**cfg.replay_kwargs(self.run_dir))
+        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
+        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
+        # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
+        here = on_node(driver_node_id())
+        coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(self.launch * STREAMS_PER_LAUNCH)
+        replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
         rstate = state.get("replay") if state else None
         loaded = ray.get(replay.load.remote(rstate))
         rstats = ray.get(replay.stats.remote())
@@ -420,18 +454,27 @@ class Run:
         reporter.start = self._snapshot(trainer)
 
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
+        # Weights go to the object store once per generation; actors share the reference.
+        self.weights = PublishedWeights()
         promoted = self._load_best(trainer, promoted_gen, state)
-        ray.get(coordinator.publish.remote("promoted", promoted[0], promoted[1]))
-        ray.get(coordinator.publish.remote("latest", trainer.generation, _cpu_state(trainer)))
+        self.weights.publish(coordinator, "promoted", *promoted)
+        self.weights.publish(coordinator, "latest", trainer.generation, _cpu_state(trainer))
+        ray.get(coordinator.generation.remote("latest"))
 
-        gpus = torch.cuda.device_count() if cfg.device != "cpu" else 0
+        gpus = cluster_gpus() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
-        actor_cls = remote_selfplay_actor(share)
-        workers = [actor_cls.remote(cfg, i) for i in range(cfg.selfplay.workers)]
-        worker_tasks = [w.run.remote(coordinator, replay) for w in workers]
-        evaluator = ray.remote(num_cpus=0, max_restarts=1)(EvaluatorActor).remote(cfg)
+        pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share), coordinator, replay)
+        evaluator = (
+            ray.remote(EvaluatorActor)
+            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
+            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
+        )
         eval_task = None
         first_games_said = False
+        eval_candidate: tuple[int, dict[str, torch.Tensor]] | None = None
+        self.pool, self.replay = pool, replay
+        if self.on_started is not None:
+            self.on_started()
 
         previous_handler = signal.getsignal(signal.SIGINT)
 
@@ -441,8 +484,10 @@ class Run:
             self.stop_requested = True  # only flags here: printing could re-enter a print
             self.stop_reason = "interrupted (Ctrl-C or SIGTERM)"
 
-        signal.signal(signal.SIGINT, _on_sigint)
-        signal.signal(signal.SIGTERM, _on_sigint)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if in_main_thread:  # a run driven from another thread is stopped with stop_requested
+            signal.signal(signal.SIGINT, _on_sigint)
+            signal.signal(signal.SIGTERM, _on_sigint)
         last_log = time.monotonic()
         steps_at_log = trainer.step
         samples_per_s = 0.0
@@ -458,9 +503,9 @@ class Run:
                             scalars.add(k, v, trainer.step)
                     if trainer.step % cfg.train.checkpoint_every == 0:
                         trainer.generation += 1
-                        self._checkpoint(trainer, replay, coordinator, promoted)
+                        self._checkpoint(trainer, replay, promoted)
                         latest = (trainer.generation, _cpu_state(trainer))
-                        coordinator.publish.remote("latest", *latest)
+                        self.weights.publish(coordinator, "latest", *latest)
                         if cfg.evaluator.gating == "off":
                             promoted = latest
                             self._promote(promoted, coordinator)
@@ -469,21 +514,25 @@ class Run:
                         if eval_task is None:
                             every = cfg.evaluator.baseline_every
                             baselines = every > 0 and trainer.generation % every == 0
+                            eval_candidate = latest
                             eval_task = evaluator.evaluate.remote(
-                                latest, promoted, baselines, seed=self._eval_seed(latest[0])
-                            )
+                                latest[0], self.weights.ref(latest[1]),
+                                promoted[0], self.weights.ref(promoted[1]), baselines,
+                                seed=self._eval_seed(latest[0]),
+                            )  # fmt: skip
                 if eval_task is not None:
                     ready, _ = ray.wait([eval_task], timeout=0)
                     if ready:
-                        result = ray.get(eval_task)
+                        result = self._eval_result(eval_task, eval_candidate)
                         eval_task = None
-                        promoted = self._gating(result, promoted, coordinator, trainer)
+                        if result is not None:
+                            promoted = self._gating(result, promoted, coordinator, trainer)
                 now = time.monotonic()
                 if now - last_log >= cfg.log_every_s:
                     samples_per_s = (trainer.step - steps_at_log) * cfg.train.batch_size / (now - last_log)
                     steps_at_log = trainer.step
                     last_log = now
-                    self._drain(coordinator, trainer.step)
+                    self._drain(replay, trainer.step)
                     rstats = ray.get(replay.stats.remote())
                     for k, v in rstats.items():
                         scalars.add(k, v, trainer.step)
@@ -493,39 +542,37 @@ class Run:
                         reporter.line(f"self-play: under way after {reporter.session_seconds():.0f} s "
                                       "(kernels ready, first searches done)")  # fmt: skip
                     reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
-                    for t in worker_tasks:
-                        ready, _ = ray.wait([t], timeout=0)
-                        if ready:
-                            ray.get(t)  # surfaces a worker that failed for good
+                    pool.check()  # raises a worker's own error; replaces a worker gone for good
             # At the normal end, let a pending evaluation finish so the run ends with a gating
             # decision; after Ctrl-C, stop at once (the checkpoint below keeps the work).
             if eval_task is not None and not self.stop_requested:
                 reporter.line("waiting for the last evaluation to finish (Ctrl-C skips it; the "
                               "final checkpoint follows)")  # fmt: skip
-                while not self.stop_requested and not ray.wait([eval_task], timeout=1.0)[0]:
+                end = time.monotonic() + EVAL_WAIT_AT_END_S
+                while not self.stop_requested and time.monotonic() < end and not ray.wait([eval_task], timeout=1.0)[0]:
                     pass
                 if not self.stop_requested:
-                    promoted = self._gating(ray.get(eval_task), promoted, coordinator, trainer)
+                    result = self._eval_result(eval_task, eval_candidate)
+                    if result is not None:
+                        promoted = self._gating(result, promoted, coordinator, trainer)
                 eval_task = None
         finally:
-            signal.signal(signal.SIGINT, previous_handler)
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous_handler)
             if self.stop_requested:
                 reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary")
             if not self.stop_reason:
                 self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.games) or "error"
             ray.get(coordinator.stop.remote())
-            try:  # the workers finish their step and report it before the final checkpoint
-                ray.get(worker_tasks, timeout=60)
-            except Exception:  # noqa: BLE001 - workers are being torn down
-                pass
+            # Workers first: after they stopped nothing reaches the buffer, so the final
+            # checkpoint (which drains the statistics first) and the buffer agree exactly.
+            pool.finish()
             try:
-                self._checkpoint(trainer, replay, coordinator, promoted)
+                self._checkpoint(trainer, replay, promoted)
             except Exception:  # pragma: no cover - best effort at shutdown
                 log.exception("final checkpoint failed")
             scalars.flush()
             writer.close()
-            for w in workers:
-                ray.kill(w)
             ray.kill(evaluator)
             ray.kill(replay)
             ray.kill(coordinator)
@@ -604,25 +651,26 @@ class Run:
 
     def _promote(self, promoted: tuple[int, dict[str, torch.Tensor]], coordinator: Any) -> None:
         self._save_best(*promoted)
-        coordinator.publish.remote("promoted", *promoted)
+        self.weights.publish(coordinator, "promoted", *promoted)
 
     def _checkpoint(
         self,
         trainer: Trainer,
         replay: Any,
-        coordinator: Any,
         promoted: tuple[int, dict[str, torch.Tensor]],
     ) -> None:
-        """Drain the workers' statistics, write every pending scalar and flush TensorBoard, then
+        """Drain the workers' statistics (from the replay actor), write every pending scalar and flush TensorBoard, then
         write ``ckpt_<step>.pt`` (trainer, replay counters and RNG, run counters, the promoted
         weights) and prune old checkpoints."""
         import ray
 
-        self._drain(coordinator, trainer.step)
+        # One replay-actor call: the statistics drained and the buffer's state agree exactly.
+        stats, games, rstate = ray.get(replay.drain_with_state.remote())
+        self._drain(replay, trainer.step, (stats, games))
         assert self.scalars is not None
         self.scalars.flush()
         state = trainer.state_dict()
-        state["replay"] = ray.get(replay.state_dict.remote())
+        state["replay"] = rstate
         state["run"] = {
             "games": self.games,
             "positions": self.positions,
@@ -672,12 +720,32 @@ class Run:
             self.best_scores = scores
         return promoted
 
-    def _drain(self, coordinator: Any, step: int) -> None:
+    def _eval_result(
+        self, task: Any, candidate: tuple[int, dict[str, torch.Tensor]] | None
+    ) -> dict[str, Any] | None:
+        """The evaluation's result with the candidate's weights (kept here, not sent back), or
+        None when the evaluator was lost with its node or process (Ray restarts it; the next
+        generation is evaluated) or has not answered."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            result = ray.get(task, timeout=0)
+        except (RayActorError, GetTimeoutError) as e:
+            log.warning("evaluation dropped: the evaluator was lost or did not answer (%s)", type(e).__name__)
+            return None
+        if candidate is not None:
+            result["candidate_weights"] = candidate[1]
+        return result
+
+    def _drain(self, replay: Any, step: int, drained: tuple[list[dict[str, float]], list[str]] | None = None) -> None:
+        """Write the self-play statistics and sample games the replay actor received since the
+        last call (the workers hand them in with their records)."""
         import ray
 
         assert self.scalars is not None
         add = self.scalars.add
-        stats, games = ray.get(coordinator.drain.remote())
+        stats, games = drained if drained is not None else ray.get(replay.drain.remote())
         for s in stats:  # games and positions in flight: the latest report of each worker
             if "inflight/stream" in s:
                 self.inflight[s["inflight/stream"]] = (s["inflight/games"], s["inflight/positions"])

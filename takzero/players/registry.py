@@ -65,14 +65,19 @@ def _parse_uct(arg: str | None) -> int | None:
     return _count(arg)  # "uct:" (nothing after the colon) is an error, not the default
 
 
+def _split_model_arg(arg: str) -> tuple[str, str | None]:
+    """``PATH[:N]`` -> (PATH, N text or None): the last ``:N`` is the count when it is digits."""
+    path, colon, last = arg.rpartition(":")
+    if colon and last.isdigit():
+        return path, last
+    return arg, None
+
+
 def _parse_model(arg: str | None) -> tuple[str, int | None]:
     if not arg:
         raise ValueError("'model' needs a path: model:PATH or model:PATH:N")
-    path, colon, last = arg.rpartition(":")
-    if colon and last.isdigit():
-        sims: int | None = _count(last)
-    else:
-        path, sims = arg, None
+    path, count = _split_model_arg(arg)
+    sims = _count(count) if count is not None else None
     if not Path(path).is_file():
         raise ValueError(f"model file not found: {path}")
     return path, sims
@@ -161,6 +166,15 @@ def make_player(spec: str, seed: int = 0, simulations: int | None = None) -> Bas
     return kind.build(parsed, seed, simulations)
 
 
+def model_spec_path(spec: str) -> str | None:
+    """The PATH of a ``model:PATH[:N]`` spec (not checked: the file may be on another machine),
+    None for a spec of another kind or without a path."""
+    name, colon, arg = str(spec).partition(":")
+    if name.strip().lower() != "model" or not colon or not arg:
+        return None
+    return _split_model_arg(arg)[0]
+
+
 def spec_label(spec: str) -> str:
     """A short name of a spec for file names and TensorBoard tags: the spec without colons
     (``uct:200`` -> ``uct200``); a model spec uses the file's stem (``model:runs/g5.pt:100`` ->
@@ -178,6 +192,7 @@ __all__ = [
     "check_spec",
     "help_text",
     "make_player",
+    "model_spec_path",
     "spec_label",
     "spec_syntax",
 ]
