@@ -260,9 +260,13 @@ class Checks:
             p0, t0 = ray.get(replay.positions_by_source.remote()), time.perf_counter()
             time.sleep(burst)
             p1, dt = ray.get(replay.positions_by_source.remote()), time.perf_counter() - t0
+            streams = ray.get(coordinator.streams.remote())  # stream -> worker id
             ray.get(coordinator.stop.remote())
             pool.finish(timeout_s=120)
-            per_worker = {str(w): round((p1.get((w, 0), 0) - p0.get((w, 0), 0)) / dt, 1) for w in (0, 1)}
+            per_worker = {
+                str(w): round(sum(p1.get(st, 0) - p0.get(st, 0) for st, sw in streams.items() if sw == w) / dt, 1)
+                for w in (0, 1)
+            }
         finally:
             ray.shutdown()
         ok = all(v > 0 for v in per_worker.values()) and gpu["cuda"] == self.cuda
