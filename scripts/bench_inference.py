@@ -23,6 +23,13 @@ medians over repeats of at least ``--min-time`` seconds in all.
     python scripts/bench_inference.py                  # CPU, and CUDA when available
     python scripts/bench_inference.py --batches 1 256 --device cpu --threads 2
     python scripts/bench_inference.py --features --threads 2      # feature versions 1 and 2
+    python scripts/bench_inference.py --softmax --threads 1       # masked softmax: torch vs compiled
+
+* ``masked_softmax`` (``--softmax``, alone): the masked softmax over the action space on the real
+  legal masks of random mid-game positions, torch (``model.masked_softmax``, what the CPU
+  evaluator used before) against the compiled loop (``inference.masked_softmax_np``), timed
+  alternately in one run: ``{"bench", "size", "actions", "batch", "torch_ms", "compiled_ms",
+  "speedup", "max_abs_diff", "threads", "loadavg_1min"}``.
 """
 
 from __future__ import annotations
@@ -44,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from takzero.nn.actions import legal_mask, num_actions  # noqa: E402
 from takzero.nn.features import FEATURE_VERSIONS, encode, new_planes, random_states  # noqa: E402
-from takzero.nn.inference import Evaluator  # noqa: E402
-from takzero.nn.model import ModelConfig, model_from_config, total_loss  # noqa: E402
+from takzero.nn.inference import Evaluator, masked_softmax_np  # noqa: E402
+from takzero.nn.model import ModelConfig, masked_softmax, model_from_config, total_loss  # noqa: E402
 
 
 def timeit(fn: Callable[[], object], min_time: float, sync: Callable[[], None]) -> float:
@@ -86,11 +93,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=6)
     parser.add_argument("--no-train", action="store_true", help="skip the train_step figure")
     parser.add_argument("--features", action="store_true", help="only the feature_cost lines")
+    parser.add_argument("--softmax", action="store_true", help="only the masked_softmax lines")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.features:
         bench_features(args.min_time)
+        return
+    if args.softmax:
+        bench_softmax(args.min_time, tuple(args.batches))
         return
     size = args.size
     cfg = ModelConfig(size=size)
@@ -209,6 +220,35 @@ def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> Non
                     "loadavg_1min": round(os.getloadavg()[0], 2),
                 }  # fmt: skip
                 print(json.dumps(line), flush=True)
+
+
+def bench_softmax(min_time: float, batches: tuple[int, ...]) -> None:
+    """``masked_softmax`` lines for sizes 5 and 6 (see the module docstring): the two versions are
+    timed in alternation, three rounds each, and the medians compared."""
+    rng = np.random.default_rng(0)
+    for size in (5, 6):
+        a = num_actions(size)
+        states_all = random_states(size, max(batches), seed=2, min_plies=2 * size, max_plies=10 * size)
+        for b in batches:
+            mask = np.zeros((b, a), bool)
+            legal_mask(states_all[:b], mask)
+            logits = rng.normal(size=(b, a)).astype(np.float32)
+            lt, mt = torch.from_numpy(logits), torch.from_numpy(mask)
+            ref = masked_softmax(lt, mt).numpy()
+            diff = float(np.abs(ref - masked_softmax_np(logits, mask)).max())
+            t_torch: list[float] = []
+            t_comp: list[float] = []
+            for _ in range(3):
+                t_torch.append(timeit(partial(masked_softmax, lt, mt), min_time / 3, _no_sync))
+                t_comp.append(timeit(partial(masked_softmax_np, logits, mask), min_time / 3, _no_sync))
+            tt, tc = statistics.median(t_torch), statistics.median(t_comp)
+            line = {
+                "bench": "masked_softmax", "size": size, "actions": a, "batch": b,
+                "torch_ms": round(1e3 * tt, 3), "compiled_ms": round(1e3 * tc, 3),
+                "speedup": round(tt / tc, 2), "max_abs_diff": diff, "threads": torch.get_num_threads(),
+                "loadavg_1min": round(os.getloadavg()[0], 2),
+            }  # fmt: skip
+            print(json.dumps(line), flush=True)
 
 
 def _no_sync() -> None:

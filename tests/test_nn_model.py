@@ -133,6 +133,8 @@ def test_masked_softmax_properties() -> None:
     assert p.dtype == torch.float32 and not torch.isnan(p).any()
     with pytest.raises(ValueError):
         masked_softmax(logits, mask[:, :10])
+    with pytest.raises(ValueError):
+        masked_softmax_np(logits.numpy(), mask.numpy()[:, :10])
 
 
 def test_masked_softmax_matches_plain_softmax_on_legal_entries() -> None:

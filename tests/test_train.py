@@ -188,7 +188,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
 
     cfg = load_config(_cfg(**{"replay.min_positions": 50, "replay.max_ahead": 100,
                               "selfplay.games_per_worker": 8, "mcts.simulations": 4}))  # fmt: skip
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         coordinator = ray.remote(Coordinator).remote()
         replay = ray.remote(ReplayBuffer).remote(

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 from torch import nn
@@ -214,15 +215,47 @@ def _cpu_eval_copy(model: TakNet) -> TakNet:
     return fresh.eval()
 
 
+@numba.njit(cache=True, nogil=True)
+def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` (B, A) float32 with the softmax of ``logits`` (B, A) float32 over the entries
+    where ``mask`` (B, A) bool is True, 0 elsewhere; an all-masked row (or one whose legal logits
+    are all -inf) is all zeros. One fused pass per row: no (B, A) temporaries."""
+    b_rows, a_cols = logits.shape
+    for b in range(b_rows):
+        mx = -np.inf
+        for a in range(a_cols):
+            if mask[b, a] and logits[b, a] > mx:
+                mx = logits[b, a]
+        if not np.isfinite(mx):
+            mx = 0.0
+        s = 0.0
+        for a in range(a_cols):
+            if mask[b, a]:
+                e = np.exp(np.float32(logits[b, a] - mx))
+                out[b, a] = e
+                s += e
+            else:
+                out[b, a] = 0.0
+        if s > 0.0:
+            inv = np.float32(1.0 / s)
+            for a in range(a_cols):
+                if mask[b, a]:
+                    out[b, a] *= inv
+
+
 def masked_softmax_np(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """NumPy twin of ``model.masked_softmax``: (B, A) float logits, (B, A) bool mask -> (B, A)
-    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal."""
-    x = np.where(mask, logits.astype(np.float32, copy=False), np.float32(-np.inf))
-    mx = x.max(axis=-1, keepdims=True)
-    mx = np.where(np.isfinite(mx), mx, np.float32(0.0))
-    e = np.exp(x - mx)
-    s = e.sum(axis=-1, keepdims=True)
-    return (e / np.where(s > 0, s, np.float32(1.0))).astype(np.float32, copy=False)
+    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal.
+    A compiled loop (``_masked_softmax_rows``): on 6x6 (A = 9,036) it is several times faster
+    than the six (B, A) passes of the torch version, which took a fifth of a self-play worker's
+    time (``scripts/bench_inference.py --softmax``)."""
+    logits = np.ascontiguousarray(logits, dtype=np.float32)
+    mask = np.ascontiguousarray(mask, dtype=np.bool_)
+    if logits.ndim != 2 or logits.shape != mask.shape:
+        raise ValueError(f"logits {logits.shape} and mask {mask.shape} must be the same (B, A)")
+    out = np.empty(logits.shape, np.float32)
+    _masked_softmax_rows(logits, mask, out)
+    return out
 
 
 def _softmax_np(x: np.ndarray) -> np.ndarray:
@@ -447,10 +480,13 @@ class Evaluator:
             m = torch.as_tensor(masks).to(self.device, dtype=torch.bool, non_blocking=nb)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
                 logits, wdl_logits, _ = self.model(x)
-            priors = masked_softmax(logits.float(), m)
             wdl = torch.softmax(wdl_logits.float(), dim=-1)
             values = wdl[:, 0] - wdl[:, 2]
-            return priors.cpu().numpy(), values.cpu().numpy(), wdl.cpu().numpy()
+            if self.device.type == "cpu":  # the compiled loop: one pass instead of six
+                priors = masked_softmax_np(logits.float().numpy(), m.numpy())
+            else:
+                priors = masked_softmax(logits.float(), m).cpu().numpy()
+            return priors, values.cpu().numpy(), wdl.cpu().numpy()
 
     def __call__(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Same as ``evaluate``."""

@@ -63,7 +63,10 @@ def _init_ray(cfg: TrainConfig) -> None:
     if cfg.ray.address:
         ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
     else:
+        # address="local": always a new local instance, never a cluster that `ray start` left
+        # running on this machine (ray.init() without an address would join the latest one).
         ray.init(
+            address="local",
             num_cpus=cfg.ray.num_cpus,
             num_gpus=cfg.ray.num_gpus,
             include_dashboard=False,

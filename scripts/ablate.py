@@ -1,0 +1,202 @@
+"""The fixed-compute protocol of docs/ablations.md: train one variant for a fixed wall time, play it
+against a fixed reference network on paired openings, append one row to the ablation table.
+
+    python scripts/ablate.py --name baseline
+    python scripts/ablate.py --name gumbel16 -- mcts.gumbel=true mcts.simulations=16
+    python scripts/ablate.py --name gumbel16 --eval-only          # re-evaluate a finished run
+
+Protocol (defaults): ``python -m takzero.train +config=5x5_cpu train.max_minutes=30`` with the
+variant's overrides, in ``--root``/``--name`` (run it again with the same name to continue a
+run that was stopped); then the run's ``best.pt`` plays ``--pairs`` random 2-ply openings, each
+with both colours, at ``--simulations`` PUCT simulations per move against ``model:REFERENCE``
+at the same simulations (``takzero.evaluate``: no noise, most visited move, tinuë checks at
+both roots). The result is printed as one JSON line, saved as ``ablation.json`` in the run
+folder, and appended to ``--table`` as a Markdown row: W-D-L, score with its Wilson 95%
+interval, Elo with its pentanomial 95% interval (``takzero.matches.stats``), positions and steps
+the run made, and the command that reproduces the row.
+
+Compare variants by their rows: each is measured against the same reference at the same wall
+time, so a variant's gain over the plain config is the difference of the two Elo figures (the
+intervals add up). Run variants one at a time on a quiet machine: the protocol fixes wall time,
+so anything else on the CPU takes compute from the variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE_HEADER = (
+    "| variant | overrides | training | positions | steps | vs reference | W-D-L | score [95% Wilson] "
+    "| Elo [95%] | date | command |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|\n"
+)
+
+
+def train(args: argparse.Namespace, run_dir: Path) -> float:
+    """Run (or continue) the variant's training in a subprocess, its output teed to
+    ``run_dir/ablate_train.log``. Returns the wall time in seconds. Raises RuntimeError when the
+    training exits with an error."""
+    cmd = [
+        sys.executable, "-m", "takzero.train", f"+config={args.config}",
+        f"train.max_minutes={args.minutes}", f"checkpoint_root={args.root}", f"run_name={args.name}",
+        f"seed={args.seed}", *args.overrides,
+    ]  # fmt: skip
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"[ablate] training: {shlex.join(cmd)}", flush=True)
+    t0 = time.monotonic()
+    with open(run_dir / "ablate_train.log", "a") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            log.write(line)
+        code = proc.wait()
+    if code != 0:
+        raise RuntimeError(f"training exited with status {code}; see {run_dir / 'ablate_train.log'}")
+    return time.monotonic() - t0
+
+
+def run_counters(run_dir: Path) -> dict[str, int]:
+    """Positions, games and trainer steps of the run's latest checkpoint (zeros when none)."""
+    from takzero.pipeline.checkpoints import load_latest
+
+    latest = load_latest(run_dir)
+    if latest is None:
+        return {"positions": 0, "games": 0, "steps": 0}
+    _, state = latest
+    run = state.get("run", {})  # written by takzero.pipeline.run.Run._checkpoint
+    return {
+        "positions": int(run.get("positions", 0)),
+        "games": int(run.get("games", 0)),
+        "steps": int(state.get("step", 0)),
+    }
+
+
+def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
+    """Play ``model`` against ``model:REFERENCE:SIMULATIONS``; the summary dict of
+    :func:`takzero.evaluate.evaluate_model`."""
+    import torch
+
+    from takzero.evaluate import evaluate_model
+
+    torch.set_num_threads(1)
+    spec = f"model:{args.reference}:{args.simulations}"
+    print(f"[ablate] evaluating {model} against {spec}, {args.pairs} pairs", flush=True)
+    (summary,) = evaluate_model(
+        str(model), [spec], pairs=args.pairs, simulations=args.simulations, ply_limit=args.ply_limit,
+        seed=args.seed,
+    )  # fmt: skip
+    return summary
+
+
+def _fmt_elo(s: dict[str, Any]) -> str:
+    def one(x: Any) -> str:
+        if x is None:
+            return "inf"
+        return f"{x:+.0f}"
+
+    return f"{one(s.get('elo'))} [{one(s.get('elo_lower'))}, {one(s.get('elo_upper'))}]"
+
+
+def table_row(args: argparse.Namespace, result: dict[str, Any]) -> str:
+    """One Markdown row of the ablation table for ``result`` (the JSON this script writes)."""
+    s = result["evaluation"]
+    wdl = f"{s.get('wins', '?')}-{s.get('draws', '?')}-{s.get('losses', '?')}"
+    score = (
+        f"{100 * s['score']:.1f}% [{100 * s['score_wilson_lower']:.1f}, {100 * s['score_wilson_upper']:.1f}]"
+        if "score" in s
+        else "?"
+    )
+    overrides = " ".join(args.overrides) or "(none)"
+    minutes = f"{args.config}, {args.minutes:g} min"
+    return (
+        f"| {args.name} | `{overrides}` | {minutes} | {result['counters']['positions']:,} | "
+        f"{result['counters']['steps']:,} | {Path(args.reference).name}, {2 * args.pairs} games at "
+        f"{args.simulations} sims | {wdl} | {score} | {_fmt_elo(s)} | {result['date']} | "
+        f"`{result['command']}` |\n"
+    )
+
+
+def append_row(table: Path, row: str) -> None:
+    """Append ``row`` to the table in ``table`` (created with its header when missing), written to
+    a temp file and renamed."""
+    text = table.read_text() if table.exists() else ""
+    if TABLE_HEADER.splitlines()[0] not in text:
+        text += ("\n" if text and not text.endswith("\n") else "") + "\n" + TABLE_HEADER
+    text += row
+    tmp = table.with_suffix(table.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", required=True, help="variant name: the run folder under --root and the table row")
+    ap.add_argument("--config", default="5x5_cpu", help="named config under configs/config/")
+    ap.add_argument("--minutes", type=float, default=30.0, help="training wall time (train.max_minutes)")
+    ap.add_argument("--reference", default=str(ROOT / "checkpoints/pretrained/5x5.pt"), help="fixed network to play")
+    ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours")
+    ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides")
+    ap.add_argument("--ply-limit", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs")
+    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to")
+    ap.add_argument("--eval-only", action="store_true", help="do not train; evaluate the run's best.pt")
+    ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
+    ap.add_argument("overrides", nargs="*", help="key=value config overrides of the variant (after --)")
+    args = ap.parse_args(argv)
+    if args.minutes <= 0:
+        ap.error(f"--minutes must be > 0, got {args.minutes}")
+    if args.pairs < 1 or args.simulations < 1:
+        ap.error("--pairs and --simulations must be >= 1")
+    if not Path(args.reference).is_file():
+        ap.error(f"--reference {args.reference} is not a file")
+    run_dir = Path(args.root) / args.name
+    wall = 0.0
+    if not args.eval_only:
+        wall = train(args, run_dir)
+    best = run_dir / "best.pt"
+    if not best.is_file():
+        print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    summary = evaluate(args, best)
+    this = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--eval-only"]
+    result = {
+        "variant": args.name,
+        "overrides": args.overrides,
+        "config": args.config,
+        "minutes": args.minutes,
+        "train_wall_s": round(wall, 1),
+        "eval_wall_s": round(time.monotonic() - t0, 1),
+        "counters": run_counters(run_dir),
+        "evaluation": summary,
+        "date": dt.date.today().isoformat(),
+        "command": "python scripts/ablate.py " + shlex.join(this),
+    }
+    from takzero.evaluate import _finite_or_none
+
+    result["evaluation"] = _finite_or_none(summary)
+    (run_dir / "ablation.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result), flush=True)
+    row = table_row(args, result)
+    if args.no_table:
+        print(row, end="")
+    else:
+        append_row(Path(args.table), row)
+        print(f"[ablate] row appended to {args.table}; run folder {run_dir}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
