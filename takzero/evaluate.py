@@ -134,7 +134,7 @@ def evaluate_model(
                 why = f"{record.reason}, " if record.reason else ""
                 progress(f"vs {spec}: game {so_far.num_games}/{total}: {record.white} - {record.black} "
                          f"{record.result} ({why}{record.plies} plies); {side.name} "
-                         f"{so_far.wins}-{so_far.losses}-{so_far.draws} (W-L-D)")
+                         f"{so_far.wins}-{so_far.draws}-{so_far.losses} (W-D-L)")
 
         try:
             match = play_match(side, player, start, openings, ply_limit, seed=seed, on_game=finished)

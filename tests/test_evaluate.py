@@ -127,7 +127,7 @@ def test_a_line_per_finished_game_and_the_elo(tiny_model: Path) -> None:
     games = [ln for ln in progress if ln.startswith("vs random: game ")]
     assert [ln.split(":")[1].split("/")[0] for ln in games] == [" game 1", " game 2", " game 3", " game 4"]
     r = out[0]
-    assert games[-1].endswith(f"{r['wins']}-{r['losses']}-{r['draws']} (W-L-D)")
+    assert games[-1].endswith(f"{r['wins']}-{r['draws']}-{r['losses']} (W-D-L)")
     assert progress[-1].startswith("vs random: Elo ") and "Wilson score interval mapped to Elo" in progress[-1]
     assert r["elo_wilson_lower"] < r["elo_wilson_upper"]
 

@@ -341,7 +341,7 @@ def test_interrupt_prints_the_score_so_far(tmp_path: Path) -> None:
                       tc=TimeControl(nodes=1), printer=printer, out_dir=tmp_path)
     assert info.value.result.num_games == 2 and len(info.value.outcomes) == 2
     assert "interrupted after 2 of 6 games" in lines[-4]
-    assert lines[-3].startswith("score of model-5x5 vs takzero random: 0 - 2 - 0")
+    assert lines[-3].startswith("score of model-5x5 vs takzero random: 0 - 0 - 2 (W-D-L)")
     assert "-inf [-inf, " in lines[-2] and "Wilson" in lines[-2]
     assert len(read_ptn_file(tmp_path / "games.ptn")) == 2
 

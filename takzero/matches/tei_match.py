@@ -656,7 +656,7 @@ def print_match_score(result: MatchResult, printer: Callable[[str], None] = prin
     a, b = result.player_a, result.player_b
     score = f"{result.score:.3f}" if result.num_games else "-"
     printer(
-        f"score of {a} vs {b}: {result.wins} - {result.losses} - {result.draws} "
-        f"(W-L-D) [{score}] {result.num_games} games"
+        f"score of {a} vs {b}: {result.wins} - {result.draws} - {result.losses} "
+        f"(W-D-L) [{score}] {result.num_games} games"
     )
     printer(f"elo difference ({a} - {b}): {result.describe_elo()}")
