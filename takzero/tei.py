@@ -442,16 +442,8 @@ class TEIEngine:
         who = self.network if self.network is not None else self.baseline
         for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
             self.send(line)
-        values = {
-            "halfkomi": self.half_komi,
-            "nodes": self.nodes_default,
-            "multipv": self.multipv,
-            "treenodes": self.tree_nodes,
-            "moveoverhead": self.move_overhead,
-            "seed": self.seed,
-        }
         for key, spin in SPINS.items():
-            self.send(format_option(spin.name, "spin", values[key], spin.lo, spin.hi))
+            self.send(format_option(spin.name, "spin", self._spin_value(key), spin.lo, spin.hi))
         self.send(format_option("Model", "string", self.model_path or "<empty>"))
         self.send(format_option("Fallback", "string", self.fallback_spec))
         self.send("teiok")
