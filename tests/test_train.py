@@ -180,7 +180,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     rng = random.Random()
     run = tmp_path / "smoke"
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=smoke",
-            f"checkpoint_root={tmp_path}", "train.total_steps=40", "train.checkpoint_every=10",
+            f"checkpoint_root={tmp_path}", "train.total_steps=80", "train.checkpoint_every=10",
             "evaluator.baseline_every=0", "evaluator.games=2", "log_every_s=1",
             "replay.shard_positions=50"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -215,11 +215,13 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     kill_when(lambda: any((run / "replay").glob("shard_*.npz")), delay)
     assert not list_checkpoints(run), f"checkpoint before the kill (delay {delay:.1f} s)"
     record()
-    # 2: resumed, killed mid-run a random time after its first checkpoint.
-    delay = rng.uniform(0, 4)
+    # 2: resumed, killed mid-run a random time after its first checkpoint (80 steps leave a
+    # fast machine far from the end: 70 more steps need ~2,200 more self-play positions).
+    delay = rng.uniform(0, 1)
     kill_when(lambda: len(list_checkpoints(run)) >= 1, delay)
     record()
     first = load_checked(list_checkpoints(run)[-1])
+    assert first["step"] < 80, f"the run reached its end before the mid-run kill (delay {delay:.1f} s)"
     step0, gen0, added0 = first["step"], first["generation"], first["replay"]["total_added"]
     assert step0 >= 10 and gen0 >= 1 and added0 > 0
     assert first["optimizer"]["state"], "optimizer state was not saved"
@@ -229,7 +231,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resumed from ckpt_{step0:09d}.pt" in done.stdout or "resumed from" in done.stdout
     assert "to resume after a crash or Ctrl-C:" in done.stdout and "run_name=smoke" in done.stdout
-    assert "run finished: reached train.total_steps=40" in done.stdout
+    assert "run finished: reached train.total_steps=80" in done.stdout
     record()
     # 4: started again: says it is finished, with the summary, and changes nothing.
     again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -240,7 +242,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
             assert b[key] >= a[key], (key, history)
 
     last = load_checked(list_checkpoints(run)[-1])
-    assert last["step"] == 40
+    assert last["step"] == 80
     assert last["generation"] >= gen0 + 1
     assert last["replay"]["total_added"] >= added0
     k = next(iter(last["optimizer"]["state"]))
@@ -252,7 +254,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     for tag, points in scalars.items():
         steps = [s for s, _ in points]
         assert steps == sorted(set(steps)), (tag, steps)
-    assert [s for s, _ in scalars["loss/total"]] == [10, 20, 30, 40]
+    assert [s for s, _ in scalars["loss/total"]] == list(range(10, 81, 10))
     games_total = [v for _, v in scalars["selfplay/games_total"]]
     assert games_total == sorted(games_total)  # the counter never goes back
     # No stored game equals another: ids unique, contents unique (three starts, three streams).
