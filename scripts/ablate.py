@@ -171,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     if not best.is_file():
         print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
         return 1
+    from takzero.evaluate import _finite_or_none
+
     t0 = time.monotonic()
     summary = evaluate(args, best)
     this = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--eval-only"]
@@ -182,13 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         "train_wall_s": round(wall, 1),
         "eval_wall_s": round(time.monotonic() - t0, 1),
         "counters": run_counters(run_dir),
-        "evaluation": summary,
+        "evaluation": _finite_or_none(summary),  # infinite Elo as null: strict JSON
         "date": dt.date.today().isoformat(),
         "command": "python scripts/ablate.py " + shlex.join(this),
     }
-    from takzero.evaluate import _finite_or_none
-
-    result["evaluation"] = _finite_or_none(summary)
     (run_dir / "ablation.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result), flush=True)
     row = table_row(args, result)

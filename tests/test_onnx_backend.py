@@ -16,14 +16,9 @@ from takzero.pipeline.selfplay import SelfPlayWorker
 pytest.importorskip("onnxruntime")
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """One torch thread, as in a self-play worker: the nets and batches here are tiny, and more
-    threads only spin on a loaded machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# One torch thread, as in a self-play worker (tests/conftest.py): the nets and batches here are
+# tiny, and more threads only spin on a loaded machine.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _positions(size: int, count: int, seed: int) -> np.ndarray:
