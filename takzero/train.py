@@ -102,7 +102,13 @@ def main() -> None:
             print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
 
-    _entry()
+    try:
+        _entry()
+    except KeyboardInterrupt:
+        # Before the run installs its own handler (config composition), or a second Ctrl-C.
+        print("interrupted: stopped at once; the last checkpoint on disk (if any) is kept, and "
+              "running the same command with the same run_name resumes from it", file=sys.stderr)  # fmt: skip
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def test_tensorboard_steps_continue_across_a_kill(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from torch.utils.tensorboard import SummaryWriter
 
-    from takzero.pipeline.run import ScalarLog
+    from takzero.pipeline.scalars import ScalarLog
 
     tb = tmp_path / "tb"
     w1 = SummaryWriter(str(tb))
@@ -179,7 +179,7 @@ def test_selfplay_streams_give_new_games_and_ids() -> None:
     coordinator and play different games with disjoint ids; the run's stream count starts at
     ``launch << 16``, so a resumed run never reuses a stream of an earlier start."""
     from takzero.pipeline.actors import Coordinator
-    from takzero.pipeline.run import STREAMS_PER_LAUNCH
+    from takzero.pipeline.resume import STREAMS_PER_LAUNCH
     from takzero.pipeline.selfplay import SelfPlayWorker
 
     cfg = load_config(_raw(Path("/nonexistent"), **{"board.size": 3, "selfplay.games_per_worker": 2,
@@ -210,7 +210,7 @@ def test_launch_count_survives_kills(tmp_path: Path) -> None:
 
 
 def next_launch_of(folder: Path) -> int:
-    from takzero.pipeline.run import next_launch
+    from takzero.pipeline.resume import next_launch
 
     return next_launch(folder)
 
@@ -322,3 +322,39 @@ def test_help_shows_the_preset_form() -> None:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0
     assert "+config=NAME" in proc.stdout and "6x6" in proc.stdout and "smoke" in proc.stdout
+
+
+# -- the run's counters and scalars ----------------------------------------------------------------
+
+
+def test_run_counters_round_trip_through_a_checkpoint(tmp_path: Path) -> None:
+    """Every counter the run carries is written to a checkpoint and read back unchanged; an old
+    or missing ``run`` entry reads as a new run's zeros."""
+    from takzero.pipeline.resume import RunCounters
+
+    c = RunCounters(games=7, positions=311, counters={"count/games": 7.0, "count/draw": 1.0},
+                    gating_decisions=3, minutes=12.5, last_gating="gen 3 promote (0.62)",
+                    best_scores={"uct": 0.75}, promoted_generation=3, launch=2)  # fmt: skip
+    atomic_torch_save({"step": 30, "run": c.to_checkpoint()}, tmp_path / "ckpt_000000030.pt")
+    back = RunCounters.from_checkpoint(load_checked(tmp_path / "ckpt_000000030.pt"))
+    assert back == c
+    assert RunCounters.from_checkpoint(None) == RunCounters()
+    assert RunCounters.from_checkpoint({"step": 5}) == RunCounters()
+
+
+def test_selfplay_scalars_from_summed_counters() -> None:
+    """Shares of each result kind sum to 1 over the games counted; White's win rate counts road
+    and flat wins; the false-resignation rate appears only once resignations were checked."""
+    from takzero.pipeline.scalars import RESULT_KINDS, selfplay_scalars, summarise_worker_stats
+
+    reports = [{"count/games": 3, "count/road_white": 2, "count/draw": 1, "speed": 10.0},
+               {"count/games": 5, "count/flat_black": 4, "count/road_black": 1, "speed": 20.0}]  # fmt: skip
+    summed = summarise_worker_stats(reports)
+    assert summed["count/games"] == 8 and summed["speed"] == 15.0
+    out = selfplay_scalars(summed, games=8, positions=400)
+    assert sum(out[f"selfplay/share_{k}"] for k in RESULT_KINDS) == pytest.approx(1.0)
+    assert out["selfplay/white_win_rate"] == pytest.approx(2 / 8)
+    assert "selfplay/false_resign_rate" not in out
+    summed.update({"count/resign_checks": 4.0, "count/false_resign": 1.0})
+    assert selfplay_scalars(summed, 8, 400)["selfplay/false_resign_rate"] == 0.25
+    assert selfplay_scalars({}, 0, 0)["selfplay/white_win_rate"] == 0.0  # no games yet: no 0/0

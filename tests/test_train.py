@@ -167,6 +167,48 @@ def _games_on_disk(run: Path) -> dict[int, bytes]:
 
 
 @pytest.mark.slow
+def test_ctrl_c_in_start_up_and_mid_run_stops_cleanly(tmp_path: Path) -> None:
+    """A real SIGINT to the run's process group (what a terminal's Ctrl-C sends), once while Ray
+    starts and once mid-run: no traceback, exit 0, the start-up one says nothing was trained and
+    how to start again, the mid-run one writes a final checkpoint and the summary."""
+    import signal
+
+    run = tmp_path / "c"
+    args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=c",
+            f"checkpoint_root={tmp_path}", "train.total_steps=100000", "train.checkpoint_every=10",
+            "evaluator.baseline_every=0", "log_every_s=1"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def interrupted_when(ready) -> subprocess.CompletedProcess:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
+            assert proc.poll() is None, "the run exited before the Ctrl-C"
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            _kill_session(proc.pid)
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+    log = run / "train.log"
+    early = interrupted_when(lambda: log.exists() and "to resume after a crash" in log.read_text())
+    assert early.returncode == 0, early.stderr[-3000:]
+    assert "Traceback" not in early.stderr + early.stdout, early.stderr[-3000:]
+    assert "run stopped during start-up (Ctrl-C): nothing trained this session" in early.stdout
+    assert "to start it again: " in early.stdout and "run_name=c" in early.stdout
+    assert not list_checkpoints(run)
+
+    mid = interrupted_when(lambda: len(list_checkpoints(run)) >= 1)
+    assert mid.returncode == 0, mid.stderr[-3000:]
+    assert "Traceback" not in mid.stderr + mid.stdout, mid.stderr[-3000:]
+    assert "run stopped: interrupted (Ctrl-C or SIGTERM)" in mid.stdout
+    assert "to continue: " in mid.stdout
+    final = load_checked(list_checkpoints(run)[-1], require_checksum=True)
+    assert final["step"] >= 10 and final["run"]["launch"] == 1
+
+
+@pytest.mark.slow
 def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     """kill -9 the smoke run at random moments -- before its first checkpoint, then mid-run after
     a checkpoint -- and resume each time, then once more to completion and again after it: the
@@ -285,7 +327,8 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     restarted by Ray."""
     import ray
 
-    from takzero.pipeline.actors import Coordinator, ReplayActor, remote_selfplay_actor
+    from takzero.pipeline.actors import Coordinator, ReplayActor, SelfPlayActor
+    from takzero.pipeline.placement import selfplay_options
 
     cfg = load_config(_cfg(**{"replay.min_positions": 50, "replay.max_ahead": 100,
                               "selfplay.games_per_worker": 8, "mcts.simulations": 4}))  # fmt: skip
@@ -295,7 +338,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
         replay = ray.remote(ReplayActor).remote(
             size=4, top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0
         )
-        actor = remote_selfplay_actor().remote(cfg, 0)
+        actor = ray.remote(SelfPlayActor).options(**selfplay_options({}, 0.0)).remote(cfg, 0)
         task = actor.run.remote(coordinator, replay)
         assert _wait_for(lambda: ray.get(replay.stats.remote())["replay/total_added"] > 100, 240)
         time.sleep(15)  # keep playing with nobody sampling

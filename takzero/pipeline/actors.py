@@ -35,14 +35,13 @@ log = logging.getLogger(__name__)
 
 class Coordinator:
     """Holds the promoted and the latest weights (object-store references, see
-    :class:`PublishedWeights`) with their generation numbers, the stop and pause flags, and how
+    :class:`PublishedWeights`) with their generation numbers, the stop flag, and how
     the self-play random streams handed out (see :meth:`new_stream`)."""
 
     def __init__(self, first_stream: int = 0) -> None:
         self.next_stream = first_stream
         self.weights: dict[str, tuple[int, list[Any]] | None] = {"promoted": None, "latest": None}
         self.stopped = False
-        self.paused = False
         self.stream_workers: dict[int, int] = {}
 
     def publish(self, kind: str, generation: int, ref: list[Any]) -> None:
@@ -78,23 +77,15 @@ class Coordinator:
 
     def exchange(
         self, kind: str, known: int
-    ) -> tuple[bool, bool, tuple[int, list[Any]] | None]:
-        """A self-play worker's one call per second: (stop, paused, the ``kind`` weights as
+    ) -> tuple[bool, tuple[int, list[Any]] | None]:
+        """A self-play worker's one call per second: (stop, the ``kind`` weights as
         ``(generation, [ObjectRef])`` when newer than ``known``, else None). One call instead of
-        three per search step keeps Ray's task-event store small."""
-        return self.stopped, self.paused, self.get_weights(kind, known)
+        one per search step keeps Ray's task-event store small. (Back-pressure is the replay
+        actor's: ``ReplayActor.submit`` refuses a step while the buffer is ``max_ahead`` ahead.)"""
+        return self.stopped, self.get_weights(kind, known)
 
     def stop(self) -> None:
         self.stopped = True
-
-    def should_stop(self) -> bool:
-        return self.stopped
-
-    def set_paused(self, paused: bool) -> None:
-        self.paused = paused
-
-    def is_paused(self) -> bool:
-        return self.paused
 
 
 class PublishedWeights:
@@ -213,12 +204,11 @@ class SelfPlayActor:
         generation = -1
         pending = None  # a step refused by the buffer, retried before playing on
         last_check = 0.0
-        paused = False
         while True:
             now = time.monotonic()
             if now - last_check > 1.0:
                 last_check = now
-                stop, paused, w = ray.get(coordinator.exchange.remote(self.kind, generation))
+                stop, w = ray.get(coordinator.exchange.remote(self.kind, generation))
                 if stop:  # every finished step was handed in with its statistics
                     return self.worker.games_finished
                 if w is not None:
@@ -230,24 +220,10 @@ class SelfPlayActor:
                 else:
                     time.sleep(0.2)
                     continue
-            if paused:
-                time.sleep(0.2)
-                continue
             records, stats, ptn = self.worker.play_step()
             if records is not None or stats or ptn:
                 if not ray.get(replay.submit.remote(records, stats, ptn)):
                     pending = (records, stats, ptn)
-
-
-def remote_selfplay_actor(num_gpus: float = 0.0, resources: dict[str, float] | None = None) -> Any:
-    """The Ray actor class of a self-play worker with the options of
-    :func:`takzero.pipeline.placement.selfplay_options` (one CPU, ``num_gpus``, the custom
-    ``resources``; restarted by Ray when its process or node dies, its ``run`` task retried)."""
-    import ray
-
-    from takzero.pipeline.placement import selfplay_options
-
-    return ray.remote(SelfPlayActor).options(**selfplay_options(resources or {}, num_gpus))
 
 
 class EvaluatorActor:

@@ -42,10 +42,7 @@ the newest readable checkpoint, exactly:
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-import math
 import os
 import shlex
 import signal
@@ -72,9 +69,7 @@ from takzero.pipeline.actors import (
 from takzero.pipeline.checkpoints import (
     CheckpointError,
     atomic_torch_save,
-    list_checkpoints,
     load_checked,
-    load_latest,
     prune_checkpoints,
     remove_stale_temp_files,
 )
@@ -83,6 +78,7 @@ from takzero.pipeline.placement import (
     cluster_gpus,
     driver_node_id,
     evaluator_options,
+    init_ray,
     on_node,
     selfplay_options,
 )
@@ -94,122 +90,31 @@ from takzero.pipeline.progress import (
     resume_command,
     summary_lines,
 )
+from takzero.pipeline.resume import (
+    STREAMS_PER_LAUNCH,
+    RunCounters,
+    RunDirError,
+    find_resume_checkpoint,
+    next_launch,
+    recover_promoted,
+)
+from takzero.pipeline.scalars import (
+    ScalarLog,
+    log_hparams,
+    selfplay_scalars,
+    summarise_worker_stats,
+)
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
 
+__all__ = ["Run", "RunDirError", "run_training", "EVAL_WAIT_AT_END_S"]
+
 log = logging.getLogger("takzero.train")
-
-
-# ---------------------------------------------------------------------------------------------
-# Driver
-# ---------------------------------------------------------------------------------------------
-
-
-def _init_ray(cfg: TrainConfig) -> None:
-    import ray
-
-    if ray.is_initialized():
-        return
-    extra = dict(cfg.ray.runtime_env or {})
-    env_vars = {"PYTHONWARNINGS": "ignore::DeprecationWarning", **extra.pop("env_vars", {})}
-    runtime_env = {**extra, "env_vars": env_vars}
-    # Task events (for Ray's dashboard and state API, which a run does not use) are kept in the
-    # GCS for every remote call: off, so the GCS does not grow with the calls of a long run.
-    system_config = {"task_events_report_interval_ms": 0, "enable_timeline": False}
-    if cfg.ray.address and cfg.ray.address != "local":
-        ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
-    else:
-        # address="local": always a new local instance, never a cluster that `ray start` left
-        # running on this machine (ray.init() without an address would join the latest one).
-        ray.init(
-            address="local",
-            num_cpus=cfg.ray.num_cpus,
-            num_gpus=cfg.ray.num_gpus,
-            include_dashboard=False,
-            runtime_env=runtime_env,
-            log_to_driver=True,
-            _system_config=system_config,
-        )
-
-
-def _summarise(stats: list[dict[str, float]]) -> dict[str, float]:
-    """Sum counters (keys ending in a count) and average rates over a list of worker reports."""
-    out: dict[str, float] = {}
-    if not stats:
-        return out
-    keys = set().union(*stats)
-    for k in keys:
-        vals = [s[k] for s in stats if k in s]
-        if k.startswith("count/"):
-            out[k] = float(sum(vals))
-        else:
-            out[k] = float(np.mean(vals))
-    return out
-
 
 #: Seconds the end of a run waits for a pending evaluation (its actor may wait for a lost node).
 EVAL_WAIT_AT_END_S = 600.0
 
-
-class RunDirError(RuntimeError):
-    """The run folder holds checkpoints that this run would not resume from (nothing started)."""
-
-
-STREAMS_PER_LAUNCH = 1 << 16  # self-play actor starts per launch of a run (Coordinator.new_stream)
-
-
-class ScalarLog:
-    """TensorBoard scalars with one point per tag and step, strictly increasing.
-
-    A value is held back until a later step of its tag arrives (a newer value of the same step
-    replaces it: training can stall at one step while statistics keep coming), or until
-    :meth:`flush` (before every checkpoint), which writes every held value and the event file.
-    A value for a step at or below one already written for its tag (``floor``: the checkpoint
-    step a resumed run starts from, whose points the first session wrote) moves to the next
-    step, so it is neither lost nor a second point of that step.
-
-    Args:
-        writer: a ``torch.utils.tensorboard.SummaryWriter``.
-        floor: steps up to this one are taken (a resumed run: its checkpoint step); -1 for none.
-    """
-
-    def __init__(self, writer: Any, floor: int = -1) -> None:
-        self.writer = writer
-        self.floor = floor
-        self.written: dict[str, int] = {}
-        self.pending: dict[str, tuple[float, int]] = {}
-
-    def add(self, tag: str, value: float, step: int) -> None:
-        step = max(step, max(self.floor, self.written.get(tag, -1)) + 1)
-        held = self.pending.get(tag)
-        if held is not None and held[1] < step:
-            self._write(tag, *held)
-        self.pending[tag] = (float(value), step)
-
-    def _write(self, tag: str, value: float, step: int) -> None:
-        self.writer.add_scalar(tag, value, step)
-        self.written[tag] = step
-
-    def flush(self) -> None:
-        for tag, (value, step) in self.pending.items():
-            self._write(tag, value, step)
-        self.pending = {}
-        self.writer.flush()
-
-
-def next_launch(run_dir: Path) -> int:
-    """Count this start of the run in ``run_dir/launches`` (atomically) and return its number:
-    0 for the first start, 1 for the first resume, ... (kills included: the count is written
-    before anything else starts)."""
-    path = run_dir / "launches"
-    try:
-        n = int(path.read_text().strip())
-    except (OSError, ValueError):
-        n = 0
-    tmp = path.with_name("launches.tmp")
-    tmp.write_text(f"{n + 1}\n")
-    os.replace(tmp, path)
-    return n
+Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) of a model
 
 
 def _stop_key(reason: str) -> str:
@@ -220,7 +125,15 @@ def _stop_key(reason: str) -> str:
 
 
 class Run:
-    """One training run in the driver process (see the module docstring)."""
+    """One training run in the driver process (see the module docstring).
+
+    :meth:`run` goes through four phases: set-up without Ray (run folder checks, the checkpoint to
+    resume, trainer, reporter, TensorBoard), start-up (Ray, actors, replay reload, weights), the
+    training loop, and shutdown (workers stopped, final checkpoint, summary). Ctrl-C or SIGTERM
+    at any moment of :meth:`run` stops at the next safe point (between the steps of set-up and
+    start-up, or at the next loop iteration); a second Ctrl-C stops at once
+    (KeyboardInterrupt; the last checkpoint on disk is kept).
+    """
 
     def __init__(self, cfg: TrainConfig, command: str | None = None) -> None:
         self.cfg = cfg
@@ -229,17 +142,10 @@ class Run:
         (self.run_dir / "games").mkdir(exist_ok=True)
         self.command = command or resume_command(sys.argv[1:], cfg.run_name)
         self.started = time.monotonic()
-        self.minutes_before = 0.0  # training minutes of earlier sessions (from the checkpoint)
         self.stop_requested = False
         self.stop_reason = ""
-        self.games = 0
-        self.positions = 0
-        self.counters: dict[str, float] = {}
-        self.last_gating = "none yet"
+        self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
         self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
-        self.gating_decisions = 0
-        self.best_scores: dict[str, float] = {}  # score/vs_* of the promoted generation
-        self.pending_scores: dict[int, dict[str, float]] = {}  # generation -> score/vs_*
         self.inflight: dict[float, tuple[float, float]] = {}  # stream -> (games, positions)
         self.resume_from: tuple[Path, dict[str, Any]] | None = None
         self.launch = 0
@@ -247,14 +153,27 @@ class Run:
         self.scalars: ScalarLog | None = None
         #: called once the actors are created (tests use it to act on a running run)
         self.on_started: Callable[[], None] | None = None
-        self.pool: SelfPlayPool | None = None
+        # Ray side (None until start-up creates them)
+        self.coordinator: Any = None
         self.replay: Any = None
+        self.evaluator: Any = None
+        self.pool: SelfPlayPool | None = None
+        self.weights = PublishedWeights()
+        self.promoted: Promoted | None = None
+        self.eval_task: Any = None
+        self.eval_candidate: Promoted | None = None
+        self.loop_started = False
+
+    @property
+    def games(self) -> int:
+        """Self-play games finished over all starts of the run."""
+        return self.c.games
 
     def minutes(self) -> float:
         """Training minutes over all sessions of the run."""
-        return self.minutes_before + (time.monotonic() - self.started) / 60
+        return self.c.minutes + (time.monotonic() - self.started) / 60
 
-    # -- set-up ------------------------------------------------------------------------------
+    # -- set-up (no Ray) ---------------------------------------------------------------------
 
     def _write_config(self) -> None:
         path = self.run_dir / "config.yaml"
@@ -263,38 +182,9 @@ class Run:
         os.replace(tmp, path)
 
     def _check_run_dir(self) -> None:
-        """Refuse to start over in a run folder that has checkpoints the run will not use
-        (``resume=false``, or none of them verifies): the new run's checkpoints would sort before
-        the old ones and be pruned at once. Raises RunDirError, before Ray starts."""
-        existing = list_checkpoints(self.run_dir)
-        if not existing:
-            return
-        if not self.cfg.resume:
-            raise RunDirError(
-                f"{self.run_dir} already has checkpoints ({existing[-1].name}) and resume=false: "
-                "choose a new run_name (or move the old checkpoints away)"
-            )
-        self.resume_from = load_latest(self.run_dir)
-        if self.resume_from is None:
-            raise RunDirError(
-                f"none of the {len(existing)} checkpoints in {self.run_dir} could be verified "
-                "(see the errors above); not starting over on top of them: restore their "
-                ".sha256 files, move them away, or choose a new run_name"
-            )
-        saved = self.resume_from[1].get("model_config")
-        if saved is not None:
-            want = self.cfg.model_config().to_dict()
-            diff = {k: (saved.get(k), v) for k, v in want.items() if saved.get(k, v) != v}
-            if diff:
-                keys = ", ".join(
-                    f"model.{'size' if k == 'size' else k}: checkpoint {a!r}, config {b!r}"
-                    for k, (a, b) in sorted(diff.items())
-                ).replace("model.size", "board.size")
-                raise RunDirError(
-                    f"{self.resume_from[0]} was trained with another network than this config "
-                    f"builds ({keys}); set those keys to the checkpoint's values to resume, or "
-                    "choose a new run_name"
-                )
+        """Find the checkpoint to resume (``takzero.pipeline.resume.find_resume_checkpoint``);
+        raises RunDirError before Ray starts."""
+        self.resume_from = find_resume_checkpoint(self.cfg, self.run_dir)
 
     def _restore(self, trainer: Trainer) -> dict[str, Any] | None:
         """Load the checkpoint found by :meth:`_check_run_dir` into ``trainer`` (None: a new run)."""
@@ -306,25 +196,21 @@ class Run:
         log.info("resumed from %s (step %d, generation %d)", path, trainer.step, trainer.generation)
         return state
 
-    # -- main loop ---------------------------------------------------------------------------
-
     def _stop_rule(self) -> StopRule:
         c = self.cfg
         return StopRule(c.train.total_steps, c.train.max_minutes, c.max_games)
 
     def _snapshot(self, trainer: Trainer, replay_positions: int = 0) -> Snapshot:
-        games_playing = int(sum(g for g, _ in self.inflight.values()))
-        positions_playing = int(sum(p for _, p in self.inflight.values()))
         return Snapshot(
             step=trainer.step,
             generation=trainer.generation,
-            games=self.games,
-            positions=self.positions,
+            games=self.c.games,
+            positions=self.c.positions,
             minutes=self.minutes(),
-            games_in_flight=games_playing,
-            positions_in_flight=positions_playing,
+            games_in_flight=int(sum(g for g, _ in self.inflight.values())),
+            positions_in_flight=int(sum(p for _, p in self.inflight.values())),
             replay_positions=replay_positions,
-            gating=self.last_gating,
+            gating=self.c.last_gating,
         )
 
     def _start_lines(self, reporter: RunReporter, resumed: bool) -> None:
@@ -342,10 +228,7 @@ class Run:
     def _finished_already(self, state: dict[str, Any] | None) -> str | None:
         if state is None:
             return None
-        extra = state.get("run", {})
-        return self._stop_rule().reason(
-            int(state.get("step", 0)), float(extra.get("minutes", 0.0)), int(extra.get("games", 0))
-        )
+        return self._stop_rule().reason(int(state.get("step", 0)), self.c.minutes, self.c.games)
 
     def _print_summary(self, reporter: RunReporter, trainer: Trainer | None, snap: Snapshot,
                        best_gen: int, finished: bool, session: bool = True) -> None:  # fmt: skip
@@ -360,15 +243,32 @@ class Run:
             run_dir=self.run_dir,
             snap=snap,
             best_generation=best_gen,
-            best_scores=self.best_scores,
+            best_scores=self.c.best_scores,
             resume_cmd=cmd,
             finished=finished,
             session_seconds=reporter.session_seconds() if session else None,
         ):
             reporter.line(text)
 
+    # -- the run -----------------------------------------------------------------------------
+
     def run(self) -> Path:
-        import ray
+        """Run or resume the training run; returns the run folder.
+
+        Raises:
+            RunDirError: the run folder cannot be resumed (nothing started).
+            takzero.pipeline.placement.PlacementError: ``ray.*_resources`` the cluster lacks.
+            KeyboardInterrupt: a second Ctrl-C (the last checkpoint on disk is kept).
+        """
+        restore_signals = self._catch_interrupts()
+        try:
+            self._run()
+        finally:
+            restore_signals()
+        log.info("run finished: %s", self.run_dir)
+        return self.run_dir
+
+    def _run(self) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
@@ -379,47 +279,33 @@ class Run:
         self.launch = next_launch(self.run_dir)
         self._write_config()
         state = self.resume_from[1] if self.resume_from else None
-        extra = (state or {}).get("run", {})
-        self.games = int(extra.get("games", 0))
-        self.positions = int(extra.get("positions", 0))
-        self.counters = dict(extra.get("counters", {}))
-        self.gating_decisions = int(extra.get("gating_decisions", 0))
-        self.minutes_before = float(extra.get("minutes", 0.0))
-        self.last_gating = str(extra.get("last_gating", "none yet"))
-        self.best_scores = dict(extra.get("best_scores", {}))
-        promoted_gen = int(extra.get("promoted_generation", 0))
+        self.c = RunCounters.from_checkpoint(state)
 
         done = self._finished_already(state)
         if done is not None:
+            assert state is not None
             start = Snapshot(step=int(state["step"]), generation=int(state["generation"]),
-                             games=self.games, positions=self.positions,
-                             minutes=self.minutes_before, gating=self.last_gating)  # fmt: skip
+                             games=self.c.games, positions=self.c.positions,
+                             minutes=self.c.minutes, gating=self.c.last_gating)  # fmt: skip
             reporter = RunReporter(self.run_dir, self._stop_rule(), start, bar=False)
             reporter.line(f"run {cfg.run_name} is already finished ({done}); nothing to do")
             self.stop_reason = done
-            self._print_summary(reporter, None, start, promoted_gen, finished=True, session=False)
+            self._print_summary(reporter, None, start, self.c.promoted_generation, finished=True, session=False)
             reporter.close()
-            return self.run_dir
+            return
+        self.c.launch = self.launch
 
-        trainer = Trainer(
-            cfg.model_config(),
-            cfg.train,
-            cfg.loss_weights(),
-            device=cfg.device,
-            seed=cfg.seed,
-        )
+        trainer = Trainer(cfg.model_config(), cfg.train, cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
         torch.set_num_threads(cfg.train.threads)
         self._restore(trainer)
-        start = self._snapshot(trainer)
-        reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), start)
+        reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
         if state is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
-                          f"generation {trainer.generation}, games {self.games}, "
-                          f"{self.minutes_before:.1f} min trained")  # fmt: skip
-        package_root = Path(__file__).resolve().parent.parent
-        if not kernels_cached(package_root):
+                          f"generation {trainer.generation}, games {self.c.games}, "
+                          f"{self.c.minutes:.1f} min trained")  # fmt: skip
+        if not kernels_cached(Path(__file__).resolve().parent.parent):
             reporter.line("numba: compiling the search and rules kernels (cold cache: about a minute "
                           "before the first games; later starts reuse the cache)")  # fmt: skip
 
@@ -427,161 +313,228 @@ class Run:
         # checkpoint step's own (purge_step = step + 1).
         writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=trainer.step + 1 if state else None,
                                flush_secs=30)  # fmt: skip
-        scalars = self.scalars = ScalarLog(writer, floor=trainer.step if state else -1)
+        self.scalars = ScalarLog(writer, floor=trainer.step if state else -1)
         if state is None:
             writer.add_text("config", "```\n" + OmegaConf.to_yaml(OmegaConf.structured(cfg)) + "\n```", 0)
-            _log_hparams(writer, cfg)
+            log_hparams(writer, cfg)
 
-        _init_ray(cfg)
-        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
-        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
-        # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
-        here = on_node(driver_node_id())
-        coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(self.launch * STREAMS_PER_LAUNCH)
-        replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
-        rstate = state.get("replay") if state else None
-        loaded = ray.get(replay.load.remote(rstate))
-        rstats = ray.get(replay.stats.remote())
-        if rstate is not None:
-            # Shards written after the checkpoint hold games that were played: they count.
-            self.games += max(0, int(rstats["replay/games"]) - int(rstate.get("games_added", 0)))
-            self.positions += max(0, int(rstats["replay/total_added"]) - int(rstate["total_added"]))
-        elif loaded:
-            self.games = int(rstats["replay/games"])
-            self.positions = int(rstats["replay/total_added"])
-        if loaded:
-            reporter.line(f"replay: reloaded {loaded} positions from shards")
-        reporter.start = self._snapshot(trainer)
+        try:
+            if not self.stop_requested and self._start_actors(trainer, state):
+                self.loop_started = True
+                self._loop(trainer)
+                self._last_evaluation(trainer)
+        finally:
+            self._shutdown(trainer)
 
-        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
-        # Weights go to the object store once per generation; actors share the reference.
-        self.weights = PublishedWeights()
-        promoted = self._load_best(trainer, promoted_gen, state)
-        self.weights.publish(coordinator, "promoted", *promoted)
-        self.weights.publish(coordinator, "latest", trainer.generation, _cpu_state(trainer))
-        ray.get(coordinator.generation.remote("latest"))
+    def _catch_interrupts(self) -> Callable[[], None]:
+        """SIGINT/SIGTERM set ``stop_requested`` (the run stops at the next safe point); a second
+        SIGINT raises KeyboardInterrupt. Returns the function that puts the old handlers back.
+        A run driven from another thread than the main one is stopped with ``stop_requested``."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
-        gpus = cluster_gpus() if cfg.device != "cpu" else 0
-        share = cfg.ray.worker_gpu_share if gpus else 0.0
-        pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share), coordinator, replay)
-        evaluator = (
-            ray.remote(EvaluatorActor)
-            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
-            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
-        )
-        eval_task = None
-        first_games_said = False
-        eval_candidate: tuple[int, dict[str, torch.Tensor]] | None = None
-        self.pool, self.replay = pool, replay
-        if self.on_started is not None:
-            self.on_started()
-
-        previous_handler = signal.getsignal(signal.SIGINT)
-
-        def _on_sigint(signum: int, frame: Any) -> None:
+        def _on_signal(signum: int, frame: Any) -> None:
             if self.stop_requested:
+                if signum == signal.SIGINT:
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    raise KeyboardInterrupt("second Ctrl-C: stopped at once (the last checkpoint is kept)")
                 return
             self.stop_requested = True  # only flags here: printing could re-enter a print
             self.stop_reason = "interrupted (Ctrl-C or SIGTERM)"
 
-        in_main_thread = threading.current_thread() is threading.main_thread()
-        if in_main_thread:  # a run driven from another thread is stopped with stop_requested
-            signal.signal(signal.SIGINT, _on_sigint)
-            signal.signal(signal.SIGTERM, _on_sigint)
+        for s in old:
+            signal.signal(s, _on_signal)
+
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+        return restore
+
+    def _start_actors(self, trainer: Trainer, state: dict[str, Any] | None) -> bool:
+        """Start Ray and the actors, reload the replay buffer, publish the weights. Returns False
+        when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first)."""
+        import ray
+
+        cfg = self.cfg
+        assert self.reporter is not None
+        init_ray(cfg)
+        if self.stop_requested:
+            return False
+        check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
+        check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
+        # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
+        here = on_node(driver_node_id())
+        self.coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(self.launch * STREAMS_PER_LAUNCH)
+        self.replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
+        rstate = state.get("replay") if state else None
+        loaded = ray.get(self.replay.load.remote(rstate))
+        rstats = ray.get(self.replay.stats.remote())
+        if rstate is not None:
+            # Shards written after the checkpoint hold games that were played: they count.
+            self.c.games += max(0, int(rstats["replay/games"]) - int(rstate.get("games_added", 0)))
+            self.c.positions += max(0, int(rstats["replay/total_added"]) - int(rstate["total_added"]))
+        elif loaded:
+            self.c.games = int(rstats["replay/games"])
+            self.c.positions = int(rstats["replay/total_added"])
+        if loaded:
+            self.reporter.line(f"replay: reloaded {loaded} positions from shards")
+        self.reporter.start = self._snapshot(trainer)
+        if self.stop_requested:
+            return False
+
+        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
+        # Weights go to the object store once per generation; actors share the reference.
+        self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
+        self.weights.publish(self.coordinator, "promoted", *self.promoted)
+        self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
+        ray.get(self.coordinator.generation.remote("latest"))
+
+        gpus = cluster_gpus() if cfg.device != "cpu" else 0
+        share = cfg.ray.worker_gpu_share if gpus else 0.0
+        self.pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share),
+                                 self.coordinator, self.replay)  # fmt: skip
+        self.evaluator = (
+            ray.remote(EvaluatorActor)
+            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
+            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
+        )
+        if self.on_started is not None:
+            self.on_started()
+        return not self.stop_requested
+
+    def _loop(self, trainer: Trainer) -> None:
+        """Train until a stop condition or Ctrl-C: sample, step, checkpoint and hand each new
+        generation to the evaluator, apply its gating decision, log and show progress."""
+        import ray
+
+        cfg = self.cfg
+        assert self.reporter is not None and self.scalars is not None and self.pool is not None
+        reporter, scalars, replay = self.reporter, self.scalars, self.replay
+        first_games_said = False
         last_log = time.monotonic()
         steps_at_log = trainer.step
-        samples_per_s = 0.0
-        try:
-            while not self._done(trainer):
-                recs = ray.get(replay.sample.remote(cfg.train.batch_size))
-                if recs is None:  # waiting for self-play (statistics drain at the log tick)
-                    time.sleep(0.5)
-                else:
-                    metrics = trainer.train_step(recs)
-                    if trainer.step % 10 == 0:
-                        for k, v in metrics.items():
-                            scalars.add(k, v, trainer.step)
-                    if trainer.step % cfg.train.checkpoint_every == 0:
-                        trainer.generation += 1
-                        self._checkpoint(trainer, replay, promoted)
-                        latest = (trainer.generation, _cpu_state(trainer))
-                        self.weights.publish(coordinator, "latest", *latest)
-                        if cfg.evaluator.gating == "off":
-                            promoted = latest
-                            self._promote(promoted, coordinator)
-                            self.gating_decisions += 1
-                            self.last_gating = f"gen {latest[0]} promoted (gating off)"
-                        if eval_task is None:
-                            every = cfg.evaluator.baseline_every
-                            baselines = every > 0 and trainer.generation % every == 0
-                            eval_candidate = latest
-                            eval_task = evaluator.evaluate.remote(
-                                latest[0], self.weights.ref(latest[1]),
-                                promoted[0], self.weights.ref(promoted[1]), baselines,
-                                seed=self._eval_seed(latest[0]),
-                            )  # fmt: skip
-                if eval_task is not None:
-                    ready, _ = ray.wait([eval_task], timeout=0)
-                    if ready:
-                        result = self._eval_result(eval_task, eval_candidate)
-                        eval_task = None
-                        if result is not None:
-                            promoted = self._gating(result, promoted, coordinator, trainer)
-                now = time.monotonic()
-                if now - last_log >= cfg.log_every_s:
-                    samples_per_s = (trainer.step - steps_at_log) * cfg.train.batch_size / (now - last_log)
-                    steps_at_log = trainer.step
-                    last_log = now
-                    self._drain(replay, trainer.step)
-                    rstats = ray.get(replay.stats.remote())
-                    for k, v in rstats.items():
+        while not self._done(trainer):
+            recs = ray.get(replay.sample.remote(cfg.train.batch_size))
+            if recs is None:  # waiting for self-play (statistics drain at the log tick)
+                time.sleep(0.5)
+            else:
+                metrics = trainer.train_step(recs)
+                if trainer.step % 10 == 0:
+                    for k, v in metrics.items():
                         scalars.add(k, v, trainer.step)
-                    scalars.add("train/samples_per_s", samples_per_s, trainer.step)
-                    if not first_games_said and self.inflight:
-                        first_games_said = True
-                        reporter.line(f"self-play: under way after {reporter.session_seconds():.0f} s "
-                                      "(kernels ready, first searches done)")  # fmt: skip
-                    reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
-                    pool.check()  # raises a worker's own error; replaces a worker gone for good
-            # At the normal end, let a pending evaluation finish so the run ends with a gating
-            # decision; after Ctrl-C, stop at once (the checkpoint below keeps the work).
-            if eval_task is not None and not self.stop_requested:
-                reporter.line("waiting for the last evaluation to finish (Ctrl-C skips it; the "
-                              "final checkpoint follows)")  # fmt: skip
-                end = time.monotonic() + EVAL_WAIT_AT_END_S
-                while not self.stop_requested and time.monotonic() < end and not ray.wait([eval_task], timeout=1.0)[0]:
-                    pass
-                if not self.stop_requested:
-                    result = self._eval_result(eval_task, eval_candidate)
-                    if result is not None:
-                        promoted = self._gating(result, promoted, coordinator, trainer)
-                eval_task = None
-        finally:
-            if in_main_thread:
-                signal.signal(signal.SIGINT, previous_handler)
-            if self.stop_requested:
-                reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary")
-            if not self.stop_reason:
-                self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.games) or "error"
-            ray.get(coordinator.stop.remote())
+                if trainer.step % cfg.train.checkpoint_every == 0:
+                    self._new_generation(trainer)
+            self._poll_evaluation(trainer)
+            now = time.monotonic()
+            if now - last_log >= cfg.log_every_s:
+                samples_per_s = (trainer.step - steps_at_log) * cfg.train.batch_size / (now - last_log)
+                steps_at_log = trainer.step
+                last_log = now
+                self._drain(trainer.step)
+                rstats = ray.get(replay.stats.remote())
+                for k, v in rstats.items():
+                    scalars.add(k, v, trainer.step)
+                scalars.add("train/samples_per_s", samples_per_s, trainer.step)
+                if not first_games_said and self.inflight:
+                    first_games_said = True
+                    reporter.line(f"self-play: under way after {reporter.session_seconds():.0f} s "
+                                  "(kernels ready, first searches done)")  # fmt: skip
+                reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
+                self.pool.check()  # raises a worker's own error; replaces a worker gone for good
+
+    def _new_generation(self, trainer: Trainer) -> None:
+        """A checkpoint step: count a generation, write the checkpoint, publish the weights,
+        promote them at once with gating off, and start its evaluation if none is running."""
+        cfg = self.cfg
+        assert self.promoted is not None
+        trainer.generation += 1
+        self._checkpoint(trainer)
+        latest = (trainer.generation, _cpu_state(trainer))
+        self.weights.publish(self.coordinator, "latest", *latest)
+        if cfg.evaluator.gating == "off":
+            self.promoted = latest
+            self._promote(latest)
+            self.c.gating_decisions += 1
+            self.c.last_gating = f"gen {latest[0]} promoted (gating off)"
+        if self.eval_task is None:
+            every = cfg.evaluator.baseline_every
+            baselines = every > 0 and trainer.generation % every == 0
+            self.eval_candidate = latest
+            self.eval_task = self.evaluator.evaluate.remote(
+                latest[0], self.weights.ref(latest[1]),
+                self.promoted[0], self.weights.ref(self.promoted[1]), baselines,
+                seed=self._eval_seed(latest[0]),
+            )  # fmt: skip
+
+    def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
+        """Apply the pending evaluation's result if it is ready within ``timeout`` seconds;
+        True when no evaluation is pending any more."""
+        import ray
+
+        if self.eval_task is None:
+            return True
+        if not ray.wait([self.eval_task], timeout=timeout)[0]:
+            return False
+        result = self._eval_result(self.eval_task, self.eval_candidate)
+        self.eval_task = None
+        if result is not None:
+            self._gating(result, trainer)
+        return True
+
+    def _last_evaluation(self, trainer: Trainer) -> None:
+        """At the normal end, let a pending evaluation finish (at most EVAL_WAIT_AT_END_S) so the
+        run ends with a gating decision; after Ctrl-C, stop at once (the final checkpoint keeps
+        the work)."""
+        if self.eval_task is None or self.stop_requested:
+            return
+        assert self.reporter is not None
+        self.reporter.line("waiting for the last evaluation to finish (Ctrl-C skips it; the "
+                           "final checkpoint follows)")  # fmt: skip
+        end = time.monotonic() + EVAL_WAIT_AT_END_S
+        while not self.stop_requested and time.monotonic() < end:
+            if self._poll_evaluation(trainer, timeout=1.0):
+                break
+
+    def _shutdown(self, trainer: Trainer) -> None:
+        """Stop the workers, write the final checkpoint (if the loop ran), close TensorBoard,
+        kill the actors and print the summary. Safe after a failed or interrupted start-up."""
+        import ray
+
+        assert self.reporter is not None and self.scalars is not None
+        reporter = self.reporter
+        if self.stop_requested:
+            reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary"
+                          if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
+        if not self.stop_reason:
+            self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
+        if self.coordinator is not None:
+            ray.get(self.coordinator.stop.remote())
+        if self.pool is not None:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
-            pool.finish()
+            self.pool.finish()
+        if self.loop_started and self.promoted is not None:
             try:
-                self._checkpoint(trainer, replay, promoted)
+                self._checkpoint(trainer)
             except Exception:  # pragma: no cover - best effort at shutdown
                 log.exception("final checkpoint failed")
-            scalars.flush()
-            writer.close()
-            ray.kill(evaluator)
-            ray.kill(replay)
-            ray.kill(coordinator)
-            self.inflight = {}
-            finished = self._stop_rule().reason(trainer.step, self.minutes(), self.games) is not None
-            self._print_summary(reporter, trainer, self._snapshot(trainer), promoted[0], finished)
-            reporter.close()
-        log.info("run finished: %s", self.run_dir)
-        return self.run_dir
+        self.scalars.flush()
+        self.scalars.writer.close()
+        for actor in (self.evaluator, self.replay, self.coordinator):
+            if actor is not None:
+                ray.kill(actor)
+        self.inflight = {}
+        if self.loop_started:
+            finished = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) is not None
+            assert self.promoted is not None
+            self._print_summary(reporter, trainer, self._snapshot(trainer), self.promoted[0], finished)
+        elif self.stop_requested:
+            reporter.line(f"run stopped during start-up (Ctrl-C): nothing trained this session; "
+                          f"the run folder is {self.run_dir}")  # fmt: skip
+            reporter.line(f"  to start it again: {self.command}")
+        reporter.close()
 
     def _eval_seed(self, generation: int) -> int:
         """Seed of one evaluation's openings and sampling: new for every (launch, generation)."""
@@ -591,7 +544,7 @@ class Run:
     def _done(self, trainer: Trainer) -> bool:
         if self.stop_requested:
             return True
-        reason = self._stop_rule().reason(trainer.step, self.minutes(), self.games)
+        reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games)
         if reason is not None:
             self.stop_reason = reason
             return True
@@ -599,14 +552,15 @@ class Run:
 
     # -- pieces of the loop ------------------------------------------------------------------
 
-    def _load_best(
-        self, trainer: Trainer, generation: int, state: dict[str, Any] | None
-    ) -> tuple[int, dict[str, torch.Tensor]]:
+    def _load_best(self, trainer: Trainer, generation: int, state: dict[str, Any] | None) -> Promoted:
         """The promoted model: ``best.pt`` when it verifies (it may be newer than the checkpoint:
-        a promotion after it); else the promoted weights the checkpoint carries, or a kept
-        checkpoint of the promoted generation; for a new run, the initial weights (generation
-        0). Never the trainer's ungated weights of a resumed run: raises RunDirError if no gated
-        copy is left."""
+        a promotion after it); else, for a resumed run, the gated copy of ``generation`` that
+        :func:`takzero.pipeline.resume.recover_promoted` finds; for a new run, the initial
+        weights (generation 0). Rewrites ``best.pt`` when it was missing or damaged.
+
+        Raises:
+            RunDirError: a resumed run with no gated copy left (never promotes ungated weights).
+        """
         best = self.run_dir / "best.pt"
         if best.exists():
             try:
@@ -615,27 +569,9 @@ class Run:
             except CheckpointError as e:
                 log.error("best.pt unreadable (%s); restoring it from the checkpoints", e)
         if state is None:
-            found: tuple[int, dict[str, torch.Tensor]] | None = (trainer.generation, _cpu_state(trainer))
+            found: Promoted = (trainer.generation, _cpu_state(trainer))
         else:
-            found = None
-            saved = state.get("promoted")
-            if saved is not None and int(saved[0]) == generation:
-                found = (int(saved[0]), saved[1])
-            else:
-                for path in reversed(list_checkpoints(self.run_dir)):
-                    try:
-                        d = load_checked(path, require_checksum=True)
-                    except CheckpointError:
-                        continue
-                    if int(d.get("generation", -1)) == generation:
-                        found = (generation, d["model_state"])
-                        break
-        if found is None:
-            raise RunDirError(
-                f"best.pt in {self.run_dir} is missing or damaged and no checkpoint holds the "
-                f"promoted generation {generation}; not promoting ungated weights: restore best.pt "
-                "or start a new run_name"
-            )
+            found = recover_promoted(self.run_dir, generation, state)
         self._save_best(*found)
         return found
 
@@ -649,52 +585,33 @@ class Run:
         }
         atomic_torch_save(d, self.run_dir / "best.pt")
 
-    def _promote(self, promoted: tuple[int, dict[str, torch.Tensor]], coordinator: Any) -> None:
+    def _promote(self, promoted: Promoted) -> None:
         self._save_best(*promoted)
-        self.weights.publish(coordinator, "promoted", *promoted)
+        self.weights.publish(self.coordinator, "promoted", *promoted)
 
-    def _checkpoint(
-        self,
-        trainer: Trainer,
-        replay: Any,
-        promoted: tuple[int, dict[str, torch.Tensor]],
-    ) -> None:
-        """Drain the workers' statistics (from the replay actor), write every pending scalar and flush TensorBoard, then
-        write ``ckpt_<step>.pt`` (trainer, replay counters and RNG, run counters, the promoted
-        weights) and prune old checkpoints."""
+    def _checkpoint(self, trainer: Trainer) -> None:
+        """Drain the workers' statistics (from the replay actor), write every pending scalar and
+        flush TensorBoard, then write ``ckpt_<step>.pt`` (trainer, replay counters and RNG, run
+        counters, the promoted weights) and prune old checkpoints."""
         import ray
 
+        assert self.scalars is not None and self.promoted is not None
         # One replay-actor call: the statistics drained and the buffer's state agree exactly.
-        stats, games, rstate = ray.get(replay.drain_with_state.remote())
-        self._drain(replay, trainer.step, (stats, games))
-        assert self.scalars is not None
+        stats, games, rstate = ray.get(self.replay.drain_with_state.remote())
+        self._drain(trainer.step, (stats, games))
         self.scalars.flush()
         state = trainer.state_dict()
         state["replay"] = rstate
-        state["run"] = {
-            "games": self.games,
-            "positions": self.positions,
-            "counters": self.counters,
-            "gating_decisions": self.gating_decisions,
-            "promoted_generation": promoted[0],
-            "minutes": self.minutes(),
-            "last_gating": self.last_gating,
-            "best_scores": self.best_scores,
-            "launch": self.launch,
-        }
-        state["promoted"] = (promoted[0], promoted[1])
+        self.c.promoted_generation = self.promoted[0]
+        state["run"] = {**self.c.to_checkpoint(), "minutes": self.minutes()}
+        state["promoted"] = self.promoted
         state["run_name"] = self.cfg.run_name
         atomic_torch_save(state, self.run_dir / f"ckpt_{trainer.step:09d}.pt")
         prune_checkpoints(self.run_dir, self.cfg.train.keep_checkpoints)
 
-    def _gating(
-        self,
-        result: dict[str, Any],
-        promoted: tuple[int, dict[str, torch.Tensor]],
-        coordinator: Any,
-        trainer: Trainer,
-    ) -> tuple[int, dict[str, torch.Tensor]]:
-        assert self.scalars is not None
+    def _gating(self, result: dict[str, Any], trainer: Trainer) -> None:
+        """Log an evaluation's scores and games, and apply its gating decision to ``promoted``."""
+        assert self.scalars is not None and self.reporter is not None and self.promoted is not None
         step = trainer.step
         for k, v in result.get("scalars", {}).items():
             self.scalars.add(k, v, step)
@@ -706,23 +623,19 @@ class Run:
         scores = {k.removeprefix("score/vs_"): v for k, v in result.get("scalars", {}).items()
                   if k.startswith("score/vs_")}  # fmt: skip
         if result.get("decision") is not None and self.cfg.evaluator.gating != "off":
-            self.gating_decisions += 1
+            self.c.gating_decisions += 1
             if result["decision"] == "promote":
-                promoted = (cand_gen, result["candidate_weights"])
-                self._promote(promoted, coordinator)
-                self.best_scores = scores
-            self.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
-            self.scalars.writer.add_text("gating", self.last_gating, step)
-            self.scalars.add("gating/promoted_generation", promoted[0], step)
-            assert self.reporter is not None
-            self.reporter.line(f"gating: {self.last_gating}")
-        elif promoted[0] == cand_gen and scores:
-            self.best_scores = scores
-        return promoted
+                self.promoted = (cand_gen, result["candidate_weights"])
+                self._promote(self.promoted)
+                self.c.best_scores = scores
+            self.c.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
+            self.scalars.writer.add_text("gating", self.c.last_gating, step)
+            self.scalars.add("gating/promoted_generation", self.promoted[0], step)
+            self.reporter.line(f"gating: {self.c.last_gating}")
+        elif self.promoted[0] == cand_gen and scores:
+            self.c.best_scores = scores
 
-    def _eval_result(
-        self, task: Any, candidate: tuple[int, dict[str, torch.Tensor]] | None
-    ) -> dict[str, Any] | None:
+    def _eval_result(self, task: Any, candidate: Promoted | None) -> dict[str, Any] | None:
         """The evaluation's result with the candidate's weights (kept here, not sent back), or
         None when the evaluator was lost with its node or process (Ray restarts it; the next
         generation is evaluated) or has not answered."""
@@ -738,38 +651,29 @@ class Run:
             result["candidate_weights"] = candidate[1]
         return result
 
-    def _drain(self, replay: Any, step: int, drained: tuple[list[dict[str, float]], list[str]] | None = None) -> None:
+    def _drain(self, step: int, drained: tuple[list[dict[str, float]], list[str]] | None = None) -> None:
         """Write the self-play statistics and sample games the replay actor received since the
         last call (the workers hand them in with their records)."""
         import ray
 
         assert self.scalars is not None
         add = self.scalars.add
-        stats, games = drained if drained is not None else ray.get(replay.drain.remote())
+        stats, games = drained if drained is not None else ray.get(self.replay.drain.remote())
         for s in stats:  # games and positions in flight: the latest report of each worker
             if "inflight/stream" in s:
                 self.inflight[s["inflight/stream"]] = (s["inflight/games"], s["inflight/positions"])
         stats = [{k: v for k, v in s.items() if not k.startswith("inflight/")} for s in stats]
         if stats:
-            summary = _summarise(stats)
-            self.games += int(summary.get("count/games", 0))
-            self.positions += int(summary.get("count/positions", 0))
+            summary = summarise_worker_stats(stats)
+            self.c.games += int(summary.get("count/games", 0))
+            self.c.positions += int(summary.get("count/positions", 0))
             for k, v in summary.items():
                 if k.startswith("count/"):
-                    self.counters[k] = self.counters.get(k, 0.0) + v
+                    self.c.counters[k] = self.c.counters.get(k, 0.0) + v
                 else:
                     add(k, v, step)
-            total = max(1.0, self.counters.get("count/games", 0.0))
-            for k in ("road_white", "road_black", "flat_white", "flat_black", "draw", "resigned"):
-                add(f"selfplay/share_{k}", self.counters.get(f"count/{k}", 0.0) / total, step)
-            checks = self.counters.get("count/resign_checks", 0.0)
-            if checks:
-                false = self.counters.get("count/false_resign", 0.0)
-                add("selfplay/false_resign_rate", false / checks, step)
-            wins_w = self.counters.get("count/road_white", 0) + self.counters.get("count/flat_white", 0)
-            add("selfplay/white_win_rate", wins_w / total, step)
-            add("selfplay/games_total", self.games, step)
-            add("selfplay/positions_total", self.positions, step)
+            for k, v in selfplay_scalars(self.c.counters, self.c.games, self.c.positions).items():
+                add(k, v, step)
         if games:
             path = self.run_dir / "games" / "selfplay.ptn"
             with open(path, "a") as f:
@@ -780,29 +684,6 @@ class Run:
 
 def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu").clone() for k, v in trainer.model.state_dict().items()}
-
-
-def _log_hparams(writer: Any, cfg: TrainConfig) -> None:
-    from torch.utils.tensorboard.summary import hparams
-
-    flat: dict[str, Any] = {}
-
-    def walk(prefix: str, obj: Any) -> None:
-        if dataclasses.is_dataclass(obj):
-            for f in dataclasses.fields(obj):
-                walk(f"{prefix}{f.name}.", getattr(obj, f.name))
-        elif isinstance(obj, dict):
-            for k, v in obj.items():
-                walk(f"{prefix}{k}.", v)
-        else:
-            v = obj if isinstance(obj, int | float | str | bool) else json.dumps(obj)
-            flat[prefix[:-1]] = v
-
-    walk("", cfg)
-    exp, ssi, sei = hparams(flat, {"gating/promoted_generation": math.nan})
-    writer.file_writer.add_summary(exp)
-    writer.file_writer.add_summary(ssi)
-    writer.file_writer.add_summary(sei)
 
 
 def run_training(cfg: TrainConfig, command: str | None = None) -> Path:

@@ -1,0 +1,176 @@
+"""What a run carries from one start to the next: the checkpoint to resume from, the run's
+counters, the launch number that keeps random streams apart, and the gated model.
+
+Used by :class:`takzero.pipeline.run.Run`; no Ray here, so every rule is tested without a cluster.
+
+* :func:`find_resume_checkpoint`: the newest verified checkpoint, or an error that names why a
+  folder with checkpoints will not be resumed (``resume=false``, nothing verifies, another network).
+* :class:`RunCounters`: games, positions, self-play counters, gating decisions, training minutes
+  over all sessions, the promoted generation and its scores; saved in every checkpoint under
+  ``"run"`` and read back from it.
+* :func:`next_launch`: counts the starts of a run; each start takes self-play streams
+  ``launch * STREAMS_PER_LAUNCH + k`` (``Coordinator.new_stream``), so no resumed run replays the
+  games of an earlier start.
+* :func:`recover_promoted`: the promoted (gated) weights for a run whose ``best.pt`` is missing or
+  damaged; never the trainer's ungated weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from takzero.config import TrainConfig
+from takzero.pipeline.checkpoints import (
+    CheckpointError,
+    list_checkpoints,
+    load_checked,
+    load_latest,
+)
+
+#: Self-play actor starts per launch of a run (``Coordinator.new_stream``); stream ``s`` numbers
+#: its games ``s << 32 | n``.
+STREAMS_PER_LAUNCH = 1 << 16
+
+
+class RunDirError(RuntimeError):
+    """The run folder holds checkpoints that this run would not resume from (nothing started)."""
+
+
+def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint a run in ``run_dir`` resumes from: None for an empty folder (a new run).
+
+    Refuses to start over in a folder that has checkpoints the run will not use (``resume=false``,
+    or none of them verifies: the new run's checkpoints would sort before the old ones and be
+    pruned at once), and to resume a checkpoint of another network than ``cfg`` builds (each
+    differing key is named with both values).
+
+    Raises:
+        RunDirError: any of the above; nothing is changed on disk.
+    """
+    existing = list_checkpoints(run_dir)
+    if not existing:
+        return None
+    if not cfg.resume:
+        raise RunDirError(
+            f"{run_dir} already has checkpoints ({existing[-1].name}) and resume=false: "
+            "choose a new run_name (or move the old checkpoints away)"
+        )
+    found = load_latest(run_dir)
+    if found is None:
+        raise RunDirError(
+            f"none of the {len(existing)} checkpoints in {run_dir} could be verified "
+            "(see the errors above); not starting over on top of them: restore their "
+            ".sha256 files, move them away, or choose a new run_name"
+        )
+    saved = found[1].get("model_config")
+    if saved is not None:
+        want = cfg.model_config().to_dict()
+        diff = {k: (saved.get(k), v) for k, v in want.items() if saved.get(k, v) != v}
+        if diff:
+            keys = ", ".join(
+                f"model.{k}: checkpoint {a!r}, config {b!r}" for k, (a, b) in sorted(diff.items())
+            ).replace("model.size", "board.size")
+            raise RunDirError(
+                f"{found[0]} was trained with another network than this config builds ({keys}); "
+                "set those keys to the checkpoint's values to resume, or choose a new run_name"
+            )
+    return found
+
+
+@dataclasses.dataclass
+class RunCounters:
+    """The run's own counters, carried across starts in each checkpoint's ``"run"`` entry.
+
+    Attributes:
+        games, positions: self-play games finished and positions made, over all starts.
+        counters: the workers' ``count/*`` statistics summed (results, resignations, ...).
+        gating_decisions: promote/reject decisions so far.
+        minutes: training wall time of all earlier sessions, minutes (``train.max_minutes``
+            counts it).
+        last_gating: the last gating line shown to the user.
+        best_scores: ``score/vs_*`` of the promoted generation, by baseline.
+        promoted_generation: generation of the gated model in ``best.pt``.
+        launch: which start of the run wrote the checkpoint (0 = the first).
+    """
+
+    games: int = 0
+    positions: int = 0
+    counters: dict[str, float] = dataclasses.field(default_factory=dict)
+    gating_decisions: int = 0
+    minutes: float = 0.0
+    last_gating: str = "none yet"
+    best_scores: dict[str, float] = dataclasses.field(default_factory=dict)
+    promoted_generation: int = 0
+    launch: int = 0
+
+    @classmethod
+    def from_checkpoint(cls, state: dict[str, Any] | None) -> RunCounters:
+        """Read the ``"run"`` entry of a checkpoint (None or a missing entry: a new run)."""
+        extra = (state or {}).get("run", {})
+        return cls(
+            games=int(extra.get("games", 0)),
+            positions=int(extra.get("positions", 0)),
+            counters=dict(extra.get("counters", {})),
+            gating_decisions=int(extra.get("gating_decisions", 0)),
+            minutes=float(extra.get("minutes", 0.0)),
+            last_gating=str(extra.get("last_gating", "none yet")),
+            best_scores=dict(extra.get("best_scores", {})),
+            promoted_generation=int(extra.get("promoted_generation", 0)),
+            launch=int(extra.get("launch", 0)),
+        )
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        """The ``"run"`` entry of a checkpoint (plain types only)."""
+        return dataclasses.asdict(self)
+
+
+def next_launch(run_dir: Path) -> int:
+    """Count this start of the run in ``run_dir/launches`` (atomically) and return its number:
+    0 for the first start, 1 for the first resume, ... (kills included: the count is written
+    before anything else starts)."""
+    path = run_dir / "launches"
+    try:
+        n = int(path.read_text().strip())
+    except (OSError, ValueError):
+        n = 0
+    tmp = path.with_name("launches.tmp")
+    tmp.write_text(f"{n + 1}\n")
+    os.replace(tmp, path)
+    return n
+
+
+def recover_promoted(
+    run_dir: Path, generation: int, state: dict[str, Any]
+) -> tuple[int, dict[str, torch.Tensor]]:
+    """The promoted weights of a resumed run whose ``best.pt`` is missing or damaged.
+
+    Looks in the checkpoint ``state`` (every checkpoint carries ``"promoted"``: (generation,
+    weights)) and then in every verified checkpoint of ``run_dir`` for ``generation``.
+
+    Returns:
+        (generation, state dict of CPU tensors).
+
+    Raises:
+        RunDirError: no gated copy of that generation is left (never falls back to the trainer's
+            ungated weights).
+    """
+    saved = state.get("promoted")
+    if saved is not None and int(saved[0]) == generation:
+        return int(saved[0]), saved[1]
+    for path in reversed(list_checkpoints(run_dir)):
+        try:
+            d = load_checked(path, require_checksum=True)
+        except CheckpointError:
+            continue
+        if int(d.get("generation", -1)) == generation:
+            return generation, d["model_state"]
+    raise RunDirError(
+        f"best.pt in {run_dir} is missing or damaged and no checkpoint holds the promoted "
+        f"generation {generation}; not promoting ungated weights: restore best.pt or start a new "
+        "run_name"
+    )
