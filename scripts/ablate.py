@@ -94,7 +94,7 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     print(f"[ablate] evaluating {model} against {spec}, {args.pairs} pairs", flush=True)
     (summary,) = evaluate_model(
         str(model), [spec], pairs=args.pairs, simulations=args.simulations, ply_limit=args.ply_limit,
-        seed=args.seed,
+        seed=args.seed, threads=args.threads,
     )  # fmt: skip
     return summary
 
@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides")
     ap.add_argument("--ply-limit", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2,
+                    help="torch threads of the evaluation (both networks' batched calls)")  # fmt: skip
     ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs")
     ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to")
     ap.add_argument("--eval-only", action="store_true", help="do not train; evaluate the run's best.pt")
@@ -159,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.minutes <= 0:
         ap.error(f"--minutes must be > 0, got {args.minutes}")
+    if args.threads < 1:
+        ap.error(f"--threads must be >= 1, got {args.threads}")
     if args.pairs < 1 or args.simulations < 1:
         ap.error("--pairs and --simulations must be >= 1")
     if not Path(args.reference).is_file():

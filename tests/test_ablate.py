@@ -70,3 +70,5 @@ def test_missing_best_model_and_bad_arguments(tmp_path: Path) -> None:
         ablate.main(["--name", "x", "--minutes", "0", "--reference", str(ref)])
     with pytest.raises(SystemExit):
         ablate.main(["--name", "x", "--reference", str(tmp_path / "missing.pt")])
+    with pytest.raises(SystemExit):
+        ablate.main(["--name", "x", "--threads", "0", "--reference", str(ref)])

@@ -31,7 +31,7 @@ from takzero.pipeline.selfplay import SelfPlayWorker
 from takzero.pipeline.trainer import Trainer, make_batch
 
 SIZE = 3
-PRETRAINED = Path(__file__).resolve().parents[1] / "checkpoints" / "pretrained" / "5x5.pt"
+PRETRAINED = Path(__file__).resolve().parents[1] / "checkpoints" / "pretrained" / "5x5_v1.pt"
 
 
 def _random_final(size: int, seed: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config, to
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "features_v1.npz"
-SHIPPED = ROOT / "checkpoints" / "pretrained" / "5x5.pt"
+SHIPPED = ROOT / "checkpoints" / "pretrained" / "5x5_v1.pt"  # the first shipped 5x5 network (features v1, no extra heads)
 THREATS = ("own_place_road", "opp_place_road", "own_spread_road", "opp_spread_road")
 
 

@@ -39,7 +39,7 @@ def main() -> None:
             out[key] = planes
         out[f"states_{size}"] = states
     states = F.random_states(5, 32, seed=7, min_plies=0, max_plies=50)
-    ev = Evaluator.from_checkpoint(HERE.parents[1] / "checkpoints/pretrained/5x5.pt", device="cpu")
+    ev = Evaluator.from_checkpoint(HERE.parents[1] / "checkpoints/pretrained/5x5_v1.pt", device="cpu")
     priors, values, _ = ev.evaluate(states)
     out.update(model_states=states, model_priors=priors, model_values=values)
     np.savez_compressed(HERE / "features_v1.npz", **out)
