@@ -117,6 +117,10 @@ def check_board_size(client: TEIClient, size: int, half_komi: int, allow_fallbac
 # ---------------------------------------------------------------------------------------------
 
 
+#: Seconds between wake-ups of a wait for an engine's line (see ``TEIClient._next``).
+POLL_S = 0.2
+
+
 class TEIClient:
     """One TEI engine process.
 
@@ -226,12 +230,18 @@ class TEIClient:
         return "still running" if code is None else f"exit code {code}"
 
     def _next(self, timeout: float, waiting_for: str) -> str:
-        try:
-            line = self._lines.get(timeout=max(timeout, 0.001))
-        except queue.Empty:
-            raise EngineError(
-                "timeout", f"{self.name} did not answer {waiting_for} within {timeout:.1f} s"
-            ) from None
+        # Waited for in slices of POLL_S: a Ctrl-C that the kernel delivers to the reader thread
+        # only sets CPython's flag, which the main thread acts on when it wakes up.
+        deadline = time.monotonic() + max(timeout, 0.001)
+        while True:
+            try:
+                line = self._lines.get(timeout=max(min(POLL_S, deadline - time.monotonic()), 0.001))
+                break
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise EngineError(
+                        "timeout", f"{self.name} did not answer {waiting_for} within {timeout:.1f} s"
+                    ) from None
         if line is None:
             if self.proc is not None:
                 try:
