@@ -360,6 +360,8 @@ def test_ctrl_c_exits_130_with_the_score(tmp_path: Path) -> None:
          "--engine", f"{sys.executable} {fake} hang", "--nodes", "1", "--move-timeout", "300",
          "--out", str(tmp_path / "m")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        # as from a shell: SIGINT not ignored, whatever an earlier test left in this process
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the match line: both engines are up, game 1 is on
