@@ -164,11 +164,6 @@ class Run:
         self.eval_candidate: Promoted | None = None
         self.loop_started = False
 
-    @property
-    def games(self) -> int:
-        """Self-play games finished over all starts of the run."""
-        return self.c.games
-
     def minutes(self) -> float:
         """Training minutes over all sessions of the run."""
         return self.c.minutes + (time.monotonic() - self.started) / 60
