@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", required=True, help="variant name: the run folder under --root and the table row")
     ap.add_argument("--config", default="5x5_cpu", help="named config under configs/config/")
     ap.add_argument("--minutes", type=float, default=30.0, help="training wall time (train.max_minutes)")
-    ap.add_argument("--reference", default=str(ROOT / "checkpoints/pretrained/5x5.pt"), help="fixed network to play")
+    ap.add_argument("--reference", default=str(ROOT / "checkpoints/pretrained/5x5_v2.pt"),
+                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30)")
     ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours")
     ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides")
     ap.add_argument("--ply-limit", type=int, default=150)
