@@ -8,7 +8,9 @@ Writes ``<prefix>_elo.png`` (Elo and score against each baseline, from the evalu
 ``elo/vs_*`` and ``score/vs_*`` scalars) and ``<prefix>_loss.png`` (``loss/*`` scalars, raw and
 smoothed) into ``--out`` (default: ``plots/`` inside the run folder, never the repository's
 tracked ``docs/``: pass ``--out docs`` to update the figures there), and prints one JSON line per file with the last values plotted. The time
-axis is minutes of wall-clock time since the run's first logged event. Elo is clipped to
+axis is minutes of training: wall-clock time since the run's first logged event, less every
+pause longer than ``--max-gap`` seconds between two logged events (a run stopped and resumed
+later; the run logs every ``log_every_s``, 10 s by default). Elo is clipped to
 [-800, 800] for plotting: a 100% or 0% score has an infinite point estimate.
 """
 
@@ -55,7 +57,29 @@ def smooth(values: np.ndarray, weight: float = 0.9) -> np.ndarray:
     return out
 
 
-def plot_elo(scalars: dict, t0: float, path: Path, title: str) -> dict[str, float]:
+class TrainingClock:
+    """Maps event wall times (seconds since the epoch) to minutes of training: the time since the
+    first event, less each gap longer than ``max_gap_s`` between consecutive events of any tag
+    (the time between a stopped session's last event and the next session's first one).
+
+    ``walls``: every event's wall time (float64, any order)."""
+
+    def __init__(self, walls: np.ndarray, max_gap_s: float) -> None:
+        t = np.unique(np.asarray(walls, dtype=np.float64))
+        if not len(t):
+            raise ValueError("no events")
+        gaps = np.diff(t)
+        paused = np.where(gaps > max_gap_s, gaps, 0.0)
+        self._times = t
+        self._paused_before = np.concatenate([[0.0], np.cumsum(paused)])  # seconds paused before t[i]
+
+    def __call__(self, wall: np.ndarray) -> np.ndarray:
+        """Training minutes of each wall time in ``wall`` (float64 array)."""
+        i = np.clip(np.searchsorted(self._times, wall, side="right") - 1, 0, len(self._times) - 1)
+        return (np.asarray(wall, dtype=np.float64) - self._times[0] - self._paused_before[i]) / 60
+
+
+def plot_elo(scalars: dict, clock: TrainingClock, path: Path, title: str) -> dict[str, float]:
     """Elo (top) and score (bottom) against each baseline over minutes of training."""
     names = sorted(t.removeprefix("elo/vs_") for t in scalars if t.startswith("elo/vs_"))
     if not names:
@@ -64,11 +88,11 @@ def plot_elo(scalars: dict, t0: float, path: Path, title: str) -> dict[str, floa
     last: dict[str, float] = {}
     for name in names:
         wall, _, elo = scalars[f"elo/vs_{name}"]
-        minutes = (wall - t0) / 60
+        minutes = clock(wall)
         ax_elo.plot(minutes, np.clip(elo, -ELO_CLIP, ELO_CLIP), marker="o", ms=3, label=f"vs {name}")
         if f"score/vs_{name}" in scalars:
             wall_s, _, score = scalars[f"score/vs_{name}"]
-            ax_score.plot((wall_s - t0) / 60, 100 * score, marker="o", ms=3, label=f"vs {name}")
+            ax_score.plot(clock(wall_s), 100 * score, marker="o", ms=3, label=f"vs {name}")
             last[f"score_vs_{name}"] = float(score[-1])
         last[f"elo_vs_{name}"] = float(elo[-1])
     ax_elo.axhline(0, color="grey", lw=0.8)
@@ -88,7 +112,7 @@ def plot_elo(scalars: dict, t0: float, path: Path, title: str) -> dict[str, floa
     return last
 
 
-def plot_losses(scalars: dict, t0: float, path: Path, title: str) -> dict[str, float]:
+def plot_losses(scalars: dict, clock: TrainingClock, path: Path, title: str) -> dict[str, float]:
     """Each ``loss/*`` scalar over minutes of training: raw (faint) and smoothed."""
     tags = [t for t in ("loss/total", "loss/policy", "loss/value", "loss/aux") if t in scalars]
     if not tags:
@@ -98,7 +122,7 @@ def plot_losses(scalars: dict, t0: float, path: Path, title: str) -> dict[str, f
     last: dict[str, float] = {}
     for ax, tag in zip(axes, tags, strict=True):
         wall, _, value = scalars[tag]
-        minutes = (wall - t0) / 60
+        minutes = clock(wall)
         line = ax.plot(minutes, value, alpha=0.25)[0]
         ax.plot(minutes, smooth(value), color=line.get_color())
         ax.set_ylabel(tag.removeprefix("loss/"))
@@ -118,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir", help="run folder (with tb/) or the tb/ folder")
     p.add_argument("--out", help="folder for the PNG files (default: RUN_DIR/plots)")
     p.add_argument("--prefix", help="file name prefix (default: the run folder's name)")
+    p.add_argument("--max-gap", type=float, default=120.0,
+                   help="seconds without a logged event counted as a pause between sessions (default 120)")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir)
     tb_dir = run_dir / "tb" if (run_dir / "tb").is_dir() else run_dir
@@ -128,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     scalars = load_scalars(tb_dir)
     if not scalars:
         p.error(f"no scalars in {tb_dir}")
-    t0 = min(float(w[0]) for w, _, _ in scalars.values() if len(w))
+    if not args.max_gap > 0:
+        p.error(f"--max-gap must be > 0 seconds, got {args.max_gap}")
+    clock = TrainingClock(np.concatenate([w for w, _, _ in scalars.values()]), args.max_gap)
     if "/" in prefix or "\\" in prefix:
         p.error(f"--prefix must be a plain file name prefix, got {prefix!r}")
     run_root = run_dir if tb_dir != run_dir else run_dir.parent
@@ -142,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         path = out / f"{prefix}_{kind}.png"
         title = f"{name}: {'Elo vs baselines' if kind == 'elo' else 'losses'}"
         try:
-            last = fn(scalars, t0, path, title)
+            last = fn(scalars, clock, path, title)
         except LookupError as e:  # the other figure can still be drawn
             print(f"skipped {path.name}: {e.args[0]}", file=sys.stderr)
             continue

@@ -73,3 +73,33 @@ def test_plot_run_draws_losses_before_any_evaluation(tmp_path: Path, capsys: pyt
     with pytest.raises(SystemExit) as exc:
         plot_run.main([str(tmp_path / "early"), "--out", str(tmp_path / "afile")])
     assert exc.value.code == 2 and "cannot use --out" in capsys.readouterr().err
+
+
+def test_training_clock_removes_the_pause_between_sessions() -> None:
+    import numpy as np
+
+    plot_run = _load_script()
+    # Session 1 logs every 10 s for 30 min; session 2 starts 27 min later and logs for 30 min.
+    first = 1000.0 + np.arange(0, 1800.0 + 1, 10.0)
+    second = first[-1] + 27 * 60 + np.arange(0, 1800.0 + 1, 10.0)
+    clock = plot_run.TrainingClock(np.concatenate([second, first]), max_gap_s=120.0)
+    assert clock(np.array([first[0]]))[0] == 0.0
+    assert np.isclose(clock(np.array([first[-1]]))[0], 30.0)
+    assert np.isclose(clock(np.array([second[0]]))[0], 30.0)  # the pause counts as nothing
+    assert np.isclose(clock(np.array([second[-1]]))[0], 60.0)
+    assert np.all(np.diff(clock(np.concatenate([first, second]))) >= 0)
+    # Gaps up to max_gap_s are training time (a slow logging interval, not a pause).
+    slow = plot_run.TrainingClock(np.array([0.0, 100.0, 200.0]), max_gap_s=120.0)
+    assert np.allclose(slow(np.array([0.0, 100.0, 200.0])), [0.0, 100 / 60, 200 / 60])
+
+
+def test_plot_run_rejects_a_bad_max_gap(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "r" / "tb"))
+    writer.add_scalar("loss/total", 1.0, 0, walltime=1000.0)
+    writer.close()
+    plot_run = _load_script()
+    with pytest.raises(SystemExit) as exc:
+        plot_run.main([str(tmp_path / "r"), "--max-gap", "0"])
+    assert exc.value.code == 2 and "--max-gap must be > 0" in capsys.readouterr().err
