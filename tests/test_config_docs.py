@@ -34,8 +34,14 @@ def documented_commands() -> list[tuple[str, list[str]]]:
     ``$VAR``, ``[key=value ...]``) or options other than overrides (``--help``) are left out."""
     found = []
     for path in DOCS:
-        text = path.read_text().replace("\\\n", " ")
-        for lineno, line in enumerate(text.splitlines(), 1):
+        lines, start, joined = [], 0, ""
+        for number, raw in enumerate(path.read_text().splitlines(), 1):
+            start = start or number
+            joined += raw[:-1] + " " if raw.endswith("\\") else raw
+            if not raw.endswith("\\"):
+                lines.append((start, joined))
+                start, joined = 0, ""
+        for lineno, line in lines:
             for m in COMMAND.finditer(line):
                 rest = re.split(r"`|\s#\s|\s\|\s|&&|;|\)", line[m.end():])[0]
                 try:
