@@ -180,16 +180,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def config_model(name: str) -> ModelConfig:
-    """The ``ModelConfig`` of configs/config/<name>.yaml (model keys not set there: train.yaml's)."""
-    import yaml
+    """The ``ModelConfig`` of ``+config=<name>`` (composed as the training command does)."""
+    from takzero.config import compose_preset
 
-    base = yaml.safe_load((ROOT / "configs" / "train.yaml").read_text())
-    conf = yaml.safe_load((ROOT / "configs" / "config" / f"{name}.yaml").read_text())
-    model = {**base["model"], **conf.get("model", {})}
-    return ModelConfig(
-        size=conf["board"]["size"], channels=model["channels"], blocks=model["blocks"],
-        layers=model["layers"], global_pool=model["global_pool"],
-    )  # fmt: skip
+    return compose_preset(name).model_config()
 
 
 def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,19 +31,13 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = ap.parse_args()
 
-    from takzero.config import load_config
+    from takzero.config import compose_preset
     from takzero.nn.model import LossWeights
     from takzero.pipeline.replay import Records
     from takzero.pipeline.selfplay import SelfPlayWorker
     from takzero.pipeline.trainer import Trainer
 
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"),
-        OmegaConf.load(ROOT / f"configs/config/{args.config}.yaml"),
-        OmegaConf.from_dotlist(args.overrides),
-    )
-    raw.run_name = "bench"
-    cfg = load_config(raw)
+    cfg = compose_preset(args.config, args.overrides, run_name="bench")
     torch.set_num_threads(cfg.selfplay.threads)
     machine = {
         "bench": "machine",

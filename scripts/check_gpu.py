@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,15 +40,9 @@ def emit(**fields: Any) -> None:
 
 
 def load_cfg(name: str, overrides: list[str]) -> Any:
-    from takzero.config import load_config
+    from takzero.config import compose_preset
 
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"),
-        OmegaConf.load(ROOT / f"configs/config/{name}.yaml"),
-        OmegaConf.from_dotlist(overrides),
-    )
-    raw.run_name = "check_gpu"
-    return load_config(raw)
+    return compose_preset(name, overrides, run_name="check_gpu")
 
 
 def sample_states(cfg: Any, n: int, seed: int = 0) -> np.ndarray:

@@ -332,6 +332,25 @@ def _check(cond: bool, key: str, msg: str, value: object) -> None:
         raise ConfigError(f"{key}: {msg} (got {value!r})")
 
 
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def compose_preset(name: str, overrides: list[str] | tuple[str, ...] = (), run_name: str = "preset") -> TrainConfig:
+    """The checked config of ``+config=<name>`` with ``overrides`` (``key=value`` strings),
+    composed by Hydra exactly as ``python -m takzero.train`` composes it (so a preset's own
+    defaults list, such as 5x5_cpu_gumbel's ``- 5x5_cpu``, is honoured), with ``run_name`` set.
+    For scripts and tests; the training command itself uses ``@hydra.main``.
+
+    Raises ConfigError naming the key of a bad value; Hydra's errors for an unknown preset or a
+    malformed override."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        raw = compose(config_name="train", overrides=[f"+config={name}", *overrides])
+    raw.run_name = run_name
+    return load_config(raw)
+
+
 def load_config(cfg: DictConfig | dict) -> TrainConfig:
     """Merge a composed config into the schema and check every value.
 

@@ -56,14 +56,19 @@ def test_bad_config_values_name_their_key(key: str, value: object) -> None:
 def test_good_configs_load() -> None:
     names = sorted(p.stem for p in (ROOT / "configs/config").glob("*.yaml"))
     assert {"3x3", "4x4", "5x5", "5x5_cpu", "6x6", "7x7", "8x8", "smoke"} <= set(names)
+    from takzero.config import compose_preset
+
+    # Composed as the command line does (a preset may build on another through its defaults list,
+    # as 5x5_cpu_gumbel does on 5x5_cpu).
     for name in names:
-        raw = OmegaConf.merge(
-            OmegaConf.load(ROOT / "configs/train.yaml"),
-            OmegaConf.load(ROOT / f"configs/config/{name}.yaml"),
-        )
-        raw.run_name = name
-        cfg = load_config(raw)
+        cfg = compose_preset(name, run_name=name)
         assert cfg.board.size == (4 if name == "smoke" else int(name[0])), name
+        if name == "5x5_cpu_gumbel":
+            assert cfg.mcts.gumbel and cfg.mcts.simulations == 24 and cfg.replay.window_c == 20000
+    cfg = compose_preset("5x5_cpu_gumbel", ["mcts.simulations=32"])
+    assert cfg.mcts.simulations == 32 and cfg.board.size == 5
+    with pytest.raises(ConfigError, match="mcts"):
+        compose_preset("5x5_cpu_gumbel", ["mcts.simulations=-1"])
 
 
 def test_cli_rejects_bad_value_at_startup(tmp_path: Path) -> None:
