@@ -176,7 +176,6 @@ def bench_device(
 
 #: Configs whose model the encoding cost is compared with (configs/config/<name>.yaml).
 FEATURE_MODELS = ("5x5_cpu", "6x6")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def config_model(name: str) -> ModelConfig:

@@ -15,12 +15,9 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:

@@ -32,8 +32,6 @@ from typing import Any
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def emit(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)

@@ -332,23 +332,29 @@ def _check(cond: bool, key: str, msg: str, value: object) -> None:
         raise ConfigError(f"{key}: {msg} (got {value!r})")
 
 
+#: The Hydra config folder: ``train.yaml`` and the presets under ``config/``.
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
-def compose_preset(name: str, overrides: list[str] | tuple[str, ...] = (), run_name: str = "preset") -> TrainConfig:
-    """The checked config of ``+config=<name>`` with ``overrides`` (``key=value`` strings),
-    composed by Hydra exactly as ``python -m takzero.train`` composes it (so a preset's own
-    defaults list, such as 5x5_cpu_gumbel's ``- 5x5_cpu``, is honoured), with ``run_name`` set.
-    For scripts and tests; the training command itself uses ``@hydra.main``.
+def compose_config(overrides: list[str] | tuple[str, ...] = (), run_name: str = "preset") -> TrainConfig:
+    """The checked config of ``python -m takzero.train OVERRIDES``, composed by Hydra exactly as
+    the training command composes it (so ``+config=<name>`` and a preset's own defaults list,
+    such as 5x5_cpu_gumbel's ``- 5x5_cpu``, are honoured), with ``run_name`` set. For scripts and
+    tests; the training command itself uses ``@hydra.main``.
 
     Raises ConfigError naming the key of a bad value; Hydra's errors for an unknown preset or a
     malformed override."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        raw = compose(config_name="train", overrides=[f"+config={name}", *overrides])
+        raw = compose(config_name="train", overrides=list(overrides))
     raw.run_name = run_name
     return load_config(raw)
+
+
+def compose_preset(name: str, overrides: list[str] | tuple[str, ...] = (), run_name: str = "preset") -> TrainConfig:
+    """:func:`compose_config` of ``+config=<name>`` followed by ``overrides``."""
+    return compose_config([f"+config={name}", *overrides], run_name)
 
 
 def load_config(cfg: DictConfig | dict) -> TrainConfig:

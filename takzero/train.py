@@ -13,7 +13,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from takzero.config import ConfigError, check_run_folder, load_config, unknown_override_keys
+from takzero.config import (
+    CONFIG_DIR,
+    ConfigError,
+    check_run_folder,
+    load_config,
+    unknown_override_keys,
+)
 from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.progress import resume_command
 from takzero.pipeline.run import RunDirError, run_training
@@ -82,7 +88,7 @@ def main() -> None:
             print(f"config error: {p}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    config_dir = str(Path(__file__).resolve().parent.parent / "configs")
+    config_dir = str(CONFIG_DIR)
 
     @hydra.main(config_path=config_dir, config_name="train", version_base="1.3")
     def _entry(dcfg: DictConfig) -> None:
