@@ -4,6 +4,8 @@ against a fixed reference network on paired openings, append one row to the abla
     python scripts/ablate.py --name baseline
     python scripts/ablate.py --name gumbel16 -- mcts.gumbel=true mcts.simulations=16
     python scripts/ablate.py --name gumbel16 --eval-only          # re-evaluate a finished run
+    python scripts/ablate.py --name onnx --train-only -- selfplay.backend=onnx   # queue: train now,
+    python scripts/ablate.py --name onnx --eval-only -- selfplay.backend=onnx    # evaluate later
 
 Protocol (defaults): ``python -m takzero.train +config=5x5_cpu train.max_minutes=30`` with the
 variant's overrides, in ``--root``/``--name`` (run it again with the same name to continue a
@@ -18,7 +20,11 @@ the run made, and the command that reproduces the row.
 Compare variants by their rows: each is measured against the same reference at the same wall
 time, so a variant's gain over the plain config is the difference of the two Elo figures (the
 intervals add up). Run variants one at a time on a quiet machine: the protocol fixes wall time,
-so anything else on the CPU takes compute from the variant.
+so anything else on the CPU takes compute from the variant. Evaluations are not timed, so
+``--train-only`` lets the trainings of several variants run back to back while their
+``--eval-only`` evaluations run later side by side. The training wall time, config and overrides
+are kept in ``ablate_train.json`` in the run folder: ``--eval-only`` without overrides takes the
+recorded ones, and other overrides than those the run was trained with are refused.
 """
 
 from __future__ import annotations
@@ -64,6 +70,24 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
     if code != 0:
         raise RuntimeError(f"training exited with status {code}; see {run_dir / 'ablate_train.log'}")
     return time.monotonic() - t0
+
+
+TRAIN_RECORD = "ablate_train.json"
+
+
+def train_record(run_dir: Path) -> dict[str, Any]:
+    """What earlier trainings of this script recorded in ``run_dir/ablate_train.json``: the
+    training wall time ``train_wall_s`` (seconds, added up over a run stopped and continued), the
+    ``config``, the ``overrides`` and the ``counters``; an empty dict when there is none."""
+    path = run_dir / TRAIN_RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    """Write ``obj`` as indented JSON to ``path`` through a temp file and a rename."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def run_counters(run_dir: Path) -> dict[str, int]:
@@ -157,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs")
     ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to")
     ap.add_argument("--eval-only", action="store_true", help="do not train; evaluate the run's best.pt")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train, record the wall time in the run folder, do not evaluate (queue the "
+                         "trainings of several variants, evaluate them later with --eval-only)")  # fmt: skip
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides of the variant (after --)")
     args = ap.parse_args(argv)
@@ -168,10 +195,31 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--pairs and --simulations must be >= 1")
     if not Path(args.reference).is_file():
         ap.error(f"--reference {args.reference} is not a file")
+    if args.eval_only and args.train_only:
+        ap.error("--eval-only and --train-only exclude each other")
     run_dir = Path(args.root) / args.name
-    wall = 0.0
+    this = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--eval-only", "--train-only")]
+    record = train_record(run_dir)
+    for key in ("config", "overrides"):  # the row must describe the run that was trained
+        if key in record and record[key] != getattr(args, key):
+            if key == "overrides" and args.eval_only and not args.overrides:
+                args.overrides = list(record[key])
+                this += ["--", *args.overrides]
+                continue
+            ap.error(
+                f"{run_dir} was trained with {key} {record[key]!r}, not {getattr(args, key)!r} "
+                f"(give the same {key}, or another --name)"
+            )
+    wall = float(record.get("train_wall_s", 0.0))
     if not args.eval_only:
-        wall = train(args, run_dir)
+        wall += train(args, run_dir)
+        write_json(run_dir / TRAIN_RECORD, {
+            "train_wall_s": round(wall, 1), "config": args.config, "overrides": args.overrides,
+            "counters": run_counters(run_dir),
+        })  # fmt: skip
+        if args.train_only:
+            print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)
+            return 0
     best = run_dir / "best.pt"
     if not best.is_file():
         print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
@@ -180,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     summary = evaluate(args, best)
-    this = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--eval-only"]
     result = {
         "variant": args.name,
         "overrides": args.overrides,
@@ -193,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.date.today().isoformat(),
         "command": "python scripts/ablate.py " + shlex.join(this),
     }
-    (run_dir / "ablation.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_json(run_dir / "ablation.json", result)
     print(json.dumps(result), flush=True)
     row = table_row(args, result)
     if args.no_table:

@@ -72,3 +72,47 @@ def test_missing_best_model_and_bad_arguments(tmp_path: Path) -> None:
         ablate.main(["--name", "x", "--reference", str(tmp_path / "missing.pt")])
     with pytest.raises(SystemExit):
         ablate.main(["--name", "x", "--threads", "0", "--reference", str(ref)])
+
+
+def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, monkeypatch) -> None:
+    """Queued protocol: --train-only records the wall time (adding up over a stopped and continued
+    run) and evaluates nothing; --eval-only later reports that wall time in its row's JSON."""
+    ablate = _load_script()
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)
+    run = tmp_path / "runs" / "q"
+    calls: list[list[str]] = []
+
+    def fake_train(args, run_dir: Path) -> float:
+        calls.append(list(args.overrides))
+        _tiny_model(run_dir / "best.pt", 3)
+        atomic_torch_save({"step": 5, "run": {"positions": 50, "games": 2}}, run_dir / "ckpt_000000005.pt")
+        return 12.5
+
+    monkeypatch.setattr(ablate, "train", fake_train)
+    common = ["--name", "q", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "runs")]
+    table = tmp_path / "t.md"
+    for expected_wall in (12.5, 25.0):
+        assert ablate.main([*common, "--train-only", "--table", str(table), "--", "mcts.simulations=4"]) == 0
+        record = json.loads((run / "ablate_train.json").read_text())
+        assert record["train_wall_s"] == expected_wall
+        assert record["counters"] == {"positions": 50, "games": 2, "steps": 5}
+    assert calls == [["mcts.simulations=4"]] * 2
+    assert not (run / "ablation.json").exists() and not table.exists()  # nothing evaluated yet
+    args = [*common, "--eval-only", "--pairs", "1", "--simulations", "2", "--ply-limit", "12", "--table", str(table)]
+    with pytest.raises(SystemExit):  # other overrides than the run was trained with: refused
+        ablate.main([*args, "--", "mcts.simulations=8"])
+    with pytest.raises(SystemExit):  # another config than the run was trained with: refused
+        ablate.main([*args, "--config", "5x5_cpu"])
+    assert ablate.main(args) == 0  # no overrides given: the recorded ones
+    assert len(calls) == 2  # --eval-only trains nothing
+    result = json.loads((run / "ablation.json").read_text())
+    assert result["train_wall_s"] == 25.0
+    assert result["overrides"] == ["mcts.simulations=4"]
+    assert result["command"].endswith("-- mcts.simulations=4")
+    assert "--eval-only" not in result["command"] and "--train-only" not in result["command"]
+    assert table.read_text().count("| q |") == 1 and "| `mcts.simulations=4` |" in table.read_text()
+    with pytest.raises(SystemExit):
+        ablate.main([*common, "--train-only", "--eval-only"])
