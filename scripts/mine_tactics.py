@@ -49,6 +49,7 @@ from pathlib import Path
 from takzero.game import core
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.exhaustive import forced_win, safe_moves, winning_moves
+from takzero.game.files import atomic_write_text
 from takzero.game.position import Position
 from takzero.game.ptn import PTNError, read_ptn_file
 from takzero.game.threats import is_tak
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--per-kind, --max-total and --max-nodes must be >= 1")
     t0 = time.perf_counter()
     entries = mine(args.games, args.per_kind, args.max_total, args.max_nodes)
-    args.out.write_text(json.dumps(entries, indent=1) + "\n")
+    atomic_write_text(args.out, json.dumps(entries, indent=1) + "\n")
     counts = Counter((e["kind"], e["size"]) for e in entries)
     for (kind, size), n in sorted(counts.items()):
         print(json.dumps({"kind": kind, "size": size, "positions": n}))

@@ -28,22 +28,45 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
+from takzero.game.files import atomic_open  # noqa: E402
+
 ELO_CLIP = 800.0
 
 
+def event_files(tb_dir: Path) -> list[Path]:
+    """The TensorBoard event files in ``tb_dir``: regular files named ``events.out.tfevents.*``
+    (a folder so named is not one), in name order (their names start with the creation time)."""
+    return sorted(f for f in tb_dir.glob("events.out.tfevents.*") if f.is_file())
+
+
 def load_scalars(tb_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Every scalar tag of the event files in ``tb_dir``: tag -> (wall_time s, step, value)."""
-    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
-    acc.Reload()
+    """Every scalar tag of the event files in ``tb_dir`` (:func:`event_files`): tag ->
+    (wall_time s, step, value), ordered by wall time."""
+    events_by_tag: dict[str, list] = {}
+    for path in event_files(tb_dir):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            events_by_tag.setdefault(tag, []).extend(acc.Scalars(tag))
     out = {}
-    for tag in acc.Tags().get("scalars", []):
-        events = acc.Scalars(tag)
+    for tag, events in events_by_tag.items():
+        events.sort(key=lambda e: e.wall_time)
         out[tag] = (
             np.array([e.wall_time for e in events], dtype=np.float64),
             np.array([e.step for e in events], dtype=np.int64),
             np.array([e.value for e in events], dtype=np.float64),
         )
     return out
+
+
+def save_figure(fig, path: Path) -> None:
+    """Write ``fig`` as PNG to ``path`` atomically (temp file and rename: a failed write leaves an
+    older file whole) and close it. Raises OSError."""
+    try:
+        with atomic_open(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def smooth(values: np.ndarray, weight: float = 0.9) -> np.ndarray:
@@ -107,8 +130,7 @@ def plot_elo(scalars: dict, clock: TrainingClock, path: Path, title: str) -> dic
     ax_score.ticklabel_format(axis="x", useOffset=False)
     ax_score.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return last
 
 
@@ -132,8 +154,7 @@ def plot_losses(scalars: dict, clock: TrainingClock, path: Path, title: str) -> 
     axes[-1].set_xlabel("training time (minutes)")
     axes[-1].ticklabel_format(axis="x", useOffset=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return last
 
 
@@ -146,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds without a logged event counted as a pause between sessions (default 120)")
     args = p.parse_args(argv)
     run_dir = Path(args.run_dir)
+    if not run_dir.exists():
+        p.error(f"run folder not found: {run_dir}")
+    if not run_dir.is_dir():
+        p.error(f"not a folder: {run_dir} (give the run folder or its tb/ folder)")
     tb_dir = run_dir / "tb" if (run_dir / "tb").is_dir() else run_dir
-    if not tb_dir.is_dir() or not any(tb_dir.glob("events.out.tfevents.*")):
+    if not event_files(tb_dir):
         p.error(f"no TensorBoard event files in {tb_dir}")
     name = run_dir.name if tb_dir != run_dir else run_dir.parent.name
     prefix = args.prefix or name

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from takzero.game.files import atomic_write_text, check_writable_folder
 from takzero.game.position import Position, komi_to_half_komi
 from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.game.tinue import DEFAULT_TINUE_NODES
@@ -118,12 +119,12 @@ def evaluate_model(
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
     ptn_files: list[Path] = []
-    if ptn_dir is not None:  # created (empty) before any game: a bad folder or file fails at once
-        folder = Path(ptn_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        for spec in baselines:
-            ptn_files.append(folder / f"vs_{spec_label(spec)}.ptn")
-            ptn_files[-1].write_text("")
+    if ptn_dir is not None:  # checked before any game; older files are replaced only by new games
+        folder = check_writable_folder(ptn_dir)
+        ptn_files = [folder / f"vs_{spec_label(spec)}.ptn" for spec in baselines]
+        for path in ptn_files:
+            if path.is_dir():
+                raise IsADirectoryError(f"{path} is a folder, not a PTN file")
     out: list[dict[str, Any]] = []
     for k, (spec, player) in enumerate(zip(baselines, players, strict=True)):
         t0 = time.perf_counter()
@@ -146,7 +147,7 @@ def evaluate_model(
                                seed=seed, tinue_nodes=search.tinue_nodes, interrupted=True)
                 say(json.dumps(_finite_or_none(summary)))
                 if ptn_files:
-                    ptn_files[k].write_text("\n".join(g.to_ptn() for g in partial.games))
+                    atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
             if progress is not None:
                 progress(f"interrupted: vs {spec} after {partial.num_games} of {total} games; "
                          f"Elo {partial.describe_elo()}")
@@ -165,7 +166,7 @@ def evaluate_model(
         if progress is not None:
             progress(f"vs {spec}: Elo {match.describe_elo()}")
         if ptn_files:
-            ptn_files[k].write_text("\n".join(g.to_ptn() for g in match.games))
+            atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in match.games))
     return out
 
 
@@ -224,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"model file not found: {args.model}")
     if not Path(args.model).is_file():
         p.error(f"not a model file: {args.model}")
+    if args.ptn_dir is not None:
+        try:
+            check_writable_folder(args.ptn_dir)
+        except OSError as e:
+            p.error(f"--ptn-dir {args.ptn_dir}: cannot write there: {e.strerror or e}")
     try:
         evaluate_model(
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,

@@ -31,7 +31,7 @@ What it does:
 * an engine that crashes, stops answering (``--move-timeout``), or sends a malformed or illegal
   move loses the game (PTN result ``1-0``/``0-1`` with a comment giving the reason); it is
   restarted for the next game and the match goes on;
-* writes every game as PTN to ``--out DIR/games.ptn`` (appended after each game) and prints a line
+* writes every game as PTN to ``--out DIR/games.ptn`` (rewritten atomically after each game) and prints a line
   per game (with ``--links`` followed by a PTN Ninja link that opens the game), then the score
   with the Elo difference of engine 1 over engine 2 and its 95% interval
   (``takzero.matches.stats.describe_elo``: the Wilson score interval mapped to Elo, honest for
@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from takzero.game.files import check_writable_folder
 from takzero.game.position import komi_to_half_komi
 from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.matches.openings import load_openings
@@ -147,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
             if min(movetimes) < 1:
                 raise ValueError(f"--movetime must be >= 1 ms, got {movetimes}")
             tc = [TimeControl(movetime=m, **common) for m in _per_engine(movetimes)]
+        if args.out:
+            try:
+                check_writable_folder(args.out)
+                if (Path(args.out) / "games.ptn").is_dir():
+                    raise IsADirectoryError(f"{Path(args.out) / 'games.ptn'} is a folder")
+            except OSError as e:
+                raise ValueError(f"--out {args.out}: cannot write games.ptn there: {e.strerror or e}") from None
         openings = load_openings(args.openings, args.size, half_komi) if args.openings else None
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.log else None
         run_tei_match(

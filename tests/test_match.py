@@ -373,3 +373,21 @@ def test_ctrl_c_exits_130_with_the_score(tmp_path: Path) -> None:
     assert "interrupted after 0 of 10 games" in out
     assert "too few games (0) for an Elo interval" in out
     assert "Traceback" not in err
+
+
+def test_an_unusable_out_is_refused_at_start_naming_out(tmp_path: Path, capsys) -> None:
+    """--out a file, or a folder whose games.ptn is a folder: exit 2 naming --out before any
+    engine starts; an earlier games.ptn is never emptied by a match that plays no game."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "d" / "games.ptn").mkdir(parents=True)
+    for out in (tmp_path / "afile", tmp_path / "afile" / "sub", tmp_path / "d"):
+        argv = ["--engine", str(tmp_path / "nope"), "--engine", "nope2", "--out", str(out)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and "did not start" not in err
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "games.ptn").write_text("[Event \"earlier\"]\n\n1. a1 e5\n")
+    argv = ["--engine", str(tmp_path / "nope"), "--engine", "nope2", "--out", str(old)]
+    assert main(argv) == 3
+    assert (old / "games.ptn").read_text().startswith("[Event \"earlier\"]")

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from takzero.game.__main__ import main
-from takzero.game.moves import MoveError, square_index
+from takzero.game.moves import Move, MoveError, square_index
 from takzero.game.picture import (
     BOARD_DARK,
     BOARD_LIGHT,
     LAST_MOVE,
     PIECE_FILL,
     board_image,
+    check_last_move,
     draw_board,
     last_move_squares,
     save_board,
@@ -164,3 +165,46 @@ def test_game_modules_import_matplotlib_only_inside_functions() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not any(n.split(".")[0] == "matplotlib" for n in names), path.name
+
+
+@pytest.mark.parametrize(
+    ("tps", "move", "why"),
+    [
+        ("x5/x5/x5/x5/x5 1 1", "5a1+", "ply 0"),  # the tester's case: no move played yet
+        ("x5/x5/x5/x5/x5 1 1", "a1", "ply 0"),
+        ("x5/x5/x5/x5/x,1,x3 1 3", "c1", "c1 is empty"),  # placement on an empty square
+        ("x5/x5/x5/x5/x,12,x3 1 3", "b1", "holds 2 pieces"),  # a placement leaves one piece
+        ("x5/x5/x5/x5/x,1S,x3 1 3", "b1", "topped by a wall"),  # wrong kind
+        ("x5/x5/x5/x5/x,1,x3 1 3", "b1", "white piece"),  # black moved last: wrong colour
+        ("2,x4/x5/x5/x5/x5 1 2", "a5", "black piece"),  # ply 2: black placed a white flat
+        ("2,x4/x5/x5/x5/x5 2 1", "Sa5", "only flats"),
+        ("x5/x5/x5/x5/x,1,x3 1 3", "2a1>", "fewer than the 2"),  # a spread's drop squares
+        ("x5/x5/x5/x5/x,21,x3 1 3", "a1>", "not the mover"),
+        ("x5/x5/x5/x5/2,1,x3 2 1", "a1>", "first two plies"),
+    ],
+)
+def test_a_last_move_that_cannot_have_led_to_the_position_is_refused(
+    tps: str, move: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    pos = Position.from_tps(tps)
+    with pytest.raises(MoveError, match=why):
+        check_last_move(pos, move)
+    with pytest.raises(MoveError):
+        draw_board(pos, move)
+    out = tmp_path / "b.png"
+    assert main(["show", "--tps", tps, "--last-move", move, "-o", str(out)]) == 2
+    assert "--last-move" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("tps", "move"),
+    [
+        ("x5/x5/x5/x5/2,x4 2 1", "a1"),  # white's first ply placed black's flat
+        ("x5/x5/x5/x5/x,12,x3 1 3", "a1>"),  # black carried its top flat onto b1
+        ("x5/x5/x5/x5/x,1,x3 2 2", "b1"),
+        ("x5/x5/x5/x5/x,1C,x3 2 2", "Cb1"),
+        ("x5/x5/x5/x5/x,1,2,x2 1 3", "2a1>11"),
+    ],
+)
+def test_a_last_move_that_fits_is_accepted(tps: str, move: str) -> None:
+    assert check_last_move(Position.from_tps(tps), move).to_ptn() == Move.from_ptn(move, 5).to_ptn()

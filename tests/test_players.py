@@ -321,3 +321,21 @@ def test_uct_think_on_time_stops_at_a_win_in_one() -> None:
     assert time.perf_counter() - t0 < 2.0
     assert pm.code in {pos.check_move(m) for m in case["winning_moves"]}
     assert seen == [0] and pm.nodes == 0
+
+
+@pytest.mark.parametrize("count", ["abc", "-3", "", "1.5", "²", "0"])
+def test_a_bad_count_after_an_existing_model_file_is_called_a_bad_count(count: str, tmp_path: Path) -> None:
+    """``model:PATH:X`` with PATH a file and X no count: the count is wrong, not the file missing
+    (for every kind that takes a count: ``uct:X`` says the same)."""
+    model = tmp_path / "net.pt"
+    model.write_bytes(b"not loaded by check_spec")
+    for spec in (f"model:{model}:{count}", f"uct:{count}"):
+        with pytest.raises(ValueError, match="simulation count must be a whole number >= 1"):
+            check_spec(spec)
+    if not count.isdigit():  # not a count and no file before it: the whole text is the path
+        with pytest.raises(ValueError, match="model file not found"):
+            check_spec(f"model:{tmp_path / 'missing.pt'}:{count}")
+    assert check_spec(f"model:{model}:7") == "model"
+    odd = tmp_path / "net.pt:abc"  # a file whose own name has the colon is still that file
+    odd.write_bytes(b"x")
+    assert check_spec(f"model:{odd}") == "model"

@@ -58,9 +58,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from takzero.game import threats, tinue
+from takzero.game.core import MAX_SIZE
+from takzero.game.files import atomic_write_text
 from takzero.game.moves import MoveError
 from takzero.game.perft import divide, perft
-from takzero.game.position import Position, TPSError
+from takzero.game.position import Position, TPSError, komi_to_half_komi
 from takzero.game.ptn import (
     PTNError,
     PTNGame,
@@ -70,6 +72,56 @@ from takzero.game.ptn import (
     write_ptn_games,
 )
 from takzero.game.ptn_ninja import ptn_ninja_url
+
+# Command-line value checks: argparse ``type=`` functions, so a bad value is refused at start-up
+# (exit status 2, a message naming the option) before any file is read.
+
+
+def _komi_arg(text: str) -> float:
+    """A komi in points: a number, a multiple of 0.5 in -100..100 (``komi_to_half_komi``)."""
+    try:
+        komi = float(text)
+        komi_to_half_komi(komi)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e) if "komi" in str(e) else f"not a number: {text!r}") from None
+    return komi
+
+
+def _int_in(lo: int, hi: int | None = None, what: str = "a whole number"):
+    """An argparse type: a whole number in lo..hi (no upper bound when hi is None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            bounds = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+            raise argparse.ArgumentTypeError(f"{what} must be {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(what: str):
+    """An argparse type: a finite number > 0."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{what} must be a number > 0, got {text}")
+        return value
+
+    return parse
+
+
+#: Per-player piece counts any board size allows (``Position.reserves_for`` checks the size's own
+#: capstone limit, 2 x size, once the size is known).
+_flats_arg = _int_in(1, 62, "stones per player")
+_caps_arg = _int_in(0, 2 * MAX_SIZE, "capstones per player")
 
 
 def _perft(args: argparse.Namespace) -> int:
@@ -277,8 +329,7 @@ def _annotate(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            atomic_write_text(args.output, text)
         except OSError as e:
             print(f"error: {args.output}: cannot write: {e}", file=sys.stderr)
             return 2
@@ -306,7 +357,7 @@ def _ptn_game_at(path: str, index: int, ply: int | None) -> tuple[Position, int 
 
 
 def _show(args: argparse.Namespace) -> int:
-    from takzero.game.picture import save_board
+    from takzero.game.picture import check_last_move, save_board
 
     try:
         if args.tps is not None:
@@ -314,6 +365,11 @@ def _show(args: argparse.Namespace) -> int:
                 raise ValueError("--game and --ply go with --ptn, not --tps")
             pos = Position.from_tps(args.tps, komi=args.komi, flats=args.flats, caps=args.caps)
             last = args.last_move
+            if last is not None:
+                try:
+                    last = check_last_move(pos, last)
+                except MoveError as e:
+                    raise ValueError(f"--last-move {args.last_move}: {e}") from None
         else:
             if args.last_move is not None:
                 raise ValueError("--last-move goes with --tps (a PTN game marks its own last move)")
@@ -359,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--tps", help='position in TPS, e.g. "x6/x6/x6/x6/x6/x6 1 1"')
     where.add_argument("--size", type=int, choices=range(3, 9), help="empty board of this size")
     p.add_argument("--depth", type=int, required=True, help="plies to count")
-    p.add_argument("--komi", type=float, default=0.0, help="komi in points (does not change counts)")
+    p.add_argument("--komi", type=_komi_arg, default=0.0, help="komi in points (does not change counts)")
     p.add_argument("--divide", action="store_true", help="print the count below each legal move")
     p.add_argument("--terminal-counts-one", action="store_true",
                    help="count finished positions inside the tree as 1 (other engines' convention)")
@@ -369,16 +425,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+", help="PTN files")
     r.add_argument("--lenient-numbers", action="store_true",
                    help="read moves in order and only warn about wrong move numbers")
-    r.add_argument("--komi", type=float, help="komi in points for every game (overrides tags)")
-    r.add_argument("--flats", type=int, help="stones per player for every game (overrides tags)")
-    r.add_argument("--caps", type=int, help="capstones per player for every game (overrides tags)")
+    r.add_argument("--komi", type=_komi_arg, help="komi in points for every game (overrides tags)")
+    r.add_argument("--flats", type=_flats_arg, help="stones per player for every game (overrides tags)")
+    r.add_argument("--caps", type=_caps_arg, help="capstones per player for every game (overrides tags)")
     r.set_defaults(func=_replay)
 
     t = sub.add_parser("tinue", help="prove or disprove a forced road (tinue) from a position")
     t.add_argument("--tps", required=True, help='position in TPS, e.g. "x5/x5/x5/x5/x5 1 1"')
-    t.add_argument("--komi", type=float, default=0.0, help="komi in points (default 0)")
-    t.add_argument("--flats", type=int, help="stones per player (default: standard for the size)")
-    t.add_argument("--caps", type=int, help="capstones per player (default: standard for the size)")
+    t.add_argument("--komi", type=_komi_arg, default=0.0, help="komi in points (default 0)")
+    t.add_argument("--flats", type=_flats_arg, help="stones per player (default: standard for the size)")
+    t.add_argument("--caps", type=_caps_arg, help="capstones per player (default: standard for the size)")
     t.add_argument("--attacker", choices=("white", "black"), help="default: the side to move")
     budget = t.add_mutually_exclusive_group()
     budget.add_argument("--nodes", type=int, help="node visits budget")
@@ -399,20 +455,20 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--ptn", help="a PTN file: draw one of its games after some plies")
     s.add_argument("-o", "--output", required=True, help="picture file, .png or .svg")
     s.add_argument("--last-move", help="with --tps: the move (PTN) to mark as the last one")
-    s.add_argument("--game", type=int, help="with --ptn: game number, 1-based (default 1)")
-    s.add_argument("--ply", type=int, help="with --ptn: plies of the move text played (default: all)")
-    s.add_argument("--komi", type=float, default=0.0, help="with --tps: komi in points (default 0)")
-    s.add_argument("--flats", type=int, help="with --tps: stones per player (default: standard)")
-    s.add_argument("--caps", type=int, help="with --tps: capstones per player (default: standard)")
+    s.add_argument("--game", type=_int_in(1, what="the game number"), help="with --ptn: game number, 1-based (default 1)")
+    s.add_argument("--ply", type=_int_in(0, what="the ply count"), help="with --ptn: plies of the move text played (default: all)")
+    s.add_argument("--komi", type=_komi_arg, default=0.0, help="with --tps: komi in points (default 0)")
+    s.add_argument("--flats", type=_flats_arg, help="with --tps: stones per player (default: standard)")
+    s.add_argument("--caps", type=_caps_arg, help="with --tps: capstones per player (default: standard)")
     s.add_argument("--title", help="a first title line, e.g. the players")
-    s.add_argument("--width", type=float, default=4.0, help="width in inches (default 4)")
-    s.add_argument("--dpi", type=int, default=100, help="PNG pixels per inch (default 100)")
+    s.add_argument("--width", type=_positive_float("the width"), default=4.0, help="width in inches (default 4)")
+    s.add_argument("--dpi", type=_int_in(1, what="the dpi"), default=100, help="PNG pixels per inch (default 100)")
     s.set_defaults(func=_show)
 
     n = sub.add_parser("link", help="print PTN Ninja links for the games of a PTN file")
     n.add_argument("file", help="PTN file")
-    n.add_argument("--game", type=int, help="only this game, 1-based")
-    n.add_argument("--ply", type=int, help="open the games after this many plies")
+    n.add_argument("--game", type=_int_in(1, what="the game number"), help="only this game, 1-based")
+    n.add_argument("--ply", type=_int_in(0, what="the ply count"), help="open the games after this many plies")
     n.add_argument("--name", help="the title PTN Ninja shows")
     n.set_defaults(func=_link)
     return parser

@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from takzero.game.core import BLACK, CAP, WALL, WHITE, direction_step
-from takzero.game.moves import FILES, Move
+from takzero.game.core import BLACK, CAP, FLAT, WALL, WHITE, direction_step
+from takzero.game.files import atomic_open
+from takzero.game.moves import FILES, Move, MoveError, square_name
 from takzero.game.position import Position
 
 if TYPE_CHECKING:  # pragma: no cover - for the annotations only
     from matplotlib.figure import Figure
 
-__all__ = ["PICTURE_FORMATS", "board_image", "draw_board", "last_move_squares", "save_board"]
+__all__ = ["PICTURE_FORMATS", "board_image", "check_last_move", "draw_board", "last_move_squares", "save_board"]
 
 #: File formats :func:`save_board` writes, by suffix.
 PICTURE_FORMATS = ("png", "svg")
@@ -64,6 +65,58 @@ def last_move_squares(move: Move | int | str | None, size: int) -> tuple[int | N
         return None, [move.square]
     step = direction_step(move.direction, size)
     return move.square, [move.square + step * (i + 1) for i in range(len(move.drops))]
+
+
+def check_last_move(position: Position, move: Move | int | str) -> Move:
+    """Check that ``move`` could be the move that led to ``position`` as far as the position
+    shows it: there was a previous ply (ply >= 1); a placement's square holds exactly one piece,
+    of the kind placed and of the placer's colour (the opponent's in the first two plies, when
+    only flats are placed); a spread (not in the first two plies) left at least as many pieces on
+    each square it dropped on as it dropped there, the last one topped by the mover's colour.
+    Returns the Move. Raises MoveError (a ValueError) naming what does not fit."""
+    size = position.size
+    if isinstance(move, str):
+        move = Move.from_ptn(move, size)
+    elif not isinstance(move, Move):
+        move = Move(int(move), size)
+    text = move.to_ptn()
+    if position.ply == 0:
+        raise MoveError(f"{text} cannot be the last move: the position is at ply 0 (no move played yet)")
+    mover = 1 - position.side_to_move
+    opening = position.ply <= 2
+    _, dests = last_move_squares(move, size)
+    if move.is_placement:
+        sq = dests[0]
+        colours, top = position.stack(sq)
+        where = f"{text} cannot be the last move: {square_name(sq, size)}"
+        if not colours:
+            raise MoveError(f"{where} is empty")
+        if len(colours) != 1:
+            raise MoveError(f"{where} holds {len(colours)} pieces, not the one placed")
+        if opening and move.piece != FLAT:
+            raise MoveError(f"{text} cannot be the last move: only flats are placed in the first two plies")
+        if top != move.piece:
+            raise MoveError(f"{where} is topped by a {_KIND_NAME[top]}, not the {_KIND_NAME[move.piece]} placed")
+        colour = position.side_to_move if opening else mover
+        if colours[-1] != colour:
+            raise MoveError(f"{where} holds a {('white', 'black')[colours[-1]]} piece; the placement put a "
+                            f"{('white', 'black')[colour]} one there")
+        return move
+    if opening:
+        raise MoveError(f"{text} cannot be the last move: no spread is possible in the first two plies")
+    for sq, n in zip(dests, move.drops, strict=True):
+        colours, _ = position.stack(sq)
+        if len(colours) < n:
+            raise MoveError(f"{text} cannot be the last move: {square_name(sq, size)} holds {len(colours)} "
+                            f"pieces, fewer than the {n} dropped there")
+    colours, _ = position.stack(dests[-1])
+    if colours[-1] != mover:
+        raise MoveError(f"{text} cannot be the last move: {square_name(dests[-1], size)} is topped by "
+                        f"{('white', 'black')[colours[-1]]}, not the mover ({('white', 'black')[mover]})")
+    return move
+
+
+_KIND_NAME = {FLAT: "flat", WALL: "wall", CAP: "capstone"}
 
 
 def _title(pos: Position) -> str:
@@ -113,8 +166,8 @@ def draw_board(
     code or PTN text), marked on the board. ``title``: a first title line (e.g. the players),
     above the default ones. ``width``: figure width in inches (height: width * 1.14).
 
-    Raises MoveError if ``last_move`` is PTN that cannot be read, ValueError if ``width`` is not
-    positive."""
+    Raises MoveError if ``last_move`` is PTN that cannot be read or a move that cannot have led to
+    the position (:func:`check_last_move`), ValueError if ``width`` is not positive."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, Rectangle
@@ -122,6 +175,8 @@ def draw_board(
     if not width > 0:
         raise ValueError(f"width must be > 0 inches, got {width}")
     size = position.size
+    if last_move is not None:
+        last_move = check_last_move(position, last_move)
     origin, dests = last_move_squares(last_move, size)
     fig = Figure(figsize=(width, width * 1.14))
     FigureCanvasAgg(fig)
@@ -224,15 +279,9 @@ def save_board(
     if dpi < 1:
         raise ValueError(f"dpi must be >= 1, got {dpi}")
     fig = draw_board(position, last_move, title, width)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # open(): the usual file mode
     try:
-        with open(tmp, "wb") as f:
+        with atomic_open(path, "wb") as f:
             fig.savefig(f, format=fmt, dpi=dpi, metadata={"Software": None} if fmt == "png" else {"Date": None})
-        os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise OSError(e.errno, f"{path}: cannot write: {e.strerror}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return path

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from takzero.game.files import atomic_write_text
 from takzero.game.position import Game
 from takzero.game.ptn_game import PTNGame
 
@@ -82,10 +83,10 @@ def write_ptn_games(games: Iterable[PTNGame]) -> str:
 
 
 def write_ptn_file(path: str | os.PathLike[str], games: PTNGame | Iterable[PTNGame]) -> None:
-    """Write one game or several to ``path`` (UTF-8), replacing the file."""
+    """Write one game or several to ``path`` (UTF-8), replacing the file atomically (a failed
+    write leaves the older file whole; see :func:`takzero.game.files.atomic_write_text`)."""
     text = write_ptn(games) if isinstance(games, PTNGame) else write_ptn_games(games)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    atomic_write_text(path, text)
 
 
 def game_to_ptn(game: Game, **kwargs) -> str:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from takzero.game.core import RESULT_NONE
+from takzero.game.files import atomic_write_text, check_writable_folder
 from takzero.game.moves import MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
@@ -578,11 +579,10 @@ def run_tei_match(
     out_path = None
     stderr_paths: list[Path | None] = [None, None]
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        out = check_writable_folder(out_dir)
         out_path = out / "games.ptn"
-        with open(out_path, "a", encoding="utf-8"):
-            pass  # writable? (emptied only once both engines have started)
+        if out_path.is_dir():
+            raise IsADirectoryError(f"{out_path} is a folder, not a PTN file")
         stderr_paths = [out / "engine1.stderr.log", out / "engine2.stderr.log"]
     clients = [
         TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i],
@@ -606,8 +606,6 @@ def run_tei_match(
         for other in clients:
             other.kill()
         raise
-    if out_path is not None:
-        out_path.write_text("", encoding="utf-8")
     a, b = clients
     tc_text = (tcs[0].describe() if tcs[0] == tcs[1]
                else f"{a.name}: {tcs[0].describe()}, {b.name}: {tcs[1].describe()}")
@@ -632,9 +630,8 @@ def run_tei_match(
             outcomes.append(outcome)
             score = outcome.score_for(0 if a_white else 1)
             result.add(None, a_white, score, k)
-            if out_path is not None:
-                with open(out_path, "a", encoding="utf-8") as f:
-                    f.write(("\n" if g else "") + outcome.ptn)
+            if out_path is not None:  # rewritten whole after each game: never half a file
+                atomic_write_text(out_path, "\n".join(o.ptn for o in outcomes))
             why = outcome.reason + (f": {outcome.detail}" if outcome.detail else "")
             printer(
                 f"game {g + 1}/{games}: {outcome.white} - {outcome.black} {outcome.result} "

@@ -58,6 +58,7 @@ import torch
 from omegaconf import OmegaConf
 
 from takzero.config import TrainConfig
+from takzero.game.files import atomic_write_text
 from takzero.pipeline.actors import (
     Coordinator,
     EvaluatorActor,
@@ -612,7 +613,7 @@ class Run:
             self.scalars.add(k, v, step)
         for name, text in result.get("ptn", {}).items():
             path = self.run_dir / "games" / name
-            path.write_text(text)
+            atomic_write_text(path, text)
             log_sample_game(self.scalars.writer, evaluation_tag(name), text, step)
         cand_gen = result["candidate_generation"]
         scores = {k.removeprefix("score/vs_"): v for k, v in result.get("scalars", {}).items()

@@ -53,8 +53,13 @@ def _no_argument(kind: str) -> Callable[[str | None], None]:
     return parse
 
 
+def _is_count_text(text: str) -> bool:
+    """Whether ``text`` is written as a count: ASCII digits only (``"²".isdigit()`` is true too)."""
+    return text.isascii() and text.isdigit()
+
+
 def _count(arg: str) -> int:
-    if not arg.isdigit() or int(arg) < 1:
+    if not _is_count_text(arg) or int(arg) < 1:
         raise ValueError(f"the simulation count must be a whole number >= 1, got '{arg}'")
     return int(arg)
 
@@ -66,9 +71,11 @@ def _parse_uct(arg: str | None) -> int | None:
 
 
 def _split_model_arg(arg: str) -> tuple[str, str | None]:
-    """``PATH[:N]`` -> (PATH, N text or None): the last ``:N`` is the count when it is digits."""
+    """``PATH[:N]`` -> (PATH, N text or None): the text after the last ``:`` is the count when it
+    is digits, or when the whole ``arg`` is no file but the part before that ``:`` is one (then
+    a bad count such as ``abc`` or ``-3`` is reported as a bad count, not as a missing file)."""
     path, colon, last = arg.rpartition(":")
-    if colon and last.isdigit():
+    if colon and (_is_count_text(last) or (Path(path).is_file() and not Path(arg).is_file())):
         return path, last
     return arg, None
 

@@ -1,0 +1,77 @@
+"""Atomic file writes: the new file is written beside the target under a temporary name and
+renamed over it (``os.replace``), so a failed or interrupted write never destroys an older file
+and a reader never sees half a file.
+
+One helper for every user-facing output of the package and its scripts (PTN files, pictures,
+plots, JSON). It lives in the ``game`` room (no torch) so every room above may use it;
+``takzero.pipeline.checkpoints.atomic_torch_save`` is the checkpoint counterpart (with a sidecar).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+def _temp_path(path: Path) -> Path:
+    """A fresh hidden name beside ``path`` (same folder, so the rename is atomic)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path`` for writing; when the ``with`` block ends without an
+    exception the file is closed and renamed over ``path``, otherwise it is deleted and ``path``
+    is left as it was.
+
+    ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"`` (bytes). The file gets the usual mode
+    of :func:`open` (0666 less the umask). Raises ValueError for another mode; OSError when the
+    folder cannot be written, the disk is full or ``path`` is a folder."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    tmp = _temp_path(path)
+    x_mode = "x" if mode == "w" else "xb"
+    try:
+        with open(tmp, x_mode, encoding=encoding if mode == "w" else None) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
+    """Replace ``path`` with ``text`` atomically (see :func:`atomic_open`). Raises OSError."""
+    with atomic_open(path, "w", encoding=encoding) as f:
+        f.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (see :func:`atomic_open`). Raises OSError."""
+    with atomic_open(path, "wb", encoding=None) as f:
+        f.write(data)
+
+
+def check_writable_folder(folder: str | os.PathLike[str]) -> Path:
+    """Create ``folder`` (and its parents) if missing and check that files can be written in it,
+    without touching any file already there. Returns it as a Path.
+
+    Raises NotADirectoryError when it (or a parent) is a file, OSError when it cannot be created
+    or written."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = _temp_path(folder / "write-check")
+    with open(probe, "x"):
+        pass
+    probe.unlink()
+    return folder
+
+
+__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "check_writable_folder"]
