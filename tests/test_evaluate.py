@@ -173,3 +173,23 @@ def test_a_baseline_network_of_another_size_is_refused(tiny_model: Path, tmp_pat
     torch.save(checkpoint_dict(model_from_config(ModelConfig(size=4, channels=8, blocks=1))), other)
     with pytest.raises(ValueError, match=r"baseline model:.* plays 4x4, not the model's 3x3"):
         evaluate_model(str(tiny_model), ["random", f"model:{other}"], pairs=1, simulations=2, ply_limit=10)
+
+
+def test_an_unusable_ptn_dir_is_refused_at_start_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--ptn-dir a file (or below one): exit 2 naming --ptn-dir before the model is read; the PTN
+    files of an earlier evaluation are not emptied by a run that plays no game."""
+    not_a_model = tmp_path / "x.pt"
+    not_a_model.write_text("not a model")
+    (tmp_path / "afile").write_text("x")
+    for ptn_dir in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        with pytest.raises(SystemExit) as exc:
+            main([str(not_a_model), "--ptn-dir", str(ptn_dir)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and "--ptn-dir" in err and "cannot load model" not in err
+    games = tmp_path / "games"
+    games.mkdir()
+    (games / "vs_random.ptn").write_text("[Event \"earlier\"]\n\n1. a1 e5\n")
+    with pytest.raises(SystemExit) as exc:
+        main([str(not_a_model), "--baselines", "random", "--ptn-dir", str(games)])
+    assert exc.value.code == 2 and "cannot load model" in capsys.readouterr().err
+    assert (games / "vs_random.ptn").read_text().startswith("[Event \"earlier\"]")

@@ -161,3 +161,34 @@ def test_module_entry_point() -> None:
     )
     assert proc.returncode == 1
     assert "malformed_move_numbers.ptn:41:1:" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["replay", "{missing}", "--komi", "0.3"], "--komi"),
+        (["replay", "{missing}", "--komi", "abc"], "--komi"),
+        (["replay", "{missing}", "--flats", "0"], "--flats"),
+        (["replay", "{missing}", "--caps", "-1"], "--caps"),
+        (["perft", "--size", "5", "--depth", "1", "--komi", "0.3"], "--komi"),
+        (["tinue", "--tps", "x5/x5/x5/x5/x5 1 1", "--komi", "0.25"], "--komi"),
+        (["tinue", "--tps", "x5/x5/x5/x5/x5 1 1", "--caps", "17"], "--caps"),
+        (["show", "--ptn", "{missing}", "-o", "{out}", "--komi", "101"], "--komi"),
+        (["show", "--ptn", "{missing}", "-o", "{out}", "--game", "0"], "--game"),
+        (["show", "--ptn", "{missing}", "-o", "{out}", "--ply", "-1"], "--ply"),
+        (["show", "--ptn", "{missing}", "-o", "{out}", "--dpi", "0"], "--dpi"),
+        (["show", "--ptn", "{missing}", "-o", "{out}", "--width", "nan"], "--width"),
+        (["link", "{missing}", "--game", "0"], "--game"),
+        (["link", "{missing}", "--ply", "-2"], "--ply"),
+    ],
+)
+def test_bad_option_values_are_refused_at_start_naming_the_option(
+    argv: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit status 2 with the option's name before any file is read (the file does not exist:
+    a message about it would mean the value reached the file)."""
+    paths = {"missing": str(tmp_path / "missing.ptn"), "out": str(tmp_path / "b.png")}
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(**paths) for a in argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"argument {option}" in err and "missing.ptn" not in err

@@ -103,3 +103,32 @@ def test_plot_run_rejects_a_bad_max_gap(tmp_path: Path, capsys: pytest.CaptureFi
     with pytest.raises(SystemExit) as exc:
         plot_run.main([str(tmp_path / "r"), "--max-gap", "0"])
     assert exc.value.code == 2 and "--max-gap must be > 0" in capsys.readouterr().err
+
+
+def test_plot_run_names_a_missing_or_wrong_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plot_run = _load_script()
+    (tmp_path / "afile").write_text("x")
+    for arg, says in ((tmp_path / "missing" / "folder", "run folder not found"), (tmp_path / "afile", "not a folder")):
+        with pytest.raises(SystemExit) as exc:
+            plot_run.main([str(arg)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and says in err and "no TensorBoard event files" not in err
+
+
+def test_plot_run_reads_only_regular_files_as_event_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A folder named like an event file is not one: alone it means no logs; beside a real
+    event file it is ignored."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    plot_run = _load_script()
+    tb = tmp_path / "r" / "tb"
+    (tb / "events.out.tfevents.1.d").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exc:
+        plot_run.main([str(tmp_path / "r")])
+    assert exc.value.code == 2 and "no TensorBoard event files" in capsys.readouterr().err
+    writer = SummaryWriter(str(tb))
+    for step in range(3):
+        writer.add_scalar("loss/total", 3.0 - step, step, walltime=100.0 + step)
+    writer.close()
+    assert plot_run.main([str(tmp_path / "r")]) == 0
+    assert json.loads(capsys.readouterr().out)["file"].endswith("r_loss.png")
