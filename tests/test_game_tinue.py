@@ -356,7 +356,9 @@ def test_cli_tinue_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("error: TPS") and "Traceback" not in err
     assert main(["tinue", "--tps", "x4/x4/x4/1,1,1,1 2 4"]) == 2
     assert "game is over" in capsys.readouterr().err
-    assert main(["tinue", "--tps", TRIPLE_THREAT, "--komi", "0.3"]) == 2
+    with pytest.raises(SystemExit) as e:  # refused by argparse, naming the option
+        main(["tinue", "--tps", TRIPLE_THREAT, "--komi", "0.3"])
+    assert e.value.code == 2 and "argument --komi" in capsys.readouterr().err
     assert main(["tinue", "--tps", TRIPLE_THREAT, "--nodes", "0"]) == 2
     with pytest.raises(SystemExit) as e:
         main(["tinue", "--tps", TRIPLE_THREAT, "--nodes", "5", "--seconds", "1"])
