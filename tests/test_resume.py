@@ -315,6 +315,15 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
                           text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and "run_name" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no a/ left behind
+    assert precheck(["run_name="])[0].startswith("run_name: must be a plain folder name")
+    assert "at most 255 bytes" in precheck(["run_name=" + "a" * 300])[0]
+    assert precheck(["run_name=" + "a" * 255]) == []
+    # A name that resolves to two folders only after Hydra has made them: both are removed.
+    root = tmp_path / "root"
+    proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=${now:%H/%M}",
+                           f"checkpoint_root={root}"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "run_name" in proc.stderr
+    assert not root.exists() or not any(root.iterdir()), sorted(map(str, root.rglob("*")))
 
 
 def test_help_shows_the_preset_form() -> None:
