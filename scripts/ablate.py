@@ -24,7 +24,9 @@ so anything else on the CPU takes compute from the variant. Evaluations are not 
 ``--train-only`` lets the trainings of several variants run back to back while their
 ``--eval-only`` evaluations run later side by side. The training wall time, config and overrides
 are kept in ``ablate_train.json`` in the run folder: ``--eval-only`` without overrides takes the
-recorded ones, and other overrides than those the run was trained with are refused.
+recorded ones, and other overrides than those the run was trained with are refused. Before a
+training starts, everything that can be checked is (``preflight``): a bad override or value, a
+reference network of another board size, a missing table folder stop it at once with status 2.
 """
 
 from __future__ import annotations
