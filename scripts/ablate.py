@@ -235,15 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default=None, help="named config under configs/config/ (default 5x5_cpu)")
     ap.add_argument("--minutes", type=float, default=None, help="training wall time (train.max_minutes; default 30)")
     ap.add_argument("--reference", default=str(ROOT / "checkpoints/pretrained/5x5_v2.pt"),
-                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30)")
-    ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours")
-    ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides")
-    ap.add_argument("--ply-limit", type=int, default=150)
-    ap.add_argument("--seed", type=int, default=0)
+                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30; default %(default)s)")
+    ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours (default %(default)s)")
+    ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides (default %(default)s)")
+    ap.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the training and of the openings (default %(default)s)")
     ap.add_argument("--threads", type=int, default=2,
-                    help="torch threads of the evaluation (both networks' batched calls)")  # fmt: skip
-    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs")
-    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to")
+                    help="torch threads of the evaluation (both networks' batched calls; default %(default)s)")  # fmt: skip
+    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs (default %(default)s)")
+    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to (default %(default)s)")
     ap.add_argument("--eval-only", action="store_true", help="do not train; evaluate the run's best.pt")
     ap.add_argument("--train-only", action="store_true",
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
