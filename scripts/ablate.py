@@ -24,7 +24,9 @@ so anything else on the CPU takes compute from the variant. Evaluations are not 
 ``--train-only`` lets the trainings of several variants run back to back while their
 ``--eval-only`` evaluations run later side by side. The training wall time, config and overrides
 are kept in ``ablate_train.json`` in the run folder: ``--eval-only`` without overrides takes the
-recorded ones, and other overrides than those the run was trained with are refused.
+recorded ones, and other overrides than those the run was trained with are refused. Before a
+training starts, everything that can be checked is (``preflight``): a bad override or value, a
+reference network of another board size, a missing table folder stop it at once with status 2.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -75,12 +78,73 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
 TRAIN_RECORD = "ablate_train.json"
 
 
+#: Keys this script sets itself (from --name, --root, --minutes, --seed, --config): an override
+#: of one would move the run elsewhere or change the fixed compute without the row saying so.
+OWN_KEYS = {"run_name": "--name", "checkpoint_root": "--root", "train.max_minutes": "--minutes",
+            "seed": "--seed", "config": "--config"}  # fmt: skip
+#: Settings of a variant that its row describes; --eval-only takes the recorded ones when not given.
+RECORDED = {"config": "5x5_cpu", "minutes": 30.0, "overrides": []}
+
+
 def train_record(run_dir: Path) -> dict[str, Any]:
     """What earlier trainings of this script recorded in ``run_dir/ablate_train.json``: the
     training wall time ``train_wall_s`` (seconds, added up over a run stopped and continued), the
-    ``config``, the ``overrides`` and the ``counters``; an empty dict when there is none."""
+    ``config``, ``minutes``, ``overrides`` and the ``counters``; an empty dict when there is none.
+    Raises ValueError naming the file when it is not a JSON object."""
     path = run_dir / TRAIN_RECORD
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} cannot be read ({e}); delete it to start the record again") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} is not a JSON object; delete it to start the record again")
+    return record
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Everything that can be checked before a 30-minute training: the variant name as a run
+    folder, the overrides (no key this script sets itself; the composed config passes
+    ``takzero.config``'s checks), the evaluation's numbers (``takzero.evaluate``'s bounds), the
+    reference network (loads, plays the config's board size) and the table's folder. Raises
+    ValueError with the problem."""
+    from takzero.config import ConfigError, check_run_folder, compose_preset, unknown_override_keys
+    from takzero.evaluate import MAX_PAIRS, MAX_PLY_LIMIT, MAX_SIMULATIONS, MAX_THREADS
+    from takzero.players.registry import make_player
+
+    if not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise ValueError(f"--minutes must be a number > 0, got {args.minutes}")
+    for flag, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
+                             ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):
+        if not 1 <= value <= top:
+            raise ValueError(f"{flag} must be in 1..{top}, got {value}")  # fmt: skip
+    try:
+        check_run_folder(args.root, args.name)
+    except ConfigError as e:
+        raise ValueError(f"--name/--root: {e}") from None
+    for o in args.overrides:
+        if "=" not in o:
+            raise ValueError(f"override {o!r} is not key=value")
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key in OWN_KEYS:
+            raise ValueError(f"override {o!r}: set it with {OWN_KEYS[key]}, which the row records")
+    unknown = unknown_override_keys(list(args.overrides))
+    if unknown:
+        raise ValueError("; ".join(unknown))
+    try:
+        cfg = compose_preset(args.config, [*args.overrides, f"train.max_minutes={args.minutes}",
+                                           f"seed={args.seed}"], run_name=args.name)  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - Hydra/OmegaConf raise many types for a bad override or preset
+        raise ValueError(f"config: {e}") from None
+    reference = make_player(f"model:{args.reference}:{args.simulations}")
+    size = getattr(reference, "model_size", None)
+    if size is not None and int(size) != cfg.board.size:
+        raise ValueError(f"--reference {args.reference} plays {size}x{size}, but --config {args.config} "
+                         f"trains {cfg.board.size}x{cfg.board.size}")  # fmt: skip
+    table = Path(args.table)
+    if not args.no_table and (table.is_dir() or not table.parent.is_dir()):
+        raise ValueError(f"--table {table}: " + ("is a folder" if table.is_dir() else f"no folder {table.parent}"))
 
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
@@ -168,18 +232,18 @@ def append_row(table: Path, row: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", required=True, help="variant name: the run folder under --root and the table row")
-    ap.add_argument("--config", default="5x5_cpu", help="named config under configs/config/")
-    ap.add_argument("--minutes", type=float, default=30.0, help="training wall time (train.max_minutes)")
+    ap.add_argument("--config", default=None, help="named config under configs/config/ (default 5x5_cpu)")
+    ap.add_argument("--minutes", type=float, default=None, help="training wall time (train.max_minutes; default 30)")
     ap.add_argument("--reference", default=str(ROOT / "checkpoints/pretrained/5x5_v2.pt"),
-                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30)")
-    ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours")
-    ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides")
-    ap.add_argument("--ply-limit", type=int, default=150)
-    ap.add_argument("--seed", type=int, default=0)
+                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30; default %(default)s)")
+    ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours (default %(default)s)")
+    ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides (default %(default)s)")
+    ap.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the training and of the openings (default %(default)s)")
     ap.add_argument("--threads", type=int, default=2,
-                    help="torch threads of the evaluation (both networks' batched calls)")  # fmt: skip
-    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs")
-    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to")
+                    help="torch threads of the evaluation (both networks' batched calls; default %(default)s)")  # fmt: skip
+    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs (default %(default)s)")
+    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to (default %(default)s)")
     ap.add_argument("--eval-only", action="store_true", help="do not train; evaluate the run's best.pt")
     ap.add_argument("--train-only", action="store_true",
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
@@ -187,35 +251,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides of the variant (after --)")
     args = ap.parse_args(argv)
-    if args.minutes <= 0:
-        ap.error(f"--minutes must be > 0, got {args.minutes}")
-    if args.threads < 1:
-        ap.error(f"--threads must be >= 1, got {args.threads}")
-    if args.pairs < 1 or args.simulations < 1:
-        ap.error("--pairs and --simulations must be >= 1")
     if not Path(args.reference).is_file():
         ap.error(f"--reference {args.reference} is not a file")
     if args.eval_only and args.train_only:
         ap.error("--eval-only and --train-only exclude each other")
     run_dir = Path(args.root) / args.name
     this = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--eval-only", "--train-only")]
-    record = train_record(run_dir)
-    for key in ("config", "overrides"):  # the row must describe the run that was trained
-        if key in record and record[key] != getattr(args, key):
-            if key == "overrides" and args.eval_only and not args.overrides:
-                args.overrides = list(record[key])
-                this += ["--", *args.overrides]
-                continue
-            ap.error(
-                f"{run_dir} was trained with {key} {record[key]!r}, not {getattr(args, key)!r} "
-                f"(give the same {key}, or another --name)"
-            )
+    try:
+        record = train_record(run_dir) if args.name and "/" not in args.name else {}
+    except ValueError as e:
+        ap.error(str(e))
+    # The row must describe the run that was trained: a setting not given is the recorded one
+    # (or the default for a new run); a given one that differs from the record is refused.
+    for key, default in RECORDED.items():
+        given = getattr(args, key) if key != "overrides" else (args.overrides or None)
+        if key in record and given is not None and record[key] != given:
+            ap.error(f"{run_dir} was trained with {key} {record[key]!r}, not {given!r} "
+                     f"(give the same {key}, or another --name)")  # fmt: skip
+        if given is None:
+            value = record.get(key, default)
+            setattr(args, key, list(value) if key == "overrides" else value)
+            if key in record and record[key] != default:  # the row's command must reproduce it
+                if key == "overrides":
+                    this += ["--", *args.overrides]
+                else:
+                    this = [f"--{key}", str(record[key]), *this]
+    try:
+        preflight(args)
+    except ValueError as e:
+        ap.error(str(e))
     wall = float(record.get("train_wall_s", 0.0))
     if not args.eval_only:
-        wall += train(args, run_dir)
+        try:
+            wall += train(args, run_dir)
+        except RuntimeError as e:
+            print(f"[ablate] {e}", file=sys.stderr)
+            return 1
         write_json(run_dir / TRAIN_RECORD, {
-            "train_wall_s": round(wall, 1), "config": args.config, "overrides": args.overrides,
-            "counters": run_counters(run_dir),
+            "train_wall_s": round(wall, 1), "config": args.config, "minutes": args.minutes,
+            "overrides": args.overrides, "counters": run_counters(run_dir),
         })  # fmt: skip
         if args.train_only:
             print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)

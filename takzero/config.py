@@ -305,6 +305,10 @@ def unknown_override_keys(overrides: list[str]) -> list[str]:
     return bad
 
 
+#: The longest folder name (bytes) of the usual file systems (ext4, XFS, APFS, NTFS in UTF-16 units).
+NAME_MAX = 255
+
+
 def check_run_folder(checkpoint_root: str, run_name: str) -> None:
     """Check ``checkpoint_root`` and ``run_name`` before anything is created: the name is one
     plain folder name, the root is (or can become) a folder, and the run folder is not a file.
@@ -314,6 +318,8 @@ def check_run_folder(checkpoint_root: str, run_name: str) -> None:
         bool(run_name) and re.fullmatch(r"[\w.\-]+", run_name) is not None and run_name not in (".", ".."),
         "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", run_name,
     )
+    _check(len(run_name.encode()) <= NAME_MAX, "run_name",
+           f"must be at most {NAME_MAX} bytes long (a folder name), not {len(run_name.encode())}", run_name)  # fmt: skip
     root = Path(checkpoint_root)
     blocker = next((p for p in (root, *root.parents) if p.exists()), None)
     _check(blocker is None or blocker.is_dir(), "checkpoint_root",

@@ -22,7 +22,7 @@ player), or its expected score (the UCT baseline).
 
 Opponent: ``--model FILE`` (an exported model or a checkpoint); without it
 ``checkpoints/pretrained/<N>x<N>.pt`` when that file exists (without ``--size``: the shipped
-model's size, 5x5 today), else the UCT baseline (said clearly).
+model's size, 6x6 today), else the UCT baseline (said clearly).
 ``--opponent SPEC`` picks a player spec instead (``takzero.players.registry``: ``random``,
 ``greedy``, ``uct[:N]``, ``model:PATH[:N]``). Strength: ``--simulations N`` and/or
 ``--time SECONDS`` per engine move. ``--size``, ``--komi``, ``--colour white|black|random``,

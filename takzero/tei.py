@@ -807,9 +807,14 @@ def main(argv: list[str] | None = None) -> int:
     status (2 when the model or player given on the command line cannot be used)."""
     args = _parse_args(argv)
     if args.model:
-        from takzero.players.network import set_search_threads
+        import warnings
+
+        from takzero.players.network import KomiMismatchWarning, set_search_threads
 
         set_search_threads(args.threads)  # the library's one place (0: torch's default)
+        # The engine says it to the GUI as an "info string" (_check_model_komi); the library's
+        # Python warning on stderr would repeat it with a source path.
+        warnings.filterwarnings("ignore", category=KomiMismatchWarning)
     try:
         engine = TEIEngine(
             model=args.model,

@@ -49,8 +49,10 @@ def pin_run_name(dcfg: DictConfig, hydra_out: Path | None) -> None:
         dcfg.run_name = hydra_out.parent.name
 
 
-def _remove_empty_run_dir() -> None:
-    """After a rejected config, remove the run folder Hydra made if it holds only Hydra's files."""
+def _remove_empty_run_dir(checkpoint_root: str) -> None:
+    """After a rejected config, remove the run folder Hydra made if it holds only Hydra's files,
+    and the folders above it that this left empty, up to ``checkpoint_root`` (a name that
+    resolves to ``a/b``, e.g. ``${now:%H/%M}``, makes two)."""
     import shutil
 
     out = _hydra_output_dir()
@@ -59,6 +61,11 @@ def _remove_empty_run_dir() -> None:
     run_dir = out.parent
     if out.name == "hydra" and run_dir.exists() and [p.name for p in run_dir.iterdir()] == ["hydra"]:
         shutil.rmtree(run_dir, ignore_errors=True)
+        root = Path(checkpoint_root).resolve()
+        parent = run_dir.parent.resolve()
+        while parent != root and root in parent.parents and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
 
 
 def precheck(argv: list[str]) -> list[str]:
@@ -72,7 +79,7 @@ def precheck(argv: list[str]) -> list[str]:
     if root is not None or name is not None:
         try:
             # ${...} interpolations (the default time-stamped name) are checked after composing.
-            check_run_folder(root or "checkpoints", name if name and "${" not in name else "x")
+            check_run_folder(root or "checkpoints", "x" if name is None or "${" in name else name)
         except ConfigError as e:
             problems.append(str(e))
     return problems
@@ -97,7 +104,7 @@ def main() -> None:
             cfg = load_config(dcfg)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
-            _remove_empty_run_dir()
+            _remove_empty_run_dir(str(dcfg.get("checkpoint_root", "checkpoints")))
             sys.exit(2)
         try:
             run_training(cfg, resume_command(sys.argv[1:], cfg.run_name))

@@ -65,7 +65,8 @@ def test_missing_best_model_and_bad_arguments(tmp_path: Path) -> None:
     ablate = _load_script()
     ref = tmp_path / "ref.pt"
     _tiny_model(ref, 0)
-    assert ablate.main(["--name", "none", "--eval-only", "--reference", str(ref), "--root", str(tmp_path)]) == 1
+    assert ablate.main(["--name", "none", "--eval-only", "--config", "smoke", "--reference", str(ref),
+                        "--root", str(tmp_path)]) == 1  # fmt: skip
     with pytest.raises(SystemExit):
         ablate.main(["--name", "x", "--minutes", "0", "--reference", str(ref)])
     with pytest.raises(SystemExit):
@@ -116,3 +117,76 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
     assert table.read_text().count("| q |") == 1 and "| `mcts.simulations=4` |" in table.read_text()
     with pytest.raises(SystemExit):
         ablate.main([*common, "--train-only", "--eval-only"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--minutes", "nan"], "--minutes must be a number > 0"),
+        (["--minutes", "inf"], "--minutes must be a number > 0"),
+        (["--pairs", "20000"], "--pairs must be in 1.."),
+        (["--ply-limit", "0"], "--ply-limit must be in 1.."),
+        (["--name", "a b;c"], "run_name"),
+        (["--name", "../esc"], "run_name"),
+        (["--config", "nosuch"], "config:"),
+        (["--table", "/nonexistent-folder/t.md"], "no folder /nonexistent-folder"),
+        (["--", "run_name=other"], "set it with --name"),
+        (["--", "checkpoint_root=/elsewhere"], "set it with --root"),
+        (["--", "train.max_minutes=5"], "set it with --minutes"),
+        (["--", "notakeyvalue"], "is not key=value"),
+        (["--", "mcts.bogus=1"], "mcts.bogus: not a config key"),
+        (["--", "mcts.gumbel=maybe"], "mcts.gumbel"),
+    ],
+)
+def test_bad_input_is_refused_before_training(tmp_path: Path, monkeypatch, capsys, extra: list[str], message: str) -> None:
+    """Every mistake that can be found before a 30-minute training is: argparse's error (status
+    2) naming the option, nothing trained, no run folder made."""
+    ablate = _load_script()
+    monkeypatch.setattr(ablate, "train", lambda *a: pytest.fail("trained despite bad input"))
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)
+    root = tmp_path / "runs"
+    args = ["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(root), "--table", str(tmp_path / "t.md")]
+    options = [a for a in extra if a != "--" and "=" not in a] if "--" not in extra else []
+    for flag, value in zip(options[::2], options[1::2], strict=True):  # replace the option's default
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    if "--" in extra:
+        args += extra
+    with pytest.raises(SystemExit) as exc:
+        ablate.main(args)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not root.exists()
+
+
+def test_reference_of_another_board_size_and_a_corrupt_record(tmp_path: Path, capsys) -> None:
+    ablate = _load_script()
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)  # 4x4
+    with pytest.raises(SystemExit):
+        ablate.main(["--name", "v", "--config", "5x5_cpu", "--reference", str(ref), "--root", str(tmp_path / "r")])
+    assert "plays 4x4, but --config 5x5_cpu trains 5x5" in capsys.readouterr().err
+    run = tmp_path / "r" / "v"
+    run.mkdir(parents=True)
+    (run / "ablate_train.json").write_text('{"train_wall_s": 5, "conf')
+    with pytest.raises(SystemExit):
+        ablate.main(["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "r")])
+    assert "ablate_train.json cannot be read" in capsys.readouterr().err
+
+
+def test_failed_training_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch, capsys) -> None:
+    ablate = _load_script()
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)
+
+    def failing(args, run_dir: Path) -> float:
+        raise RuntimeError(f"training exited with status 2; see {run_dir / 'ablate_train.log'}")
+
+    monkeypatch.setattr(ablate, "train", failing)
+    code = ablate.main(["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "r")])
+    assert code == 1
+    assert "[ablate] training exited with status 2" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "v" / "ablate_train.json").exists()  # nothing recorded for a failed training

@@ -131,6 +131,43 @@ def test_tensorboard_steps_continue_across_a_kill(tmp_path: Path) -> None:
     assert values[10] == pytest.approx(1010.2)
 
 
+def test_points_written_past_the_final_checkpoint_step_survive_a_continuation(tmp_path: Path) -> None:
+    """A finished run's final checkpoint drains statistics at its last step (40) after that step
+    already has a point, so they land at 41, before the checkpoint is saved. Continuing the run
+    (purge and floor from the checkpoint's recorded ``last_step``) keeps them: a user's report
+    found the 16 final self-play scalars lost when the purge started at step + 1."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    from takzero.pipeline.scalars import ScalarLog
+
+    tb = tmp_path / "tb"
+    w1 = SummaryWriter(str(tb))
+    log1 = ScalarLog(w1)
+    for step in range(41):
+        log1.add("selfplay/games_total", float(step), step)
+    log1.flush()  # the checkpoint of step 40
+    log1.add("selfplay/games_total", 99.0, 40)  # the final drain at step 40: moves to 41
+    log1.flush()  # the final checkpoint, still at trainer step 40
+    tb_step = log1.last_step()
+    assert tb_step == 41
+    w1.close()
+    time.sleep(1.1)
+    w2 = SummaryWriter(str(tb), purge_step=tb_step + 1)
+    log2 = ScalarLog(w2, floor=tb_step)
+    log2.add("selfplay/games_total", 100.0, 40)  # the continued run's first drain
+    log2.add("selfplay/games_total", 101.0, 45)
+    log2.flush()
+    w2.close()
+    acc = EventAccumulator(str(tb))
+    acc.Reload()
+    events = acc.Scalars("selfplay/games_total")
+    steps = [e.step for e in events]
+    assert steps == [*range(0, 43), 45], steps
+    values = {e.step: e.value for e in events}
+    assert values[41] == pytest.approx(99.0) and values[42] == pytest.approx(100.0)
+
+
 # -- replay counters and shards -------------------------------------------------------------------
 
 
@@ -315,6 +352,15 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
                           text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and "run_name" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no a/ left behind
+    assert precheck(["run_name="])[0].startswith("run_name: must be a plain folder name")
+    assert "at most 255 bytes" in precheck(["run_name=" + "a" * 300])[0]
+    assert precheck(["run_name=" + "a" * 255]) == []
+    # A name that resolves to two folders only after Hydra has made them: both are removed.
+    root = tmp_path / "root"
+    proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=${now:%H/%M}",
+                           f"checkpoint_root={root}"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "run_name" in proc.stderr
+    assert not root.exists() or not any(root.iterdir()), sorted(map(str, root.rglob("*")))
 
 
 def test_help_shows_the_preset_form() -> None:

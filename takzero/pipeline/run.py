@@ -305,11 +305,13 @@ class Run:
             reporter.line("numba: compiling the search and rules kernels (cold cache: about a minute "
                           "before the first games; later starts reuse the cache)")  # fmt: skip
 
-        # A resumed run drops the points after its checkpoint step (done again) and keeps the
-        # checkpoint step's own (purge_step = step + 1).
-        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=trainer.step + 1 if state else None,
+        # A resumed run drops the points written after its checkpoint (done again) and keeps the
+        # checkpoint's own: up to the last step written before it was saved ("tb_step"; a value
+        # drained at the final checkpoint can sit one step past the trainer's step).
+        tb_step = int(state.get("tb_step", trainer.step)) if state else -1
+        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=tb_step + 1 if state else None,
                                flush_secs=30)  # fmt: skip
-        self.scalars = ScalarLog(writer, floor=trainer.step if state else -1)
+        self.scalars = ScalarLog(writer, floor=tb_step)
         if state is None:
             writer.add_text("config", "```\n" + OmegaConf.to_yaml(OmegaConf.structured(cfg)) + "\n```", 0)
             log_hparams(writer, cfg)
@@ -597,6 +599,7 @@ class Run:
         self._drain(trainer.step, (stats, games))
         self.scalars.flush()
         state = trainer.state_dict()
+        state["tb_step"] = max(self.scalars.last_step(), trainer.step)
         state["replay"] = rstate
         self.c.promoted_generation = self.promoted[0]
         state["run"] = {**self.c.to_checkpoint(), "minutes": self.minutes()}

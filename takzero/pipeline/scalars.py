@@ -54,6 +54,12 @@ class ScalarLog:
         self.writer.add_scalar(tag, value, step)
         self.written[tag] = step
 
+    def last_step(self) -> int:
+        """The highest step written for any tag (``floor`` when none): a checkpoint records it
+        after :meth:`flush`, and the resumed run purges only the points after it and writes its
+        own after it (a value moved past the checkpoint's trainer step is kept)."""
+        return max(self.written.values(), default=self.floor)
+
     def flush(self) -> None:
         """Write every held value and flush the event file."""
         for tag, (value, step) in self.pending.items():
