@@ -35,7 +35,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import shlex
 import subprocess
 import sys
@@ -149,9 +148,9 @@ def preflight(args: argparse.Namespace) -> None:
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
     """Write ``obj`` as indented JSON to ``path`` through a temp file and a rename."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, path)
+    from takzero.game.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
 
 
 def run_counters(run_dir: Path) -> dict[str, int]:
@@ -224,9 +223,9 @@ def append_row(table: Path, row: str) -> None:
     if TABLE_HEADER.splitlines()[0] not in text:
         text += ("\n" if text and not text.endswith("\n") else "") + "\n" + TABLE_HEADER
     text += row
-    tmp = table.with_suffix(table.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, table)
+    from takzero.game.files import atomic_write_text
+
+    atomic_write_text(table, text)
 
 
 def main(argv: list[str] | None = None) -> int:
