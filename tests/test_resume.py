@@ -404,3 +404,11 @@ def test_selfplay_scalars_from_summed_counters() -> None:
     summed.update({"count/resign_checks": 4.0, "count/false_resign": 1.0})
     assert selfplay_scalars(summed, 8, 400)["selfplay/false_resign_rate"] == 0.25
     assert selfplay_scalars({}, 0, 0)["selfplay/white_win_rate"] == 0.0  # no games yet: no 0/0
+
+
+def test_stop_rule_describes_one_or_several_conditions() -> None:
+    from takzero.pipeline.progress import StopRule
+
+    assert StopRule(40).describe() == "stops at 40 steps"
+    assert StopRule(40, 5.0).describe() == "stops at 40 steps or 5 min, whichever comes first"
+    assert StopRule(40, 0.0, 7).describe() == "stops at 40 steps or 7 games, whichever comes first"

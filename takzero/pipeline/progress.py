@@ -61,7 +61,7 @@ class StopRule:
             parts.append(f"{self.max_minutes:g} min")
         if self.max_games > 0:
             parts.append(f"{self.max_games} games")
-        return "stops at " + " or ".join(parts) + ", whichever comes first"
+        return "stops at " + " or ".join(parts) + (", whichever comes first" if len(parts) > 1 else "")
 
     def reason(self, step: int, minutes: float, games: int) -> str | None:
         """Why the run is done at this point, or None if it is not."""
