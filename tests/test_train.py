@@ -4,6 +4,7 @@ targets, evaluation games kept out of the replay buffer, and backpressure with a
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -209,6 +210,9 @@ def test_ctrl_c_in_start_up_and_mid_run_stops_cleanly(tmp_path: Path) -> None:
     assert "Traceback" not in mid.stderr + mid.stdout, mid.stderr[-3000:]
     assert "run stopped: interrupted (Ctrl-C or SIGTERM)" in mid.stdout
     assert "to continue: " in mid.stdout
+    # Its first session with training: the run's training time and this session's are one figure.
+    times = re.search(r"training time ([\d.]+) min \(this session ([\d.]+) min\)", mid.stdout)
+    assert times is not None and times.group(1) == times.group(2), mid.stdout[-2000:]
     final = load_checked(list_checkpoints(run)[-1], require_checksum=True)
     assert final["step"] >= 10 and final["run"]["launch"] == 1
 

@@ -242,7 +242,9 @@ class Run:
             best_scores=self.c.best_scores,
             resume_cmd=cmd,
             finished=finished,
-            session_seconds=reporter.session_seconds() if session else None,
+            # the snapshot's training minutes less those restored at the start: on a first
+            # session both figures are equal
+            session_seconds=60 * (snap.minutes - self.c.minutes) if session else None,
         ):
             reporter.line(text)
 
