@@ -70,8 +70,8 @@ def evaluate_model(
     ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
     Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
-    'seconds', the score's 95% interval from the pentanomial Elo interval
-    ('score_lower'/'score_upper', a point when every game was won), the Wilson interval
+    'seconds', the score's 95% score-test interval on the game pairs
+    ('score_lower'/'score_upper', :func:`takzero.matches.stats.elo_pentanomial`), the Wilson interval
     ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
     ('elo_wilson_lower'/'elo_wilson_upper', the honest one on small or one-sided samples;
     :func:`takzero.matches.stats.elo_wilson`)); each is also printed with ``say`` as a JSON line

@@ -18,6 +18,7 @@ from takzero.matches.stats import (
     elo_trinomial,
     llr_logistic,
     llr_normal,
+    score_interval,
     score_to_elo,
     sprt,
 )
@@ -254,12 +255,15 @@ def test_elo_intervals() -> None:
     assert est.score == pytest.approx(0.7)
     # var = (30 * 0.3^2 + 10 * 0.2^2 + 10 * 0.7^2) / 50 = 0.16; se = sqrt(0.16 / 50)
     assert est.stderr == pytest.approx(math.sqrt(0.16 / 50))
-    z = 1.959963984540054
-    assert est.lower == pytest.approx(score_to_elo(0.7 - z * est.stderr))
-    assert est.upper == pytest.approx(score_to_elo(0.7 + z * est.stderr))
     assert est.elo == pytest.approx(score_to_elo(0.7)) and est.model == "trinomial"
-    pent = elo_pentanomial([0, 0, 10, 0, 0])  # every pair split 1-1: no variance
-    assert pent.elo == 0.0 and pent.stderr == 0.0 and pent.lower == pent.upper == 0.0
+    # The score-test interval: at 50 games it is near the normal interval 0.7 +- z se.
+    z = 1.959963984540054
+    lo, hi = score_interval(est)
+    assert lo == pytest.approx(0.7 - z * est.stderr, abs=0.02)
+    assert hi == pytest.approx(0.7 + z * est.stderr, abs=0.02)
+    pent = elo_pentanomial([0, 0, 10, 0, 0])  # every pair split 1-1: no variance in the sample
+    assert pent.elo == 0.0 and pent.stderr == 0.0
+    assert pent.lower == pytest.approx(-pent.upper) and pent.upper > 50  # still a real interval
     # Paired results that all split the same way have a smaller interval than the trinomial.
     m = MatchResult("a", "b")
     for k in range(20):
@@ -446,6 +450,54 @@ def test_wilson_elo_never_collapses_to_a_point(games: int) -> None:
             assert "[+0.0, +0.0]" not in text and "[-inf, -inf]" not in text and "[+inf, +inf]" not in text
 
 
+@pytest.mark.parametrize("pairs", range(1, 5))
+def test_paired_and_trinomial_intervals_never_collapse_to_a_point(pairs: int) -> None:
+    """Every pentanomial count vector of 1..4 pairs and every W/D/L split of as many games: the
+    score-test interval is a real interval around the estimate, bounded on the side away from
+    a one-sided result (the normal interval gave '+0.0 [+0.0, +0.0]' for one split pair and a
+    point at 0% or 100%)."""
+    from itertools import product
+
+    from takzero.matches.stats import elo_pentanomial, elo_trinomial
+
+    vectors = [c for c in product(range(pairs + 1), repeat=5) if sum(c) == pairs]
+    vectors += [c for c in product(range(2 * pairs + 1), repeat=3) if sum(c) == 2 * pairs]
+    for counts in vectors:
+        est = elo_pentanomial(counts) if len(counts) == 5 else elo_trinomial(counts[2], counts[1], counts[0])
+        assert est.lower < est.upper and est.lower <= est.elo <= est.upper, counts
+        if est.score == 1.0:
+            assert est.elo == est.upper == math.inf and math.isfinite(est.lower), counts
+        elif est.score == 0.0:
+            assert est.elo == est.lower == -math.inf and math.isfinite(est.upper), counts
+        else:
+            assert math.isfinite(est.lower) and math.isfinite(est.upper), counts
+
+
+def test_score_test_interval_is_wilson_for_two_outcomes_and_solves_its_equation() -> None:
+    """Wins and losses only: the trinomial interval is the Wilson interval. In general each end
+    ``mu`` solves ``n (s - mu)^2 = z^2 V(mu)`` with V the variance of the maximum-likelihood
+    distribution of mean mu (checked here on a pentanomial sample)."""
+    from takzero.matches.stats import (
+        _mle_with_mean,
+        elo_pentanomial,
+        elo_trinomial,
+        wilson_interval,
+    )
+
+    for w, lost in ((30, 10), (3, 1), (1, 7), (12, 12)):
+        lo, hi = score_interval(elo_trinomial(w, 0, lost))
+        assert (lo, hi) == pytest.approx(wilson_interval(w / (w + lost), w + lost), abs=2e-4)
+    counts = [2, 5, 30, 10, 3]
+    est = elo_pentanomial(counts)
+    values, n, z = [0, 0.25, 0.5, 0.75, 1], sum(counts), 1.959963984540054
+    probs = [c / n for c in counts]
+    for elo in (est.lower, est.upper):
+        mu = elo_to_score(elo)
+        q = _mle_with_mean(values, probs, mu)
+        v = sum(qi * (x - mu) ** 2 for qi, x in zip(q, values, strict=True))
+        assert n * (est.score - mu) ** 2 == pytest.approx(z * z * v, rel=1e-3)
+
+
 def test_wilson_elo_is_the_wilson_score_interval_mapped_to_elo() -> None:
     from takzero.matches.stats import elo_wilson, score_to_elo, wilson_interval
 
@@ -468,7 +520,8 @@ def test_match_result_wilson_model() -> None:
     m = MatchResult("a", "b")
     m.add(None, True, 1.0, 0)
     m.add(None, False, 0.0, 0)
-    assert m.elo().lower == m.elo().upper == 0.0  # the pentanomial of one split pair collapses
+    pent = m.elo()  # one split pair: the pentanomial interval is wide, not a point
+    assert pent.model == "pentanomial" and pent.lower < -300 and pent.upper > 300
     wilson = m.elo(model="wilson")
     assert wilson.lower < -300 and wilson.upper > 300
     assert m.describe_elo().startswith("+0.0 [-392.5, +392.5] (95%, Wilson")

@@ -3,18 +3,22 @@ Wald's SPRT. All scores are the first player's, draws count half.
 
 * Elo from a score: the logistic model, ``elo = -400 * log10(1 / score - 1)`` (score 0.75 ->
   190.85 Elo).
-* Confidence interval: normal approximation of the mean score, ``score +- z * se``, mapped to Elo
-  through the same formula. ``se`` comes from the trinomial (win/draw/loss per game) variance, or
-  for paired games from the pentanomial variance (the five outcomes of a game pair, scores 0, 1/4,
-  1/2, 3/4, 1 per game of the pair), which accounts for the correlation inside a pair (the
+* Confidence interval of the mean score, by inverting the score test (Wilson 1927, generalised
+  from two outcomes to the three of a game or the five of a game pair): a mean ``mu`` is inside
+  when ``n (s - mu)^2 <= z^2 V(mu)``, where ``V(mu)`` is the variance of the maximum-likelihood
+  outcome distribution with mean ``mu`` (the same tilted distribution the SPRT below uses, empty
+  outcome classes regularised the same way). With two outcomes this is exactly the Wilson interval;
+  with many games it approaches the normal interval ``s +- z * se``; unlike that one it never
+  collapses to a point (100 won pairs: [+566, +inf]; 10 pairs all split 1-1:
+  [-99, +99]). The per-sample variance comes from the trinomial model (win/draw/loss per game)
+  or, for paired games, from the pentanomial one (the five outcomes of a game pair, scores 0,
+  1/4, 1/2, 3/4, 1 per game of the pair), which accounts for the correlation inside a pair (the
   fishtest convention). ``MatchResult.elo`` (``takzero.matches.results``) uses the pentanomial
   when every opening was played with both colours, otherwise the trinomial, and says which in
   ``EloEstimate.model``.
-* Wilson score interval (Wilson 1927) of a mean score: does not collapse to a point at 0 or 1.
+* Wilson score interval (Wilson 1927) of a mean score, games taken as independent:
   :func:`elo_wilson` maps it to Elo; :func:`describe_elo` is the line the match and evaluate
-  command lines print (or "too few games" under :data:`MIN_ELO_GAMES`). The normal intervals
-  above collapse on small or one-sided samples (1-1 in one pair: ``+0.0 [+0.0, +0.0]``; 0-4:
-  ``-inf [-inf, -inf]``) and are kept for the gating statistics.
+  command lines print (or "too few games" under :data:`MIN_ELO_GAMES`).
 * SPRT: Wald's sequential probability ratio test (Wald 1945) of H0: elo = elo0 against H1: elo =
   elo1 (logistic Elo), with the generalized log-likelihood ratio (GSPRT) computed as fishtest does
   (``LLRcalc.LLR_logistic`` in official-stockfish/fishtest, after M. Van den Bergh, "A practical
@@ -86,20 +90,49 @@ def _estimate(counts: Sequence[float], confidence: float, model: str) -> EloEsti
     n = sum(counts)
     s = sum(v * c for v, c in zip(values, counts, strict=True)) / n
     var = sum(c * (v - s) ** 2 for v, c in zip(values, counts, strict=True)) / n
-    se = math.sqrt(var / n)
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    lo = min(max(s - z * se, 0.0), 1.0)
-    hi = min(max(s + z * se, 0.0), 1.0)
+    lo, hi = _score_test_interval(values, counts, s, z)
     return EloEstimate(
         elo=score_to_elo(s),
         lower=score_to_elo(lo),
         upper=score_to_elo(hi),
         score=s,
-        stderr=se,
+        stderr=math.sqrt(var / n),
         samples=round(n),
         model=model,
         confidence=confidence,
     )
+
+
+def _score_test_interval(
+    values: list[float], counts: Sequence[float], s: float, z: float
+) -> tuple[float, float]:
+    """The means ``mu`` with ``n (s - mu)^2 <= z^2 V(mu)`` (see the module docstring): each end
+    found by bisection between the mean score ``s`` (inside) and 0 or 1 (outside unless ``s`` is
+    there, where ``V`` is 0). ``counts`` are per outcome in the order of ``values``; the
+    maximum-likelihood distributions come from the counts with empty classes regularised to 1e-3
+    (fishtest's), so that a one-sided sample can still be tilted to any mean."""
+    n = sum(counts)
+    reg = [c if c > 0 else 1e-3 for c in counts]
+    probs = [c / sum(reg) for c in reg]
+
+    def outside(mu: float) -> bool:
+        q = _mle_with_mean(values, probs, mu)
+        v = sum(qi * (x - mu) ** 2 for qi, x in zip(q, values, strict=True))
+        return n * (s - mu) ** 2 > z * z * v
+
+    def end(inside: float, out: float) -> float:
+        for _ in range(60):
+            mid = 0.5 * (inside + out)
+            if outside(mid):
+                out = mid
+            else:
+                inside = mid
+        return out
+
+    lo = 0.0 if s <= 0.0 else end(s, 0.0)
+    hi = 1.0 if s >= 1.0 else end(s, 1.0)
+    return lo, hi
 
 
 def elo_trinomial(wins: int, draws: int, losses: int, confidence: float = 0.95) -> EloEstimate:
