@@ -27,6 +27,14 @@ are kept in ``ablate_train.json`` in the run folder: ``--eval-only`` without ove
 recorded ones, and other overrides than those the run was trained with are refused. Before a
 training starts, everything that can be checked is (``preflight``): a bad override or value, a
 reference network of another board size, a missing table folder stop it at once with status 2.
+
+The machine's speed is part of a wall-time protocol, and this machine's is not constant: the same
+plain training made 113,711 positions in 30 minutes one day and several times more on another.
+So before and after each training a 20-second check (``machine_speed``: the same self-play
+workload every time, untrained network, one thread) records positions per second in
+``ablate_train.json`` and in the row ("machine 310/305 pos/s"). Compare a variant with the
+baseline row measured at the same machine speed (in practice: in the same session), never
+across speeds.
 """
 
 from __future__ import annotations
@@ -74,6 +82,40 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
     return time.monotonic() - t0
 
 
+def machine_speed(config: str, seconds: float, seed: int = 0) -> float:
+    """This machine's speed now, as self-play positions per second of a fixed workload: one
+    ``SelfPlayWorker`` of the plain ``config`` preset (no overrides, an untrained network of fixed
+    seed, PyTorch backend, one thread), two steps to warm up (numba), then as many steps as fit
+    in ``seconds`` (at least one). The same work on every call, so two rows' figures say whether
+    their trainings ran on a machine of the same speed: a wall-time protocol compares variants
+    only on one. Returns positions searched and played per second (float). Raises ValueError
+    for ``seconds`` <= 0."""
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0, got {seconds}")
+    import torch
+
+    from takzero.config import compose_preset
+    from takzero.pipeline.selfplay import SelfPlayWorker
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = compose_preset(config, ["selfplay.backend=torch", f"seed={seed}"], run_name="speed")
+        torch.manual_seed(seed)
+        worker = SelfPlayWorker(cfg, worker_id=0, device="cpu")
+        for _ in range(2):
+            worker.play_step()
+        positions, t0 = 0, time.perf_counter()
+        while True:
+            positions += int(worker.mcts.active_games().size)
+            worker.play_step()
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds:
+                return positions / elapsed
+    finally:
+        torch.set_num_threads(threads)
+
+
 TRAIN_RECORD = "ablate_train.json"
 
 
@@ -114,6 +156,8 @@ def preflight(args: argparse.Namespace) -> None:
 
     if not (math.isfinite(args.minutes) and args.minutes > 0):
         raise ValueError(f"--minutes must be a number > 0, got {args.minutes}")
+    if not 0 <= args.speed_seconds <= 600:  # also refuses nan
+        raise ValueError(f"--speed-seconds must be in 0..600, got {args.speed_seconds}")
     for flag, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
                              ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):
         if not 1 <= value <= top:
@@ -208,6 +252,8 @@ def table_row(args: argparse.Namespace, result: dict[str, Any]) -> str:
     )
     overrides = " ".join(args.overrides) or "(none)"
     minutes = f"{args.config}, {args.minutes:g} min"
+    if result.get("machine_speed"):  # the checks before and after each training session
+        minutes += ", machine " + "/".join(f"{s:.0f}" for s in result["machine_speed"]) + " pos/s"
     return (
         f"| {args.name} | `{overrides}` | {minutes} | {result['counters']['positions']:,} | "
         f"{result['counters']['steps']:,} | {Path(args.reference).name}, {2 * args.pairs} games at "
@@ -248,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
                          "trainings of several variants, evaluate them later with --eval-only)")  # fmt: skip
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
+    ap.add_argument("--speed-seconds", type=float, default=20.0,
+                    help="seconds of the machine-speed check (machine_speed) before and after each "
+                         "training; 0: none (default %(default)s)")  # fmt: skip
     ap.add_argument("overrides", nargs="*", help="key=value config overrides of the variant (after --)")
     args = ap.parse_args(argv)
     if not Path(args.reference).is_file():
@@ -280,15 +329,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     wall = float(record.get("train_wall_s", 0.0))
+    speeds: list[float] = list(record.get("machine_speed", []))
     if not args.eval_only:
+        if args.speed_seconds > 0:
+            speeds.append(round(machine_speed(args.config, args.speed_seconds, args.seed), 1))
+            print(f"[ablate] machine speed before training: {speeds[-1]:.1f} positions/s", flush=True)
         try:
             wall += train(args, run_dir)
         except RuntimeError as e:
             print(f"[ablate] {e}", file=sys.stderr)
             return 1
+        if args.speed_seconds > 0:
+            speeds.append(round(machine_speed(args.config, args.speed_seconds, args.seed), 1))
+            print(f"[ablate] machine speed after training: {speeds[-1]:.1f} positions/s", flush=True)
         write_json(run_dir / TRAIN_RECORD, {
             "train_wall_s": round(wall, 1), "config": args.config, "minutes": args.minutes,
-            "overrides": args.overrides, "counters": run_counters(run_dir),
+            "overrides": args.overrides, "counters": run_counters(run_dir), "machine_speed": speeds,
         })  # fmt: skip
         if args.train_only:
             print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)
@@ -307,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": args.config,
         "minutes": args.minutes,
         "train_wall_s": round(wall, 1),
+        "machine_speed": speeds,
         "eval_wall_s": round(time.monotonic() - t0, 1),
         "counters": run_counters(run_dir),
         "evaluation": _finite_or_none(summary),  # infinite Elo as null: strict JSON

@@ -93,6 +93,8 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
         return 12.5
 
     monkeypatch.setattr(ablate, "train", fake_train)
+    speeds = iter([101.0, 99.0, 98.0, 97.0])  # what the machine-speed checks measure, in order
+    monkeypatch.setattr(ablate, "machine_speed", lambda config, seconds, seed: next(speeds))
     common = ["--name", "q", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "runs")]
     table = tmp_path / "t.md"
     for expected_wall in (12.5, 25.0):
@@ -101,6 +103,7 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
         assert record["train_wall_s"] == expected_wall
         assert record["counters"] == {"positions": 50, "games": 2, "steps": 5}
     assert calls == [["mcts.simulations=4"]] * 2
+    assert record["machine_speed"] == [101.0, 99.0, 98.0, 97.0]  # before and after each session
     assert not (run / "ablation.json").exists() and not table.exists()  # nothing evaluated yet
     args = [*common, "--eval-only", "--pairs", "1", "--simulations", "2", "--ply-limit", "12", "--table", str(table)]
     with pytest.raises(SystemExit):  # other overrides than the run was trained with: refused
@@ -115,6 +118,8 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
     assert result["command"].endswith("-- mcts.simulations=4")
     assert "--eval-only" not in result["command"] and "--train-only" not in result["command"]
     assert table.read_text().count("| q |") == 1 and "| `mcts.simulations=4` |" in table.read_text()
+    assert "| smoke, 30 min, machine 101/99/98/97 pos/s |" in table.read_text()
+    assert result["machine_speed"] == [101.0, 99.0, 98.0, 97.0]
     with pytest.raises(SystemExit):
         ablate.main([*common, "--train-only", "--eval-only"])
 
@@ -136,6 +141,8 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
         (["--", "notakeyvalue"], "is not key=value"),
         (["--", "mcts.bogus=1"], "mcts.bogus: not a config key"),
         (["--", "mcts.gumbel=maybe"], "mcts.gumbel"),
+        (["--speed-seconds", "nan"], "--speed-seconds must be in 0..600"),
+        (["--speed-seconds", "-1"], "--speed-seconds must be in 0..600"),
     ],
 )
 def test_bad_input_is_refused_before_training(tmp_path: Path, monkeypatch, capsys, extra: list[str], message: str) -> None:
@@ -186,7 +193,20 @@ def test_failed_training_is_a_message_not_a_traceback(tmp_path: Path, monkeypatc
         raise RuntimeError(f"training exited with status 2; see {run_dir / 'ablate_train.log'}")
 
     monkeypatch.setattr(ablate, "train", failing)
-    code = ablate.main(["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "r")])
+    code = ablate.main(["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "r"),
+                        "--speed-seconds", "0"])  # fmt: skip
     assert code == 1
     assert "[ablate] training exited with status 2" in capsys.readouterr().err
     assert not (tmp_path / "r" / "v" / "ablate_train.json").exists()  # nothing recorded for a failed training
+
+
+def test_machine_speed_runs_the_fixed_self_play_workload() -> None:
+    """The check plays real self-play steps of the plain preset: a positive rate, at least one
+    step even when the time is shorter than a step, torch's thread count restored, and a time
+    that is not > 0 refused."""
+    ablate = _load_script()
+    threads = torch.get_num_threads()
+    speed = ablate.machine_speed("smoke", 0.01)
+    assert speed > 0 and torch.get_num_threads() == threads
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        ablate.machine_speed("smoke", 0.0)
