@@ -185,6 +185,12 @@ def preflight(args: argparse.Namespace) -> None:
     if size is not None and int(size) != cfg.board.size:
         raise ValueError(f"--reference {args.reference} plays {size}x{size}, but --config {args.config} "
                          f"trains {cfg.board.size}x{cfg.board.size}")  # fmt: skip
+    if args.eval_backend == "onnx" and not args.train_only:
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime") is None:
+            raise ValueError("--eval-backend onnx needs onnxruntime (pip install -e '.[onnx]'), "
+                             "or give --eval-backend torch")  # fmt: skip
     table = Path(args.table)
     if not args.no_table and (table.is_dir() or not table.parent.is_dir()):
         raise ValueError(f"--table {table}: " + ("is a folder" if table.is_dir() else f"no folder {table.parent}"))
@@ -225,7 +231,7 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     print(f"[ablate] evaluating {model} against {spec}, {args.pairs} pairs", flush=True)
     (summary,) = evaluate_model(
         str(model), [spec], pairs=args.pairs, simulations=args.simulations, ply_limit=args.ply_limit,
-        seed=args.seed, threads=args.threads,
+        seed=args.seed, threads=args.threads, backend=args.eval_backend,
     )  # fmt: skip
     return summary
 
@@ -294,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
                          "trainings of several variants, evaluate them later with --eval-only)")  # fmt: skip
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
+    ap.add_argument("--eval-backend", choices=("torch", "onnx"), default="onnx",
+                    help="CPU inference backend of the evaluation (takzero.evaluate --backend; the "
+                         "same networks up to float rounding, onnx is faster; default %(default)s)")  # fmt: skip
     ap.add_argument("--speed-seconds", type=float, default=20.0,
                     help="seconds of the machine-speed check (machine_speed) before and after each "
                          "training; 0: none (default %(default)s)")  # fmt: skip

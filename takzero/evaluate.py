@@ -33,7 +33,8 @@ from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
-from takzero.nn.inference import Evaluator
+from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
+from takzero.players.network import NetworkPlayer
 from takzero.players.registry import help_text, make_player, spec_label, spec_syntax
 from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
@@ -63,6 +64,7 @@ def evaluate_model(
     progress: Any = None,
     threads: int = 0,
     links: bool = False,
+    backend: str = "torch",
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
     move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
@@ -82,7 +84,9 @@ def evaluate_model(
     off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
     'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.game.ptn_ninja``).
-    ``threads``: torch threads (0: as they are).
+    ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
+    model and of the network baselines (``takzero.nn.inference.with_backend``: 'torch', or
+    'onnx' for onnxruntime with ``threads`` threads, the same networks up to float rounding).
 
     Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
     with ``"interrupted": true``, and the Elo line) and written as PTN, then
@@ -98,6 +102,8 @@ def evaluate_model(
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
+    if backend not in EVAL_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
     if threads:  # after the players: a model baseline sets one thread when it loads
         torch.set_num_threads(threads)
@@ -106,6 +112,12 @@ def evaluate_model(
         net = Evaluator.load(model, device=device)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
         raise ValueError(f"cannot load model {model}: {e}") from None
+    if backend != "torch":
+        ort_threads = threads or torch.get_num_threads()
+        net = with_backend(net, backend, ort_threads)
+        for player in players:
+            if isinstance(player, NetworkPlayer):
+                player.evaluator = with_backend(player.evaluator, backend, ort_threads)
     size = net.config.size
     for spec, player in zip(baselines, players, strict=True):
         other = getattr(player, "model_size", None)
@@ -144,7 +156,7 @@ def evaluate_model(
             if partial.num_games:
                 summary = _summary(spec, partial, t0)
                 summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
-                               seed=seed, tinue_nodes=search.tinue_nodes, interrupted=True)
+                               seed=seed, tinue_nodes=search.tinue_nodes, backend=backend, interrupted=True)
                 say(json.dumps(_finite_or_none(summary)))
                 if ptn_files:
                     atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
@@ -155,7 +167,7 @@ def evaluate_model(
         summary = _summary(spec, match, t0)
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
-            tinue_nodes=search.tinue_nodes,
+            tinue_nodes=search.tinue_nodes, backend=backend,
         )  # fmt: skip
         out.append(summary)
         if links:
@@ -209,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads (0: torch's default for the model's batched searches; "
                         "a model baseline sets one thread for its own batch-1 searches)")
+    p.add_argument("--backend", choices=EVAL_BACKENDS, default="torch",
+                   help="CPU inference backend of the model and the model baselines: torch, or onnx "
+                        "(onnxruntime, often faster on CPU; the same networks up to float rounding)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     p.add_argument(
         "--links", action="store_true",
@@ -235,9 +250,9 @@ def main(argv: list[str] | None = None) -> int:
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
-            links=args.links,
+            links=args.links, backend=args.backend,
         )
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ImportError) as e:
         p.error(str(e))
     except KeyboardInterrupt:  # the score so far is printed (MatchInterrupted) or nothing ran yet
         print("takzero.evaluate: interrupted", file=sys.stderr)

@@ -193,3 +193,70 @@ def test_an_unusable_ptn_dir_is_refused_at_start_naming_it(tmp_path: Path, capsy
         main([str(not_a_model), "--baselines", "random", "--ptn-dir", str(games)])
     assert exc.value.code == 2 and "cannot load model" in capsys.readouterr().err
     assert (games / "vs_random.ptn").read_text().startswith("[Event \"earlier\"]")
+
+
+def test_onnx_backend_runs_the_model_and_the_model_baselines_in_onnxruntime(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``backend='onnx'``: the model and each ``model:`` baseline are evaluated by onnxruntime
+    sessions (other baselines are not networks); the JSON says which backend played."""
+    pytest.importorskip("onnxruntime")
+    import takzero.evaluate as ev_mod
+
+    made = []
+    real = ev_mod.with_backend
+
+    def recording(ev, backend, threads=1):
+        made.append(real(ev, backend, threads))
+        return made[-1]
+
+    monkeypatch.setattr(ev_mod, "with_backend", recording)
+    (r1, r2) = evaluate_model(
+        str(tiny_model), [f"model:{tiny_model}:4", "random"], pairs=1, simulations=4, ply_limit=20,
+        say=lambda line: None, backend="onnx",
+    )  # fmt: skip
+    assert r1["backend"] == r2["backend"] == "onnx" and r1["games"] == r2["games"] == 2
+    assert len(made) == 2 and all(m._session is not None for m in made)
+
+
+def test_onnx_backend_agrees_with_torch_on_the_shipped_model() -> None:
+    """The same network in both backends: priors and values agree to float rounding on mid-game
+    5x5 positions of the shipped model."""
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    from takzero.game import Position
+    from takzero.nn.inference import Evaluator, with_backend
+
+    ev = Evaluator.load(str(Path(__file__).resolve().parents[1] / "checkpoints/pretrained/5x5.pt"))
+    ox = with_backend(ev, "onnx", threads=1)
+    rng = np.random.default_rng(0)
+    states = []
+    for k in range(24):
+        pos = Position.start(5)
+        for _ in range(k):
+            codes = pos.legal_move_codes()
+            if len(codes) == 0:
+                break
+            pos = pos.play(int(codes[rng.integers(len(codes))]))
+        states.append(pos.state.copy())
+    s = np.stack(states)
+    for a, b in zip(ev.evaluate(s), ox.evaluate(s), strict=True):
+        assert np.abs(a - b).max() < 1e-4
+
+
+def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp_path: Path, capsys) -> None:
+    from takzero.nn.inference import Evaluator, export_torchscript, with_backend
+
+    with pytest.raises(ValueError, match="backend must be one of torch, onnx"):
+        evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=2, ply_limit=10, backend="tpu")
+    with pytest.raises(SystemExit):
+        main([str(tiny_model), "--baselines", "random", "--backend", "tpu"])
+    assert "invalid choice: 'tpu'" in capsys.readouterr().err
+    ev = Evaluator.load(str(tiny_model))
+    assert with_backend(ev, "torch") is ev
+    ts = tmp_path / "tiny.ts"
+    export_torchscript(ev.model, ts)
+    pytest.importorskip("onnxruntime")
+    with pytest.raises(ValueError, match="not a TorchScript export"):
+        with_backend(Evaluator.load(str(ts)), "onnx")

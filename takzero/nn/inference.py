@@ -63,6 +63,8 @@ __all__ = [
     "masked_softmax_np",
     "model_metadata",
     "onnx_evaluator",
+    "with_backend",
+    "EVAL_BACKENDS",
     "read_onnx_metadata",
     "read_torchscript_metadata",
     "resolve_device",
@@ -228,6 +230,27 @@ def onnx_evaluator(model: TakNet, threads: int = 1, opset: int = DEFAULT_ONNX_OP
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(buf.getvalue(), opts, providers=["CPUExecutionProvider"])
     return Evaluator(None, metadata=meta, _onnx_session=session)
+
+
+#: CPU inference backends of an evaluation (``with_backend``): PyTorch as loaded, or onnxruntime.
+EVAL_BACKENDS = ("torch", "onnx")
+
+
+def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
+    """``ev``'s network run by ``backend`` (one of :data:`EVAL_BACKENDS`): ``'torch'`` gives
+    ``ev`` as it is; ``'onnx'`` gives an onnxruntime evaluator of the same weights with ``threads``
+    intra-op threads (:func:`onnx_evaluator`; an evaluator of an ``.onnx`` file is already one and
+    is returned as it is). Priors and values agree with PyTorch's up to float rounding (about 1e-6).
+    Raises ValueError for an unknown backend or for ``'onnx'`` with a TorchScript model (no
+    network to export: use the checkpoint or the ``.onnx`` file), ImportError without
+    onnxruntime."""
+    if backend not in EVAL_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(EVAL_BACKENDS)}, got {backend!r}")
+    if backend == "torch" or ev._session is not None:
+        return ev
+    if not isinstance(ev.model, TakNet):
+        raise ValueError("the onnx backend needs a checkpoint (or an .onnx file), not a TorchScript export")
+    return onnx_evaluator(ev.model, threads=max(1, int(threads)))
 
 
 def choose_backend(model: TakNet, batch: int, threads: int = 1, repeats: int = 5) -> str:
