@@ -132,3 +132,42 @@ def test_plot_run_reads_only_regular_files_as_event_files(tmp_path: Path, capsys
     writer.close()
     assert plot_run.main([str(tmp_path / "r")]) == 0
     assert json.loads(capsys.readouterr().out)["file"].endswith("r_loss.png")
+
+
+def _load_ablations_script():
+    spec = importlib.util.spec_from_file_location("plot_ablations", ROOT / "scripts" / "plot_ablations.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_plot_ablations_overlays_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """One line per run in each panel; the JSON gives each run's last values; a run that never
+    logged a tag is left out of that panel; bad arguments are refused naming them."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for name, rate in (("baseline", 100), ("ownership", 150)):
+        writer = SummaryWriter(str(tmp_path / name / "tb"))
+        for step in range(0, 100, 10):
+            writer.add_scalar("selfplay/positions_total", rate * step, step, walltime=1000.0 + step)
+            writer.add_scalar("loss/value", 1.0 - step / 200, step, walltime=1000.0 + step)
+            if name == "ownership":
+                writer.add_scalar("loss/policy", 2.0, step, walltime=1000.0 + step)
+        writer.close()
+    plot = _load_ablations_script()
+    out = tmp_path / "figs" / "abl.png"
+    assert plot.main([str(tmp_path / "baseline"), str(tmp_path / "ownership"), "--out", str(out)]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert [x["run"] for x in lines] == ["baseline", "ownership"]
+    assert lines[0]["selfplay_positions_total"] == 9000 and lines[1]["selfplay_positions_total"] == 13500
+    assert "loss_policy" not in lines[0] and lines[1]["loss_policy"] == pytest.approx(2.0)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for bad, message in (
+        ([str(tmp_path / "nosuch")], "no TensorBoard event files"),
+        ([str(tmp_path / "baseline"), "--out", str(tmp_path / "x.txt")], "--out must be a .png file"),
+        ([str(tmp_path / "baseline"), str(tmp_path / "baseline")], "two runs are named baseline"),
+        ([str(tmp_path / "baseline"), "--max-gap", "0"], "--max-gap must be > 0"),
+    ):
+        with pytest.raises(SystemExit):
+            plot.main(bad)
+        assert message in capsys.readouterr().err
