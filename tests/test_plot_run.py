@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("plot_run", ROOT / "scripts" / "plot_run.py")
+def _load_script(name: str = "plot_run"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -134,13 +134,6 @@ def test_plot_run_reads_only_regular_files_as_event_files(tmp_path: Path, capsys
     assert json.loads(capsys.readouterr().out)["file"].endswith("r_loss.png")
 
 
-def _load_ablations_script():
-    spec = importlib.util.spec_from_file_location("plot_ablations", ROOT / "scripts" / "plot_ablations.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_plot_ablations_overlays_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """One line per run in each panel; the JSON gives each run's last values; a run that never
     logged a tag is left out of that panel; bad arguments are refused naming them."""
@@ -154,7 +147,7 @@ def test_plot_ablations_overlays_runs(tmp_path: Path, capsys: pytest.CaptureFixt
             if name == "ownership":
                 writer.add_scalar("loss/policy", 2.0, step, walltime=1000.0 + step)
         writer.close()
-    plot = _load_ablations_script()
+    plot = _load_script("plot_ablations")
     out = tmp_path / "figs" / "abl.png"
     assert plot.main([str(tmp_path / "baseline"), str(tmp_path / "ownership"), "--out", str(out)]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
