@@ -525,3 +525,30 @@ def test_match_result_wilson_model() -> None:
     wilson = m.elo(model="wilson")
     assert wilson.lower < -300 and wilson.upper > 300
     assert m.describe_elo().startswith("+0.0 [-392.5, +392.5] (95%, Wilson")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: elo_pentanomial("12345"), "expected 5 outcome counts"),
+        (lambda: elo_pentanomial([float("nan"), 0, 0, 0, 1]), "finite and >= 0"),
+        (lambda: elo_pentanomial([float("inf"), 0, 0, 0, 1]), "finite and >= 0"),
+        (lambda: elo_trinomial(1e-300, 0, 0), "no games"),
+        (lambda: elo_trinomial(10**400, 0, 0), "must be numbers"),
+        (lambda: elo_trinomial(0.5, 0, 0), "no games"),
+        (lambda: elo_pentanomial([0, 0, 0, 0, 1e17]), "float rounding"),
+        (lambda: elo_trinomial("a", 0, 0), "must be numbers"),
+    ],
+)
+def test_bad_counts_are_refused_naming_them(call, message: str) -> None:
+    """Every model's counts pass one check: strings, non-finite, non-numeric, under one game in
+    all, or so many that float rounding would collapse the interval are a ValueError."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_huge_one_sided_counts_keep_a_real_interval() -> None:
+    from takzero.matches.stats import MAX_GAMES, elo_wilson
+
+    for est in (elo_pentanomial([0, 0, 0, 0, MAX_GAMES]), elo_trinomial(MAX_GAMES, 0, 0), elo_wilson(MAX_GAMES, 0, 0)):
+        assert est.upper == math.inf and math.isfinite(est.lower) and est.lower > 4000

@@ -71,14 +71,28 @@ class EloEstimate:
     confidence: float = 0.95
 
 
+#: The most games (or pairs) an interval is computed for: beyond about 1e15 the bounds round to
+#: the estimate in float64, so larger counts are refused rather than given a point.
+MAX_GAMES = 1e12
+
+
 def _check_counts(counts: Sequence[float], k: int) -> list[float]:
-    if len(counts) != k:
-        raise ValueError(f"expected {k} outcome counts, got {len(counts)}")
-    out = [float(c) for c in counts]
-    if any(c < 0 for c in out):
-        raise ValueError(f"outcome counts must be >= 0, got {list(counts)}")
-    if sum(out) <= 0:
-        raise ValueError("no games: the outcome counts sum to 0")
+    """``counts`` as floats. Raises ValueError for a string, another length than ``k``, a count
+    that is not a finite number >= 0, fewer than one game (pair) in all, or more than
+    :data:`MAX_GAMES`."""
+    if isinstance(counts, (str, bytes)) or len(counts) != k:
+        raise ValueError(f"expected {k} outcome counts, got {counts!r}")
+    try:
+        out = [float(c) for c in counts]
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"outcome counts must be numbers, got {list(counts)!r}") from None
+    if not all(math.isfinite(c) and c >= 0 for c in out):
+        raise ValueError(f"outcome counts must be finite and >= 0, got {list(counts)}")
+    if sum(out) < 1:
+        raise ValueError(f"no games: the outcome counts sum to {sum(out):g} (under 1)")
+    if sum(out) > MAX_GAMES:
+        raise ValueError(f"the outcome counts sum to {sum(out):g}: over {MAX_GAMES:g}, where float "
+                         "rounding would collapse the intervals")  # fmt: skip
     return out
 
 
@@ -117,6 +131,8 @@ def _score_test_interval(
     probs = [c / sum(reg) for c in reg]
 
     def outside(mu: float) -> bool:
+        if not 0.0 < mu < 1.0:  # a mean of 0 or 1 has one distribution, of variance 0
+            return s != mu
         q = _mle_with_mean(values, probs, mu)
         v = sum(qi * (x - mu) ** 2 for qi, x in zip(q, values, strict=True))
         return n * (s - mu) ** 2 > z * z * v
@@ -265,12 +281,14 @@ MIN_ELO_GAMES = 2
 
 
 def elo_wilson(wins: int, draws: int, losses: int, confidence: float = 0.95) -> EloEstimate:
-    """Elo and interval that stay honest for small and one-sided samples: the Wilson score
-    interval (Wilson 1927) of the mean score (draws half, each game one sample) mapped to Elo
-    through :func:`score_to_elo`. It never collapses to a point: 1-1 gives about [-390, +390],
-    0-4 gives -inf [-inf, -7.0] (the point estimate and the lower bound stay -inf: no
-    difference however large is excluded), 2 draws the same as 1-1. Taking paired games as independent makes it
-    a little wider than the pentanomial interval, never narrower in expectation.
+    """Elo and interval from the Wilson score interval (Wilson 1927) of the mean score (draws
+    half, each game one sample) mapped to Elo through :func:`score_to_elo`. It never collapses to
+    a point: 1-1 gives about [-390, +390], 0-4 gives -inf [-inf, -7.0] (the point estimate and
+    the lower bound stay -inf: no difference however large is excluded), 2 draws the same as
+    1-1. It takes paired games as independent: where the two games of a pair disagree that makes
+    it wider than the pentanomial interval, and on a one-sided result (every pair won) narrower,
+    because the pentanomial counts pairs, not games, as samples (100 won pairs: Wilson
+    [+687, +inf] over 200 games, pentanomial [+566, +inf]).
     ``model`` is 'wilson'; ``stderr`` the normal standard error of the score. Raises ValueError
     like :func:`elo_trinomial`."""
     counts = _check_counts([losses, draws, wins], 3)
