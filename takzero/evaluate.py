@@ -86,7 +86,8 @@ def evaluate_model(
     'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.game.ptn_ninja``).
     ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
     model and of the network baselines (``takzero.nn.inference.with_backend``: 'torch', or
-    'onnx' for onnxruntime with ``threads`` threads, the same networks up to float rounding).
+    'onnx' for onnxruntime with ``threads`` threads, or torch's default thread count when 0;
+    an ``.onnx`` file keeps its own session; the same networks up to float rounding).
 
     Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
     with ``"interrupted": true``, and the Elo line) and written as PTN, then
@@ -104,6 +105,7 @@ def evaluate_model(
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
     if backend not in EVAL_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(EVAL_BACKENDS)}, got {backend!r}")
+    ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
     players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
     if threads:  # after the players: a model baseline sets one thread when it loads
         torch.set_num_threads(threads)
@@ -112,17 +114,16 @@ def evaluate_model(
         net = Evaluator.load(model, device=device)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
         raise ValueError(f"cannot load model {model}: {e}") from None
-    if backend != "torch":
-        ort_threads = threads or torch.get_num_threads()
-        net = with_backend(net, backend, ort_threads)
-        for player in players:
-            if isinstance(player, NetworkPlayer):
-                player.evaluator = with_backend(player.evaluator, backend, ort_threads)
     size = net.config.size
     for spec, player in zip(baselines, players, strict=True):
         other = getattr(player, "model_size", None)
         if other is not None and int(other) != size:
             raise ValueError(f"baseline {spec} plays {other}x{other}, not the model's {size}x{size}")
+    if backend != "torch":
+        net = _on_backend(net, backend, ort_threads, f"model {model}")
+        for spec, player in zip(baselines, players, strict=True):
+            if isinstance(player, NetworkPlayer):
+                player.evaluator = _on_backend(player.evaluator, backend, ort_threads, f"baseline {spec}")
     half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
@@ -180,6 +181,18 @@ def evaluate_model(
         if ptn_files:
             atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in match.games))
     return out
+
+
+def _on_backend(ev: Evaluator, backend: str, threads: int, what: str) -> Evaluator:
+    """:func:`with_backend` with errors that name the network (``what``) and the way out.
+    Raises ValueError."""
+    try:
+        return with_backend(ev, backend, threads)
+    except ImportError as e:
+        raise ValueError(f"--backend {backend} needs onnxruntime ({e}): pip install -e '.[onnx]', "
+                         "or use --backend torch") from None  # fmt: skip
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}; use --backend torch for it") from None
 
 
 def _summary(spec: str, match: MatchResult, t0: float) -> dict[str, Any]:
@@ -252,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
             links=args.links, backend=args.backend,
         )
-    except (OSError, ValueError, ImportError) as e:
+    except (OSError, ValueError) as e:
         p.error(str(e))
     except KeyboardInterrupt:  # the score so far is printed (MatchInterrupted) or nothing ran yet
         print("takzero.evaluate: interrupted", file=sys.stderr)

@@ -260,3 +260,30 @@ def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp
     pytest.importorskip("onnxruntime")
     with pytest.raises(ValueError, match="not a TorchScript export"):
         with_backend(Evaluator.load(str(ts)), "onnx")
+
+
+def test_onnx_backend_errors_name_the_network_and_threads_follow_torch(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TorchScript baseline under ``backend='onnx'`` is named with the way out; with
+    ``threads=0`` both sessions get torch's thread count as it was before a model baseline set
+    one thread for its own searches."""
+    pytest.importorskip("onnxruntime")
+    import takzero.nn.inference as inference
+    from takzero.nn.inference import Evaluator, export_torchscript
+
+    ts = tmp_path / "tiny.ts"
+    export_torchscript(Evaluator.load(str(tiny_model)).model, ts)
+    with pytest.raises(ValueError, match=rf"baseline model:{ts}: .*TorchScript.*use --backend torch"):
+        evaluate_model(str(tiny_model), [f"model:{ts}"], pairs=1, simulations=2, ply_limit=10, backend="onnx")
+    seen: list[int] = []
+    real = inference.onnx_evaluator
+    monkeypatch.setattr(inference, "onnx_evaluator", lambda model, threads=1: seen.append(threads) or real(model, threads))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        evaluate_model(str(tiny_model), [f"model:{tiny_model}:2"], pairs=1, simulations=2, ply_limit=8,
+                       say=lambda line: None, backend="onnx")  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2, 2]
