@@ -181,16 +181,18 @@ def preflight(args: argparse.Namespace) -> None:
     except Exception as e:  # noqa: BLE001 - Hydra/OmegaConf raise many types for a bad override or preset
         raise ValueError(f"config: {e}") from None
     reference = make_player(f"model:{args.reference}:{args.simulations}")
+    if not args.train_only:  # the evaluation runs the reference on --eval-backend: try it now
+        from takzero.nn.inference import with_backend
+
+        try:
+            with_backend(reference.evaluator, args.eval_backend, 1)
+        except (ImportError, ValueError) as e:
+            raise ValueError(f"--reference {args.reference} on --eval-backend {args.eval_backend}: {e} "
+                             "(give --eval-backend torch)") from None  # fmt: skip
     size = getattr(reference, "model_size", None)
     if size is not None and int(size) != cfg.board.size:
         raise ValueError(f"--reference {args.reference} plays {size}x{size}, but --config {args.config} "
                          f"trains {cfg.board.size}x{cfg.board.size}")  # fmt: skip
-    if args.eval_backend == "onnx" and not args.train_only:
-        import importlib.util
-
-        if importlib.util.find_spec("onnxruntime") is None:
-            raise ValueError("--eval-backend onnx needs onnxruntime (pip install -e '.[onnx]'), "
-                             "or give --eval-backend torch")  # fmt: skip
     table = Path(args.table)
     if not args.no_table and (table.is_dir() or not table.parent.is_dir()):
         raise ValueError(f"--table {table}: " + ("is a folder" if table.is_dir() else f"no folder {table.parent}"))
@@ -237,14 +239,17 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
 
 
 def _fmt_elo(s: dict[str, Any]) -> str:
-    """Elo with its 95% interval: the Wilson score interval mapped to Elo when the evaluation gives
-    it (it stays honest at 0% and 100%), else the pentanomial one; None (infinite) as inf."""
+    """Elo with its 95% interval from the W-D-L counts: the Wilson score interval mapped to Elo
+    (:func:`takzero.matches.stats.elo_wilson`, honest at 0% and 100%), infinities signed."""
+    from takzero.matches.stats import elo_wilson
 
-    def one(x: Any) -> str:
-        return "inf" if x is None else f"{x:+.0f}"
+    def one(x: float) -> str:
+        return ("+inf" if x > 0 else "-inf") if math.isinf(x) else f"{x:+.0f}"
 
-    lo, hi = ("elo_wilson_lower", "elo_wilson_upper") if "elo_wilson_lower" in s else ("elo_lower", "elo_upper")
-    return f"{one(s.get('elo'))} [{one(s.get(lo))}, {one(s.get(hi))}]"
+    if not all(k in s for k in ("wins", "draws", "losses")):
+        return "?"
+    est = elo_wilson(int(s["wins"]), int(s["draws"]), int(s["losses"]))
+    return f"{one(est.elo)} [{one(est.lower)}, {one(est.upper)}]"
 
 
 def table_row(args: argparse.Namespace, result: dict[str, Any]) -> str:
@@ -359,13 +364,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)
             return 0
     best = run_dir / "best.pt"
+    if not run_dir.is_dir():
+        print(f"[ablate] no run folder {run_dir}: train it first (without --eval-only), or give the "
+              "--root it was trained in", file=sys.stderr)  # fmt: skip
+        return 1
     if not best.is_file():
         print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
         return 1
     from takzero.evaluate import _finite_or_none
 
     t0 = time.monotonic()
-    summary = evaluate(args, best)
+    try:
+        summary = evaluate(args, best)
+    except (OSError, ValueError) as e:
+        print(f"[ablate] evaluation of {best} failed: {e}", file=sys.stderr)
+        return 1
     result = {
         "variant": args.name,
         "overrides": args.overrides,

@@ -210,3 +210,40 @@ def test_machine_speed_runs_the_fixed_self_play_workload() -> None:
     assert speed > 0 and torch.get_num_threads() == threads
     with pytest.raises(ValueError, match="seconds must be > 0"):
         ablate.machine_speed("smoke", 0.0)
+
+
+def test_eval_only_problems_are_messages_with_status_1(tmp_path: Path, capsys) -> None:
+    """No run folder, a best.pt that is not a model: one line naming it, status 1, no traceback."""
+    ablate = _load_script()
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)
+    common = ["--eval-only", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "runs"), "--no-table"]
+    assert ablate.main(["--name", "nothere", *common]) == 1
+    assert "no run folder" in capsys.readouterr().err
+    (tmp_path / "runs" / "bad").mkdir(parents=True)
+    (tmp_path / "runs" / "bad" / "best.pt").write_text("garbage\n")
+    assert ablate.main(["--name", "bad", *common]) == 1
+    assert "[ablate] evaluation of" in capsys.readouterr().err
+
+
+def test_a_reference_the_eval_backend_cannot_run_is_refused_before_training(tmp_path: Path, monkeypatch, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    ablate = _load_script()
+    from takzero.nn.inference import Evaluator, export_torchscript
+
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)
+    ts = tmp_path / "ref.ts"
+    export_torchscript(Evaluator.load(str(ref)).model, ts)
+    monkeypatch.setattr(ablate, "train", lambda *a: pytest.fail("trained despite a reference onnx cannot run"))
+    with pytest.raises(SystemExit) as e:
+        ablate.main(["--name", "v", "--config", "smoke", "--reference", str(ts), "--root", str(tmp_path / "r")])
+    assert e.value.code == 2 and "give --eval-backend torch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("wdl", "elo"), [((0, 0, 2), "-inf [-inf, +"), ((20, 0, 0), "+inf [+"), ((1, 0, 1), "+0 [-")])
+def test_row_elo_keeps_the_sign_of_an_infinite_estimate(wdl: tuple[int, int, int], elo: str) -> None:
+    ablate = _load_script()
+    w, d, loss = wdl
+    assert ablate._fmt_elo({"wins": w, "draws": d, "losses": loss}).startswith(elo)
+    assert ablate._fmt_elo({}) == "?"
