@@ -72,7 +72,8 @@ def evaluate_model(
     ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
     Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
-    'seconds', the score's 95% score-test interval on the game pairs
+    'seconds', 'baseline_simulations' for a network baseline (its own ``:N``, default 400),
+    the score's 95% score-test interval on the game pairs
     ('score_lower'/'score_upper', :func:`takzero.matches.stats.elo_pentanomial`), the Wilson interval
     ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
     ('elo_wilson_lower'/'elo_wilson_upper', the honest one on small or one-sided samples;
@@ -170,6 +171,8 @@ def evaluate_model(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
             tinue_nodes=search.tinue_nodes, backend=backend,
         )  # fmt: skip
+        if isinstance(player, NetworkPlayer):  # a model:PATH[:N] baseline searches with its own N
+            summary["baseline_simulations"] = player.simulations
         out.append(summary)
         if links:
             for i, g in enumerate(match.games, 1):

@@ -216,6 +216,7 @@ def test_onnx_backend_runs_the_model_and_the_model_baselines_in_onnxruntime(
         say=lambda line: None, backend="onnx",
     )  # fmt: skip
     assert r1["backend"] == r2["backend"] == "onnx" and r1["games"] == r2["games"] == 2
+    assert r1["baseline_simulations"] == 4 and "baseline_simulations" not in r2  # random is no network
     assert len(made) == 2 and all(m._session is not None for m in made)
 
 
