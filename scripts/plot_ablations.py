@@ -10,8 +10,9 @@ TensorBoard does), and the in-run evaluator's Elo against UCT (``elo/vs_uct``, c
 +-800). Losses of runs with different targets (soft policy, heads) are comparable only roughly:
 the rows' Elo against the fixed reference is the measure, the curves show how each got there.
 The time axis is :class:`plot_run.TrainingClock` (pauses longer than ``--max-gap`` seconds
-removed). Writes one PNG atomically (default ``plots/ablations.png``, never the repository's
-``docs/`` unless asked) and prints one JSON line per run with its last values.
+removed). Writes one PNG atomically (default ``plots/ablations.png``, git-ignored; never the
+repository's ``docs/`` unless asked) and prints one JSON line per run with its last values (the
+values themselves: the Elo before clipping, null when infinite or NaN).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def plot_runs(runs: dict[str, dict], max_gap_s: float, path: Path) -> dict[str, 
         raise LookupError("none of the runs logged " + ", ".join(tag for tag, *_ in PANELS))
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
     last: dict[str, dict[str, float]] = {label: {} for label in runs}
+    handles = {}
     for ax, (tag, title, smoothed, clipped) in zip(axes.flat, PANELS, strict=True):
         for k, (label, scalars) in enumerate(runs.items()):
             if tag not in scalars:
@@ -50,21 +52,23 @@ def plot_runs(runs: dict[str, dict], max_gap_s: float, path: Path) -> dict[str, 
             clock = TrainingClock(np.concatenate([w for w, _, _ in scalars.values()]), max_gap_s)
             wall, _, value = scalars[tag]
             y = smooth(value) if smoothed else value
-            y = np.clip(y, -ELO_CLIP, ELO_CLIP) if clipped else y
-            ax.plot(clock(wall), y, color=f"C{k % 10}", label=label, marker="o" if clipped else None, ms=3)
-            last[label][tag] = float(y[-1])
+            shown = np.clip(y, -ELO_CLIP, ELO_CLIP) if clipped else y
+            (line,) = ax.plot(clock(wall), shown, color=f"C{k % 10}", marker="o" if clipped else None, ms=3)
+            handles.setdefault(label, line)
+            last[label][tag] = float(y[-1])  # the value itself, not the clipped one
         ax.set_title(title)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=8)
+    # One legend for the figure: a run that lacks a panel's tag is still named.
+    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=min(len(handles), 6), fontsize=8)
     for ax in axes[1]:
         ax.set_xlabel("training time (minutes)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     save_figure(fig, path)
     return last
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", help="run folders (each with tb/)")
     p.add_argument("--out", default="plots/ablations.png", help="PNG file to write (default %(default)s)")
     p.add_argument("--max-gap", type=float, default=120.0,
@@ -80,18 +84,25 @@ def main(argv: list[str] | None = None) -> int:
         tb = d / "tb"
         if not tb.is_dir() or not event_files(tb):
             p.error(f"no TensorBoard event files in {tb} (give run folders)")
-        if d.name in runs:
-            p.error(f"two runs are named {d.name}: the labels must differ")
-        runs[d.name] = load_scalars(tb)
+        label = d.resolve().name  # '.' or 'run/' are named after the folder itself
+        if label in runs:
+            p.error(f"two runs are named {label}: the labels must differ")
+        try:
+            runs[label] = load_scalars(tb)
+        except Exception as e:  # noqa: BLE001 - TensorBoard's reader raises many types for a damaged file
+            p.error(f"cannot read the event files in {tb}: {e}")
+        if not runs[label]:
+            p.error(f"no scalars in the event files in {tb} (empty or unreadable)")
+    if not any(tag in s for s in runs.values() for tag, *_ in PANELS):
+        p.error("none of the runs logged " + ", ".join(tag for tag, *_ in PANELS))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         last = plot_runs(runs, args.max_gap, out)
-    except LookupError as e:
-        p.error(str(e.args[0]))
     except OSError as e:
         p.error(f"cannot write {out}: {e.strerror or e}")
     for label, values in last.items():
-        print(json.dumps({"file": str(out), "run": label, **{k.replace("/", "_"): v for k, v in values.items()}}))
+        fields = {k.replace("/", "_"): (v if np.isfinite(v) else None) for k, v in values.items()}
+        print(json.dumps({"file": str(out), "run": label, **fields}))  # non-finite as null: strict JSON
     return 0
 
 

@@ -70,10 +70,14 @@ def save_figure(fig, path: Path) -> None:
 
 
 def smooth(values: np.ndarray, weight: float = 0.9) -> np.ndarray:
-    """TensorBoard's exponential moving average with debiasing."""
+    """TensorBoard's exponential moving average with debiasing; a non-finite value (a NaN or inf
+    loss) is kept as it is at its point and left out of the average, as TensorBoard does."""
     out = np.empty_like(values)
     last, norm = 0.0, 0.0
     for i, v in enumerate(values):
+        if not np.isfinite(v):
+            out[i] = v
+            continue
         last = weight * last + (1 - weight) * v
         norm = weight * norm + (1 - weight)
         out[i] = last / norm

@@ -6,6 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,3 +165,39 @@ def test_plot_ablations_overlays_runs(tmp_path: Path, capsys: pytest.CaptureFixt
         with pytest.raises(SystemExit):
             plot.main(bad)
         assert message in capsys.readouterr().err
+
+
+def test_plot_ablations_odd_runs(tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN loss does not blank the smoothed curve and prints as null; '.' is named after its
+    folder; an empty event file or a run without any panel's tag is refused before any folder
+    is made."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "nanrun" / "tb"))
+    for step, v in enumerate((1.0, float("nan"), 0.8, 0.7)):
+        writer.add_scalar("loss/value", v, step, walltime=1000.0 + step)
+    writer.add_scalar("elo/vs_uct", float("inf"), 3, walltime=1003.0)
+    writer.close()
+    writer = SummaryWriter(str(tmp_path / "other" / "tb"))
+    writer.add_scalar("train/lr", 0.1, 0, walltime=1000.0)
+    writer.close()
+    (tmp_path / "zero" / "tb").mkdir(parents=True)
+    (tmp_path / "zero" / "tb" / "events.out.tfevents.0.x").write_bytes(b"")
+    plot = _load_script("plot_ablations")
+    monkeypatch.chdir(tmp_path / "nanrun")
+    assert plot.main([".", "--out", str(tmp_path / "a.png")]) == 0
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert line["run"] == "nanrun" and line["elo_vs_uct"] is None
+    assert 0.7 < line["loss_value"] < 1.0  # smoothed over the finite values only
+    for bad, message in (([str(tmp_path / "zero")], "no scalars"), ([str(tmp_path / "other")], "none of the runs logged")):
+        with pytest.raises(SystemExit):
+            plot.main([*bad, "--out", str(tmp_path / "made" / "x.png")])
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "made").exists()
+
+
+def test_smooth_skips_non_finite_values() -> None:
+    import math
+
+    out = _load_script().smooth(np.array([1.0, math.nan, 1.0, math.inf]))
+    assert out[0] == 1.0 and math.isnan(out[1]) and out[2] == pytest.approx(1.0) and math.isinf(out[3])
