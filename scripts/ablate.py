@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
                          "trainings of several variants, evaluate them later with --eval-only)")  # fmt: skip
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
-    ap.add_argument("--eval-backend", choices=("torch", "onnx"), default="onnx",
+    from takzero.nn.inference import EVAL_BACKENDS
+
+    ap.add_argument("--eval-backend", choices=EVAL_BACKENDS, default="onnx",
                     help="CPU inference backend of the evaluation (takzero.evaluate --backend; the "
                          "same networks up to float rounding, onnx is faster; default %(default)s)")  # fmt: skip
     ap.add_argument("--speed-seconds", type=float, default=20.0,
@@ -344,18 +346,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(e))
     wall = float(record.get("train_wall_s", 0.0))
     speeds: list[float] = list(record.get("machine_speed", []))
-    if not args.eval_only:
+    def speed_check(when: str) -> None:
         if args.speed_seconds > 0:
             speeds.append(round(machine_speed(args.config, args.speed_seconds, args.seed), 1))
-            print(f"[ablate] machine speed before training: {speeds[-1]:.1f} positions/s", flush=True)
+            print(f"[ablate] machine speed {when} training: {speeds[-1]:.1f} positions/s", flush=True)
+
+    if not args.eval_only:
+        speed_check("before")
         try:
             wall += train(args, run_dir)
         except RuntimeError as e:
             print(f"[ablate] {e}", file=sys.stderr)
             return 1
-        if args.speed_seconds > 0:
-            speeds.append(round(machine_speed(args.config, args.speed_seconds, args.seed), 1))
-            print(f"[ablate] machine speed after training: {speeds[-1]:.1f} positions/s", flush=True)
+        speed_check("after")
         write_json(run_dir / TRAIN_RECORD, {
             "train_wall_s": round(wall, 1), "config": args.config, "minutes": args.minutes,
             "overrides": args.overrides, "counters": run_counters(run_dir), "machine_speed": speeds,

@@ -38,10 +38,13 @@ PANELS = (
 
 def plot_runs(runs: dict[str, dict], max_gap_s: float, path: Path) -> dict[str, dict[str, float]]:
     """Draw :data:`PANELS` for ``runs`` (label -> scalars of :func:`plot_run.load_scalars`) into
-    ``path``; returns label -> {tag: last plotted value} (a tag a run never logged is left out).
-    Raises LookupError when no run has any of the panels' tags."""
+    ``path`` (its folder made when missing); returns label -> {tag: last value} (a tag a run never
+    logged is left out). Raises LookupError, before making anything, when no run has any of the
+    panels' tags; OSError when the file cannot be written."""
     if not any(tag in s for s in runs.values() for tag, *_ in PANELS):
         raise LookupError("none of the runs logged " + ", ".join(tag for tag, *_ in PANELS))
+    clocks = {label: TrainingClock(np.concatenate([w for w, _, _ in s.values()]), max_gap_s) for label, s in runs.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
     last: dict[str, dict[str, float]] = {label: {} for label in runs}
     handles = {}
@@ -49,11 +52,10 @@ def plot_runs(runs: dict[str, dict], max_gap_s: float, path: Path) -> dict[str, 
         for k, (label, scalars) in enumerate(runs.items()):
             if tag not in scalars:
                 continue
-            clock = TrainingClock(np.concatenate([w for w, _, _ in scalars.values()]), max_gap_s)
             wall, _, value = scalars[tag]
             y = smooth(value) if smoothed else value
             shown = np.clip(y, -ELO_CLIP, ELO_CLIP) if clipped else y
-            (line,) = ax.plot(clock(wall), shown, color=f"C{k % 10}", marker="o" if clipped else None, ms=3)
+            (line,) = ax.plot(clocks[label](wall), shown, color=f"C{k % 10}", marker="o" if clipped else None, ms=3)
             handles.setdefault(label, line)
             last[label][tag] = float(y[-1])  # the value itself, not the clipped one
         ax.set_title(title)
@@ -93,11 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"cannot read the event files in {tb}: {e}")
         if not runs[label]:
             p.error(f"no scalars in the event files in {tb} (empty or unreadable)")
-    if not any(tag in s for s in runs.values() for tag, *_ in PANELS):
-        p.error("none of the runs logged " + ", ".join(tag for tag, *_ in PANELS))
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        last = plot_runs(runs, args.max_gap, out)
+        last = plot_runs(runs, args.max_gap, out)  # checks the tags before it makes any folder
+    except LookupError as e:
+        p.error(str(e.args[0]))
     except OSError as e:
         p.error(f"cannot write {out}: {e.strerror or e}")
     for label, values in last.items():

@@ -127,8 +127,7 @@ def _score_test_interval(
     maximum-likelihood distributions come from the counts with empty classes regularised to 1e-3
     (fishtest's), so that a one-sided sample can still be tilted to any mean."""
     n = sum(counts)
-    reg = [c if c > 0 else 1e-3 for c in counts]
-    probs = [c / sum(reg) for c in reg]
+    _, probs = _regularised(counts)
 
     def outside(mu: float) -> bool:
         if not 0.0 < mu < 1.0:  # a mean of 0 or 1 has one distribution, of variance 0
@@ -190,10 +189,16 @@ def _results_pdf(results: Sequence[float]) -> tuple[float, list[float], list[flo
     k = len(results)
     if k not in (3, 5):
         raise ValueError(f"results must have 3 (L, D, W) or 5 (pentanomial) counts, got {k}")
-    counts = _check_counts(results, k)
-    counts = [c if c > 0 else 1e-3 for c in counts]  # fishtest's regularisation of empty classes
-    n = sum(counts)
-    return n, [i / (k - 1) for i in range(k)], [c / n for c in counts]
+    n, probs = _regularised(_check_counts(results, k))
+    return n, [i / (k - 1) for i in range(k)], probs
+
+
+def _regularised(counts: Sequence[float]) -> tuple[float, list[float]]:
+    """fishtest's regularisation of empty outcome classes (1e-3 games each): the regularised
+    total and the outcome probabilities."""
+    reg = [c if c > 0 else 1e-3 for c in counts]
+    n = sum(reg)
+    return n, [c / n for c in reg]
 
 
 def llr_logistic(elo0: float, elo1: float, results: Sequence[float]) -> float:
