@@ -19,8 +19,15 @@ the run made, and the command that reproduces the row.
 
 Compare variants by their rows: each is measured against the same reference at the same wall
 time, so a variant's gain over the plain config is the difference of the two Elo figures (the
-intervals add up). Run variants one at a time on a quiet machine: the protocol fixes wall time,
-so anything else on the CPU takes compute from the variant. Evaluations are not timed, so
+intervals add up). Far more sensitive is a head-to-head: ``--eval-only --reference
+ROOT/baseline/best.pt`` (a reference inside ``--root``) plays the variant against the baseline
+run of the same machine speed, and ``--eval-seed N`` repeats it on other openings; such a row
+names its reference ``baseline/best.pt`` and its openings' seed, its JSON goes to
+``ablation_vs_baseline_best_seedN.json`` beside the protocol's ``ablation.json``, and once two
+seeds are there the script prints their pooled W-D-L and Elo.
+
+Run variants one at a time on a quiet machine: the protocol fixes wall time, so anything else on
+the CPU takes compute from the variant. Evaluations are not timed, so
 ``--train-only`` lets the trainings of several variants run back to back while their
 ``--eval-only`` evaluations run later side by side. The training wall time, config and overrides
 are kept in ``ablate_train.json`` in the run folder: ``--eval-only`` without overrides takes the
@@ -43,6 +50,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -124,13 +132,36 @@ TRAIN_RECORD = "ablate_train.json"
 OWN_KEYS = {"run_name": "--name", "checkpoint_root": "--root", "train.max_minutes": "--minutes",
             "seed": "--seed", "config": "--config"}  # fmt: skip
 #: Settings of a variant that its row describes; --eval-only takes the recorded ones when not given.
-RECORDED = {"config": "5x5_cpu", "minutes": 30.0, "overrides": []}
+RECORDED = {"config": "5x5_cpu", "minutes": 30.0, "seed": 0, "overrides": []}
+DEFAULT_REFERENCE = ROOT / "checkpoints/pretrained/5x5_v2.pt"
+
+
+def reference_label(reference: str | Path) -> str:
+    """How a row names its reference network: the file name, with the run folder in front for a
+    run's ``best.pt`` or ``ckpt_*.pt`` (``baseline2/best.pt``), which would be ambiguous alone."""
+    path = Path(reference)
+    if path.name == "best.pt" or path.name.startswith("ckpt_"):
+        return f"{path.parent.name}/{path.name}"
+    return path.name
+
+
+def result_name(args: argparse.Namespace) -> str:
+    """The file in the run folder that keeps an evaluation's JSON: ``ablation.json`` for the
+    protocol's own (a fixed reference network, openings of the training seed), and
+    ``ablation_vs_<reference>_seed<N>.json`` for a head-to-head (a reference inside ``--root``:
+    another run of these ablations) or for other openings (``--eval-seed``), so that one never
+    replaces the other."""
+    head_to_head = Path(args.reference).resolve().is_relative_to(Path(args.root).resolve())
+    if not head_to_head and args.eval_seed == args.seed:
+        return "ablation.json"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", reference_label(args.reference).replace(".pt", ""))
+    return f"ablation_vs_{slug}_seed{args.eval_seed}.json"
 
 
 def train_record(run_dir: Path) -> dict[str, Any]:
     """What earlier trainings of this script recorded in ``run_dir/ablate_train.json``: the
     training wall time ``train_wall_s`` (seconds, added up over a run stopped and continued), the
-    ``config``, ``minutes``, ``overrides`` and the ``counters``; an empty dict when there is none.
+    ``config``, ``minutes``, ``seed``, ``overrides`` and the ``counters``; an empty dict when there is none.
     Raises ValueError naming the file when it is not a JSON object."""
     path = run_dir / TRAIN_RECORD
     if not path.is_file():
@@ -158,6 +189,9 @@ def preflight(args: argparse.Namespace) -> None:
         raise ValueError(f"--minutes must be a number > 0, got {args.minutes}")
     if not 0 <= args.speed_seconds <= 600:  # also refuses nan
         raise ValueError(f"--speed-seconds must be in 0..600, got {args.speed_seconds}")
+    for flag, value in (("--seed", args.seed), ("--eval-seed", args.eval_seed)):
+        if not 0 <= value < 2**32:
+            raise ValueError(f"{flag} must be in 0..{2**32 - 1}, got {value}")
     for flag, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
                              ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):
         if not 1 <= value <= top:
@@ -230,12 +264,38 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     spec = f"model:{args.reference}:{args.simulations}"
-    print(f"[ablate] evaluating {model} against {spec}, {args.pairs} pairs", flush=True)
+    print(f"[ablate] evaluating {model} against {spec}, {args.pairs} pairs, openings seed {args.eval_seed}",
+          flush=True)
     (summary,) = evaluate_model(
         str(model), [spec], pairs=args.pairs, simulations=args.simulations, ply_limit=args.ply_limit,
-        seed=args.seed, threads=args.threads, backend=args.eval_backend,
+        seed=args.eval_seed, threads=args.threads, backend=args.eval_backend,
     )  # fmt: skip
     return summary
+
+
+def pooled_seeds(run_dir: Path, args: argparse.Namespace) -> str | None:
+    """The variant's evaluations against this reference at these settings (pairs, simulations,
+    ply limit) on every openings' seed kept in ``run_dir`` (``ablation*.json``), pooled: "seeds
+    0, 1: 182-40-178 (W-D-L), Elo +3 [-31, +38]" (Wilson, :func:`_fmt_elo`); None when there is
+    one seed only. Files that cannot be read are skipped (an evaluation never fails on them)."""
+    found: dict[int, dict[str, Any]] = {}
+    for path in sorted(run_dir.glob("ablation*.json")):
+        try:
+            r = json.loads(path.read_text())
+            ev = r["evaluation"]
+            same = (Path(r["reference"]).resolve() == Path(args.reference).resolve()
+                    and (ev["pairs"], ev["simulations"]) == (args.pairs, args.simulations)
+                    and r.get("ply_limit", args.ply_limit) == args.ply_limit)  # fmt: skip
+            if same:
+                found[int(ev["seed"])] = ev
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if len(found) < 2:
+        return None
+    total = {k: sum(int(ev[k]) for ev in found.values()) for k in ("wins", "draws", "losses")}
+    seeds = ", ".join(str(k) for k in sorted(found))
+    return (f"seeds {seeds}: {total['wins']}-{total['draws']}-{total['losses']} (W-D-L), "
+            f"Elo {_fmt_elo(total)}")  # fmt: skip
 
 
 def _fmt_elo(s: dict[str, Any]) -> str:
@@ -263,12 +323,13 @@ def table_row(args: argparse.Namespace, result: dict[str, Any]) -> str:
     )
     overrides = " ".join(args.overrides) or "(none)"
     minutes = f"{args.config}, {args.minutes:g} min"
+    openings = f", openings seed {args.eval_seed}" if args.eval_seed != args.seed else ""
     if result.get("machine_speed"):  # the checks before and after each training session
         minutes += ", machine " + "/".join(f"{s:.0f}" for s in result["machine_speed"]) + " pos/s"
     return (
         f"| {args.name} | `{overrides}` | {minutes} | {result['counters']['positions']:,} | "
-        f"{result['counters']['steps']:,} | {Path(args.reference).name}, {2 * args.pairs} games at "
-        f"{args.simulations} sims | {wdl} | {score} | {_fmt_elo(s)} | {result['date']} | "
+        f"{result['counters']['steps']:,} | {reference_label(args.reference)}, {2 * args.pairs} games at "
+        f"{args.simulations} sims{openings} | {wdl} | {score} | {_fmt_elo(s)} | {result['date']} | "
         f"`{result['command']}` |\n"
     )
 
@@ -290,12 +351,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", required=True, help="variant name: the run folder under --root and the table row")
     ap.add_argument("--config", default=None, help="named config under configs/config/ (default 5x5_cpu)")
     ap.add_argument("--minutes", type=float, default=None, help="training wall time (train.max_minutes; default 30)")
-    ap.add_argument("--reference", default=str(ROOT / "checkpoints/pretrained/5x5_v2.pt"),
-                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30; default %(default)s)")
+    ap.add_argument("--reference", default=str(DEFAULT_REFERENCE),
+                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30; another "
+                         "run's best.pt plays a head-to-head; default %(default)s)")  # fmt: skip
     ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours (default %(default)s)")
     ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides (default %(default)s)")
     ap.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies (default %(default)s)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the training and of the openings (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed of the training (default 0; --eval-only takes the recorded one)")
+    ap.add_argument("--eval-seed", type=int, default=None,
+                    help="seed of the evaluation's openings (default: --seed); another seed plays "
+                         "other openings, to repeat a close call")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2,
                     help="torch threads of the evaluation (both networks' batched calls; default %(default)s)")  # fmt: skip
     ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs (default %(default)s)")
@@ -319,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--reference {args.reference} is not a file")
     if args.eval_only and args.train_only:
         ap.error("--eval-only and --train-only exclude each other")
+    if args.train_only and args.eval_seed is not None:
+        ap.error("--eval-seed sets the evaluation's openings: it has no use with --train-only")
     run_dir = Path(args.root) / args.name
     this = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--eval-only", "--train-only")]
     try:
@@ -340,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
                     this += ["--", *args.overrides]
                 else:
                     this = [f"--{key}", str(record[key]), *this]
+    if args.eval_seed is None:
+        args.eval_seed = args.seed
     try:
         preflight(args)
     except ValueError as e:
@@ -361,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         speed_check("after")
         write_json(run_dir / TRAIN_RECORD, {
             "train_wall_s": round(wall, 1), "config": args.config, "minutes": args.minutes,
-            "overrides": args.overrides, "counters": run_counters(run_dir), "machine_speed": speeds,
+            "seed": args.seed, "overrides": args.overrides, "counters": run_counters(run_dir), "machine_speed": speeds,
         })  # fmt: skip
         if args.train_only:
             print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)
@@ -387,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
         "overrides": args.overrides,
         "config": args.config,
         "minutes": args.minutes,
+        "seed": args.seed,
+        "reference": str(args.reference),
+        "eval_seed": args.eval_seed,
+        "ply_limit": args.ply_limit,
         "train_wall_s": round(wall, 1),
         "machine_speed": speeds,
         "eval_wall_s": round(time.monotonic() - t0, 1),
@@ -395,8 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.date.today().isoformat(),
         "command": "python scripts/ablate.py " + shlex.join(this),
     }
-    write_json(run_dir / "ablation.json", result)
+    write_json(run_dir / result_name(args), result)
     print(json.dumps(result), flush=True)
+    pooled = pooled_seeds(run_dir, args)
+    if pooled is not None:
+        print(f"[ablate] {args.name} against {reference_label(args.reference)}, pooled over the openings' {pooled}",
+              flush=True)  # fmt: skip
     row = table_row(args, result)
     if args.no_table:
         print(row, end="")

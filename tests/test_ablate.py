@@ -122,6 +122,63 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
     assert result["machine_speed"] == [101.0, 99.0, 98.0, 97.0]
     with pytest.raises(SystemExit):
         ablate.main([*common, "--train-only", "--eval-only"])
+    with pytest.raises(SystemExit):  # the openings' seed means nothing to a training
+        ablate.main([*common, "--train-only", "--eval-seed", "1"])
+
+
+def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--reference ROOT/base/best.pt --eval-seed N: the variant against the baseline run on the
+    openings of seed N; its JSON goes beside (not over) the protocol's ablation.json, its row names
+    the reference run and the openings, the training seed stays the recorded one."""
+    ablate = _load_script()
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    ref = tmp_path / "ref.pt"
+    _tiny_model(ref, 0)
+    root = tmp_path / "runs"
+    monkeypatch.setattr(ablate, "machine_speed", lambda config, seconds, seed: 100.0)
+
+    def fake_train(args, run_dir: Path) -> float:
+        _tiny_model(run_dir / "best.pt", 3 + args.seed)
+        atomic_torch_save({"step": 5, "run": {"positions": 50, "games": 2}}, run_dir / "ckpt_000000005.pt")
+        return 10.0
+
+    monkeypatch.setattr(ablate, "train", fake_train)
+    table = tmp_path / "t.md"
+    common = ["--config", "smoke", "--root", str(root), "--table", str(table)]
+    evals = ["--pairs", "2", "--simulations", "2", "--ply-limit", "12"]
+    assert ablate.main(["--name", "base", "--train-only", "--reference", str(ref), *common]) == 0
+    assert ablate.main(["--name", "var", "--train-only", "--seed", "7", "--reference", str(ref), *common]) == 0
+    assert json.loads((root / "var" / "ablate_train.json").read_text())["seed"] == 7
+    base = root / "base" / "best.pt"
+    with pytest.raises(SystemExit):  # another training seed than the recorded one: refused
+        ablate.main(["--name", "var", "--eval-only", "--seed", "8", "--reference", str(base), *common, *evals])
+    assert "trained with seed 7" in capsys.readouterr().err
+    played = {}
+    for seed in (0, 1):
+        assert ablate.main(["--name", "var", "--eval-only", "--reference", str(base), "--eval-seed", str(seed),
+                            *common, *evals]) == 0  # fmt: skip
+        result = json.loads((root / "var" / f"ablation_vs_base_best_seed{seed}.json").read_text())
+        assert result["eval_seed"] == seed and result["seed"] == 7
+        assert result["reference"] == str(base) and result["evaluation"]["seed"] == seed
+        assert result["evaluation"]["baseline"] == f"model:{base}:2"
+        assert result["evaluation"]["games"] == 4
+        assert result["command"].startswith("python scripts/ablate.py --seed 7 --name var")
+        played[seed] = result["evaluation"]
+        out = capsys.readouterr().out
+        if seed == 0:  # one seed: nothing to pool
+            assert "pooled" not in out
+    wdl = [sum(played[s][k] for s in (0, 1)) for k in ("wins", "draws", "losses")]
+    assert f"[ablate] var against base/best.pt, pooled over the openings' seeds 0, 1: {wdl[0]}-{wdl[1]}-{wdl[2]} (W-D-L), Elo " in out
+    assert ablate.pooled_seeds(root / "var", ablate.argparse.Namespace(
+        reference=str(ref), pairs=2, simulations=2, ply_limit=12)) is None  # fmt: skip
+    assert not (root / "var" / "ablation.json").exists()  # the protocol's own evaluation is another file
+    rows = [line for line in table.read_text().splitlines() if line.startswith("| var |")]
+    assert len(rows) == 2
+    assert "| base/best.pt, 4 games at 2 sims, openings seed 0 |" in rows[0]
+    assert "| base/best.pt, 4 games at 2 sims, openings seed 1 |" in rows[1]
+    assert ablate.reference_label(ref) == "ref.pt"
+    assert ablate.reference_label(root / "base" / "ckpt_000000005.pt") == "base/ckpt_000000005.pt"
 
 
 @pytest.mark.parametrize(
@@ -143,6 +200,9 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
         (["--", "mcts.gumbel=maybe"], "mcts.gumbel"),
         (["--speed-seconds", "nan"], "--speed-seconds must be in 0..600"),
         (["--speed-seconds", "-1"], "--speed-seconds must be in 0..600"),
+        (["--seed", "-1"], "--seed must be in 0.."),
+        (["--eval-seed", "-3"], "--eval-seed must be in 0.."),
+        (["--eval-seed", "4294967296"], "--eval-seed must be in 0.."),
     ],
 )
 def test_bad_input_is_refused_before_training(tmp_path: Path, monkeypatch, capsys, extra: list[str], message: str) -> None:
