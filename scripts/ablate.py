@@ -20,11 +20,13 @@ the run made, and the command that reproduces the row.
 Compare variants by their rows: each is measured against the same reference at the same wall
 time, so a variant's gain over the plain config is the difference of the two Elo figures (the
 intervals add up). Far more sensitive is a head-to-head: ``--eval-only --reference
-ROOT/baseline/best.pt`` (a reference inside ``--root``) plays the variant against the baseline
+ROOT/baseline/best.pt`` plays the variant against the baseline
 run of the same machine speed, and ``--eval-seed N`` repeats it on other openings; such a row
 names its reference ``baseline/best.pt`` and its openings' seed, its JSON goes to
-``ablation_vs_baseline_best_seedN.json`` beside the protocol's ``ablation.json``, and once two
-seeds are there the script prints their pooled W-D-L and Elo.
+``ablation_vs_baseline_best_<hash of its path>_seedN.json`` beside the protocol's
+``ablation.json`` (the evaluation against the reference the run was trained for, on the training
+seed's openings), and once two seeds against the same two networks are there the script prints
+their pooled W-D-L and Elo. The row's command of such an evaluation keeps ``--eval-only``.
 
 Run variants one at a time on a quiet machine: the protocol fixes wall time, so anything else on
 the CPU takes compute from the variant. Evaluations are not timed, so
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import math
 import re
@@ -145,17 +148,32 @@ def reference_label(reference: str | Path) -> str:
     return path.name
 
 
-def result_name(args: argparse.Namespace) -> str:
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (hex): which network an evaluation played, whatever its path."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def result_name(args: argparse.Namespace, protocol_reference: str | Path) -> str:
     """The file in the run folder that keeps an evaluation's JSON: ``ablation.json`` for the
-    protocol's own (a fixed reference network, openings of the training seed), and
-    ``ablation_vs_<reference>_seed<N>.json`` for a head-to-head (a reference inside ``--root``:
-    another run of these ablations) or for other openings (``--eval-seed``), so that one never
-    replaces the other."""
-    head_to_head = Path(args.reference).resolve().is_relative_to(Path(args.root).resolve())
-    if not head_to_head and args.eval_seed == args.seed:
+    protocol's own (``protocol_reference``, the one the run was trained for, on the training
+    seed's openings), and ``ablation_vs_<reference>_<hash>_seed<N>.json`` for any other (a
+    head-to-head against another run, or other openings). ``<reference>`` is
+    :func:`reference_label` of the resolved path (at most 60 characters of ``[A-Za-z0-9._-]``) and
+    ``<hash>`` the first 8 hex digits of SHA-1 of that resolved path, so that two references
+    never share a file and a symlink names the file it points to."""
+    ref = Path(args.reference).resolve()
+    if ref == Path(protocol_reference).resolve() and args.eval_seed == args.seed:
         return "ablation.json"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", reference_label(args.reference).replace(".pt", ""))
-    return f"ablation_vs_{slug}_seed{args.eval_seed}.json"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", reference_label(ref).removesuffix(".pt"))[:60]
+    digest = hashlib.sha1(str(ref).encode()).hexdigest()[:8]
+    return f"ablation_vs_{slug}_{digest}_seed{args.eval_seed}.json"
+
+
+RESULT_FILE = re.compile(r"ablation(_vs_[A-Za-z0-9._-]+_[0-9a-f]{8}_seed[0-9]+)?\.json")
 
 
 def train_record(run_dir: Path) -> dict[str, Any]:
@@ -172,7 +190,34 @@ def train_record(run_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{path} cannot be read ({e}); delete it to start the record again") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path} is not a JSON object; delete it to start the record again")
+    kinds = {"config": (str,), "minutes": (int, float), "seed": (int,), "overrides": (list,),
+             "reference": (str,), "train_wall_s": (int, float), "machine_speed": (list,)}  # fmt: skip
+    for key, kind in kinds.items():
+        value = record.get(key)
+        if key in record and (isinstance(value, bool) or not isinstance(value, kind)):
+            raise ValueError(f"{path}: {key} {value!r} is not a {' or '.join(k.__name__ for k in kind)}; "
+                             "mend it or delete the file to start the record again")  # fmt: skip
+    if "seed" in record and not 0 <= record["seed"] < 2**32:
+        raise ValueError(f"{path}: seed {record['seed']} is not in 0..{2**32 - 1}")
+    if not all(isinstance(o, str) for o in record.get("overrides", [])):
+        raise ValueError(f"{path}: overrides must be a list of strings")
+    if "seed" not in record:  # written before the seed was recorded: the run's own config has it
+        seed = _config_seed(run_dir)
+        if seed is not None:
+            record["seed"] = seed
     return record
+
+
+def _config_seed(run_dir: Path) -> int | None:
+    """The ``seed`` of the run's saved ``config.yaml`` (written by ``takzero.train``), None when
+    the file or the key is missing or unreadable."""
+    import yaml
+
+    try:
+        seed = yaml.safe_load((run_dir / "config.yaml").read_text()).get("seed")
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        return None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def preflight(args: argparse.Namespace) -> None:
@@ -214,6 +259,9 @@ def preflight(args: argparse.Namespace) -> None:
                                            f"seed={args.seed}"], run_name=args.name)  # fmt: skip
     except Exception as e:  # noqa: BLE001 - Hydra/OmegaConf raise many types for a bad override or preset
         raise ValueError(f"config: {e}") from None
+    if Path(args.reference).resolve().is_relative_to((Path(args.root) / args.name).resolve()):
+        raise ValueError(f"--reference {args.reference} is the variant's own network ({args.name}): "
+                         "give a baseline run's best.pt or a fixed network")  # fmt: skip
     reference = make_player(f"model:{args.reference}:{args.simulations}")
     if not args.train_only:  # the evaluation runs the reference on --eval-backend: try it now
         from takzero.nn.inference import with_backend
@@ -273,26 +321,34 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     return summary
 
 
-def pooled_seeds(run_dir: Path, args: argparse.Namespace) -> str | None:
-    """The variant's evaluations against this reference at these settings (pairs, simulations,
-    ply limit) on every openings' seed kept in ``run_dir`` (``ablation*.json``), pooled: "seeds
-    0, 1: 182-40-178 (W-D-L), Elo +3 [-31, +38]" (Wilson, :func:`_fmt_elo`); None when there is
-    one seed only. Files that cannot be read are skipped (an evaluation never fails on them)."""
-    found: dict[int, dict[str, Any]] = {}
-    for path in sorted(run_dir.glob("ablation*.json")):
+def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
+    """The variant's evaluations kept in ``run_dir`` (files named as :func:`result_name` names
+    them) that played the same two networks as ``result`` (``model_sha256``, ``reference_sha256``)
+    with the same pairs, simulations and ply limit, one per openings' seed, pooled: "seeds 0, 1:
+    182-40-178 (W-D-L), Elo +3 [-31, +38]" (Wilson, :func:`_fmt_elo`); None when there is one
+    seed only. A file that cannot be read, or holds counts that are not whole numbers >= 0, is
+    left out: the evaluation that just ended never fails on an older file."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        ev = r["evaluation"]
+        return (r["model_sha256"], r["reference_sha256"], ev["pairs"], ev["simulations"], r["ply_limit"])
+
+    want = key(result)
+    found: dict[int, tuple[int, int, int]] = {}
+    for path in sorted(run_dir.iterdir()):
+        if not RESULT_FILE.fullmatch(path.name):
+            continue
         try:
             r = json.loads(path.read_text())
-            ev = r["evaluation"]
-            same = (Path(r["reference"]).resolve() == Path(args.reference).resolve()
-                    and (ev["pairs"], ev["simulations"]) == (args.pairs, args.simulations)
-                    and r.get("ply_limit", args.ply_limit) == args.ply_limit)  # fmt: skip
-            if same:
-                found[int(ev["seed"])] = ev
-        except (OSError, ValueError, KeyError, TypeError):
+            seed, ev = r["eval_seed"], r["evaluation"]
+            counts = tuple(ev[k] for k in ("wins", "draws", "losses"))
+            whole = all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+            if key(r) == want and whole and type(seed) is int and sum(counts) > 0:
+                found[seed] = counts  # type: ignore[assignment]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
             continue
     if len(found) < 2:
         return None
-    total = {k: sum(int(ev[k]) for ev in found.values()) for k in ("wins", "draws", "losses")}
+    total = dict(zip(("wins", "draws", "losses"), (sum(c[i] for c in found.values()) for i in range(3)), strict=True))
     seeds = ", ".join(str(k) for k in sorted(found))
     return (f"seeds {seeds}: {total['wins']}-{total['draws']}-{total['losses']} (W-D-L), "
             f"Elo {_fmt_elo(total)}")  # fmt: skip
@@ -346,14 +402,44 @@ def append_row(table: Path, row: str) -> None:
     atomic_write_text(table, text)
 
 
+def _command_args(argv: list[str], no_overrides: bool) -> list[str]:
+    """The arguments of the row's command: ``argv`` without ``--eval-only``/``--train-only``,
+    the paths of ``--root``, ``--reference`` and ``--table`` made absolute (the command works
+    from any folder), and a bare ``--`` dropped when no override follows it (the recorded ones
+    are added after their own ``--``)."""
+    out: list[str] = []
+    paths = ("--root", "--reference", "--table")
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--" and no_overrides:
+            i += 1
+            continue
+        if a == "--":
+            return out + argv[i:]
+        if a in paths and i + 1 < len(argv):
+            out += [a, str(Path(argv[i + 1]).resolve())]
+            i += 2
+            continue
+        flag, eq, value = a.partition("=")
+        if eq and flag in paths:
+            a = f"{flag}={Path(value).resolve()}"
+        if a not in ("--eval-only", "--train-only"):
+            out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)  # the row's command names every option in full
     ap.add_argument("--name", required=True, help="variant name: the run folder under --root and the table row")
     ap.add_argument("--config", default=None, help="named config under configs/config/ (default 5x5_cpu)")
     ap.add_argument("--minutes", type=float, default=None, help="training wall time (train.max_minutes; default 30)")
-    ap.add_argument("--reference", default=str(DEFAULT_REFERENCE),
-                    help="fixed network to play (the 60-minute 5x5_cpu network of 2026-11-30; another "
-                         "run's best.pt plays a head-to-head; default %(default)s)")  # fmt: skip
+    ap.add_argument("--reference", default=None,
+                    help="fixed network to play (default: the one the run was trained for, else "
+                         f"{DEFAULT_REFERENCE}, the 60-minute 5x5_cpu network of 2026-11-30); another "
+                         "run's best.pt plays a head-to-head")  # fmt: skip
     ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours (default %(default)s)")
     ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides (default %(default)s)")
     ap.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies (default %(default)s)")
@@ -381,18 +467,25 @@ def main(argv: list[str] | None = None) -> int:
                          "training; 0: none (default %(default)s)")  # fmt: skip
     ap.add_argument("overrides", nargs="*", help="key=value config overrides of the variant (after --)")
     args = ap.parse_args(argv)
-    if not Path(args.reference).is_file():
-        ap.error(f"--reference {args.reference} is not a file")
     if args.eval_only and args.train_only:
         ap.error("--eval-only and --train-only exclude each other")
     if args.train_only and args.eval_seed is not None:
         ap.error("--eval-seed sets the evaluation's openings: it has no use with --train-only")
+    args.root = str(Path(args.root).resolve())  # the training runs from the repository root
     run_dir = Path(args.root) / args.name
-    this = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--eval-only", "--train-only")]
+    this = _command_args(argv if argv is not None else sys.argv[1:], no_overrides=not args.overrides)
     try:
         record = train_record(run_dir) if args.name and "/" not in args.name else {}
     except ValueError as e:
         ap.error(str(e))
+    if args.reference is None:
+        args.reference = record.get("reference", str(DEFAULT_REFERENCE))
+        if args.reference != str(DEFAULT_REFERENCE):
+            this = ["--reference", args.reference, *this]
+    if not Path(args.reference).is_file():
+        ap.error(f"--reference {args.reference} is not a file")
+    args.reference = str(Path(args.reference).resolve())
+    protocol_reference = record.get("reference", args.reference if not args.eval_only else str(DEFAULT_REFERENCE))
     # The row must describe the run that was trained: a setting not given is the recorded one
     # (or the default for a new run); a given one that differs from the record is refused.
     for key, default in RECORDED.items():
@@ -431,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         speed_check("after")
         write_json(run_dir / TRAIN_RECORD, {
             "train_wall_s": round(wall, 1), "config": args.config, "minutes": args.minutes,
-            "seed": args.seed, "overrides": args.overrides, "counters": run_counters(run_dir), "machine_speed": speeds,
+            "seed": args.seed, "overrides": args.overrides, "reference": protocol_reference,
+            "counters": run_counters(run_dir), "machine_speed": speeds,
         })  # fmt: skip
         if args.train_only:
             print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)
@@ -458,7 +552,9 @@ def main(argv: list[str] | None = None) -> int:
         "config": args.config,
         "minutes": args.minutes,
         "seed": args.seed,
-        "reference": str(args.reference),
+        "reference": args.reference,
+        "reference_sha256": file_sha256(args.reference),
+        "model_sha256": file_sha256(best),
         "eval_seed": args.eval_seed,
         "ply_limit": args.ply_limit,
         "train_wall_s": round(wall, 1),
@@ -467,11 +563,14 @@ def main(argv: list[str] | None = None) -> int:
         "counters": run_counters(run_dir),
         "evaluation": _finite_or_none(summary),  # infinite Elo as null: strict JSON
         "date": dt.date.today().isoformat(),
-        "command": "python scripts/ablate.py " + shlex.join(this),
     }
-    write_json(run_dir / result_name(args), result)
+    name = result_name(args, protocol_reference)
+    if name != "ablation.json":  # an evaluation of a trained run: the command must not train it again
+        this = ["--eval-only", *this]
+    result["command"] = "python scripts/ablate.py " + shlex.join(this)
+    write_json(run_dir / name, result)
     print(json.dumps(result), flush=True)
-    pooled = pooled_seeds(run_dir, args)
+    pooled = pooled_seeds(run_dir, result)
     if pooled is not None:
         print(f"[ablate] {args.name} against {reference_label(args.reference)}, pooled over the openings' {pooled}",
               flush=True)  # fmt: skip

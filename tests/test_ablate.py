@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,9 @@ def test_eval_only_appends_one_row_per_variant(tmp_path: Path) -> None:
             "--table", str(table), "--", "mcts.simulations=4",
         ])  # fmt: skip
         assert code == 0
-        result = json.loads((run / "ablation.json").read_text())
+        # no record of the training: a reference other than the default is not the protocol's
+        (path,) = run.glob("ablation_vs_ref_*_seed0.json")
+        result = json.loads(path.read_text())
         ev = result["evaluation"]
         assert ev["games"] == 2 and ev["wins"] + ev["draws"] + ev["losses"] == 2
         assert result["counters"] == {"positions": 100 * seed, "games": seed, "steps": 7 * seed}
@@ -58,7 +61,7 @@ def test_eval_only_appends_one_row_per_variant(tmp_path: Path) -> None:
     rows = [line for line in text.splitlines() if line.startswith("| a ") or line.startswith("| b ")]
     assert len(rows) == 2
     assert "`mcts.simulations=4`" in rows[0] and "| 100 | 7 |" in rows[0] and "| 200 | 14 |" in rows[1]
-    assert "python scripts/ablate.py --name a --config smoke" in rows[0]
+    assert "python scripts/ablate.py --eval-only --name a --config smoke" in rows[0]
 
 
 def test_missing_best_model_and_bad_arguments(tmp_path: Path) -> None:
@@ -126,11 +129,9 @@ def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, 
         ablate.main([*common, "--train-only", "--eval-seed", "1"])
 
 
-def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monkeypatch, capsys) -> None:
-    """--reference ROOT/base/best.pt --eval-seed N: the variant against the baseline run on the
-    openings of seed N; its JSON goes beside (not over) the protocol's ablation.json, its row names
-    the reference run and the openings, the training seed stays the recorded one."""
-    ablate = _load_script()
+def _two_runs(ablate, tmp_path: Path, monkeypatch) -> tuple[Path, Path, list[str], list[str]]:
+    """A reference network and two fake-trained runs under tmp_path/runs: 'base' (seed 0) and
+    'var' (seed 7), both recorded for that reference. Returns (ref, root, common, evals)."""
     from takzero.pipeline.checkpoints import atomic_torch_save
 
     ref = tmp_path / "ref.pt"
@@ -144,12 +145,27 @@ def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monk
         return 10.0
 
     monkeypatch.setattr(ablate, "train", fake_train)
-    table = tmp_path / "t.md"
-    common = ["--config", "smoke", "--root", str(root), "--table", str(table)]
+    common = ["--config", "smoke", "--root", str(root), "--table", str(tmp_path / "t.md")]
     evals = ["--pairs", "2", "--simulations", "2", "--ply-limit", "12"]
     assert ablate.main(["--name", "base", "--train-only", "--reference", str(ref), *common]) == 0
     assert ablate.main(["--name", "var", "--train-only", "--seed", "7", "--reference", str(ref), *common]) == 0
-    assert json.loads((root / "var" / "ablate_train.json").read_text())["seed"] == 7
+    return ref, root, common, evals
+
+
+def _results(run: Path, pattern: str = "ablation_vs_*.json") -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(run.glob(pattern))]
+
+
+def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--reference ROOT/base/best.pt --eval-seed N: the variant against the baseline run on the
+    openings of seed N; its JSON goes beside (not over) the protocol's ablation.json, its row names
+    the reference run and the openings, the training seed stays the recorded one, and two seeds
+    are pooled."""
+    ablate = _load_script()
+    ref, root, common, evals = _two_runs(ablate, tmp_path, monkeypatch)
+    table = tmp_path / "t.md"
+    record = json.loads((root / "var" / "ablate_train.json").read_text())
+    assert record["seed"] == 7 and record["reference"] == str(ref.resolve())
     base = root / "base" / "best.pt"
     with pytest.raises(SystemExit):  # another training seed than the recorded one: refused
         ablate.main(["--name", "var", "--eval-only", "--seed", "8", "--reference", str(base), *common, *evals])
@@ -158,20 +174,20 @@ def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monk
     for seed in (0, 1):
         assert ablate.main(["--name", "var", "--eval-only", "--reference", str(base), "--eval-seed", str(seed),
                             *common, *evals]) == 0  # fmt: skip
-        result = json.loads((root / "var" / f"ablation_vs_base_best_seed{seed}.json").read_text())
+        (path,) = (root / "var").glob(f"ablation_vs_base_best_*_seed{seed}.json")
+        result = json.loads(path.read_text())
         assert result["eval_seed"] == seed and result["seed"] == 7
         assert result["reference"] == str(base) and result["evaluation"]["seed"] == seed
         assert result["evaluation"]["baseline"] == f"model:{base}:2"
         assert result["evaluation"]["games"] == 4
-        assert result["command"].startswith("python scripts/ablate.py --seed 7 --name var")
+        # the command evaluates again, it does not train the variant again
+        assert result["command"].startswith("python scripts/ablate.py --eval-only --seed 7 --name var")
         played[seed] = result["evaluation"]
         out = capsys.readouterr().out
         if seed == 0:  # one seed: nothing to pool
             assert "pooled" not in out
     wdl = [sum(played[s][k] for s in (0, 1)) for k in ("wins", "draws", "losses")]
     assert f"[ablate] var against base/best.pt, pooled over the openings' seeds 0, 1: {wdl[0]}-{wdl[1]}-{wdl[2]} (W-D-L), Elo " in out
-    assert ablate.pooled_seeds(root / "var", ablate.argparse.Namespace(
-        reference=str(ref), pairs=2, simulations=2, ply_limit=12)) is None  # fmt: skip
     assert not (root / "var" / "ablation.json").exists()  # the protocol's own evaluation is another file
     rows = [line for line in table.read_text().splitlines() if line.startswith("| var |")]
     assert len(rows) == 2
@@ -179,6 +195,104 @@ def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monk
     assert "| base/best.pt, 4 games at 2 sims, openings seed 1 |" in rows[1]
     assert ablate.reference_label(ref) == "ref.pt"
     assert ablate.reference_label(root / "base" / "ckpt_000000005.pt") == "base/ckpt_000000005.pt"
+    # the recorded command replays the evaluation from any folder
+    monkeypatch.chdir("/")
+    assert ablate.main(shlex.split(result["command"].removeprefix("python scripts/ablate.py "))) == 0
+    assert len(_results(root / "var")) == 2  # the same evaluation again, into the same file
+
+
+def test_references_never_share_a_result_file(tmp_path: Path, monkeypatch) -> None:
+    """Two references whose labels agree (the same run name under two roots, odd characters,
+    a long name) get two files; a reference outside --root never replaces the protocol's
+    ablation.json; a symlink names the file it points to."""
+    ablate = _load_script()
+    ref, root, common, evals = _two_runs(ablate, tmp_path, monkeypatch)
+    var = root / "var"
+    assert ablate.main(["--name", "var", "--eval-only", "--seed", "7", *common, *evals]) == 0  # the protocol's
+    protocol = (var / "ablation.json").read_text()
+    others = [tmp_path / "other" / "base" / "best.pt", root / "deep" / "base" / "best.pt",
+              root / "base_best.pt", root / "a b" / "best.pt", root / "a_b" / "best.pt",
+              root / ("y" * 240 + ".pt")]  # fmt: skip
+    for other in others:
+        _tiny_model(other, 11)
+    (tmp_path / "link.pt").symlink_to(root / "a_b" / "best.pt")
+    names = set()
+    for other in [*others, tmp_path / "link.pt"]:
+        args = ablate.argparse.Namespace(reference=str(other), root=str(root), eval_seed=7, seed=7)
+        name = ablate.result_name(args, ref)
+        assert len(name) < 120 and ablate.RESULT_FILE.fullmatch(name)
+        names.add(name)
+    assert len(names) == len(others)  # the symlink shares the file of what it points to
+    for other in others[:2]:  # outside --root, and another run called base
+        assert ablate.main(["--name", "var", "--eval-only", "--reference", str(other), *common, *evals]) == 0
+    assert (var / "ablation.json").read_text() == protocol
+    assert len(_results(var)) == 2
+
+
+def test_pooling_skips_damaged_stray_and_other_network_files(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Hand-edited or damaged result files never break an evaluation and are never pooled; nor
+    is a stray copy, or an evaluation of another version of the reference or of the variant."""
+    ablate = _load_script()
+    ref, root, common, evals = _two_runs(ablate, tmp_path, monkeypatch)
+    var, base = root / "var", root / "base" / "best.pt"
+    h2h = ["--name", "var", "--eval-only", "--reference", str(base), *common, *evals]
+    assert ablate.main([*h2h, "--eval-seed", "1"]) == 0
+    (good,) = var.glob("ablation_vs_*_seed1.json")
+    template = json.loads(good.read_text())
+    digest = good.name.split("_")[-2]
+    damaged = {20: ("wins", None), 21: ("wins", -50), 22: ("wins", "x"), 23: ("wins", 1.5), 24: ("draws", True)}
+    for seed, (key, value) in damaged.items():
+        r = json.loads(json.dumps(template))
+        r["eval_seed"] = seed
+        r["evaluation"][key] = value
+        (var / f"ablation_vs_base_best_{digest}_seed{seed}.json").write_text(json.dumps(r))
+    (var / f"ablation_vs_base_best_{digest}_seed25.json").write_text('{"eval_seed": Infinity, "evaluation": [')
+    (var / f"ablation_vs_base_best_{digest}_seed26.json").write_text('{"eval_seed": 1e999}')
+    stray = json.loads(json.dumps(template)) | {"eval_seed": 30}
+    (var / "ablation_old_copy.json").write_text(json.dumps(stray))
+    for seed, field in ((31, "reference_sha256"), (32, "model_sha256")):  # another network
+        r = json.loads(json.dumps(template)) | {"eval_seed": seed, field: "0" * 64}
+        (var / f"ablation_vs_base_best_{digest}_seed{seed}.json").write_text(json.dumps(r))
+    capsys.readouterr()
+    assert ablate.main([*h2h, "--eval-seed", "2"]) == 0
+    assert "pooled over the openings' seeds 1, 2: " in capsys.readouterr().out
+    _tiny_model(base, 99)  # the baseline trained further: older evaluations are of another network
+    assert ablate.main([*h2h, "--eval-seed", "3"]) == 0
+    assert "pooled" not in capsys.readouterr().out
+
+
+def test_record_problems_and_paths(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A record with a bad value is named with status 2; a record written before the seed was
+    recorded takes the run's config.yaml seed; a relative --root is the same folder for the
+    training and for this script; a bare -- does not break the row's command; the variant is
+    not its own reference."""
+    ablate = _load_script()
+    ref, root, common, evals = _two_runs(ablate, tmp_path, monkeypatch)
+    path = root / "var" / "ablate_train.json"
+    good = json.loads(path.read_text())
+    for value in ("7", None, 7.0, True, -1):
+        path.write_text(json.dumps(good | {"seed": value}))
+        with pytest.raises(SystemExit) as e:
+            ablate.main(["--name", "var", "--eval-only", *common, *evals])
+        assert e.value.code == 2 and "ablate_train.json: seed" in capsys.readouterr().err
+    path.write_text(json.dumps({k: v for k, v in good.items() if k != "seed"}))
+    (root / "var" / "config.yaml").write_text("run_name: var\nseed: 7\n")
+    with pytest.raises(SystemExit):
+        ablate.main(["--name", "var", "--eval-only", "--seed", "5", *common, *evals])
+    assert "trained with seed 7, not 5" in capsys.readouterr().err
+    path.write_text(json.dumps(good))
+    with pytest.raises(SystemExit):
+        ablate.main(["--name", "var", "--eval-only", "--reference", str(root / "var" / "best.pt"), *common, *evals])
+    assert "is the variant's own network" in capsys.readouterr().err
+    seen: list[str] = []
+    monkeypatch.setattr(ablate, "train", lambda args, run_dir: seen.append(args.root) or 1.0)
+    monkeypatch.chdir(tmp_path)
+    assert ablate.main(["--name", "var", "--train-only", "--config", "smoke", "--root", "runs", "--seed", "7",
+                        "--"]) == 0  # fmt: skip
+    assert seen == [str(root.resolve())]
+    assert ablate.main(["--name", "var", "--eval-only", "--root", "runs", "--table", "t.md", *evals, "--"]) == 0
+    command = json.loads((root / "var" / "ablation.json").read_text())["command"]
+    assert command.count(" -- ") == 0 and f"--root {root.resolve()}" in command
 
 
 @pytest.mark.parametrize(
