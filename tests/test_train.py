@@ -237,10 +237,10 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     history: list[dict] = []  # the run counters of the newest checkpoint after each session
 
-    def kill_when(ready, extra_s: float) -> None:
+    def kill_when(ready, extra_s: float, extra_args: tuple[str, ...] = ()) -> None:
         err = tmp_path / f"session{len(history)}.err"
         with open(err, "w") as f:
-            proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
+            proc = subprocess.Popen([*args, *extra_args], cwd=ROOT, env=env, start_new_session=True,
                                     stdout=subprocess.DEVNULL, stderr=f)  # fmt: skip
         try:
             assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
@@ -261,9 +261,11 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
             assert gen == 0 or f"gating: gen {gen} promote" in log, f"best.pt holds ungated gen {gen}"
 
     # 1: killed before the first checkpoint, once self-play has written a replay shard (50
-    # positions; the first checkpoint needs 200 positions and 10 steps).
+    # positions). This session never trains (replay.min_positions out of reach), so however fast
+    # the machine is, the kill comes before the first checkpoint (which needs 10 steps); the
+    # next sessions start training from the shards it left.
     delay = rng.uniform(0, 1)
-    kill_when(lambda: any((run / "replay").glob("shard_*.npz")), delay)
+    kill_when(lambda: any((run / "replay").glob("shard_*.npz")), delay, ("replay.min_positions=1000000",))
     assert not list_checkpoints(run), f"checkpoint before the kill (delay {delay:.1f} s)"
     record()
     # 2: resumed, killed mid-run a random time after its first checkpoint (80 steps leave a
