@@ -137,6 +137,7 @@ OWN_KEYS = {"run_name": "--name", "checkpoint_root": "--root", "train.max_minute
 #: Settings of a variant that its row describes; --eval-only takes the recorded ones when not given.
 RECORDED = {"config": "5x5_cpu", "minutes": 30.0, "seed": 0, "overrides": []}
 DEFAULT_REFERENCE = ROOT / "checkpoints/pretrained/5x5_v2.pt"
+MAX_SEED = 2**32 - 1  # the training's and the openings' seeds
 
 
 def reference_label(reference: str | Path) -> str:
@@ -146,15 +147,6 @@ def reference_label(reference: str | Path) -> str:
     if path.name == "best.pt" or path.name.startswith("ckpt_"):
         return f"{path.parent.name}/{path.name}"
     return path.name
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes (hex): which network an evaluation played, whatever its path."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def result_name(args: argparse.Namespace, protocol_reference: str | Path) -> str:
@@ -197,8 +189,8 @@ def train_record(run_dir: Path) -> dict[str, Any]:
         if key in record and (isinstance(value, bool) or not isinstance(value, kind)):
             raise ValueError(f"{path}: {key} {value!r} is not a {' or '.join(k.__name__ for k in kind)}; "
                              "mend it or delete the file to start the record again")  # fmt: skip
-    if "seed" in record and not 0 <= record["seed"] < 2**32:
-        raise ValueError(f"{path}: seed {record['seed']} is not in 0..{2**32 - 1}")
+    if "seed" in record and not 0 <= record["seed"] <= MAX_SEED:
+        raise ValueError(f"{path}: seed {record['seed']} is not in 0..{MAX_SEED}")
     if not all(isinstance(o, str) for o in record.get("overrides", [])):
         raise ValueError(f"{path}: overrides must be a list of strings")
     if "seed" not in record:  # written before the seed was recorded: the run's own config has it
@@ -235,8 +227,8 @@ def preflight(args: argparse.Namespace) -> None:
     if not 0 <= args.speed_seconds <= 600:  # also refuses nan
         raise ValueError(f"--speed-seconds must be in 0..600, got {args.speed_seconds}")
     for flag, value in (("--seed", args.seed), ("--eval-seed", args.eval_seed)):
-        if not 0 <= value < 2**32:
-            raise ValueError(f"{flag} must be in 0..{2**32 - 1}, got {value}")
+        if not 0 <= value <= MAX_SEED:
+            raise ValueError(f"{flag} must be in 0..{MAX_SEED}, got {value}")
     for flag, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
                              ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):
         if not 1 <= value <= top:
@@ -348,10 +340,10 @@ def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
             continue
     if len(found) < 2:
         return None
-    total = dict(zip(("wins", "draws", "losses"), (sum(c[i] for c in found.values()) for i in range(3)), strict=True))
+    wins, draws, losses = (sum(c[i] for c in found.values()) for i in range(3))
     seeds = ", ".join(str(k) for k in sorted(found))
-    return (f"seeds {seeds}: {total['wins']}-{total['draws']}-{total['losses']} (W-D-L), "
-            f"Elo {_fmt_elo(total)}")  # fmt: skip
+    return (f"seeds {seeds}: {wins}-{draws}-{losses} (W-D-L), "
+            f"Elo {_fmt_elo({'wins': wins, 'draws': draws, 'losses': losses})}")  # fmt: skip
 
 
 def _fmt_elo(s: dict[str, Any]) -> str:
@@ -539,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
         return 1
     from takzero.evaluate import _finite_or_none
+    from takzero.pipeline.checkpoints import file_sha256
 
     t0 = time.monotonic()
     try:

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 CKPT_RE = re.compile(r"^ckpt_(\d{9})\.pt$")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (hex), read in 1 MiB chunks. Raises OSError."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -79,8 +80,8 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
-        digest = _sha256(Path(tmp))
-        old = _sha256(path) if path.exists() else None
+        digest = file_sha256(Path(tmp))
+        old = file_sha256(path) if path.exists() else None
         both = [digest] + ([old] if old and old != digest else [])
         _write_sidecar(side, both, tmp)  # accepts the old file and the new one
         os.replace(tmp, path)
@@ -130,7 +131,7 @@ def load_checked(path: Path, require_checksum: bool = False) -> dict[str, Any]:
         raise CheckpointError(f"{path}: no {side.name} checksum file, so it cannot be verified")
     if side.exists():
         want = _sidecar_digests(side)
-        got = _sha256(path)
+        got = file_sha256(path)
         if got not in want:
             raise CheckpointError(f"{path}: checksum mismatch (corrupt or truncated file)")
     try:
