@@ -320,6 +320,43 @@ def test_rates_after_resume_count_this_session_only(tmp_path: Path) -> None:
         assert want in lines
 
 
+def test_rates_count_from_when_each_counter_first_moved(tmp_path: Path) -> None:
+    """The trainer waits for replay.min_positions: its step rate (and so the ETA) counts from the
+    last report before the first step, not from the start of the session."""
+    from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
+
+    start = Snapshot(step=0, generation=0, games=0, positions=0, minutes=0.0)
+    rep = RunReporter(tmp_path, StopRule(1000), start, bar=False, console=open(os.devnull, "w"))
+    now = time.monotonic()
+    rep.t0 = now - 100.0
+    for k in range(9):  # self-play moves from the start, the trainer waits 90 s
+        rep.history.append((now - 90.0 + 10 * k, Snapshot(step=0, generation=0, games=k,
+                                                            positions=100 * k, minutes=0.0)))  # fmt: skip
+    snap = Snapshot(step=100, generation=1, games=9, positions=900, minutes=1.6)
+    r = rep.rates(snap)
+    assert r["steps_per_s"] == pytest.approx(100 / 10.0, rel=0.05)  # not 100 / 100 s
+    # positions first moved after the report at -90 s (still 0 there)
+    assert r["positions_per_s"] == pytest.approx(900 / 90.0, rel=0.05)
+    frac, left, unit = rep.fraction_and_eta(snap)
+    assert unit == "steps" and frac == pytest.approx(0.1) and left == pytest.approx(90.0, rel=0.05)
+    assert rep.rates(Snapshot(step=0, generation=0, games=9, positions=900, minutes=1.6))["steps_per_s"] == 0
+    rep.close()
+
+
+def test_summary_says_which_generations_were_not_promoted(tmp_path: Path) -> None:
+    from takzero.pipeline.progress import Snapshot, summary_lines
+
+    def text(best: int, last: int) -> str:
+        snap = Snapshot(step=80, generation=last, games=10, positions=500, minutes=1.0)
+        return "\n".join(summary_lines(reason="reached train.total_steps=80", run_dir=tmp_path,
+                                       snap=snap, best_generation=best, best_scores={},
+                                       resume_cmd="r", finished=True))  # fmt: skip
+
+    assert "generation 2 was not promoted" in text(1, 2)
+    assert "generations 2-4 were not promoted" in text(1, 4)
+    assert "not promoted" not in text(3, 3)
+
+
 # -- config checks ---------------------------------------------------------------------------------
 
 

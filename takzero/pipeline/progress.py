@@ -7,7 +7,8 @@ resumes), so a background run leaves its history. On a terminal the progress is 
 file, it is one plain line every ``log_every_s`` seconds.
 
 Rates (and so the ETA) are measured over the last ``RATE_WINDOW_S`` seconds of this session only,
-so neither counters restored at a resume nor the first minute of kernel compilation skew them.
+each from the last report before its counter first moved, so neither counters restored at a
+resume nor the wait for kernels and for ``replay.min_positions`` skew them.
 """
 
 from __future__ import annotations
@@ -152,19 +153,21 @@ class RunReporter:
 
     def rates(self, snap: Snapshot) -> dict[str, float]:
         """Steps, games and positions per second over the last ``RATE_WINDOW_S`` seconds of this
-        session (never over counters restored from a checkpoint)."""
+        session (never over counters restored from a checkpoint), each counted from the last
+        report before it first moved in this session: the trainer waits for
+        ``replay.min_positions`` and self-play for its kernels, and that idle time would make
+        the first ETAs many times too long."""
         now = time.monotonic()
-        t_old, old = self.t0, self.start
-        for t, s in self.history:
-            if now - t <= RATE_WINDOW_S:
-                t_old, old = t, s
-                break
-        dt = max(now - t_old, 1e-9)
-        return {
-            "steps_per_s": (snap.step - old.step) / dt,
-            "games_per_s": (snap.games - old.games) / dt,
-            "positions_per_s": (snap.positions - old.positions) / dt,
-        }
+        points = [(self.t0, self.start), *self.history]
+        window_start = next((i for i, (t, _) in enumerate(points) if now - t <= RATE_WINDOW_S), 0)
+        rates = {}
+        for name, counter in (("steps_per_s", "step"), ("games_per_s", "games"),
+                              ("positions_per_s", "positions")):  # fmt: skip
+            first = getattr(self.start, counter)
+            idle = [i for i, (_, s) in enumerate(points) if getattr(s, counter) == first]
+            t_old, old = points[max(window_start, idle[-1] if idle else 0)]
+            rates[name] = (getattr(snap, counter) - getattr(old, counter)) / max(now - t_old, 1e-9)
+        return rates
 
     def fraction_and_eta(self, snap: Snapshot) -> tuple[float, float, str]:
         """(fraction done, seconds left, unit) of the stop condition that ends the run first."""
@@ -222,6 +225,11 @@ class RunReporter:
         self.log_file.close()
 
 
+def _later_generations(best: int, last: int) -> str:
+    """'generation 5 was' or 'generations 4-6 were': those after the best, up to the last."""
+    return f"generation {last} was" if last == best + 1 else f"generations {best + 1}-{last} were"
+
+
 def summary_lines(
     *,
     reason: str,
@@ -246,6 +254,9 @@ def summary_lines(
         f"positions {snap.positions}, training time {snap.minutes:.1f} min"
         + (f" (this session {session_seconds / 60:.1f} min)" if session_seconds is not None else ""),
         f"  best model: generation {best_generation} (last gating: {snap.gating})",
+        *([f"  {_later_generations(best_generation, snap.generation)} not promoted: rejected by "
+           "gating, or made while the evaluator was busy or as the run stopped (never gated)"]
+          if snap.generation > best_generation else []),
         f"  its last scores against the baselines: {scores}",
         f"  run folder:  {run_dir}",
         f"  best model:  {run_dir / 'best.pt'}",

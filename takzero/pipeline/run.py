@@ -263,7 +263,7 @@ class Run:
             self._run()
         finally:
             restore_signals()
-        log.info("run finished: %s", self.run_dir)
+        log.debug("run ended: %s", self.run_dir)  # the summary above says how and why
         return self.run_dir
 
     def _run(self) -> None:
