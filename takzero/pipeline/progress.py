@@ -164,8 +164,8 @@ class RunReporter:
         for name, counter in (("steps_per_s", "step"), ("games_per_s", "games"),
                               ("positions_per_s", "positions")):  # fmt: skip
             first = getattr(self.start, counter)
-            idle = [i for i, (_, s) in enumerate(points) if getattr(s, counter) == first]
-            t_old, old = points[max(window_start, idle[-1] if idle else 0)]
+            idle_end = max((i for i, (_, s) in enumerate(points) if getattr(s, counter) == first), default=0)
+            t_old, old = points[max(window_start, idle_end)]
             rates[name] = (getattr(snap, counter) - getattr(old, counter)) / max(now - t_old, 1e-9)
         return rates
 
