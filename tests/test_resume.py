@@ -321,8 +321,9 @@ def test_rates_after_resume_count_this_session_only(tmp_path: Path) -> None:
 
 
 def test_rates_count_from_when_each_counter_first_moved(tmp_path: Path) -> None:
-    """The trainer waits for replay.min_positions: its step rate (and so the ETA) counts from the
-    last report before the first step, not from the start of the session."""
+    """The trainer waits for replay.min_positions: its step rate counts from the last report
+    before the first step, not from the start of the session; the ETA also leaves out the
+    interval of the first steps (the trainer's start-up) and reads "?" until it can."""
     from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
 
     start = Snapshot(step=0, generation=0, games=0, positions=0, minutes=0.0)
@@ -337,9 +338,25 @@ def test_rates_count_from_when_each_counter_first_moved(tmp_path: Path) -> None:
     assert r["steps_per_s"] == pytest.approx(100 / 10.0, rel=0.05)  # not 100 / 100 s
     # positions first moved after the report at -90 s (still 0 there)
     assert r["positions_per_s"] == pytest.approx(900 / 90.0, rel=0.05)
-    frac, left, unit = rep.fraction_and_eta(snap)
-    assert unit == "steps" and frac == pytest.approx(0.1) and left == pytest.approx(90.0, rel=0.05)
     assert rep.rates(Snapshot(step=0, generation=0, games=9, positions=900, minutes=1.6))["steps_per_s"] == 0
+    # the first steps' interval holds the trainer's start-up: no ETA from it alone
+    assert rep.rates(snap, settled=True)["steps_per_s"] == 0
+    frac, left, unit = rep.fraction_and_eta(snap)
+    assert unit == "steps" and frac == pytest.approx(0.1) and left == float("inf")
+    assert "ETA ?" in rep.progress_text(snap)
+    rep.close()
+    # a report later the ETA counts from the report after the first steps: 10 steps while
+    # the trainer started (-20 s to -10 s), then 100 in 10 s
+    rep = RunReporter(tmp_path, StopRule(1000), start, bar=False, console=open(os.devnull, "w"))
+    rep.t0 = now - 100.0
+    for k in range(9):
+        rep.history.append((now - 90.0 + 10 * k, Snapshot(step=0 if k < 8 else 10, generation=0,
+                                                            games=k, positions=100 * k, minutes=0.0)))  # fmt: skip
+    snap = Snapshot(step=110, generation=1, games=9, positions=900, minutes=1.6)
+    assert rep.rates(snap)["steps_per_s"] == pytest.approx(110 / 20.0, rel=0.05)
+    assert rep.rates(snap, settled=True)["steps_per_s"] == pytest.approx(100 / 10.0, rel=0.05)
+    frac, left, unit = rep.fraction_and_eta(snap)
+    assert unit == "steps" and frac == pytest.approx(0.11) and left == pytest.approx(89.0, rel=0.05)
     rep.close()
 
 

@@ -151,12 +151,17 @@ class RunReporter:
     def session_seconds(self) -> float:
         return time.monotonic() - self.t0
 
-    def rates(self, snap: Snapshot) -> dict[str, float]:
+    def rates(self, snap: Snapshot, settled: bool = False) -> dict[str, float]:
         """Steps, games and positions per second over the last ``RATE_WINDOW_S`` seconds of this
         session (never over counters restored from a checkpoint), each counted from the last
         report before it first moved in this session: the trainer waits for
         ``replay.min_positions`` and self-play for its kernels, and that idle time would make
-        the first ETAs many times too long."""
+        the first ETAs many times too long.
+
+        ``settled=True`` (what the ETA uses) also leaves out the report interval in which the
+        counter first moved, since it holds the start-up (the trainer's first batch, the first
+        searches); a counter that first moved since the last report then has rate 0 (unknown,
+        so its ETA reads "?")."""
         now = time.monotonic()
         points = [(self.t0, self.start), *self.history]
         window_start = next((i for i, (t, _) in enumerate(points) if now - t <= RATE_WINDOW_S), 0)
@@ -165,13 +170,19 @@ class RunReporter:
                               ("positions_per_s", "positions")):  # fmt: skip
             first = getattr(self.start, counter)
             idle_end = max((i for i, (_, s) in enumerate(points) if getattr(s, counter) == first), default=0)
-            t_old, old = points[max(window_start, idle_end)]
+            since = max(window_start, idle_end + 1 if settled else idle_end)
+            if since >= len(points):
+                rates[name] = 0.0
+                continue
+            t_old, old = points[since]
             rates[name] = (getattr(snap, counter) - getattr(old, counter)) / max(now - t_old, 1e-9)
         return rates
 
     def fraction_and_eta(self, snap: Snapshot) -> tuple[float, float, str]:
-        """(fraction done, seconds left, unit) of the stop condition that ends the run first."""
-        r = self.rates(snap)
+        """(fraction done, seconds left, unit) of the stop condition that ends the run first,
+        from the settled rates (``rates(snap, settled=True)``); seconds left is inf while no
+        rate is known."""
+        r = self.rates(snap, settled=True)
         options = [(snap.step / self.stop.total_steps,
                     (self.stop.total_steps - snap.step) / r["steps_per_s"] if r["steps_per_s"] > 0 else float("inf"),
                     "steps")]  # fmt: skip
