@@ -34,7 +34,6 @@ from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
-from takzero.players.network import NetworkPlayer
 from takzero.players.registry import help_text, make_player, spec_label, spec_syntax
 from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
@@ -122,9 +121,10 @@ def evaluate_model(
             raise ValueError(f"baseline {spec} plays {other}x{other}, not the model's {size}x{size}")
     if backend != "torch":
         net = _on_backend(net, backend, ort_threads, f"model {model}")
-        for spec, player in zip(baselines, players, strict=True):
-            if isinstance(player, NetworkPlayer):
-                player.evaluator = _on_backend(player.evaluator, backend, ort_threads, f"baseline {spec}")
+    for spec, player in zip(baselines, players, strict=True):
+        use_backend = getattr(player, "use_backend", None)  # a model:PATH baseline
+        if use_backend is not None:
+            _on_backend(player, backend, ort_threads, f"baseline {spec}")
     half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
@@ -171,7 +171,7 @@ def evaluate_model(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
             tinue_nodes=search.tinue_nodes, backend=backend,
         )  # fmt: skip
-        if isinstance(player, NetworkPlayer):  # a model:PATH[:N] baseline searches with its own N
+        if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
             summary["baseline_simulations"] = player.simulations
         out.append(summary)
         if links:
@@ -186,10 +186,15 @@ def evaluate_model(
     return out
 
 
-def _on_backend(ev: Evaluator, backend: str, threads: int, what: str) -> Evaluator:
-    """:func:`with_backend` with errors that name the network (``what``) and the way out.
+def _on_backend(ev, backend: str, threads: int, what: str):
+    """:func:`with_backend` of an evaluator, or ``use_backend`` of a network player (a
+    ``model:PATH`` baseline), with errors that name the network (``what``) and the way out.
     Raises ValueError."""
     try:
+        use_backend = getattr(ev, "use_backend", None)
+        if use_backend is not None:
+            use_backend(backend, threads, check=True)
+            return ev
         return with_backend(ev, backend, threads)
     except ImportError as e:
         raise ValueError(f"--backend {backend} needs onnxruntime ({e}): pip install -e '.[onnx]', "

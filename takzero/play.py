@@ -52,6 +52,7 @@ from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.players.base import PlayerMove
 from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer, set_search_threads
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
+from takzero.search.limit import Limit
 
 __all__ = ["PlaySession", "describe_eval", "main", "pretrained_path", "render_board"]
 
@@ -212,7 +213,7 @@ def make_opponent(
 
     if opponent is not None and opponent != "network":
         player = make_player(opponent, seed=seed, simulations=simulations)
-        if isinstance(player, NetworkPlayer):
+        if getattr(player, "model_size", None) is not None:  # a model:PATH network
             if size is not None and size != player.model_size:
                 raise ValueError(
                     f"--opponent {opponent} plays {player.model_size}x{player.model_size}, "
@@ -328,7 +329,7 @@ class PlaySession:
         if nodes is None and self.seconds is None:
             pm = self.player.choose(pos)
         else:
-            pm = self.player.think(pos, nodes=nodes, seconds=self.seconds)
+            pm = self.player.think(pos, Limit(nodes=nodes, seconds=self.seconds))
         took = time.perf_counter() - t0
         text = pos.ptn(pm.code)
         self._play(pm.code)
@@ -496,7 +497,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads (default 1; 0 leaves torch's default)",
+        help="CPU threads of the network (onnxruntime and torch; default 1; 0 leaves torch's "
+        "default and runs onnxruntime on one)",
     )
     return p.parse_args(argv)
 

@@ -28,6 +28,7 @@ import sys
 from takzero.game.position import komi_to_half_komi
 from takzero.matches.playtak import DEFAULT_RESERVE_S, DEFAULT_SERVER, LoginError, PlaytakBot
 from takzero.matches.playtak_protocol import SeekSpec
+from takzero.players.network import set_search_threads
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 
 _COLOURS = {"white": "W", "w": "W", "black": "B", "b": "B", "any": "A", "a": "A", "random": "A"}
@@ -65,6 +66,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
     p.add_argument("--server", type=_server, default=DEFAULT_SERVER, help="HOST:PORT (default playtak.com:10000)")
     p.add_argument("--reserve", type=float, default=DEFAULT_RESERVE_S, help="seconds of the clock kept for latency")
     p.add_argument("--seed", type=int, default=0, help="seed of the player")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads of the network (onnxruntime and torch; default 1)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every line sent and read")
     args = p.parse_args(argv)
     if args.seek is None and args.accept is None:
@@ -115,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     args, seek, password = _parse_args(argv)
     spec = args.player or f"model:{args.model}"
     try:
+        if not 1 <= args.threads <= 1024:
+            raise ValueError(f"--threads must be in 1..1024, got {args.threads}")
+        set_search_threads(args.threads)  # the network's CPU threads (model:PATH players)
         player = make_player(spec, seed=args.seed)
         bot = PlaytakBot(
             player, args.server, user=args.user, password=password, seek=seek,

@@ -22,6 +22,12 @@ Commands and answers:
   - ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
     latency.
   - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
+  - ``Threads`` (spin 1..64): CPU threads of the network (onnxruntime intra-op threads, and
+    torch's); ``--threads`` sets it at start-up.
+  - ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
+    with virtual loss); 0 (default) chooses by the limit
+    (``takzero.players.network.auto_leaves``: 16, fewer for short node limits); 1 is one
+    simulation per network call.
   - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
     no model).
   - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
@@ -114,6 +120,7 @@ from takzero.matches.tei_protocol import (
 )
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
+from takzero.search.limit import Limit
 
 __all__ = [
     "ENGINE_AUTHOR",
@@ -133,8 +140,13 @@ ENGINE_NAME = "takzero"
 ENGINE_AUTHOR = "takzero developers"
 DEFAULT_PLAYER = "uct:200"
 DEFAULT_SIZE = 6
-#: Default of the ``TreeNodes`` option (network: 2e6 * 28 bytes = 56 MB per tree).
-DEFAULT_TREE_NODES = 2_000_000
+#: Default of the ``TreeNodes`` option (network: 4e6 * 28 bytes = 112 MB per tree, committed as
+#: used; a 5x5 search at 10,000 simulations/s fills about 0.6M nodes a second).
+DEFAULT_TREE_NODES = 4_000_000
+#: Most ``Threads`` (CPU threads of the network).
+MAX_THREADS = 64
+#: Most ``Batch`` (positions per network call of a network search; 0: automatic).
+MAX_LEAVES = 32
 #: Simulations of each warm-up search (``isready``/``teinewgame``): enough to run every kernel.
 WARM_NODES = 16
 
@@ -172,6 +184,8 @@ SPINS = {
         Spin("TreeNodes", 100_000, 1_000_000_000),
         Spin("MoveOverhead", 0, 5000),
         Spin("Seed", 0, 2**31 - 1),
+        Spin("Threads", 1, MAX_THREADS),
+        Spin("Batch", 0, MAX_LEAVES),
     )
 }
 
@@ -225,6 +239,7 @@ class TEIEngine:
         device: torch device for the network ('cpu', 'cuda', 'auto').
         out: where lines go (default: stdout, flushed).
         model_loader: builds the network player from (path, nodes, seed, device) (tests may swap).
+        threads: CPU threads of the network (``Threads`` option, 1..64).
 
     Raises (constructor only) whatever ``model_loader`` raises for a bad ``model``, ValueError for
     a bad player spec or seed.
@@ -240,6 +255,7 @@ class TEIEngine:
         device: str = "cpu",
         out: Callable[[str], None] | None = None,
         model_loader: Callable[..., Any] = load_network_player,
+        threads: int = 1,
     ) -> None:
         self._out = out or _stdout_line
         self._out_lock = threading.Lock()
@@ -257,6 +273,8 @@ class TEIEngine:
         self.multipv = 1
         self.tree_nodes = DEFAULT_TREE_NODES
         self.move_overhead = MOVE_OVERHEAD_MS
+        self.threads = SPINS["threads"].parse(str(threads))
+        self.batch = 0
         self.size = DEFAULT_SIZE
         self._warmed: set[str] = set()
         self.baseline: BasePlayer = make_player(player, seed=self.seed)
@@ -301,14 +319,21 @@ class TEIEngine:
         warm = getattr(net, "think", None)
         if warm is not None:
             for pos in warm_positions(int(net.model_size)):
-                warm(pos, nodes=1)
+                warm(pos, Limit(nodes=1))
         return net
 
     def _configure(self, player: Any) -> None:
-        """Apply the engine's tree budget to ``player`` (players without a tree ignore it)."""
+        """Apply the engine's tree budget, threads and batch to ``player`` (players without a
+        tree or a network ignore them)."""
         setter = getattr(player, "set_tree_nodes", None)
         if setter is not None:
             setter(self.tree_nodes)
+        set_threads = getattr(player, "set_threads", None)
+        if set_threads is not None:
+            set_threads(self.threads)
+        set_leaves = getattr(player, "set_leaves", None)
+        if set_leaves is not None:
+            set_leaves(self.batch or None)
 
     def _plays(self, size: int) -> bool:
         """Whether the engine has a player for ``size`` boards."""
@@ -365,7 +390,7 @@ class TEIEngine:
             self._configure(player)
             player.reset(self.size, self.half_komi, 0)
             for pos in warm_positions(self.size):
-                player.think(pos, nodes=WARM_NODES)
+                player.think(pos, Limit(nodes=WARM_NODES))
         except Exception as e:  # noqa: BLE001 - warming is an optimisation; say and go on
             self.info(f"warming up {spec} failed ({e}); the first search may be slow")
 
@@ -490,6 +515,8 @@ class TEIEngine:
             "treenodes": self.tree_nodes,
             "moveoverhead": self.move_overhead,
             "seed": self.seed,
+            "threads": self.threads,
+            "batch": self.batch,
         }[key]
 
     def _set_spin(self, key: str, value: int) -> None:
@@ -508,6 +535,11 @@ class TEIEngine:
             self.move_overhead = value
         elif key == "seed":
             self.seed = value
+        elif key in ("threads", "batch"):
+            setattr(self, key, value)
+            for player in (self._player, self.network, self.baseline):
+                if player is not None:
+                    self._configure(player)
 
     def _set_half_komi(self, hk: int) -> None:
         if hk == self.half_komi:
@@ -728,9 +760,8 @@ class TEIEngine:
         try:
             # ``multipv`` only when asked for, so players whose ``think`` predates it still play.
             extra = {"multipv": self.multipv} if self.multipv > 1 else {}
-            pm = player.think(
-                pos, nodes=nodes, seconds=seconds, stop=stop, on_progress=progress, **extra
-            )
+            limit = Limit(nodes=nodes, seconds=seconds, stop=stop, infinite=infinite)
+            pm = player.think(pos, limit, on_progress=progress, **extra)
             if not reported or reported[0] is not pm:
                 self._report(pos, pm, time.perf_counter() - t0, pm.nodes)
             if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
@@ -788,8 +819,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads (default 1: batch-1 searches gain nothing from more; "
-        "0 leaves torch's default)",
+        help="CPU threads of the network (Threads option; onnxruntime intra-op and torch threads; "
+        "default 1; 0 leaves torch's default and runs onnxruntime on one)",
     )
     p.add_argument("--commands", help="read commands from this file instead of stdin")
     args = p.parse_args(argv)
@@ -823,6 +854,7 @@ def main(argv: list[str] | None = None) -> int:
             nodes=args.nodes,
             seed=args.seed,
             device=args.device,
+            threads=max(1, args.threads),
         )
     except Exception as e:  # noqa: BLE001 - a clear message instead of a traceback
         print(f"takzero.tei: cannot start: {e}", file=sys.stderr)

@@ -201,16 +201,16 @@ def test_onnx_backend_runs_the_model_and_the_model_baselines_in_onnxruntime(
     """``backend='onnx'``: the model and each ``model:`` baseline are evaluated by onnxruntime
     sessions (other baselines are not networks); the JSON says which backend played."""
     pytest.importorskip("onnxruntime")
-    import takzero.evaluate as ev_mod
+    import takzero.nn.inference as inference
 
     made = []
-    real = ev_mod.with_backend
+    real = inference.onnx_evaluator
 
-    def recording(ev, backend, threads=1):
-        made.append(real(ev, backend, threads))
+    def recording(model, threads=1):
+        made.append(real(model, threads))
         return made[-1]
 
-    monkeypatch.setattr(ev_mod, "with_backend", recording)
+    monkeypatch.setattr(inference, "onnx_evaluator", recording)
     (r1, r2) = evaluate_model(
         str(tiny_model), [f"model:{tiny_model}:4", "random"], pairs=1, simulations=4, ply_limit=20,
         say=lambda line: None, backend="onnx",

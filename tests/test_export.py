@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from takzero.search.limit import Limit
 from takzero.export import export_checkpoint, main, read_metadata
 from takzero.game import Position
 from takzero.nn.features import FEATURE_VERSION
@@ -178,35 +179,35 @@ def test_tree_reuse_through_observe() -> None:
     p.observe(pos.play(pm.code), int(reply))
     # The kept subtree is the root of the next search (it is not rebuilt from nothing).
     after = pos.play(pm.code).play(int(reply))
-    assert p._valid and np.array_equal(p._mcts.root_state(0), after.state)
-    kept = p._mcts.tree_size(0)
+    assert p._search.root_is(0, after)
+    kept = p._search.mcts.tree_size(0)
     assert kept > 1
     # A position the player was not told about starts a fresh tree.
     p.observe(Position.start(4), int(Position.start(4).legal_move_codes()[0]))
-    assert not p._valid
+    assert not p._search.root_is(0, after)
     fresh = NetworkPlayer.load(tiny_checkpoint(), simulations=32, reuse_tree=False)
     fresh.reset(4, 0, seed=0)
     fresh.choose(pos)
     fresh.observe(pos, pm.code)
-    assert not fresh._valid
+    assert not fresh._search.root_is(0, pos.play(pm.code))
 
 
 def test_think_stops_on_time_and_on_the_stop_flag() -> None:
-    p = NetworkPlayer.load(tiny_checkpoint(), simulations=10_000)
+    p = NetworkPlayer.load(tiny_checkpoint(), simulations=10**7)
     p.reset(4, 0)
     pos = Position.start(4).play("a1").play("d4")
-    p.think(Position.start(4), nodes=8)  # warm up (the first call may compile)
+    p.think(Position.start(4), Limit(nodes=8))  # warm up (the first call may compile)
     reports: list[int] = []
     t0 = time.perf_counter()
-    pm = p.think(pos, seconds=0.3, on_progress=lambda a, n: reports.append(n))
+    pm = p.think(pos, Limit(seconds=0.3), on_progress=lambda a, n: reports.append(n))
     took = time.perf_counter() - t0
-    assert took < 3.0 and 0 < pm.nodes < 10_000
+    assert took < 3.0 and 0 < pm.nodes < 10**7
     assert reports and reports[-1] == pm.nodes and reports == sorted(reports)
     stop = threading.Event()
     timer = threading.Timer(0.3, stop.set)
     timer.start()
     t0 = time.perf_counter()
-    pm = p.think(pos, stop=stop)  # no limit: runs until stopped
+    pm = p.think(pos, Limit(stop=stop))  # no limit: runs until stopped
     assert stop.is_set() and time.perf_counter() - t0 < 3.0
     assert pm.code in set(pos.legal_move_codes().tolist())
 

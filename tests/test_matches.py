@@ -408,19 +408,27 @@ def test_a_game_plays_the_same_alone_and_in_a_batch() -> None:
 
 
 def test_play_match_searches_a_network_player_as_a_batched_side() -> None:
-    from takzero.matches.games import as_side
-
     net = NetworkPlayer(HashEvaluator(4, seed=2), simulations=8, name="hashnet")
-    side = as_side(net, 4)
-    assert isinstance(side, NetSide) and side.simulations == 8 and side.name == "hashnet"
+    assert net.batchable
+    batch = net.batched(3, seed=1)
+    assert batch.simulations == 8 and batch.name == "hashnet" and batch.mcts.num_games == 3
     timed = NetworkPlayer(HashEvaluator(4, seed=2), simulations=8, seconds=1.0)
-    assert as_side(timed, 4) is timed  # a clock cannot be batched: played as a player
-    with pytest.raises(ValueError, match="4x4, not 5x5"):
-        as_side(net, 5)
+    assert not timed.batchable  # a clock cannot be batched: played as a player
+    with pytest.raises(ValueError, match="time limit"):
+        timed.batched(2)
+    with pytest.raises(ValueError, match="not batchable"):
+        RandomPlayer(1).batched(2)
     start = Position.start(4)
-    m = play_match(net, RandomPlayer(1), start, random_openings(start, 2, seed=0), 30, seed=0)
+    with pytest.raises(ValueError, match="4x4, not 5x5"):
+        play_match(net, RandomPlayer(1), Position.start(5), random_openings(Position.start(5), 1, seed=0), 30)
+    openings = random_openings(start, 2, seed=0)
+    m = play_match(net, RandomPlayer(1), start, openings, 30, seed=0)
     assert m.num_games == 4 and m.player_a == "hashnet"
     assert all(g.infos[-1] is not None for g in m.games)
+    # the player and a NetSide of the same network and settings are one search path
+    side = NetSide("hashnet", HashEvaluator(4, seed=2), net.config, 8)
+    m2 = play_match(side, RandomPlayer(1), start, openings, 30, seed=0)
+    assert [g.moves for g in m2.games] == [g.moves for g in m.games]
 
 
 # -- honest intervals on small and one-sided samples (issue 15) -------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from takzero.search.limit import Limit
 from takzero.game import Position
 from takzero.game.core import has_winning_move
 from takzero.matches.games import run_match
@@ -286,14 +287,14 @@ def test_simulations_apply_only_when_the_spec_gives_none() -> None:
 
 def test_think_of_a_non_searching_player_is_one_choose() -> None:
     pos = Position.start(4).play("a1").play("d4")
-    assert GreedyPlayer(4).think(pos, nodes=10, seconds=0.01) == GreedyPlayer(4).choose(pos)
+    assert GreedyPlayer(4).think(pos, Limit(nodes=10, seconds=0.01)) == GreedyPlayer(4).choose(pos)
 
 
 def test_uct_think_under_a_node_limit_is_one_search() -> None:
     pos = Position.start(4).play("a1").play("d4")
     seen: list[int] = []
     player = UCTPlayer(simulations=500, seed=2)
-    a = player.think(pos, nodes=60, on_progress=lambda m, n: seen.append(n))
+    a = player.think(pos, Limit(nodes=60), on_progress=lambda m, n: seen.append(n))
     b = UCTPlayer(simulations=60, seed=2).choose(pos)
     assert a == b and a.nodes == 60 and seen == [60]
 
@@ -302,11 +303,11 @@ def test_uct_think_on_time_grows_its_searches_and_counts_them_all() -> None:
     pos = Position.start(4).play("a1").play("d4")
     UCTPlayer(simulations=8).choose(pos)  # compiled before the clock starts
     seen: list[int] = []
-    pm = UCTPlayer(seed=1).think(pos, seconds=0.3, on_progress=lambda m, n: seen.append(n))
+    pm = UCTPlayer(seed=1).think(pos, Limit(seconds=0.3), on_progress=lambda m, n: seen.append(n))
     assert seen[:2] == [64, 64 + 128] and pm.nodes == seen[-1]
     stop = threading.Event()
     stop.set()  # already stopped: the compiled search polls the flag and ends after one simulation
-    assert UCTPlayer(seed=1).think(pos, stop=stop).nodes == 1
+    assert UCTPlayer(seed=1).think(pos, Limit(stop=stop)).nodes == 1
 
 
 def test_uct_think_on_time_stops_at_a_win_in_one() -> None:
@@ -317,7 +318,7 @@ def test_uct_think_on_time_stops_at_a_win_in_one() -> None:
     UCTPlayer(simulations=8).choose(pos)  # compiled before the clock starts
     seen: list[int] = []
     t0 = time.perf_counter()
-    pm = UCTPlayer(seed=1).think(pos, seconds=5.0, on_progress=lambda m, n: seen.append(n))
+    pm = UCTPlayer(seed=1).think(pos, Limit(seconds=5.0), on_progress=lambda m, n: seen.append(n))
     assert time.perf_counter() - t0 < 2.0
     assert pm.code in {pos.check_move(m) for m in case["winning_moves"]}
     assert seen == [0] and pm.nodes == 0

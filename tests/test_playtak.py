@@ -48,7 +48,8 @@ class SleepyPlayer(BasePlayer):
         codes = position.legal_move_codes()
         return PlayerMove(int(codes[self._rng.integers(len(codes))]))
 
-    def think(self, position, nodes=None, seconds=None, stop=None, on_progress=None) -> PlayerMove:
+    def think(self, position, limit=None, on_progress=None) -> PlayerMove:
+        stop = limit.stop if limit is not None else None
         if self.deaf or stop is None:
             time.sleep(self.delay)
         else:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from takzero.search.limit import Limit
 from takzero.game import Position
 from takzero.players import PlayerMove, RandomPlayer
 from takzero.tei import SearchLimits, TEIEngine, parse_go, value_to_cp
@@ -413,7 +414,7 @@ def test_uct_tree_budget_and_stop_flag() -> None:
     pos = Position.start(5).play("a1").play("e5")
     p = UCTPlayer(simulations=50, seed=1)
     p.set_tree_nodes(100)
-    pm = p.think(pos, nodes=2000)
+    pm = p.think(pos, Limit(nodes=2000))
     assert pm.nodes == 2000 and pm.info["tree_nodes"] <= 100
     pos.check_move(pos.ptn(pm.code))
 
@@ -421,7 +422,7 @@ def test_uct_tree_budget_and_stop_flag() -> None:
     stop = threading.Event()
     ticks = 0
     out: list = []
-    worker = threading.Thread(target=lambda: out.append(p.think(pos, nodes=10**8, stop=stop)))
+    worker = threading.Thread(target=lambda: out.append(p.think(pos, Limit(nodes=10**8, stop=stop))))
     worker.start()
     end = time.monotonic() + 0.5
     while time.monotonic() < end:  # the main thread runs while the compiled search does

@@ -1,10 +1,11 @@
 """The game loop for in-process players: one loop (:func:`play_games`) that gating, evaluation,
 the arena helpers and the benchmarks all use.
 
-A side of a match is either a network (:class:`NetSide`: an inference evaluator plus a search
-config, searched with :class:`takzero.search.BatchedMCTS` over all games of the call at once, one
-network call per search step for every game where it is to move) or any
-:class:`takzero.players.Player` (asked one game at a time). :func:`play_games` plays many games at
+A side of a match is either batchable (``side.batchable``: a :class:`NetSide`, an inference
+evaluator plus a search config, or a network player without a time limit; ``side.batched(...)``
+searches all games of the call at once, one network call per search step for every game where it
+is to move, ``takzero.players.network.NetworkSearch``) or any :class:`takzero.players.Player`
+(asked one game at a time). :func:`play_games` plays many games at
 once; :func:`play_game` (one game), :func:`run_match` (paired openings, game after game, with an
 early stop) and :func:`play_match` (paired openings, all games at once) are thin calls of it.
 
@@ -29,10 +30,9 @@ import numpy as np
 from takzero.game.position import Game, Position
 from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
-from takzero.players.base import Player, PlayerMove, as_player_move
-from takzero.players.network import NetworkPlayer
-from takzero.players.tactics import avoid_tinue, proven_win, ranked_by_visits
-from takzero.search import BatchedMCTS, SearchConfig
+from takzero.players.base import BatchSearch, Player, PlayerMove, as_player_move
+from takzero.players.network import NetworkSearch
+from takzero.search import SearchConfig
 
 
 @dataclass
@@ -48,8 +48,25 @@ class NetSide:
     simulations: int
     sampling_plies: int = 0
 
+    #: A network side is always searched batched.
+    batchable = True
+
+    def batched(self, num_games: int, seed: int = 0, sampling_plies: int | None = None) -> NetworkSearch:
+        """The batched search of this side over ``num_games`` games (``sampling_plies`` None:
+        the side's own)."""
+        return NetworkSearch(
+            self.evaluator, self.config, num_games, int(self.evaluator.size), seed=seed,
+            simulations=self.simulations, tinue_nodes=self.config.tinue_nodes,
+            sampling_plies=self.sampling_plies if sampling_plies is None else sampling_plies,
+            name=self.name,
+        )  # fmt: skip
+
 
 Side = NetSide | Player
+
+
+def _batchable(side: Side) -> bool:
+    return bool(getattr(side, "batchable", False))
 
 
 def _seed_for(seed: int | None, *keys: int) -> int | None:
@@ -75,16 +92,17 @@ def play_games(
     until the rules end it or an adjudication draws it (``ply_limit`` plies, None for none;
     threefold repetition if ``threefold``).
 
-    Each step, side A then side B moves in every open game where it is to move: a
-    :class:`NetSide` searches all of them in one batched search (one tree per game, reused
-    between moves), a player is asked one game at a time (with a copy of the position). Every
-    ply (opening plies included) is then told to each player side (``observe``) and to the
-    network trees.
+    Each step, side A then side B moves in every open game where it is to move: a batchable
+    side (``side.batchable``, e.g. a :class:`NetSide`) searches all of them in one batched
+    search (``side.batched``: one tree per game, reused between moves), a player is asked one
+    game at a time (with a copy of the position). Every ply (opening plies included) is then
+    told to each player side (``observe``) and to the batched searches.
 
     Seeds: ``seeds[k]`` is side k's: a player side gets ``reset(size, half_komi, seeds[k])``
     once before the games (None leaves its random stream running; a player on both sides is
-    reset once, with A's seed, and told each ply once); a network side seeds its batched tree
-    with it (None: 0). ``sample_seed`` seeds the sampling of the network sides' first plies.
+    reset once, with A's seed, and told each ply once); a batchable side seeds its batched
+    search with it (None: 0). ``sample_seed`` seeds the sampling of the first plies of sides
+    with ``sampling_plies``.
 
     ``on_game(i, record)`` is called as soon as game i is over (games end in any order), e.g.
     for a line per finished game or to keep the finished games when the caller is interrupted.
@@ -106,7 +124,7 @@ def play_games(
     players = [  # (side index, player); a player on both sides once
         (k, s)
         for k, s in enumerate(sides)
-        if not isinstance(s, NetSide) and (k == 0 or s is not side_a)
+        if not _batchable(s) and (k == 0 or s is not side_a)
     ]
     for k, player in players:
         player.reset(start.size, start.half_komi, seeds[k])
@@ -114,7 +132,7 @@ def play_games(
     ptn_moves: list[list[str]] = [[] for _ in range(n_games)]
     infos: list[list[PlayerMove | None]] = [[] for _ in range(n_games)]
     seconds = np.zeros((n_games, 2))
-    trees: dict[int, BatchedMCTS] = {}
+    trees: dict[int, BatchSearch] = {}
 
     def record(gi: int) -> GameRecord:
         game = games[gi]
@@ -141,7 +159,7 @@ def play_games(
         game.play(code)
         infos[gi].append(answer)
         for tree in trees.values():
-            tree.advance(gi, code)
+            tree.observe(gi, before, code)
         for _, player in players:
             observe = getattr(player, "observe", None)
             if observe is not None:
@@ -156,11 +174,12 @@ def play_games(
             raise ValueError("the opening ends the game")
     opening_plies = [len(o) for o in openings]
     for k, side in enumerate(sides):
-        if isinstance(side, NetSide):
+        if _batchable(side):
             seed = seeds[k] if seeds[k] is not None else 0
-            trees[k] = BatchedMCTS(n_games, start.size, side.config, seed=seed)
+            trees[k] = side.batched(n_games, seed)
             for gi, game in enumerate(games):
-                trees[k].reset(gi, game.position.state)
+                if not game.position.is_over:
+                    trees[k].reset(gi, game.position)
     rng = np.random.default_rng(sample_seed)
 
     while True:
@@ -177,9 +196,11 @@ def play_games(
             mine = [gi for gi in open_games if mover[gi] == k]
             if not mine:
                 continue
-            if isinstance(side, NetSide):
+            if k in trees:
                 t0 = time.perf_counter()
-                chosen.update(_net_moves(side, trees[k], games, mine, opening_plies, rng))
+                positions = [games[gi].position for gi in mine]
+                plies = [len(games[gi].moves) - opening_plies[gi] for gi in mine]
+                chosen.update(trees[k].choose_many(mine, positions, plies, rng))
                 share = (time.perf_counter() - t0) / len(mine)
                 for gi in mine:
                     seconds[gi, games[gi].position.side_to_move] += share
@@ -194,50 +215,6 @@ def play_games(
                 on_game(gi, record(gi))
 
     return [record(gi) for gi in range(n_games)]
-
-
-def _net_moves(
-    side: NetSide,
-    tree: BatchedMCTS,
-    games: list[Game],
-    mine: list[int],
-    opening_plies: list[int],
-    rng: np.random.Generator,
-) -> dict[int, PlayerMove]:
-    """One batched search of ``side`` over the games ``mine``; the move of each (sampled with
-    temperature 1 during the first ``side.sampling_plies`` plies after the opening) with the
-    root value, the simulations and the PV. With ``side.config.tinue_nodes`` > 0, the tinuë
-    checks of :mod:`takzero.players.tactics` as a network player makes them: a game whose side to
-    move has a proven forced road plays it without searching, and a searched move after which the
-    opponent has one is replaced by the most visited move without one."""
-    budget = side.config.tinue_nodes
-    out: dict[int, PlayerMove] = {}
-    for gi in mine:
-        win = proven_win(games[gi].position, budget)
-        if win is not None:
-            out[gi] = win
-    searched = [gi for gi in mine if gi not in out]
-    if searched:
-        tree.run(side.evaluator, games=searched, add_noise=False, simulations=side.simulations)
-    for gi in searched:
-        ply = len(games[gi].moves) - opening_plies[gi]
-        temperature = 1.0 if ply < side.sampling_plies else 0.0
-        move = int(tree.choose_move(gi, temperature=temperature, rng=rng))
-        answer = PlayerMove(
-            move,
-            value=float(tree.root_value(gi)),
-            nodes=side.simulations,
-            pv=tuple(tree.principal_variation(gi, move)) or (move,),
-        )
-        ranked = ranked_by_visits(move, *tree.root_visits(gi))
-        out[gi] = avoid_tinue(
-            games[gi].position,
-            answer,
-            ranked,
-            budget,
-            pv_of=lambda m, gi=gi: tuple(tree.principal_variation(gi, m)) or (m,),
-        )
-    return out
 
 
 def play_game(
@@ -338,20 +315,6 @@ def run_match(
     return result
 
 
-def as_side(side: Side, size: int) -> Side:
-    """The side to play in a batched match: a :class:`takzero.players.NetworkPlayer` without a
-    time limit becomes a :class:`NetSide` (its evaluator, search settings and simulations), so
-    that its games are searched together instead of one at a time; other sides as they are.
-    Raises ValueError for a network of another board size than ``size``."""
-    if isinstance(side, NetworkPlayer) and side.seconds is None:
-        if side.model_size != size:
-            raise ValueError(
-                f"{side.name} plays {side.model_size}x{side.model_size}, not {size}x{size}"
-            )
-        return NetSide(side.name, side.evaluator, side.config, side.simulations)
-    return side
-
-
 def play_match(
     side_a: Side,
     side_b: Side,
@@ -363,20 +326,25 @@ def play_match(
     on_game: Callable[[MatchResult, GameRecord], None] | None = None,
 ) -> MatchResult:
     """Play every opening twice (A white, then B white) with all games at once
-    (:func:`play_games`); a network player is played as a :class:`NetSide` (:func:`as_side`).
+    (:func:`play_games`); a batchable side (a :class:`NetSide`, a network player without a time
+    limit) searches all its games at once.
     ``on_game(result, record)`` is called after each finished game with the match so far (the
     finished games, in the order they finished).
 
-    Seeds derived from ``seed``: a player side k is reset with ``seed + 104729 * k``, a network
-    side's tree is seeded with ``seed + 7919 * k`` and the sampled plies with ``seed`` (the
+    Seeds derived from ``seed``: a player side k is reset with ``seed + 104729 * k``, a batchable
+    side's search is seeded with ``seed + 7919 * k`` and the sampled plies with ``seed`` (the
     evaluator's scheme since its first version, kept so that matches replay exactly). Returns
     A's :class:`MatchResult` with the :class:`GameRecord` s. Raises ValueError like
     :func:`play_games`, and :class:`~takzero.matches.results.MatchInterrupted` (a
     KeyboardInterrupt) on Ctrl-C, with the games finished so far in its ``result``.
     """
-    sides = (as_side(side_a, start.size), as_side(side_b, start.size))
+    sides = (side_a, side_b)
+    for side in sides:
+        other = getattr(side, "model_size", None)
+        if other is not None and int(other) != start.size:
+            raise ValueError(f"{side.name} plays {other}x{other}, not {start.size}x{start.size}")
     seeds = tuple(
-        seed + (7919 if isinstance(side, NetSide) else 104729) * k for k, side in enumerate(sides)
+        seed + (7919 if _batchable(side) else 104729) * k for k, side in enumerate(sides)
     )
     paired = [opening for opening in openings for _ in (0, 1)]
     a_white = [True, False] * len(openings)
@@ -405,7 +373,6 @@ def play_match(
 __all__ = [
     "NetSide",
     "Side",
-    "as_side",
     "play_game",
     "play_games",
     "play_match",

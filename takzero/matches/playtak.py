@@ -80,6 +80,7 @@ from takzero.matches.playtak_protocol import (
 from takzero.matches.tei_protocol import SearchLimits
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.baselines import GreedyPlayer
+from takzero.search.limit import Limit
 
 CLIENT_NAME = "takzero-bot"
 DEFAULT_SERVER = ("playtak.com", 10000)
@@ -581,9 +582,9 @@ class PlaytakBot:
         pos = Position.start(size, flats=flats, caps=caps, half_komi=half_komi)
         with self._player_lock:  # the search, tree reuse and a second search all compile
             self.player.reset(size, half_komi, seed=self.seed)
-            code = self.player.think(pos, nodes=8).code
+            code = self.player.think(pos, Limit(nodes=8)).code
             self.player.observe(pos, code)
-            self.player.think(pos.play(code), nodes=8)
+            self.player.think(pos.play(code), Limit(nodes=8))
         self._fallback.reset(size, half_komi)
         self._fallback.choose(pos)
         self._warm.add(key)
@@ -788,7 +789,7 @@ class PlaytakBot:
             with self._player_lock:
                 self._catch_up_player()
                 answer: PlayerMove | Exception = self.player.think(
-                    position, nodes=self.nodes, seconds=seconds, stop=stop, on_progress=progress
+                    position, Limit(nodes=self.nodes, seconds=seconds, stop=stop), on_progress=progress
                 )
         except Exception as e:  # noqa: BLE001 - reported to the loop, which plays a fallback
             answer = e

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from takzero.game.moves import MoveError
 from takzero.game.position import Position, TPSError
 from takzero.players.base import PlayerMove
+from takzero.search.limit import Limit
 
 __all__ = [
     "MAX_MS",
@@ -248,24 +249,25 @@ class SearchLimits:
         ``movetime`` minus ``overhead_ms`` (the engine's ``MoveOverhead``, default
         :data:`MOVE_OVERHEAD_MS`: process, pipe and answer latency); with a clock,
         ``remaining / 20 + inc * 3/4`` capped at half the remaining time, minus the overhead. At
-        least 5 ms. The cap keeps a clock from running out whatever the increment: each move
+        least 5 ms (:meth:`takzero.search.limit.Limit.move_seconds`, the one rule). The cap keeps a clock from running out whatever the increment: each move
         spends at most half of what is left (plus the overhead), so ``remaining`` shrinks
         geometrically instead of reaching zero, and with an increment the clock settles where a
         move's budget equals the increment.
         """
-        if self.infinite:
-            return None
-        budgets = []
-        if self.movetime is not None:
-            budgets.append(self.movetime - overhead_ms)
-        remaining = self.wtime if side == 0 else self.btime
-        if remaining is not None:
-            inc = (self.winc if side == 0 else self.binc) or 0
-            b = min(remaining / 20 + 0.75 * inc, remaining / 2) - overhead_ms
-            budgets.append(b)
-        if not budgets:
-            return None
-        return max(5.0, min(budgets)) / 1000.0
+        return self.to_limit(overhead_ms).move_seconds(side)
+
+    def to_limit(self, overhead_ms: int = MOVE_OVERHEAD_MS, stop=None) -> Limit:
+        """These limits as a search :class:`~takzero.search.limit.Limit` (seconds; the clock
+        rule is :meth:`Limit.move_seconds`), with ``stop`` (a ``threading.Event``)."""
+        def sec(ms: int | None) -> float | None:
+            return None if ms is None else max(0.0, ms / 1000.0)
+
+        return Limit(
+            nodes=self.nodes, seconds=sec(self.movetime), white_clock=sec(self.wtime),
+            black_clock=sec(self.btime), white_inc=sec(self.winc) or 0.0,
+            black_inc=sec(self.binc) or 0.0, overhead=max(0, overhead_ms) / 1000.0, stop=stop,
+            infinite=self.infinite,
+        )  # fmt: skip
 
 
 def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:

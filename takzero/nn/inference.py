@@ -250,7 +250,9 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
         return ev
     if not isinstance(ev.model, TakNet):
         raise ValueError("the onnx backend needs a checkpoint (or an .onnx file), not a TorchScript export")
-    return onnx_evaluator(ev.model, threads=max(1, int(threads)))
+    out = onnx_evaluator(ev.model, threads=max(1, int(threads)))
+    out.metadata = {**out.metadata, **ev.metadata}  # the checkpoint's komi, run and generation
+    return out
 
 
 def choose_backend(model: TakNet, batch: int, threads: int = 1, repeats: int = 5) -> str:

@@ -50,6 +50,7 @@ from takzero.nn.model import model_from_config
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS
+from takzero.search.driver import SearchDriver
 
 
 @dataclass
@@ -118,6 +119,7 @@ class SelfPlayWorker:
         self.backend = self._resolve_backend(self.sp.backend)
         if self.backend == "onnx":
             self.evaluator = onnx_evaluator(model, threads=self.sp.threads)
+        self.driver = SearchDriver(self.mcts, self.evaluator)
         self.generation = 0
         self.start = Position.start(
             self.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
@@ -132,6 +134,7 @@ class SelfPlayWorker:
         self._torch_evaluator.load_state_dict(state_dict)
         if self.backend == "onnx":
             self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.sp.threads)
+        self.driver.evaluator = self.evaluator
         self.generation = generation
 
     def _resolve_backend(self, backend: str) -> str:
@@ -170,27 +173,27 @@ class SelfPlayWorker:
             for g in range(self.num_games):
                 self.slots[g] = self._new_game(g)
             active = self.mcts.active_games()
-        sstats = self.mcts.run(self.evaluator, games=active)
+        sstats = self.driver.run(active)  # the config's budgets, playout cap and root noise
         sims = 0
         finished: list[tuple[_Slot, int | None, str]] = []
         for g in active:
             slot = self.slots[g]
             pos = slot.game.position
-            sims += self.mcts.simulations_done(g)
-            if self.mcts.is_full_search(g):
-                actions, probs = self.mcts.policy_target(g)
+            out = self.driver.outcome(g, policy=self.mcts.is_full_search(g), choose=False)
+            sims += out.nodes
+            if out.full:
                 slot.states.append(pos.state.copy())
-                slot.actions.append(actions)
-                slot.probs.append(probs)
+                slot.actions.append(out.policy_actions)
+                slot.probs.append(out.policy_probs)
                 slot.movers.append(pos.side_to_move)
                 slot.plies.append(pos.ply)
-                slot.proven.append(self._proven_value(g, pos))
+                slot.proven.append(self._proven_value(out.proven, pos))
             mover = pos.side_to_move
-            if self._resigns(slot, mover, self.mcts.root_value(g)):
+            if self._resigns(slot, mover, out.value):
                 finished.append((slot, 1 - mover, "resign"))
                 self.slots[g] = self._new_game(g)
                 continue
-            move = self.mcts.choose_move(g)
+            move = self.mcts.choose_move(g)  # after the resignation check: as the stream expects
             slot.game.play(move)
             self.mcts.advance(g, move)
             res = slot.game.result
@@ -199,14 +202,13 @@ class SelfPlayWorker:
                 self.slots[g] = self._new_game(g)
         return self._finish(finished, sstats, sims, len(active), time.perf_counter() - t0)
 
-    def _proven_value(self, g: int, pos: Position) -> int | None:
+    def _proven_value(self, proven: int | None, pos: Position) -> int | None:
         """The exact value of a recorded position for its side to move, when
         ``selfplay.proven_value_targets`` is on and it is known: the search's own proof of the
         root (MCTS-solver: 1, 0 or -1), else, with ``selfplay.tinue_nodes`` > 0, a forced road
         proved by the tinue prover (1). None otherwise (the game's outcome is the target)."""
         if not self.sp.proven_value_targets:
             return None
-        proven = self.mcts.root_proven(g)
         if proven is None and self.sp.tinue_nodes > 0:
             if proven_win(pos, self.sp.tinue_nodes) is not None:
                 proven = 1

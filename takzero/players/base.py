@@ -13,11 +13,17 @@ The interface (:class:`Player`) is deliberately small:
   players' plies, opening plies included) with the position before the move and the move code, so
   a search player can keep its tree between moves. Players that need nothing do nothing.
 
-:class:`BasePlayer` adds the shared plumbing and ``think(position, nodes, seconds, stop,
-on_progress)``, the anytime search under a node and/or time limit that the TEI engine and the play
-CLI use. Its default is one ``choose``; a searching player overrides it with its own clock (the
-UCT baseline: searches of growing size; the network player: chunks of simulations), so callers
-never need to know which kind of player they hold.
+:class:`BasePlayer` adds the shared plumbing and ``think(position, limit, on_progress)``, the
+anytime search under a :class:`~takzero.search.limit.Limit` (nodes, seconds or a clock, a stop
+flag) that the TEI engine, the playtak bot and the play CLI use. Its default is one ``choose``; a
+searching player overrides it with its own clock (the UCT baseline: searches of growing size; the
+network player: the search front end, ``takzero.search.driver``), so callers never need to know
+which kind of player they hold.
+
+Batched matches: a player whose ``batchable`` is True gives ``batched(num_games, seed,
+sampling_plies)``, an object of the :class:`BatchSearch` protocol that searches every game of a
+match where it is to move at once (the network player: one network call per step for all of
+them). Game loops ask ``batchable``, never the player's class.
 
 Values everywhere are from the point of view of the player to move: win +1, draw 0, loss -1.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -34,6 +40,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from takzero.game.position import Position
+from takzero.search.limit import Limit
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,28 @@ class Player(Protocol):
         ...
 
 
+class BatchSearch(Protocol):
+    """Many games of one player searched together (``Player.batched``): slot ``g`` is game ``g``
+    of the match."""
+
+    name: str
+
+    def reset(self, g: int, position: Position) -> None:
+        """Game ``g`` is at ``position`` (a fresh tree)."""
+        ...
+
+    def observe(self, g: int, position: Position, move: int) -> None:
+        """``move`` was played in ``position`` of game ``g`` (by either side)."""
+        ...
+
+    def choose_many(self, games: Sequence[int], positions: Sequence[Position],
+                    plies: Sequence[int], rng: np.random.Generator | None = None,
+                    ) -> dict[int, PlayerMove]:  # fmt: skip
+        """The move of each game of ``games`` (at ``positions``; ``plies`` since its opening),
+        searched together."""
+        ...
+
+
 def as_player_move(answer: PlayerMove | int) -> PlayerMove:
     """Wrap a bare move code (what a minimal player may return) as a :class:`PlayerMove`."""
     if isinstance(answer, PlayerMove):
@@ -131,20 +160,27 @@ class BasePlayer:
         """Bound the search tree to ``nodes`` nodes (memory); players without a tree ignore it."""
         return None
 
+    #: True if :meth:`batched` gives a search of many games at once.
+    batchable: bool = False
+
+    def batched(self, num_games: int, seed: int = 0, sampling_plies: int = 0) -> BatchSearch:
+        """A :class:`BatchSearch` over ``num_games`` games (only when ``batchable``). Raises
+        ValueError for a player that is not batchable."""
+        raise ValueError(f"{self.name} is not batchable: it is asked one game at a time")
+
     def think(
         self,
         position: Position,
-        nodes: int | None = None,
-        seconds: float | None = None,
-        stop: threading.Event | None = None,
+        limit: Limit | None = None,
         on_progress: Progress | None = None,
         multipv: int = 1,
     ) -> PlayerMove:
-        """An anytime search of ``position`` under ``nodes`` (simulations) and/or ``seconds``,
-        ended early when ``stop`` is set; ``on_progress(answer, nodes)`` is called during the
-        search by players that report progress. The returned answer's ``nodes`` is the number
-        searched for it in all. ``multipv`` > 1 asks a searching player for that many best root
-        moves in ``PlayerMove.lines``.
+        """An anytime search of ``position`` under ``limit`` (:class:`Limit`: nodes
+        (simulations), seconds or a clock, ended early when its ``stop`` is set; None: the
+        player's own default); ``on_progress(answer, nodes)`` is called during the search by
+        players that report progress. The returned answer's ``nodes`` is the number searched for
+        it in all. ``multipv`` > 1 asks a searching player for that many best root moves in
+        ``PlayerMove.lines``.
 
         This default (a player that does not search: random, greedy) is one :meth:`choose`,
         whatever the limits, without progress reports. Raises ValueError on a finished position.
@@ -201,4 +237,13 @@ def stop_flag(
         watcher.join()
 
 
-__all__ = ["BasePlayer", "Player", "PlayerMove", "Progress", "as_player_move", "stop_flag"]
+__all__ = [
+    "BasePlayer",
+    "BatchSearch",
+    "Limit",
+    "Player",
+    "PlayerMove",
+    "Progress",
+    "as_player_move",
+    "stop_flag",
+]

@@ -1,6 +1,18 @@
 """The network player: MCTS (``takzero.search``) guided by a policy/value network, for matches,
-the play CLI and the TEI engine. It keeps its own clock (:meth:`NetworkPlayer.think`: chunks of
-simulations until the node or time limit, or a stop flag).
+the play CLI, the playtak bot and the TEI engine.
+
+:class:`NetworkSearch` is the one search path of a network in play: G game slots of a
+``BatchedMCTS`` driven by ``takzero.search.driver.SearchDriver``, with the tinuë checks of
+:mod:`takzero.players.tactics` around each search. :class:`NetworkPlayer` thinks with one slot
+(:meth:`NetworkSearch.think`: anytime, under a :class:`~takzero.search.driver.Limit`, with
+``leaves`` positions per network call) and hands a batched match a many-slot one
+(:meth:`NetworkPlayer.batched`: every game where it is to move searched together, one network
+call per step).
+
+Speed (scripts/bench_play.py): the player runs its network in onnxruntime where it is installed
+and the network is a checkpoint or an ONNX file (``backend='auto'``; torch for TorchScript files
+and GPUs), and selects :data:`DEFAULT_LEAVES` leaves per network call with virtual loss, so one
+search sends batches instead of single positions.
 
 torch and the search are imported when a network player is built, so that importing
 ``takzero.players`` for a baseline stays quick.
@@ -8,9 +20,8 @@ torch and the search are imported when a network player is built, so that import
 
 from __future__ import annotations
 
-import threading
-import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -21,8 +32,10 @@ from takzero.players.tactics import (
     answer_proven_win,
     avoid_tinue,
     check_tinue_nodes,
+    proven_win,
     ranked_by_visits,
 )
+from takzero.search.driver import Limit
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
@@ -30,12 +43,27 @@ DEFAULT_NETWORK_SIMULATIONS = 400
 #: synchronisation to evaluations of one position (on 2 busy cores one evaluation took 54 ms with
 #: torch's default thread count against 1.9 ms with one thread).
 DEFAULT_SEARCH_THREADS = 1
-#: Simulations per chunk of :meth:`NetworkPlayer.think`: the stop flag and the clock are checked
-#: between chunks (a chunk costs that many network calls of batch 1).
+#: Simulations per chunk of :meth:`NetworkPlayer.think` (at least four network calls of
+#: ``leaves``): the progress reports come between chunks; the stop flag and the clock are
+#: checked after every network call (``takzero.search.driver``).
 NETWORK_CHUNK = 32
+#: Leaves per network call of a one-game search (virtual loss): where the batch curve of the
+#: shipped networks in onnxruntime has flattened (scripts/bench_play.py, docs/design.md).
+DEFAULT_LEAVES = 16
+#: The most leaves per network call a player's tree is built for.
+MAX_LEAVES = 32
+#: A search with a node limit spends at most this share of it in one network call's leaves
+#: (:func:`auto_leaves`), so that virtual loss does not flatten a short search.
+MIN_CALLS_PER_SEARCH = 16
+#: Node budget of the network player's tree (``TreeNodes``; 28 bytes a node, committed by the
+#: OS only when used): at 10,000 simulations/s a 6x6 search fills about 1M nodes a second.
+DEFAULT_TREE_NODES = 4_000_000
+#: Network runtimes of :meth:`NetworkPlayer.load`.
+PLAY_BACKENDS = ("auto", "onnx", "torch")
 
 
 _threads_chosen = False  # set_search_threads was called in this process
+_threads_value = DEFAULT_SEARCH_THREADS  # the count it chose (0: torch's default)
 
 
 def set_search_threads(threads: int | None = DEFAULT_SEARCH_THREADS) -> None:
@@ -44,10 +72,11 @@ def set_search_threads(threads: int | None = DEFAULT_SEARCH_THREADS) -> None:
     leaves torch's setting. The setting is per process (``torch.set_num_threads``); once a
     command line has called this, :meth:`NetworkPlayer.load` keeps its choice instead of
     applying :data:`DEFAULT_SEARCH_THREADS`. Raises ValueError for a negative count."""
-    global _threads_chosen
+    global _threads_chosen, _threads_value
     if threads is not None and threads < 0:
         raise ValueError(f"threads must be >= 0 (0: torch's default), got {threads}")
     _threads_chosen = True
+    _threads_value = int(threads or 0)
     if not threads:
         return
     import torch
@@ -81,10 +110,247 @@ class KomiMismatchWarning(UserWarning):
     """A network trained for one komi plays a position with another."""
 
 
+def auto_leaves(nodes: int | None, most: int = DEFAULT_LEAVES) -> int:
+    """Leaves per network call for a one-game search: ``most`` (:data:`DEFAULT_LEAVES`), fewer
+    when a node limit would leave fewer than :data:`MIN_CALLS_PER_SEARCH` network calls
+    (``nodes // MIN_CALLS_PER_SEARCH``, at least 1): 400 nodes take 16 a call (25 calls), 100
+    nodes 6, 16 nodes 1."""
+    if nodes is None:
+        return int(most)
+    return max(1, min(int(most), int(nodes) // MIN_CALLS_PER_SEARCH))
+
+
+class NetworkSearch:
+    """Searches of one network over ``num_games`` game slots, with the root tinuë checks: the one
+    search path of the network player (one slot, :meth:`think`) and of the network side of a
+    batched match (many slots, :meth:`choose_many`). Implements the batched-search protocol of
+    ``takzero.players.base`` (``reset`` / ``observe`` / ``choose_many``).
+
+    Args:
+        evaluator: as :class:`NetworkPlayer`.
+        config: search settings (noise off is the caller's business), with ``leaves_per_step``
+            the most leaves per network call any search may use.
+        num_games: slots G.
+        size: board size.
+        seed: seeds the slots' random streams.
+        simulations: simulations per move of :meth:`choose_many` (>= 1).
+        tinue_nodes: prover budget of the tinuë checks (0: off).
+        sampling_plies: :meth:`choose_many` samples the first plies after the opening from the
+            visit counts with temperature 1 (games differ); later moves take the most visited.
+        name: for :class:`PlayerMove` consumers.
+    """
+
+    def __init__(self, evaluator, config, num_games: int, size: int, seed: int = 0,
+                 simulations: int = DEFAULT_NETWORK_SIMULATIONS, tinue_nodes: int = 0,
+                 sampling_plies: int = 0, name: str = "network") -> None:  # fmt: skip
+        from takzero.search import BatchedMCTS
+        from takzero.search.driver import SearchDriver
+
+        if simulations < 1:
+            raise ValueError(f"simulations must be >= 1, got {simulations}")
+        self.name = name
+        self.size = int(size)
+        self.config = config
+        self.simulations = int(simulations)
+        self.tinue_nodes = int(tinue_nodes)
+        self.sampling_plies = int(sampling_plies)
+        self.mcts = BatchedMCTS(num_games, self.size, config, seed=seed)
+        self.driver = SearchDriver(self.mcts, evaluator, chunk=NETWORK_CHUNK)
+        self._valid = np.zeros(num_games, dtype=bool)  # slot's root is the position last told
+        self._draw_cache: dict[int, float] = {}
+        #: step statistics of the last search (network calls, leaves, seconds)
+        self.last_stats = None
+
+    @property
+    def evaluator(self):
+        return self.driver.evaluator
+
+    @evaluator.setter
+    def evaluator(self, ev) -> None:
+        self.driver.evaluator = ev
+        self._draw_cache.clear()
+
+    # -- slots ------------------------------------------------------------------------------
+
+    def reset(self, g: int, position: Position) -> None:
+        """Slot ``g`` holds ``position`` with a fresh tree."""
+        self.mcts.reset(g, position.state)
+        self._valid[g] = self.mcts.is_active(g)
+
+    def root_is(self, g: int, position: Position) -> bool:
+        """True if slot ``g``'s tree is rooted at ``position``."""
+        return bool(self._valid[g]) and np.array_equal(self.mcts.root_state(g), position.state)
+
+    def observe(self, g: int, position: Position, move: int) -> None:
+        """``move`` was played in ``position`` in game ``g``: with tree reuse its subtree becomes
+        the tree; a slot whose root is not ``position`` starts afresh at its next search."""
+        mcts = self.mcts
+        if not (self._valid[g] and mcts.is_active(g) and self.root_is(g, position)):
+            self._valid[g] = False
+            return
+        try:
+            mcts.advance(g, int(move))
+        except ValueError:
+            self._valid[g] = False
+            return
+        self._valid[g] = mcts.is_active(g)
+
+    def forget(self) -> None:
+        """Every slot starts afresh at its next search (a new game)."""
+        self._valid[:] = False
+        self._draw_cache.clear()
+
+    def _root(self, g: int, position: Position) -> None:
+        if not self.root_is(g, position):
+            self.reset(g, position)
+
+    # -- readouts ---------------------------------------------------------------------------
+
+    def _draw_probability(self, position: Position) -> float:
+        key = position.hash
+        if key not in self._draw_cache:
+            if len(self._draw_cache) > 4096:
+                self._draw_cache.clear()
+            _, _, wdl = self.evaluator.evaluate(position.state[None].copy())
+            self._draw_cache[key] = float(np.asarray(wdl)[0, 1]) if wdl is not None else 0.0
+        return self._draw_cache[key]
+
+    def wdl(self, position: Position, value: float) -> tuple[float, float, float]:
+        """The value spread around the network's draw probability at ``position`` (see
+        :class:`NetworkPlayer`); exact (one-hot) at +-1."""
+        v = max(-1.0, min(1.0, value))
+        d = min(max(self._draw_probability(position), 0.0), 1.0 - abs(v))
+        return ((1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0)
+
+    def pv(self, g: int, first_move: int, limit: int = 32) -> tuple[int, ...]:
+        """Most visited line from slot ``g``'s root, starting with ``first_move``."""
+        return tuple(self.mcts.principal_variation(g, first_move, limit)) or (int(first_move),)
+
+    def _lines(self, g: int, position: Position, move: int, answer_value: float,
+               multipv: int) -> tuple[PlayerMove, ...]:  # fmt: skip
+        """The ``multipv`` best root moves (``move`` first, then by visits) as answers: root Q
+        as value, root visits as nodes, most visited line as PV. Empty for ``multipv`` <= 1."""
+        if multipv <= 1:
+            return ()
+        moves, visits = self.mcts.root_visits(g)
+        q = self.mcts.root_q(g)
+        out = []
+        for code in ranked_by_visits(move, moves, visits)[:multipv]:
+            i = int(np.flatnonzero(moves == code)[0])
+            if int(visits[i]) == 0 and code != move:
+                break
+            v = float(q[i]) if np.isfinite(q[i]) else answer_value
+            out.append(PlayerMove(int(code), value=v, wdl=self.wdl(position, v),
+                                  nodes=int(visits[i]), pv=self.pv(g, int(code))))  # fmt: skip
+        return tuple(out)
+
+    def answer(self, g: int, position: Position, done: int, seconds: float,
+               multipv: int = 1) -> PlayerMove:  # fmt: skip
+        """Slot ``g``'s answer so far: the most visited move (a proven win first), root value and
+        WDL, ``done`` as nodes, the PV, ``info`` (root visits of the move, tree nodes, proof,
+        seconds) and with ``multipv`` > 1 the best lines."""
+        out = self.driver.outcome(g, temperature=0.0)
+        moves, visits = self.mcts.root_visits(g)
+        if out.proven is not None:
+            wdl = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))[1 - int(out.proven)]
+        else:
+            wdl = self.wdl(position, out.value)
+        hit = np.flatnonzero(moves == out.move)
+        return PlayerMove(
+            out.move,
+            value=out.value,
+            wdl=wdl,
+            nodes=int(done),
+            pv=out.pv,
+            info={
+                "visits": int(visits[hit[0]]) if hit.size else 0,
+                "tree_nodes": self.mcts.tree_size(g),
+                "proven": out.proven,
+                "seconds": seconds,
+            },
+            lines=self._lines(g, position, out.move, out.value, multipv),
+        )
+
+    # -- searching --------------------------------------------------------------------------
+
+    def think(self, g: int, position: Position, limit: Limit, on_progress: Progress | None = None,
+              multipv: int = 1, leaves: int | None = None) -> PlayerMove:  # fmt: skip
+        """An anytime search of ``position`` in slot ``g`` (the tree is kept when its root is
+        ``position``): see :meth:`NetworkPlayer.think`. ``leaves``: per network call (None:
+        :func:`auto_leaves` of the node limit, at most ``config.leaves_per_step``)."""
+        nodes = limit.nodes
+        seconds = limit.move_seconds(position.side_to_move)
+        stop = limit.stop
+        if nodes is None and seconds is None and stop is None:
+            nodes = self.simulations
+        win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
+        if win is not None:
+            return win
+        self._root(g, position)
+        if leaves is None:
+            leaves = auto_leaves(nodes, min(DEFAULT_LEAVES, self.config.leaves_per_step))
+        reported: list[PlayerMove] = []
+        next_report = [64]
+
+        def on_chunk(done: int, elapsed: float) -> None:
+            if on_progress is not None and done >= next_report[0]:
+                while next_report[0] <= done:
+                    next_report[0] *= 2
+                reported[:] = [self.answer(g, position, done, elapsed, multipv)]
+                on_progress(reported[0], done)
+
+        run_limit = Limit(nodes=nodes, seconds=seconds, stop=stop)
+        self.last_stats = self.driver.run([g], run_limit, add_noise=False, leaves=leaves,
+                                          on_chunk=on_chunk, chunked=True)  # fmt: skip
+        done = self.driver.nodes(g)
+        if self.mcts.root_proven(g) is not None and nodes is None and seconds is None and stop is not None:
+            stop.wait()  # solved: more search changes nothing; without limits, wait for stop
+        if reported and reported[0].nodes == done:
+            answer = reported[0]
+        else:
+            answer = self.answer(g, position, done, self.driver.last_seconds, multipv)
+            if on_progress is not None:
+                on_progress(answer, done)
+        ranked = ranked_by_visits(answer.code, *self.mcts.root_visits(g))
+        return avoid_tinue(position, answer, ranked, self.tinue_nodes,
+                           pv_of=lambda m: self.pv(g, m), stop=stop)  # fmt: skip
+
+    def choose_many(self, games: Sequence[int], positions: Sequence[Position],
+                    plies: Sequence[int], rng: np.random.Generator | None = None,
+                    ) -> dict[int, PlayerMove]:  # fmt: skip
+        """One batched search of ``simulations`` over the games ``games`` (slots, with their
+        ``positions``; ``plies``: plies since each game's opening) and the move of each (sampled
+        with temperature 1 during the first ``sampling_plies`` plies, drawing from ``rng``), with
+        the root value, the simulations and the PV. With ``tinue_nodes`` > 0 the tinuë checks as
+        :meth:`think` makes them: a proven forced road is played without searching, and a
+        searched move after which the opponent has one is replaced by the most visited move
+        without one."""
+        out: dict[int, PlayerMove] = {}
+        for g, pos in zip(games, positions, strict=True):
+            self._root(g, pos)
+            win = proven_win(pos, self.tinue_nodes)
+            if win is not None:
+                out[g] = win
+        searched = [g for g in games if g not in out]
+        if searched:
+            self.driver.run(searched, Limit(nodes=self.simulations), add_noise=False)
+        by_game = dict(zip(games, zip(positions, plies, strict=True), strict=True))
+        for g in searched:
+            pos, ply = by_game[g]
+            temperature = 1.0 if ply < self.sampling_plies else 0.0
+            result = self.driver.outcome(g, temperature=temperature, rng=rng)
+            answer = PlayerMove(result.move, value=result.value, nodes=self.simulations,
+                                pv=result.pv)  # fmt: skip
+            ranked = ranked_by_visits(result.move, *self.mcts.root_visits(g))
+            out[g] = avoid_tinue(pos, answer, ranked, self.tinue_nodes,
+                                 pv_of=lambda m, g=g: self.pv(g, m))  # fmt: skip
+        return out
+
+
 class NetworkPlayer(BasePlayer):
-    """A network with MCTS (``takzero.search.BatchedMCTS``, one game slot) for evaluation, play and
-    the TEI engine: no Dirichlet noise, no playout cap, the most visited move (ties: higher Q,
-    then higher prior; a proven win is taken at once).
+    """A network with MCTS (:class:`NetworkSearch`, one game slot) for evaluation, play and the
+    TEI engine: no Dirichlet noise, no playout cap, the most visited move (ties: higher Q, then
+    higher prior; a proven win is taken at once).
 
     Args:
         evaluator: evaluates positions like ``takzero.nn.inference.Evaluator``:
@@ -95,11 +361,20 @@ class NetworkPlayer(BasePlayer):
         seconds: time budget per move for :meth:`choose` (None: none); with both, whichever
             runs out first ends the search.
         config: search settings (``takzero.search.SearchConfig``; default its
-            ``evaluation()`` copy); noise is always off here.
+            ``evaluation()`` copy); noise is always off here. Its ``node_budget`` is that of
+            the trees of a batched match (:meth:`batched`).
         reuse_tree: keep the subtree of the moves played (``observe``) for the next search.
         tinue_nodes: node budget of the tinuë checks around each search
             (:mod:`takzero.players.tactics`: a proven forced road is played at once, a move
             after which the opponent has one is avoided); None: ``config.tinue_nodes``; 0: off.
+        leaves: positions per network call of a search (virtual loss when > 1), 1..
+            :data:`MAX_LEAVES`; None: :func:`auto_leaves` (:data:`DEFAULT_LEAVES`, fewer for
+            short node limits). 1 searches exactly as one simulation per network call.
+        tree_nodes: node budget of the player's own tree (None: :data:`DEFAULT_TREE_NODES`).
+        cache_size: slots of a network-output cache in front of the network
+            (``takzero.search.driver.CachedEvaluator``, kept for the moves of a game and
+            cleared by :meth:`reset`); 0: none (the default: scripts/bench_play.py measured no
+            gain, see docs/design.md).
         seed, name: as :class:`BasePlayer` (the name defaults to ``<run_name>-g<generation>``
             from the metadata, else ``network``).
 
@@ -130,6 +405,9 @@ class NetworkPlayer(BasePlayer):
         tinue_nodes: int | None = None,
         seed: int = 0,
         name: str | None = None,
+        leaves: int | None = None,
+        tree_nodes: int | None = None,
+        cache_size: int = 0,
     ) -> None:
         from takzero.search import SearchConfig
 
@@ -137,12 +415,16 @@ class NetworkPlayer(BasePlayer):
             raise ValueError(f"simulations must be >= 1, got {simulations}")
         if seconds is not None and seconds <= 0:
             raise ValueError(f"seconds must be > 0, got {seconds}")
+        if leaves is not None and not 1 <= leaves <= MAX_LEAVES:
+            raise ValueError(f"leaves must be in 1..{MAX_LEAVES}, got {leaves}")
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         meta = dict(getattr(evaluator, "metadata", None) or {})
         if name is None:
             run, gen = meta.get("run_name"), meta.get("generation")
             name = f"{run}-g{gen}" if run and gen is not None else "network"
         super().__init__(seed, name)
-        self.evaluator = evaluator
+        self._evaluator = evaluator
         self.metadata = meta
         self.model_size = int(getattr(evaluator, "size", meta.get("size", 0)))
         self.model_half_komi: int | None = (
@@ -151,15 +433,21 @@ class NetworkPlayer(BasePlayer):
         self.simulations = int(simulations)
         self.seconds = seconds
         self.reuse_tree = bool(reuse_tree)
+        self.leaves = leaves
         base = (config or SearchConfig()).evaluation()
         if tinue_nodes is not None:
             base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
         self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree)
         self.tinue_nodes = self.config.tinue_nodes
-        self._mcts = None
-        self._valid = False  # the tree's root is the position the player was last told about
-        self._draw_cache: dict[int, float] = {}
+        self._tree_nodes = int(tree_nodes) if tree_nodes is not None else DEFAULT_TREE_NODES
+        self._search: NetworkSearch | None = None
         self._komi_warned: set[int] = set()  # komis already warned about (KomiMismatchWarning)
+        self.cache_size = int(cache_size)
+        self._cache = None  # the CachedEvaluator of the current runtime, if any
+        self._source_evaluator = evaluator  # what set_threads rebuilds the runtime from
+        #: the network runtime asked for (``load``'s ``backend``) and its CPU threads
+        self.backend = "torch"
+        self.threads = 1
 
     @classmethod
     def load(
@@ -168,15 +456,22 @@ class NetworkPlayer(BasePlayer):
         simulations: int = DEFAULT_NETWORK_SIMULATIONS,
         device: str = "cpu",
         threads: int | None = None,
+        backend: str = "auto",
         **kwargs,
     ) -> NetworkPlayer:
         """A player for ``source``: an exported file (TorchScript ``.pt`` or ``.onnx``), a
         training checkpoint (path or loaded dict ``{'model_config', 'model_state', ...}``) or an
-        evaluator. ``threads``: torch CPU threads for its batch-1 searches
-        (:func:`set_search_threads`; 0 leaves torch's setting; None: the process's choice if it
-        made one, else :data:`DEFAULT_SEARCH_THREADS`, one).
-        ``kwargs`` go to the constructor. Raises OSError / ValueError / RuntimeError for a file
-        that cannot be used."""
+        evaluator (used as it is).
+
+        ``backend``: the network's runtime (:func:`play_evaluator`): ``auto`` (onnxruntime when
+        it is installed, the device is the CPU and the network can be exported, else torch),
+        ``onnx`` or ``torch``. ``threads``: CPU threads of the network (onnxruntime intra-op
+        threads, and torch's via :func:`set_search_threads`; 0 leaves torch's setting; None:
+        the process's choice (:func:`set_search_threads`) if it made one, else one). ``kwargs`` go to the constructor.
+        Raises OSError / ValueError / RuntimeError for a file that cannot be used, ValueError
+        for an unknown backend, ImportError for ``onnx`` without onnxruntime."""
+        if backend not in PLAY_BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
         if threads is None:
             _default_search_threads()
         else:
@@ -189,7 +484,34 @@ class NetworkPlayer(BasePlayer):
             ev = Evaluator.from_checkpoint(source, device=device)
         else:
             ev = Evaluator.load(source, device=device)
-        return cls(ev, simulations=simulations, **kwargs)
+        player = cls(ev, simulations=simulations, **kwargs)
+        player.use_backend(backend, threads or _threads_value or 1)
+        return player
+
+    @property
+    def evaluator(self):
+        """The network's evaluator in the runtime asked for (built at the first use after
+        :meth:`use_backend` or :meth:`set_threads`; settable)."""
+        if self._evaluator is None:
+            self._evaluator = play_evaluator(self._source_evaluator, self.backend, self.threads)
+            self._cache = None
+        return self._evaluator
+
+    def _search_evaluator(self):
+        """The evaluator of the player's own searches: :attr:`evaluator`, behind the cache when
+        ``cache_size`` > 0."""
+        ev = self.evaluator
+        if not self.cache_size:
+            return ev
+        if self._cache is None or self._cache.evaluator is not ev:
+            from takzero.search.driver import CachedEvaluator
+
+            self._cache = CachedEvaluator(ev, self.cache_size)
+        return self._cache
+
+    @evaluator.setter
+    def evaluator(self, ev) -> None:
+        self._evaluator = ev
 
     # -- Player interface ---------------------------------------------------------------------
 
@@ -201,35 +523,30 @@ class NetworkPlayer(BasePlayer):
                 f"this network plays {self.model_size}x{self.model_size}, not {size}x{size}"
             )
         super().reset(size, half_komi, seed)
-        self._valid = False
-        self._draw_cache.clear()
+        if self._search is not None:
+            self._search.forget()
+        if self._cache is not None:
+            self._cache.clear()
         _warn_komi_mismatch(self.name, self.model_half_komi, int(half_komi), self._komi_warned)
 
     def choose(self, position: Position) -> PlayerMove:
         """Search with ``simulations`` (and ``seconds`` if set) and return the move."""
-        return self.think(position, nodes=self.simulations, seconds=self.seconds)
+        return self.think(position, Limit(nodes=self.simulations, seconds=self.seconds))
 
     def observe(self, position: Position, move: int) -> None:
         """Tree reuse: if the tree's root is ``position``, the subtree of ``move`` becomes the
         tree; otherwise the next search starts a fresh tree."""
-        mcts = self._mcts
-        if not (self.reuse_tree and self._valid and mcts is not None and mcts.is_active(0)):
-            self._valid = False
+        if self._search is None:
             return
-        if not np.array_equal(mcts.root_state(0), position.state):
-            self._valid = False
+        if not self.reuse_tree:
+            self._search.forget()
             return
-        try:
-            mcts.advance(0, int(move))
-        except ValueError:
-            self._valid = False
-            return
-        self._valid = mcts.is_active(0)
+        self._search.observe(0, position, move)
 
     @property
     def tree_nodes(self) -> int:  # type: ignore[override]
-        """The node budget of the search tree (``SearchConfig.node_budget``)."""
-        return int(self.config.node_budget)
+        """The node budget of the player's search tree."""
+        return self._tree_nodes
 
     def set_tree_nodes(self, nodes: int) -> None:
         """Search trees of ``nodes`` nodes from the next search on (the tree is dropped).
@@ -239,140 +556,99 @@ class NetworkPlayer(BasePlayer):
         need = num_actions(self.model_size) + 1
         if nodes < need:
             raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, got {nodes}")
-        self.config = replace(self.config, node_budget=int(nodes))
-        self._mcts = None
-        self._valid = False
+        self._tree_nodes = int(nodes)
+        self._search = None
+
+    def set_threads(self, threads: int) -> None:
+        """Run the network on ``threads`` CPU threads from the next search on: onnxruntime's
+        intra-op threads (a new session of the same weights) and torch's
+        (:func:`set_search_threads`). Raises ValueError for threads < 1."""
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        if threads == self.threads:
+            return
+        set_search_threads(threads)
+        self.threads = int(threads)
+        if self.backend != "torch":
+            self._evaluator = None  # a new onnxruntime session at the next search
+
+    def use_backend(self, backend: str, threads: int = 1, check: bool = False) -> None:
+        """Run the network in ``backend`` (:data:`PLAY_BACKENDS`, :func:`play_evaluator`) on
+        ``threads`` CPU threads from the next search on (``torch``: the weights as loaded).
+        The runtime is built at the next search (or ``evaluator`` read), so a player loaded and
+        then moved to another backend exports its network once. Raises ValueError for an
+        unknown backend; ``play_evaluator``'s errors come at that first use unless ``check``.
+        """
+        if backend not in PLAY_BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
+        self.backend = backend
+        self.threads = max(1, int(threads))
+        self._evaluator = None
+        if check:
+            _ = self.evaluator
+
+    def set_leaves(self, leaves: int | None) -> None:
+        """Positions per network call from the next search on (None: automatic). Raises
+        ValueError outside 1..:data:`MAX_LEAVES`."""
+        if leaves is not None and not 1 <= leaves <= MAX_LEAVES:
+            raise ValueError(f"leaves must be in 1..{MAX_LEAVES}, got {leaves}")
+        self.leaves = leaves
+
+    # -- batched matches ----------------------------------------------------------------------
+
+    @property
+    def batchable(self) -> bool:
+        """True without a time limit: a batched match searches all its games at once
+        (:meth:`batched`); a timed player is asked game by game."""
+        return self.seconds is None
+
+    def batched(self, num_games: int, seed: int = 0, sampling_plies: int = 0) -> NetworkSearch:
+        """A search of ``num_games`` games at once with this player's network, settings and
+        simulations (one network call per step for every game where it is to move), for
+        ``takzero.matches.games.play_games``. Raises ValueError for a timed player."""
+        if not self.batchable:
+            raise ValueError(f"{self.name} has a time limit: it is asked one game at a time")
+        return NetworkSearch(
+            self.evaluator, self.config, num_games, self.model_size, seed=seed,
+            simulations=self.simulations, tinue_nodes=self.tinue_nodes,
+            sampling_plies=sampling_plies, name=self.name,
+        )  # fmt: skip
 
     # -- searching ----------------------------------------------------------------------------
 
-    def _tree_for(self, position: Position):
-        from takzero.search import BatchedMCTS
-
-        if self._mcts is None:
-            self._mcts = BatchedMCTS(1, self.model_size, self.config, seed=self._next_seed())
-        mcts = self._mcts
-        if not (self._valid and np.array_equal(mcts.root_state(0), position.state)):
-            mcts.reset(0, position.state)
-        self._valid = mcts.is_active(0)
-        return mcts
-
-    def _draw_probability(self, position: Position) -> float:
-        key = position.hash
-        if key not in self._draw_cache:
-            if len(self._draw_cache) > 4096:
-                self._draw_cache.clear()
-            _, _, wdl = self.evaluator.evaluate(position.state[None].copy())
-            self._draw_cache[key] = float(np.asarray(wdl)[0, 1])
-        return self._draw_cache[key]
-
-    def _pv(self, mcts, first_move: int, limit: int = 32) -> tuple[int, ...]:
-        """Most visited line from the root, starting with the chosen move."""
-        return tuple(mcts.principal_variation(0, first_move, limit)) or (int(first_move),)
-
-    def _wdl(self, position: Position, value: float) -> tuple[float, float, float]:
-        """The value spread around the network's draw probability at ``position`` (see the
-        class docstring); exact (one-hot) at +-1."""
-        v = max(-1.0, min(1.0, value))
-        d = min(max(self._draw_probability(position), 0.0), 1.0 - abs(v))
-        return ((1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0)
-
-    def _lines(
-        self, mcts, position: Position, move: int, answer_value: float, multipv: int
-    ) -> tuple[PlayerMove, ...]:
-        """The ``multipv`` best root moves (``move`` first, then by visits) as answers: root Q
-        as value, root visits as nodes, most visited line as PV. Empty for ``multipv`` <= 1."""
-        if multipv <= 1:
-            return ()
-        moves, visits = mcts.root_visits(0)
-        q = mcts.root_q(0)
-        out = []
-        for code in ranked_by_visits(move, moves, visits)[:multipv]:
-            i = int(np.flatnonzero(moves == code)[0])
-            if int(visits[i]) == 0 and code != move:
-                break
-            v = float(q[i]) if np.isfinite(q[i]) else answer_value
-            out.append(
-                PlayerMove(
-                    int(code),
-                    value=v,
-                    wdl=self._wdl(position, v),
-                    nodes=int(visits[i]),
-                    pv=self._pv(mcts, int(code)),
-                )
-            )
-        return tuple(out)
-
-    def _answer(
-        self, mcts, position: Position, done: int, seconds: float, multipv: int = 1
-    ) -> PlayerMove:
-        move = int(mcts.choose_move(0, temperature=0.0))
-        moves, visits = mcts.root_visits(0)
-        value = float(mcts.root_value(0))
-        proven = mcts.root_proven(0)
-        if proven is not None:
-            wdl = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))[1 - int(proven)]
-        else:
-            wdl = self._wdl(position, value)
-        hit = np.flatnonzero(moves == move)
-        return PlayerMove(
-            move,
-            value=value,
-            wdl=wdl,
-            nodes=int(done),
-            pv=self._pv(mcts, move),
-            info={
-                "visits": int(visits[hit[0]]) if hit.size else 0,
-                "tree_nodes": mcts.tree_size(0),
-                "proven": proven,
-                "seconds": seconds,
-            },
-            lines=self._lines(mcts, position, move, value, multipv),
-        )
-
-    def _run_chunk(
-        self, mcts, simulations: int, stop: threading.Event | None, deadline: float | None
-    ) -> int:
-        """Run one search of ``simulations`` simulations on the tree, one network call per step,
-        ending it early when ``stop`` is set or ``time.perf_counter()`` passes ``deadline``
-        (checked after every step; the tree stays consistent, every finished step is backed
-        up). Returns the simulations run."""
-        mcts.begin_search(add_noise=False, simulations=simulations)
-        while True:
-            states, _ = mcts.select_leaves()
-            if states.shape[0] == 0:
-                break
-            priors, values, _ = self.evaluator.evaluate(states)
-            mcts.expand_backup(priors, values)
-            if (stop is not None and stop.is_set()) or (
-                deadline is not None and time.perf_counter() >= deadline
-            ):
-                break
-        return mcts.simulations_done(0)
+    def _one(self) -> NetworkSearch:
+        if self._search is None:
+            cfg = replace(self.config, node_budget=self._tree_nodes, leaves_per_step=MAX_LEAVES)
+            self._search = NetworkSearch(
+                self._search_evaluator(), cfg, 1, self.model_size, seed=self._next_seed(),
+                simulations=self.simulations, tinue_nodes=self.tinue_nodes, name=self.name,
+            )  # fmt: skip
+        elif self._search.evaluator is not self._search_evaluator():
+            self._search.evaluator = self._search_evaluator()  # new threads or backend
+        return self._search
 
     def think(
         self,
         position: Position,
-        nodes: int | None = None,
-        seconds: float | None = None,
-        stop: threading.Event | None = None,
+        limit: Limit | None = None,
         on_progress: Progress | None = None,
         multipv: int = 1,
     ) -> PlayerMove:
-        """An anytime search of ``position``: runs chunks of :data:`NETWORK_CHUNK` simulations
-        until ``nodes`` simulations are done, the next chunk would overrun ``seconds``, or
-        ``stop`` (a ``threading.Event``) is set. ``stop`` and the end of ``seconds`` are also
-        checked after every simulation (one network call), so a search ends within one
-        simulation of either. ``multipv`` > 1: the best root moves in ``lines``. Without ``nodes`` and ``seconds`` it runs until
-        ``stop`` is set (or ``simulations`` when there is no ``stop``). At least one chunk runs.
+        """An anytime search of ``position`` under ``limit`` (:class:`~takzero.search.driver.Limit`:
+        nodes, seconds or a clock, a stop flag; None or no limit at all: ``simulations``).
+        The stop flag and the clock are checked after every network call, so a search ends
+        within one call of either; a timed search does not start a chunk that would not finish
+        in time. ``limit.infinite`` (or only a stop flag) runs until ``stop`` is set.
+        ``multipv`` > 1: the best root moves in ``lines``. At least one network call runs.
 
         A proven root (a forced win, loss or draw found by the search) ends the search early
         (without limits: once ``stop`` is set). With ``tinue_nodes`` > 0 the tinuë prover runs
         first: a proven forced road is answered without searching (``nodes`` 0, ``info["mate"]``);
         after the search, a move after which the opponent has a proven forced road is replaced
-        by the most visited move without one (:func:`takzero.players.tactics.avoid_tinue`). ``on_progress(answer, simulations)`` is called
-        after the chunks that reach 64, 128, 256, ... simulations (a deterministic schedule) and
-        after the last one. Returns the
-        :class:`PlayerMove`. Raises ValueError (finished position, another board size).
+        by the most visited move without one (:func:`takzero.players.tactics.avoid_tinue`).
+        ``on_progress(answer, simulations)`` is called after the chunks that reach 64, 128, 256,
+        ... simulations and after the last one. Returns the :class:`PlayerMove`. Raises
+        ValueError (finished position, another board size).
         """
         self._check_open(position)
         if position.size != self.model_size:
@@ -380,57 +656,54 @@ class NetworkPlayer(BasePlayer):
                 f"this network plays {self.model_size}x{self.model_size}, "
                 f"not {position.size}x{position.size}"
             )
-        if nodes is None and seconds is None and stop is None:
-            nodes = self.simulations
-        win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
-        if win is not None:
-            return win
-        mcts = self._tree_for(position)
-        t0 = time.perf_counter()
-        deadline = t0 + seconds if seconds is not None else None
-        done = 0
-        next_report = 64
-        answer = None
-        while True:
-            chunk = NETWORK_CHUNK if nodes is None else min(NETWORK_CHUNK, nodes - done)
-            ran = self._run_chunk(mcts, chunk, stop, deadline)
-            done += ran
-            elapsed = time.perf_counter() - t0
-            finished = (
-                (nodes is not None and done >= nodes)
-                or (stop is not None and stop.is_set())
-                or (seconds is not None and elapsed * (done + chunk) / max(done, 1) > seconds)
-            )
-            if not finished and mcts.root_proven(0) is not None:
-                # Solved: more search changes nothing. Without limits, wait for the stop flag.
-                if nodes is None and seconds is None and stop is not None:
-                    stop.wait()
-                finished = True
-            if on_progress is not None and (finished or done >= next_report):
-                while next_report <= done:
-                    next_report *= 2
-                answer = self._answer(mcts, position, done, elapsed, multipv)
-                on_progress(answer, done)
-            if finished:
-                break
-        if answer is None or answer.nodes != done:
-            answer = self._answer(mcts, position, done, time.perf_counter() - t0, multipv)
-        ranked = ranked_by_visits(answer.code, *mcts.root_visits(0))
-        return avoid_tinue(
-            position,
-            answer,
-            ranked,
-            self.tinue_nodes,
-            pv_of=lambda m: self._pv(mcts, m),
-            stop=stop,
-        )
+        limit = limit if limit is not None else Limit()
+        if limit.unlimited and not limit.infinite:
+            limit = limit.with_nodes(self.simulations)
+        search = self._one()
+        if not self.reuse_tree:
+            search.forget()
+        return search.think(0, position, limit, on_progress, multipv, leaves=self.leaves)
+
+
+def play_evaluator(ev, backend: str = "auto", threads: int = 1):
+    """The evaluator a player searches with: ``ev`` itself for ``torch`` (and for ``auto`` when
+    onnxruntime is missing, the network is on a GPU, or it is a TorchScript export, which has no
+    network to export), else an onnxruntime evaluator of the same weights on ``threads`` intra-op
+    threads (``takzero.nn.inference.with_backend``; an ``.onnx`` file's evaluator already is one).
+    onnxruntime measured 1.4-2.2x faster than torch on one CPU thread at every batch size
+    (scripts/bench_selfplay_backend.py, scripts/bench_play.py). Raises ValueError for an unknown
+    backend or ``onnx`` with a TorchScript model, ImportError for ``onnx`` without onnxruntime."""
+    import importlib.util
+
+    from takzero.nn.inference import with_backend
+    from takzero.nn.model import TakNet
+
+    if backend not in PLAY_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
+    onnx_session = getattr(ev, "_session", None) is not None
+    if backend == "torch" or onnx_session:
+        return ev
+    if backend == "auto":
+        cpu = getattr(getattr(ev, "device", None), "type", "cpu") == "cpu"
+        if not (cpu and isinstance(getattr(ev, "model", None), TakNet)):
+            return ev
+        if importlib.util.find_spec("onnxruntime") is None:
+            return ev
+    return with_backend(ev, "onnx", threads=max(1, int(threads)))
 
 
 __all__ = [
+    "DEFAULT_LEAVES",
     "DEFAULT_NETWORK_SIMULATIONS",
     "DEFAULT_SEARCH_THREADS",
+    "DEFAULT_TREE_NODES",
+    "MAX_LEAVES",
     "NETWORK_CHUNK",
+    "PLAY_BACKENDS",
     "KomiMismatchWarning",
     "NetworkPlayer",
+    "NetworkSearch",
+    "auto_leaves",
+    "play_evaluator",
     "set_search_threads",
 ]

@@ -35,6 +35,7 @@ from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.players.base import BasePlayer, PlayerMove, Progress, stop_flag
 from takzero.players.tactics import answer_proven_win, avoid_tinue, check_tinue_nodes
+from takzero.search.limit import Limit
 
 #: Default UCB1 exploration constant c in Q + c * sqrt(ln N / n) with rewards in [0, 1].
 #: UCB1's regret bound (Auer et al. 2002) uses c = sqrt(2), and Kocsis & Szepesvari's UCT keeps
@@ -383,7 +384,7 @@ class UCTPlayer(BasePlayer):
     def choose(self, position: Position) -> PlayerMove:
         """One search of ``simulations`` simulations (with the tinuë checks). Raises ValueError on
         a finished position."""
-        return self.think(position, nodes=self.simulations)
+        return self.think(position, Limit(nodes=self.simulations))
 
     def set_tree_nodes(self, nodes: int) -> None:
         """At most ``nodes`` (>= 2) nodes per search tree, one per simulation (see
@@ -447,14 +448,13 @@ class UCTPlayer(BasePlayer):
     def think(
         self,
         position: Position,
-        nodes: int | None = None,
-        seconds: float | None = None,
-        stop: threading.Event | None = None,
+        limit: Limit | None = None,
         on_progress: Progress | None = None,
         multipv: int = 1,
     ) -> PlayerMove:
-        """An anytime search of ``position`` (the UCT tree is not kept between searches, so the
-        clock is kept by restarting):
+        """An anytime search of ``position`` under ``limit`` (``nodes``, a time budget
+        ``limit.move_seconds(side to move)``, ``stop``; the UCT tree is not kept between
+        searches, so the clock is kept by restarting):
 
         * only a node limit: one search of ``nodes`` simulations (ended early when ``stop`` is
           set: the compiled search polls a stop flag every simulation, see :func:`stop_flag`);
@@ -475,6 +475,9 @@ class UCTPlayer(BasePlayer):
         the alternatives). Raises ValueError on a finished position.
         """
         self._check_open(position)
+        limit = limit if limit is not None else Limit()
+        nodes, stop = limit.nodes, limit.stop
+        seconds = limit.move_seconds(position.side_to_move)
         if nodes is None and seconds is None and stop is None:
             nodes = self.simulations
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)

@@ -86,6 +86,13 @@ class SearchStats:
     eval_seconds: float = 0.0
     total_seconds: float = 0.0
 
+    def add(self, other: SearchStats) -> None:
+        """Add ``other``'s counts and times to these."""
+        self.steps += other.steps
+        self.leaves += other.leaves
+        self.eval_seconds += other.eval_seconds
+        self.total_seconds += other.total_seconds
+
     @property
     def overhead_share(self) -> float:
         """Share of the wall time spent outside the evaluator (the search overhead)."""
@@ -130,6 +137,8 @@ class BatchedMCTS:
         self._GM = new_games(rng, a, cfg.max_simulations)
         self._LV = new_leaves(g_count * cfg.leaves_per_step)
         self._settings = pack_settings(cfg)
+        #: packed settings by leaves per step (``begin_search(leaves=...)``)
+        self._packed = {cfg.leaves_per_step: self._settings}
         self._moves = np.empty(a, dtype=np.int32)
         self._qbuf = np.empty(a, dtype=np.float64)
         self._scratch: Scratch | None = None
@@ -194,7 +203,11 @@ class BatchedMCTS:
     # -- the search --------------------------------------------------------------------------
 
     def begin_search(
-        self, games=None, add_noise: bool | None = None, simulations: int | None = None
+        self,
+        games=None,
+        add_noise: bool | None = None,
+        simulations: int | None = None,
+        leaves: int | None = None,
     ) -> np.ndarray:
         """Start a search for ``games`` (indices; default all active slots).
 
@@ -204,16 +217,25 @@ class BatchedMCTS:
                 Cheap searches of the playout cap never get noise.
             simulations: budget for every game of this search; overrides the config and turns the
                 playout cap off for this search.
+            leaves: leaves per game per step of this search (virtual loss when > 1), in
+                1..``config.leaves_per_step`` (the leaf buffer's size); None: the config's.
 
         Returns:
             (len(games),) bool: which searches are full (to be recorded as training targets).
 
         Raises:
-            ValueError: an index out of range or given twice, or ``simulations`` < 1.
+            ValueError: an index out of range or given twice, ``simulations`` < 1, or ``leaves``
+                out of range.
             RuntimeError: a search step is still pending.
         """
         self._check_idle()
         cfg = self.config
+        k = cfg.leaves_per_step if leaves is None else int(leaves)
+        if not 1 <= k <= cfg.leaves_per_step:
+            raise ValueError(f"leaves must be in 1..{cfg.leaves_per_step} (the tree's leaves_per_step), got {leaves}")
+        if k not in self._packed:
+            self._packed[k] = pack_settings(replace(cfg, leaves_per_step=k))
+        self._settings = self._packed[k]
         if games is None:
             games = np.flatnonzero(self._GM.active)
         games = np.ascontiguousarray(np.asarray(games, dtype=np.int32).reshape(-1))
@@ -296,16 +318,27 @@ class BatchedMCTS:
         return bool(self._GM.searching[self._search_games].any())
 
     def run(
-        self, evaluator, games=None, add_noise: bool | None = None, simulations: int | None = None
+        self,
+        evaluator,
+        games=None,
+        add_noise: bool | None = None,
+        simulations: int | None = None,
+        leaves: int | None = None,
+        stop=None,
+        deadline: float | None = None,
     ) -> SearchStats:
-        """``begin_search`` then select / evaluate / expand until every game is done.
+        """``begin_search`` then select / evaluate / expand until every game is done, ``stop``
+        (a ``threading.Event``) is set or ``time.perf_counter()`` has passed ``deadline`` (both
+        checked after every evaluator call; the tree stays consistent, every finished step is
+        backed up). The one step loop of the package: ``takzero.search.driver.SearchDriver``
+        runs it for every caller.
 
         ``evaluator.evaluate(states)`` must return ``(priors (L, A), values (L,), wdl)``.
         Returns timing figures (:class:`SearchStats`).
         """
         t0 = time.perf_counter()
         stats = SearchStats()
-        self.begin_search(games, add_noise=add_noise, simulations=simulations)
+        self.begin_search(games, add_noise=add_noise, simulations=simulations, leaves=leaves)
         while True:
             states, _ = self.select_leaves()
             if states.shape[0] == 0:
@@ -313,10 +346,13 @@ class BatchedMCTS:
                 break
             t1 = time.perf_counter()
             priors, values, _ = evaluator.evaluate(states)
-            stats.eval_seconds += time.perf_counter() - t1
+            t2 = time.perf_counter()
+            stats.eval_seconds += t2 - t1
             stats.steps += 1
             stats.leaves += states.shape[0]
             self.expand_backup(priors, values)
+            if (stop is not None and stop.is_set()) or (deadline is not None and t2 >= deadline):
+                break
         stats.total_seconds = time.perf_counter() - t0
         return stats
 
