@@ -300,8 +300,10 @@ class NetworkSearch:
                 on_progress(reported[0], done)
 
         run_limit = Limit(nodes=nodes, seconds=seconds, stop=stop)
+        # chunks only where progress is reported (or a clock or stop flag needs them): a plain
+        # node-limited search is one search of its budget, as in a batched match
         self.last_stats = self.driver.run([g], run_limit, add_noise=False, leaves=leaves,
-                                          on_chunk=on_chunk, chunked=True)  # fmt: skip
+                                          on_chunk=on_chunk, chunked=on_progress is not None)  # fmt: skip
         done = self.driver.nodes(g)
         if self.mcts.root_proven(g) is not None and nodes is None and seconds is None and stop is not None:
             stop.wait()  # solved: more search changes nothing; without limits, wait for stop
