@@ -35,7 +35,7 @@ from takzero.players.tactics import (
     proven_win,
     ranked_by_visits,
 )
-from takzero.search.driver import Limit
+from takzero.search.limit import MIN_MOVE_SECONDS, Limit
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
@@ -278,6 +278,7 @@ class NetworkSearch:
         """An anytime search of ``position`` in slot ``g`` (the tree is kept when its root is
         ``position``): see :meth:`NetworkPlayer.think`. ``leaves``: per network call (None:
         :func:`auto_leaves` of the node limit, at most ``config.leaves_per_step``)."""
+        t0 = time.perf_counter()
         nodes = limit.nodes
         seconds = limit.move_seconds(position.side_to_move)
         stop = limit.stop
@@ -286,6 +287,8 @@ class NetworkSearch:
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
         if win is not None:
             return win
+        if seconds is not None:  # the time of the tinuë check comes out of the move's budget
+            seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0))
         self._root(g, position)
         if leaves is None:
             leaves = auto_leaves(nodes, min(DEFAULT_LEAVES, self.config.leaves_per_step))
@@ -639,8 +642,7 @@ class NetworkPlayer(BasePlayer):
         """An anytime search of ``position`` under ``limit`` (:class:`~takzero.search.driver.Limit`:
         nodes, seconds or a clock, a stop flag; None or no limit at all: ``simulations``).
         The stop flag and the clock are checked after every network call, so a search ends
-        within one call of either; a timed search does not start a chunk that would not finish
-        in time. ``limit.infinite`` (or only a stop flag) runs until ``stop`` is set.
+        within one call of either. ``limit.infinite`` (or only a stop flag) runs until ``stop`` is set.
         ``multipv`` > 1: the best root moves in ``lines``. At least one network call runs.
 
         A proven root (a forced win, loss or draw found by the search) ends the search early

@@ -10,11 +10,11 @@ up), the clock (a deadline checked after every network call), the stop flag and 
 finished search (move, policy target, root value, proof, principal variation); what to do with
 them (record a training position, avoid a tinuë, report to a GUI) is the caller's.
 
-A search with a time limit or a stop flag runs in chunks of simulations (:attr:`SearchDriver.chunk`)
-because a search's budget is fixed when it begins (``BatchedMCTS.begin_search``): the next chunk
-is not started when the clock says it would not finish in time (``elapsed * (done + chunk) / done
-> seconds``), and a chunk is cut after any network call once the deadline has passed or the stop
-flag is set (the tree stays consistent: every finished step is backed up). Without time and stop
+A search with a time limit or a stop flag runs in chunks of simulations (:attr:`SearchDriver.chunk`,
+doubling) because a search's budget is fixed when it begins (``BatchedMCTS.begin_search``); a
+chunk is cut after any network call once the deadline has passed or the stop flag is set (the
+tree stays consistent: every finished step is backed up), so a search overruns its time by at
+most one network call. Without time and stop
 the search is one ``begin_search`` with the node budget, exactly ``BatchedMCTS.run``.
 
 Leaf batching: ``leaves`` (per search) is the number of leaves each game selects per network
@@ -42,9 +42,12 @@ from takzero.search.mcts import BatchedMCTS, SearchStats
 
 __all__ = ["DEFAULT_CHUNK", "CachedEvaluator", "Limit", "SearchDriver", "SearchOutcome"]
 
-#: Simulations per chunk of a search under a time limit or a stop flag (per game), at least
-#: this many and at least four network calls of ``leaves`` leaves.
+#: Simulations of the first chunk of a search under a time limit or a stop flag (per game), at
+#: least this many and at least four network calls of ``leaves`` leaves; each later chunk is as
+#: large as all before it (so chunks end at 64, 128, 256, ... simulations), up to
+#: :data:`MAX_CHUNK`.
 DEFAULT_CHUNK = 32
+MAX_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,8 @@ class SearchDriver:
         self.mcts = mcts
         self.evaluator = evaluator
         self.chunk = int(chunk)
+        #: the largest chunk (chunks double up to it; each costs one ``begin_search``)
+        self.max_chunk = max(self.chunk, MAX_CHUNK)
         self.last_seconds = 0.0
         self._nodes: dict[int, int] = {}  # simulations of the last chunked search, per game
 
@@ -262,7 +267,7 @@ class SearchDriver:
             finished = (
                 (limit.nodes is not None and done >= limit.nodes)
                 or limit.stopped()
-                or (seconds is not None and elapsed * (done + chunk) / max(done, 1) > seconds)
+                or (deadline is not None and t0 + elapsed >= deadline)
             )
             if not finished and games.size == 1 and mcts.root_proven(first) is not None:
                 finished = True
@@ -270,6 +275,7 @@ class SearchDriver:
                 finished = True
             if finished or not mcts.is_active(first):
                 break
+            chunk = min(max(chunk, done), self.max_chunk)  # chunks end at chunk * 2**i nodes
         self._nodes = totals
         stats.total_seconds = self.last_seconds = time.perf_counter() - t0
         return stats
