@@ -6,9 +6,12 @@ takzero.
 
 Commands and answers:
 
-* ``tei`` -> ``id name``, ``id author``, the options, ``teiok``. Options (each checked against the
-  range it advertises; a value outside it, or not a number, is refused with ``info string`` and
-  the old value is kept):
+* ``tei`` -> ``id name``, ``id author``, the TEI version 1 size lines, the options, ``teiok``.
+  Size lines (``size 5 halfkomi -20 -19 ... 20``): one for the model's board size, one for the
+  sizes the fallback plays (every other size of 3..8; none with ``Fallback none``), each with
+  every half komi of the ``HalfKomi`` range (a model plays other komis than it was trained for,
+  and says so with ``info string``). Options (each checked against the range it advertises; a
+  value outside it, or not a number, is refused with ``info string`` and the old value is kept):
 
   - ``HalfKomi`` (spin -20..20): half points added to black's flat count. Also settable in
     ``teinewgame`` (below). PTN Ninja reads this option's range as the komis the engine plays.
@@ -106,6 +109,7 @@ from takzero.matches.tei_protocol import (
     format_id,
     format_info,
     format_option,
+    format_sizes,
     parse_go,
     parse_position,
     parse_setoption,
@@ -442,11 +446,22 @@ class TEIEngine:
         who = self.network if self.network is not None else self.baseline
         for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
             self.send(line)
+        for line in self._size_lines():  # before the options: PTN Ninja reads them first
+            self.send(line)
         for key, spin in SPINS.items():
             self.send(format_option(spin.name, "spin", self._spin_value(key), spin.lo, spin.hi))
         self.send(format_option("Model", "string", self.model_path or "<empty>"))
         self.send(format_option("Fallback", "string", self.fallback_spec))
         self.send("teiok")
+
+    def _size_lines(self) -> list[str]:
+        """TEI version 1: the model's size, then the sizes the fallback plays, each with every
+        half komi of the ``HalfKomi`` range (module doc)."""
+        komi = SPINS["halfkomi"]
+        komis = range(komi.lo, komi.hi + 1)
+        model = [int(self.network.model_size)] if self.network is not None else []
+        others = [n for n in STANDARD_RESERVES if n not in model and self._plays(n)]
+        return [format_sizes(group, komis) for group in (model, others) if group]
 
     def _cmd_isready(self, args: list[str]) -> None:
         self._warm()
