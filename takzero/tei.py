@@ -118,6 +118,7 @@ from takzero.matches.tei_protocol import (
 )
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
+from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, serve_websocket
 
 __all__ = [
     "ENGINE_AUTHOR",
@@ -807,7 +808,22 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "0 leaves torch's default)",
     )
     p.add_argument("--commands", help="read commands from this file instead of stdin")
+    p.add_argument(
+        "--websocket",
+        nargs="?",
+        const=DEFAULT_ADDRESS,
+        metavar="[HOST:]PORT",
+        help="serve the session over WebSocket instead of stdin, one engine per connection "
+        f"(default {DEFAULT_ADDRESS}, PTN Ninja's; takzero/tei_websocket.py)",
+    )
     args = p.parse_args(argv)
+    if args.websocket is not None:
+        if args.commands:
+            p.error("--websocket and --commands cannot be used together")
+        try:
+            args.websocket = parse_address(args.websocket)
+        except ValueError as e:
+            p.error(str(e))
     if args.nodes is not None and args.nodes < 1:
         p.error(f"--nodes must be >= 1, got {args.nodes}")
     if not 0 <= args.seed <= SPINS["seed"].hi:
@@ -818,8 +834,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: build the engine, then serve stdin until ``quit``. Returns the exit
-    status (2 when the model or player given on the command line cannot be used)."""
+    """CLI entry point: build the engine, then serve stdin until ``quit`` (or, with
+    ``--websocket``, serve WebSocket connections until Ctrl-C, a new engine for each). Returns
+    the exit status (2 when the model or player given on the command line cannot be used, or the
+    WebSocket address cannot be bound)."""
     args = _parse_args(argv)
     if args.model:
         import warnings
@@ -830,18 +848,15 @@ def main(argv: list[str] | None = None) -> int:
         # The engine says it to the GUI as an "info string" (_check_model_komi); the library's
         # Python warning on stderr would repeat it with a source path.
         warnings.filterwarnings("ignore", category=KomiMismatchWarning)
-    try:
-        engine = TEIEngine(
-            model=args.model,
-            player=args.player,
-            fallback=args.fallback,
-            nodes=args.nodes,
-            seed=args.seed,
-            device=args.device,
-        )
+    options = dict(model=args.model, player=args.player, fallback=args.fallback,
+                   nodes=args.nodes, seed=args.seed, device=args.device)  # fmt: skip
+    try:  # with --websocket: a check at start, then one engine per connection
+        engine = TEIEngine(**options, out=(lambda _line: None) if args.websocket else None)
     except Exception as e:  # noqa: BLE001 - a clear message instead of a traceback
         print(f"takzero.tei: cannot start: {e}", file=sys.stderr)
         return 2
+    if args.websocket is not None:
+        return serve_websocket(lambda out: TEIEngine(**options, out=out), *args.websocket)
     if args.commands:
         try:
             f = open(args.commands, encoding="utf-8")  # noqa: SIM115 - closed below
