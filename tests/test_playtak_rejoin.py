@@ -232,3 +232,81 @@ def test_an_adopted_game_whose_plies_cannot_be_replayed_is_resigned() -> None:
     assert log.has(r"game 3 cannot be rebuilt from the server's lines \(ply 2 'P A1'.*; resigning")
     assert (stats.losses, stats.time_losses, stats.ignored) == (1, 0, 1)
     assert not [line for line in read if re.match(r"Game#3 [PM] |Seek", line)]
+
+
+class _Client:
+    """A raw line client of the test server."""
+
+    def __init__(self, server: PlaytakServer) -> None:
+        self.sock = socket.create_connection(server.address, timeout=10)
+        self.file = self.sock.makefile("r", encoding="utf-8")
+
+    def send(self, line: str) -> None:
+        self.sock.sendall((line + "\n").encode())
+
+    def until(self, pattern: str) -> list[str]:
+        """Every line up to and with the first that matches ``pattern``."""
+        got = []
+        for raw in self.file:
+            got.append(raw.strip())
+            if re.match(pattern, got[-1]):
+                return got
+        raise AssertionError(f"closed before {pattern}: {got}")
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.file.close()
+        self.sock.close()
+
+
+def _kinds(lines: list[str]) -> list[str]:
+    return [" ".join(line.split()[:2]) if line.startswith(("Game", "Seek")) else line.split()[0]
+            for line in lines]
+
+
+def test_the_test_server_sends_the_real_servers_order_of_lines() -> None:
+    token = "abcdefghijklmnopqrst"
+    with PlaytakServer(ACCOUNT, reconnect_seconds=2, record=True) as server:
+        a, b = _Client(server), _Client(server)  # protocol 0: clocks as "Time" in seconds
+        a.send(f"Login Guest {token}")
+        a.send("PING")
+        assert _kinds(a.until("OK")) == ["Welcome!", "Login", "Welcome", "Online", "OnlinePlayers", "OK"]
+        b.send("Login TakBot secret1")
+        b.until("Welcome TakBot!")
+        a.send("Seek 4 60 0 W 0 15 0 0 0 0 0 ")  # Seek.addSeek: Seek new to every listener, no OK
+        number = b.until("Seek new")[-1].split()[2]
+        b.send(f"Accept {number}")  # Client.run: seeks removed, GameList Add, Game Start (b, then a)
+        assert _kinds(b.until("Game Start"))[-3:] == ["Seek remove", "GameList Add", "Game Start"]
+        assert _kinds(a.until("Game Start"))[-3:] == ["Seek remove", "GameList Add", "Game Start"]
+        a.send("Game#1 P A1")  # Game.placeMove: clock to both, the ply to the other, OK
+        assert _kinds(a.until("OK")) == ["Game#1 Time", "OK"]
+        assert _kinds(b.until("Game#1 P")) == ["Game#1 Time", "Game#1 P"]
+        a.close()  # Client.clientQuit: the opponent told, the guest's seek gone, Online
+        assert _kinds(b.until("Online"))[-2:] == ["Message", "Online"]
+        a = _Client(server)  # the guest again: the game before Welcome (Player.login)
+        a.send(f"Login Guest {token}")
+        a.send("PING")
+        got = _kinds(a.until("OK"))
+        assert got[2:] == ["Game Start", "Game#1 P", "Game#1 Time", "Message", "Welcome",
+                           "GameList Add", "Online", "OnlinePlayers", "OK"], got
+        assert _kinds(b.until("Message"))[-1] == "Message"  # ... has reconnected.
+        b.close()  # the account leaves and comes back: Welcome before the game
+        assert _kinds(a.until("Online"))[-2:] == ["Message", "Online"]
+        b = _Client(server)
+        b.send("Login TakBot secret1")
+        b.send("PING")
+        got = _kinds(b.until("OK"))
+        assert got[2:] == ["Welcome", "Game Start", "Game#1 P", "Game#1 Time", "Message",
+                           "GameList Add", "Online", "OnlinePlayers", "OK"], got
+        b.send("Seek 4 60 0 W 0 15 0 0 0 0 0 ")  # refused while a game is on
+        assert b.until("NOK")[-1] == "NOK"
+        b.close()  # gone for good: Abandoned to the winner, no Over, GameList Remove
+        got = _kinds(a.until("GameList Remove"))
+        assert got[-2:] == ["Game#1 Abandoned.", "GameList Remove"] and "Game#1 Over" not in got
+        a.close()
+    assert server.finished[0].reason == "abandoned"
+    assert server.sent is not None and server.sent["TakBot"][0] == "Welcome TakBot!"
+    with pytest.raises(ValueError, match="rejoin_order"):
+        PlaytakServer(rejoin_order="guest_last")
+    with pytest.raises(ValueError, match="rejoin_layout"):
+        PlaytakServer(rejoin_layout="v9")
