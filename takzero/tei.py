@@ -856,6 +856,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"takzero.tei: cannot start: {e}", file=sys.stderr)
         return 2
     if args.websocket is not None:
+        del engine  # it was the check; each connection builds its own
         return serve_websocket(lambda out: TEIEngine(**options, out=out), *args.websocket)
     if args.commands:
         try:
