@@ -6,9 +6,12 @@ takzero.
 
 Commands and answers:
 
-* ``tei`` -> ``id name``, ``id author``, the options, ``teiok``. Options (each checked against the
-  range it advertises; a value outside it, or not a number, is refused with ``info string`` and
-  the old value is kept):
+* ``tei`` -> ``id name``, ``id author``, the TEI version 1 size lines, the options, ``teiok``.
+  Size lines (``size 5 halfkomi -20 -19 ... 20``): one for the model's board size, one for the
+  sizes the fallback plays (every other size of 3..8; none with ``Fallback none``), each with
+  every half komi of the ``HalfKomi`` range (a model plays other komis than it was trained for,
+  and says so with ``info string``). Options (each checked against the range it advertises; a
+  value outside it, or not a number, is refused with ``info string`` and the old value is kept):
 
   - ``HalfKomi`` (spin -20..20): half points added to black's flat count. Also settable in
     ``teinewgame`` (below). PTN Ninja reads this option's range as the komis the engine plays.
@@ -112,6 +115,7 @@ from takzero.matches.tei_protocol import (
     format_id,
     format_info,
     format_option,
+    format_sizes,
     parse_go,
     parse_position,
     parse_setoption,
@@ -121,6 +125,7 @@ from takzero.matches.tei_protocol import (
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 from takzero.search.limit import Limit
+from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, serve_websocket
 
 __all__ = [
     "ENGINE_AUTHOR",
@@ -467,11 +472,22 @@ class TEIEngine:
         who = self.network if self.network is not None else self.baseline
         for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
             self.send(line)
+        for line in self._size_lines():  # before the options: PTN Ninja reads them first
+            self.send(line)
         for key, spin in SPINS.items():
             self.send(format_option(spin.name, "spin", self._spin_value(key), spin.lo, spin.hi))
         self.send(format_option("Model", "string", self.model_path or "<empty>"))
         self.send(format_option("Fallback", "string", self.fallback_spec))
         self.send("teiok")
+
+    def _size_lines(self) -> list[str]:
+        """TEI version 1: the model's size, then the sizes the fallback plays, each with every
+        half komi of the ``HalfKomi`` range (module doc)."""
+        komi = SPINS["halfkomi"]
+        komis = range(komi.lo, komi.hi + 1)
+        model = [int(self.network.model_size)] if self.network is not None else []
+        others = [n for n in STANDARD_RESERVES if n not in model and self._plays(n)]
+        return [format_sizes(group, komis) for group in (model, others) if group]
 
     def _cmd_isready(self, args: list[str]) -> None:
         self._warm()
@@ -823,7 +839,22 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "default 1; 0 leaves torch's default and runs onnxruntime on one)",
     )
     p.add_argument("--commands", help="read commands from this file instead of stdin")
+    p.add_argument(
+        "--websocket",
+        nargs="?",
+        const=DEFAULT_ADDRESS,
+        metavar="[HOST:]PORT",
+        help="serve the session over WebSocket instead of stdin, one engine per connection "
+        f"(default {DEFAULT_ADDRESS}, PTN Ninja's; takzero/tei_websocket.py)",
+    )
     args = p.parse_args(argv)
+    if args.websocket is not None:
+        if args.commands:
+            p.error("--websocket and --commands cannot be used together")
+        try:
+            args.websocket = parse_address(args.websocket)
+        except ValueError as e:
+            p.error(str(e))
     if args.nodes is not None and args.nodes < 1:
         p.error(f"--nodes must be >= 1, got {args.nodes}")
     if not 0 <= args.seed <= SPINS["seed"].hi:
@@ -834,8 +865,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: build the engine, then serve stdin until ``quit``. Returns the exit
-    status (2 when the model or player given on the command line cannot be used)."""
+    """CLI entry point: build the engine, then serve stdin until ``quit`` (or, with
+    ``--websocket``, serve WebSocket connections until Ctrl-C, a new engine for each). Returns
+    the exit status (2 when the model or player given on the command line cannot be used, or the
+    WebSocket address cannot be bound)."""
     args = _parse_args(argv)
     if args.model:
         import warnings
@@ -846,19 +879,17 @@ def main(argv: list[str] | None = None) -> int:
         # The engine says it to the GUI as an "info string" (_check_model_komi); the library's
         # Python warning on stderr would repeat it with a source path.
         warnings.filterwarnings("ignore", category=KomiMismatchWarning)
-    try:
-        engine = TEIEngine(
-            model=args.model,
-            player=args.player,
-            fallback=args.fallback,
-            nodes=args.nodes,
-            seed=args.seed,
-            device=args.device,
-            threads=max(1, args.threads),
-        )
+    options = dict(model=args.model, player=args.player, fallback=args.fallback,
+                   nodes=args.nodes, seed=args.seed, device=args.device,
+                   threads=max(1, args.threads))  # fmt: skip
+    try:  # with --websocket: a check at start, then one engine per connection
+        engine = TEIEngine(**options, out=(lambda _line: None) if args.websocket else None)
     except Exception as e:  # noqa: BLE001 - a clear message instead of a traceback
         print(f"takzero.tei: cannot start: {e}", file=sys.stderr)
         return 2
+    if args.websocket is not None:
+        del engine  # it was the check; each connection builds its own
+        return serve_websocket(lambda out: TEIEngine(**options, out=out), *args.websocket)
     if args.commands:
         try:
             f = open(args.commands, encoding="utf-8")  # noqa: SIM115 - closed below

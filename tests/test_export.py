@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from takzero.search.limit import Limit
 from takzero.export import export_checkpoint, main, read_metadata
 from takzero.game import Position
 from takzero.nn.features import FEATURE_VERSION
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
 from takzero.players import NetworkPlayer, Player
+from takzero.search.limit import Limit
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -19,7 +19,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "takzero"
 
 #: Command-line modules: the top floor; nothing below imports them.
-CLI_MODULES = {"train", "play", "tei", "match", "evaluate", "export"}
+CLI_MODULES = {"train", "play", "tei", "tei_websocket", "match", "evaluate", "export"}
 
 #: Which rooms each room may import (besides itself).
 ALLOWED: dict[str, set[str]] = {

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from takzero.search.limit import Limit
 from takzero.game import Position
 from takzero.game.core import has_winning_move
 from takzero.matches.games import run_match
@@ -25,6 +24,7 @@ from takzero.players import (
     greedy_move,
     make_player,
 )
+from takzero.search.limit import Limit
 
 DATA = Path(__file__).parent / "data"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from takzero.search.limit import Limit
 from takzero.game import Position
 from takzero.players import PlayerMove, RandomPlayer
+from takzero.search.limit import Limit
 from takzero.tei import SearchLimits, TEIEngine, parse_go, value_to_cp
 
 ROOT = Path(__file__).resolve().parents[1]

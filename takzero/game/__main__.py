@@ -46,7 +46,8 @@
 
 ``python -m takzero.game link FILE.ptn [--game I] [--ply N] [--name NAME]``
     Print a PTN Ninja link (:mod:`takzero.game.ptn_ninja`) for each game of the file (or game I
-    only), opening at ply N when given. Exit status 2 with ``error: ...`` for a bad file.
+    only), opening at ply N when given (without it PTN Ninja opens the game at its start).
+    Exit status 2 with ``error: ...`` for a bad file.
 """
 
 from __future__ import annotations

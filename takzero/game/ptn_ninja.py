@@ -10,7 +10,9 @@ store and the ``local`` route in ``src/router/routes.js``)::
 ``compressToEncodedURIComponent`` (:mod:`takzero.game.lz_string`; characters ``A-Z a-z 0-9 + -
 $``, so it goes into the path as it is); ``<NAME>`` is the game's name compressed the same way,
 then percent-encoded; ``ply=INDEX`` opens the game at the ply of that 0-based index, before it,
-or after it with ``!``.
+or after it with ``!``. A link without ``ply`` opens at the start of the game: PTN Ninja loads a
+linked game without its ``skipToEndOnLoad`` option (tried with PTN Ninja 3.5.5, issue 34), so a
+link that should show the end passes ``ply=len(moves)``.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def ptn_ninja_url(
     :func:`~takzero.game.ptn_write.write_ptn`).
 
     ``name``: the title the site shows (default: the site makes one from the tags). ``ply``: open
-    the game after that many plies of the move text (0: at the start; default: the site's own
-    choice, the end of the game). ``base``: the site's address, ending in ``/``.
+    the game after that many plies of the move text (0: at the start; default: no ``ply``, and
+    PTN Ninja opens the game at its start too). ``base``: the site's address, ending in ``/``.
 
     Raises TypeError if ``game`` is neither, ValueError if ``game`` is empty or ``ply`` negative,
     and what :func:`~takzero.game.ptn_write.write_ptn` raises for a record that cannot be written.

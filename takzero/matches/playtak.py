@@ -11,12 +11,14 @@ bot does with them:
 * **Finding games**: posts its seek (:class:`~takzero.matches.playtak_protocol.SeekSpec`) and
   posts it again after each game, and/or accepts the open seeks it can play (``accept``: any
   seeker, or one name).
-* **Playing**: every ``Game Start`` (a new game, or a rejoined one) starts from the empty board
-  and applies the plies that follow; the game is in sync when its clock update arrives (after a
-  rejoin the server sends every ply and then the clocks; a new game has no plies and, for white,
-  no clock until the first move, so a short quiet wait ends it). Then, on its turn, the bot
-  searches in a worker thread and sends the move; the opponent's plies, ``Over`` (the result),
-  ``Abandoned`` (the opponent left: a win) and ``Undo`` are followed.
+* **Playing**: every ``Game Start`` (a new game, a rejoined one, or one the bot did not know)
+  starts from the empty board and applies the plies that follow; the game is in sync when its
+  clock update arrives (after a rejoin the server sends every ply and then the clocks; a new game
+  has no plies and, for white, no clock until the first move, so a short quiet wait ends it).
+  Then, on its turn, the bot searches in a worker thread and sends the move; the opponent's
+  plies, ``Over`` (the result), ``Abandoned`` (the opponent left: a win) and ``Undo`` are
+  followed. A game whose settings the player cannot play, or whose plies cannot be replayed, is
+  resigned (``Game#N Resign``) as soon as its lines are read.
 * **Clock**: the time left is the last clock update minus the time since it arrived. A move gets
   the TEI engine's budget (:meth:`~takzero.matches.tei_protocol.SearchLimits.budget_seconds`:
   about 1/20 of the time left plus 3/4 of the increment) of the time left less ``reserve_s``
@@ -29,9 +31,17 @@ bot does with them:
 * **Keep-alive and reconnection**: ``PING`` every ``ping_interval`` seconds (30: the server's
   advice); a connection that says nothing for three intervals, or breaks, is replaced: the bot
   logs in again (same guest token or account), with growing waits, for up to
-  ``reconnect_timeout`` seconds. The server then resends the game (see above); a move that was
-  sent but not received is sent again, and a game that did not come back (abandoned while away)
-  is counted as a loss.
+  ``reconnect_timeout`` seconds. The real server sends a game still on as part of the login
+  (``Player.login`` -> ``Game.playerRejoin``): *before* ``Welcome`` for a guest, *after* it for
+  an account (:mod:`takzero.matches.playtak_server` cites the code). So the login is over only
+  at the ``OK`` that answers the ``PING`` sent right after the ``Login`` line (the server reads
+  a connection's lines in turn, so that ``OK`` comes after every line of the login; at most
+  ``LOGIN_SETTLE_S`` after ``Welcome``). Then: our game sent again is resumed (a move that was
+  sent but not received is sent again; moves go only to the connection that sent the game); a
+  game the bot did not know (a restarted program on the same account) is adopted; a game of
+  ours that did not come back ended while the bot was away and is counted as a loss
+  (``abandoned``; taken back should it still come). The bot seeks or accepts only after the
+  login is over and only with no game on, so never while a game goes on.
 * **Bad lines**: a server line that cannot be read, or that contradicts the game (an illegal
   ply), is logged and ignored; the counts are in :class:`BotStats`.
 
@@ -88,6 +98,8 @@ DEFAULT_SERVER = ("playtak.com", 10000)
 DEFAULT_RESERVE_S = 1.0
 #: Quiet time after a ``Game Start`` with no plies before the game counts as in sync.
 SETTLE_S = 0.2
+#: Longest wait after ``Welcome`` for the answer to the login's ``PING`` (the end of the login).
+LOGIN_SETTLE_S = 10.0
 #: Longest line read from the server; a longer one arrives in pieces (each ignored as malformed).
 MAX_LINE = 65536
 #: Lines the bot has no use for (logged in verbose mode only).
@@ -170,7 +182,9 @@ class _Game:
     clock_at: float = 0.0
     syncing: bool = True
     settle_at: float = 0.0
-    rejoin_by: float | None = None  # after a reconnection: the game must come back before this
+    cid: int = 0  # the connection whose server sent this game's Game Start: moves go only there
+    expect_clock: bool = False  # in sync only at the clock line (a game sent during a login)
+    broken: str | None = None  # why the position could not be rebuilt from the server's lines
     token: int | None = None  # the search running for our move
     deadline: float = 0.0
     best: PlayerMove | None = None
@@ -282,7 +296,10 @@ class PlaytakBot:
         self._conn: _Connection | None = None
         self._cid = 0
         self._connecting = False
-        self._logged_in = False
+        self._logged_in = False  # Welcome read on this connection
+        self._login_done = False  # and the answer to the login's PING: the server said everything
+        self._welcome_at = 0.0
+        self._lost: tuple[int, _Game] | None = None  # the last game that did not come back
         self._name = ""
         self._last_heard = 0.0
         self._game: _Game | None = None
@@ -364,18 +381,25 @@ class PlaytakBot:
         sock = socket.create_connection((host, port), timeout=10)
         self._cid += 1
         self._conn = _Connection(sock, self._cid, self._events)
-        self._logged_in = False
+        self._logged_in = self._login_done = False
         self._asked = False
         self._accepting = None
         self._offers.clear()
         self._last_heard = time.monotonic()
         self._connecting = True
         try:
-            for line in (self._client_line, format_protocol(), self._login_line):
+            # The PING after the login is answered after every line of the login (the server
+            # reads a connection's lines in turn): its OK ends the login (see _on_login_done).
+            for line in (self._client_line, format_protocol(), self._login_line, PING):
                 self._send(line)
             deadline = time.monotonic() + 30
-            while not self._logged_in:
-                left = deadline - time.monotonic()
+            while not self._login_done:
+                now = time.monotonic()
+                if self._logged_in and now > self._welcome_at + LOGIN_SETTLE_S:
+                    self._say(f"no answer to the login's PING in {LOGIN_SETTLE_S:g} s")
+                    self._on_login_done()
+                    break
+                left = deadline - now
                 if left <= 0:
                     raise ConnectionError("no answer to the login within 30 s")
                 try:
@@ -393,7 +417,7 @@ class PlaytakBot:
         self._say(f"connection lost ({why}); reconnecting")
         if self._conn is not None:
             self._conn.close()
-        self._logged_in = False
+        self._logged_in = self._login_done = False
         delay, give_up = 0.2, time.monotonic() + self.reconnect_timeout
         while not self._stopping.is_set():
             try:
@@ -488,22 +512,32 @@ class PlaytakBot:
         elif head == "Message":
             self._say("server: " + line[8:])
             g = self._game
-            if g is not None and g.rejoin_by is None and g.syncing and "resumed" in line:
+            if g is not None and g.cid == self._cid and g.syncing and "resumed" in line:
                 self._end_sync()
+        elif line == "OK" and self._logged_in and not self._login_done:
+            self._on_login_done()
         elif head in _QUIET:
-            if head == "Online" and self._game is not None and self._game.rejoin_by is not None:
-                self._game_not_resumed()
+            pass
         else:
             raise ProtocolError("unknown server line")
 
     def _on_welcome(self, name: str) -> None:
+        """``Welcome NAME!``: logged in. A game of ours may have come before it (a guest) or
+        come after it (an account); the login ends at the answer to its PING."""
         self._name = name
         self._logged_in = True
+        self._welcome_at = time.monotonic()
         self._say(f"logged in as {name}")
-        if self._game is None:
+
+    def _on_login_done(self) -> None:
+        """The server has sent every line of the login (``Game.playerRejoin``'s among them):
+        a game of ours that it did not send again is over; with no game the bot seeks."""
+        self._login_done = True
+        g = self._game
+        if g is not None and g.cid != self._cid:
+            self._game_not_resumed()
+        elif g is None:
             self._ask_for_game()
-        else:  # reconnected during a game: the server resends it at once, or it is gone
-            self._game.rejoin_by = time.monotonic() + 10.0
 
     def _on_error(self, line: str) -> None:
         if self._connecting:  # e.g. an older server that does not know "Protocol"
@@ -522,7 +556,7 @@ class PlaytakBot:
         return self.games is None or self._games_started < self.games
 
     def _ask_for_game(self) -> None:
-        if self._asked or self._game is not None or not self._logged_in or not self._games_left():
+        if self._asked or self._game is not None or not self._login_done or not self._games_left():
             return
         if self.seek is not None:
             self._send(self.seek.command())
@@ -553,7 +587,7 @@ class PlaytakBot:
     def _try_accept(self) -> None:
         if self.accept is None or self._accepting is not None or self._game is not None:
             return
-        if not self._logged_in or not self._games_left():
+        if not self._login_done or not self._games_left():
             return
         for n in sorted(self._offers):
             offer = self._offers[n]
@@ -593,30 +627,46 @@ class PlaytakBot:
     # -- games ---------------------------------------------------------------------------------
 
     def _on_game_start(self, gs: GameStart) -> None:
+        """A ``Game Start``: a new game, our game sent again after a reconnection (before or
+        after ``Welcome``: either is the server's order), or a game the bot did not know (from
+        before this session), which it adopts: every game starts from the empty board and
+        applies the plies that follow. A game whose settings the player cannot play is
+        resigned."""
         old = self._game
         self._cancel_search()
         self._accepting = None
         self._asked = False
+        if old is None and self._lost is not None and self._lost[0] == gs.number:
+            old = self._take_back_loss()  # counted as gone too early: it is back after all
+        resumed = old is not None and old.number == gs.number
+        if old is not None and not resumed:
+            if old.cid != self._cid:  # our game did not come back; the server has another
+                self._game_not_resumed(ask=False)
+            else:
+                self._say(f"game {old.number} was left for game {gs.number}")
         increment = gs.increment_s
-        if increment is None:  # a protocol 0/1 line: the increment of our own seek, if it is one
+        if increment is None:  # a protocol 0/1 line (as every rejoin's): the increment we know
             s = self.seek
-            increment = s.increment_s if s and (s.size, s.time_s) == (gs.size, gs.time_s) else 0
+            if resumed:
+                increment = old.increment_s
+            else:
+                increment = s.increment_s if s and (s.size, s.time_s) == (gs.size, gs.time_s) else 0
         position = Position.start(gs.size, flats=gs.flats, caps=gs.caps, half_komi=gs.half_komi)
-        g = _Game(gs, position, float(increment))
+        g = _Game(gs, position, float(increment), cid=self._cid)
+        g.expect_clock = resumed or not self._login_done
         g.clocks = [float(gs.time_s), float(gs.time_s)]
         g.clock_at = g.settle_at = time.monotonic()
         g.settle_at += SETTLE_S
-        if old is not None and old.number == gs.number:
+        if resumed:
             g.pending = old.pending
             self.stats.resumed += 1
             self._say(f"game {gs.number} resumed")
         else:
-            if old is not None:
-                self._say(f"game {old.number} was left for game {gs.number}")
             self._games_started += 1
             colour = "white" if gs.colour == WHITE else "black"
+            what = "adopting game" if not self._login_done else "game"
             self._say(
-                f"game {gs.number}: {gs.white} vs {gs.black}, {gs.size}x{gs.size}, "
+                f"{what} {gs.number}: {gs.white} vs {gs.black}, {gs.size}x{gs.size}, "
                 f"{gs.time_s}+{increment} s, komi {gs.half_komi / 2:g}, {gs.flats} flats "
                 f"{gs.caps} caps; we are {colour}"
             )
@@ -625,9 +675,13 @@ class PlaytakBot:
         try:
             self._warm_up(gs.size, gs.flats, gs.caps, gs.half_komi)
         except ValueError as e:
-            self._say(f"cannot play game {gs.number} ({e}); resigning")
-            g.resigned = True
-            self._send(format_resign(gs.number))
+            self._resign(g, f"cannot play game {gs.number} ({e})")
+
+    def _resign(self, g: _Game, why: str) -> None:
+        self._say(f"{why}; resigning")
+        self._cancel_search()
+        g.resigned = True
+        self._send(format_resign(g.number))
 
     def _on_game_line(self, number: int, rest: str) -> None:
         g = self._game
@@ -637,9 +691,18 @@ class PlaytakBot:
             return
         if g is None or number != g.number:
             raise ProtocolError(f"a line for game {number}, which the bot is not playing")
+        if g.cid != self._cid:  # a ply between the login and the rejoin: it comes again in it
+            if self.verbose:
+                self._say(f"game {number}: {rest!r} before the game is sent again; skipped")
+            return
         if kind in ("P", "M"):
-            code = parse_playtak(rest, g.start.size)
-            g.position.check_move(code)  # an illegal ply: MoveError, logged and ignored
+            try:
+                code = parse_playtak(rest, g.start.size)
+                g.position.check_move(code)  # an illegal ply: MoveError, logged and ignored
+            except (MoveError, ValueError) as e:
+                if g.syncing:  # the game cannot be rebuilt: resigned once the lines are read
+                    g.broken = g.broken or f"ply {len(g.codes) + 1} {rest!r}: {e}"
+                raise
             self._apply(g, code)
             if not g.syncing:
                 g.pending = None  # the opponent answered: our last move arrived
@@ -647,7 +710,7 @@ class PlaytakBot:
         elif kind in ("Time", "Timems"):
             g.clocks = list(parse_clock(rest))
             g.clock_at = time.monotonic()
-            if g.syncing and g.rejoin_by is None:
+            if g.syncing:
                 self._end_sync()
         elif kind == "Undo":
             if not g.codes:
@@ -694,17 +757,38 @@ class PlaytakBot:
         g = self._game
         assert g is not None
         g.syncing = False
+        if g.broken is not None and not g.resigned:
+            self._resign(g, f"game {g.number} cannot be rebuilt from the server's lines ({g.broken})")
+            return
         self._maybe_think()
 
-    def _game_not_resumed(self) -> None:
+    def _game_not_resumed(self, ask: bool = True) -> None:
+        """Our game was not sent again at the reconnection: it ended while the bot was away
+        (abandoned, or lost on time); counted as a loss."""
         g = self._game
         assert g is not None
         self._say(f"game {g.number} did not come back after the reconnection: lost (abandoned)")
         self.stats.losses += 1
         self.stats.abandoned += 1
         self._record(g, "abandoned", "loss")
+        self._lost = (g.number, g)
         self._game = None
-        self._ask_for_game()
+        if ask:
+            self._ask_for_game()
+
+    def _take_back_loss(self) -> _Game:
+        """The game counted lost by :meth:`_game_not_resumed` came back: not a loss."""
+        assert self._lost is not None
+        number, g = self._lost
+        self._lost = None
+        self.stats.losses -= 1
+        self.stats.abandoned -= 1
+        for i in range(len(self.stats.results) - 1, -1, -1):
+            if self.stats.results[i]["game"] == number:
+                del self.stats.results[i]
+                break
+        self._say(f"game {number} is back after all")
+        return g
 
     def _on_over(self, number: int, rest: str) -> None:
         g = self._game
@@ -833,7 +917,7 @@ class PlaytakBot:
         g.token = None
         g.best = None
         g.pending = (len(g.codes), g.position.hash, code)
-        if self._logged_in and g.rejoin_by is None:  # else sent again once the game is back
+        if g.cid == self._cid:  # else sent again once the server has sent the game again
             self._send(format_move(g.number, code, g.start.size))
         self._apply(g, code)
 
@@ -852,9 +936,7 @@ class PlaytakBot:
         g = self._game
         if g is None:
             return
-        if g.rejoin_by is not None and now > g.rejoin_by:
-            self._game_not_resumed()
-        elif g.syncing and g.rejoin_by is None and not g.codes and now > g.settle_at:
+        if g.syncing and not g.expect_clock and not g.codes and now > g.settle_at:
             self._end_sync()
         elif g.token is not None and now >= g.deadline:
             self._deadline_move(g, "the hard deadline passed")

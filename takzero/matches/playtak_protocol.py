@@ -38,7 +38,9 @@ Server to client (what the bot reads; anything else is logged and ignored):
 UNRATED TOURNAMENT TRIGGER AMOUNT BOT``                             >= 2); or rejoined, then
                                                                     followed by every ply so far
 ``Game Start N SIZE WHITE vs BLACK COLOUR TIME KOMI FLATS CAPS       the same, protocol 0/1 (no
-TRIGGER AMOUNT``                                                    increment)
+TRIGGER AMOUNT``                                                    increment); a rejoin's in
+                                                                    any protocol
+                                                                    (``Game.playerRejoin``)
 ``Game#N P ...`` / ``Game#N M ...``                                 the opponent's ply (after a
                                                                     rejoin: every ply)
 ``Game#N Timems W B`` / ``Game#N Time W B``                         clocks in ms / whole
@@ -46,15 +48,19 @@ TRIGGER AMOUNT``                                                    increment)
                                                                     ply it follows, and after
                                                                     the plies of a rejoin
 ``Game#N Over R-0|0-R|F-0|0-F|1/2-1/2|1-0|0-1|0-0``                 game over (``1-0``/``0-1``:
-                                                                    time, resignation or
-                                                                    abandonment)
+                                                                    time or resignation)
 ``Game#N Abandoned. NAME quit``                                     NAME left and did not come
                                                                     back in time: the other wins
+                                                                    (sent to the winner only, in
+                                                                    place of ``Over``)
 ``Seek new N NAME SIZE TIME INC W|B|A KOMI FLATS CAPS UNRATED       an open seek (protocol 2/3
 TOURNAMENT TRIGGER AMOUNT OPPONENT BOT`` / ``Seek remove ...``      layout; 0/1 stop after
                                                                     OPPONENT, where an empty
                                                                     one is ``0`` from version 2)
 ``OK`` / ``NOK`` / ``Error:TEXT`` / ``Message TEXT`` / ``Online N``  acknowledgements and notes
+                                                                    (``OK`` also answers
+                                                                    ``PING``, before a login
+                                                                    too)
 ==================================================================  ===========================
 """
 

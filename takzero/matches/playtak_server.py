@@ -1,36 +1,79 @@
 """A small in-process playtak server for tests and offline soak runs of the playtak bot.
 
 It speaks the server's text protocol as the playtak server does (USTakAssociation/playtak-api,
-``server/src/main/java/tak/Client.java``, ``Game.java``, ``Seek.java``, ``Player.java``; the
-lines are listed in :mod:`takzero.matches.playtak_protocol`), with the behaviour a bot meets:
+``server/src/main/java/tak/``; the lines are listed in :mod:`takzero.matches.playtak_protocol`),
+with the behaviour a bot meets:
 
 * ``Welcome!`` and ``Login or Register`` on connect; ``Client``, ``Protocol`` (0..3), ``Login
   Guest [TOKEN]`` (a token logs in as the same guest again), ``Login NAME PASSWORD`` (accounts
-  given to the constructor), ``PING`` (answered ``OK``), ``quit``;
+  given to the constructor), ``PING`` (answered ``OK``, also before a login), ``quit``;
 * seeks in the server's V1/V2/V3 forms, ``Seek new``/``Seek remove`` to every listener in the
   layout of its protocol version, ``Accept N`` (the colour of an ``A`` seek is drawn from the
-  server's seeded generator);
+  server's seeded generator); ``Seek`` and ``Accept`` during a game are refused (``NOK``);
 * ``Game Start`` in the layout of each player's protocol version; moves parsed with the server's
   patterns and its rule for a spread (the second square is the last one dropped on; as many
-  drop counts as squares moved), checked against the rules (``takzero.game``), then a clock
-  update to both players (``Timems`` from protocol 1, else ``Time`` in whole seconds) before the
-  move goes to the opponent and ``OK`` to the mover; a refused move gets ``NOK`` and
-  ``Error:...``;
+  drop counts as squares moved), checked against the rules (``takzero.game``); a refused move
+  gets ``NOK`` and ``Error:...``;
 * the clock starts after the first ply, the increment is added after each ply, and a flag fall
   ends the game ``1-0``/``0-1``; the server's 50-ply rule (no placement or flattening in 50
   plies) draws; ``Game#N Resign``;
-* a dropped connection leaves the game running: the opponent gets ``Message NAME has
-  disconnected...``, a login as the same player within ``reconnect_seconds`` rejoins (``Game
-  Start``, every ply so far, a clock update, ``Message Your game is resumed``); after that the
-  game is abandoned (``Game#N Abandoned. NAME quit``) and the other side wins. A second login
-  of a logged-in player disconnects the first connection, as the server does.
+* a dropped connection leaves the game running; a login as the same player within
+  ``reconnect_seconds`` rejoins it; after that the game is abandoned and the other side wins.
+  A second login of a logged-in player disconnects the first connection, as the server does.
+
+The order of the lines, as the server's code sends them (file and method of each step):
+
+* **Guest login** (``Client.run``, the ``loginGuestPattern`` branch): ``Player.login`` first,
+  which calls ``Game.playerRejoin`` when the player has a game: ``Game Start`` in the layout
+  ``playerRejoin`` builds itself, the protocol 0/1 one whatever the client's version (``Game
+  Start N SIZE WHITE vs BLACK COLOUR TIME KOMI FLATS CAPS TRIGGER AMOUNT``), every ply
+  (``Game.sendMoveListTo``), the clock (``Game.updateTime``: ``Timems`` from protocol 1, else
+  ``Time``), ``Message Your game is resumed``, and ``Message NAME has reconnected.`` to the
+  opponent; only then ``Welcome NAME!``; then the open seeks (``Seek.registerListener`` ->
+  ``Seek.sendListTo``: ``Seek new ...``), the running games (``Game.registerGameListListener``
+  -> ``Game.sendGameListTo``: ``GameList Add ...``), ``Online N`` to everyone logged in
+  (``Client.sendAllOnline``, N the number of connections) and ``OnlinePlayers [...]``
+  (``Client.onlinePlayerMessageHandler``).
+* **Account login** (``Client.run``, the ``loginPattern`` branch): ``Welcome NAME!`` first (and
+  ``Is Mod`` for moderators, never here), then ``Player.login`` -> ``Game.playerRejoin`` (the
+  same lines), then the seeks, the games, ``Online`` and ``OnlinePlayers`` as for a guest. So
+  a resumed game comes before ``Welcome`` for a guest and after it for an account.
+  ``rejoin_order="welcome_first"`` sends ``Welcome`` first for guests too (the order this test
+  server used before: the bot must read both); ``rejoin_layout="protocol"`` sends the rejoin's
+  ``Game Start`` in the client's protocol layout instead (as a newer build of the server did in
+  the trace of issue 34).
+* **Seek** (``Client.run``, the ``seekV3Pattern``/``V2``/``V1`` branches, only when the player
+  has no game: else the line falls through to ``sendNOK``): ``Seek.newSeek`` -> ``Seek.addSeek``
+  removes the player's old seek (``Seek remove``) and sends ``Seek new`` to every listener
+  (``Seek.updateListeners``); no ``OK``.
+* **Accept** (``Client.run``, ``acceptSeekPattern``): both players' seeks removed
+  (``Client.removeSeeks``: ``Seek remove``), ``GameList Add`` to every listener
+  (``Game.addGame`` -> ``Game.updateGameListListeners``), then ``Game Start`` to the accepting
+  player and then to the seeker (``Client.createGameStartString``).
+* **A ply** (``Game.placeMove``/``Game.moveMove``): the clock to both players
+  (``Game.updateTimeTurnChange`` -> ``Game.sendTimeToAll``), the ply to the opponent
+  (``Game.sendMove``), ``Game#N Over RESULT`` to both if it ended the game
+  (``Game.whenGameEnd``), ``GameList Remove`` (``Game.removeGame``, from ``Client.run``) and
+  last ``OK`` to the mover.
+* **Clock** (``Game.updateOutOfTime``, a timer at the mover's time left): the clocks to both
+  (``sendTimeToAll``), ``Game#N Over 0-1``/``1-0`` (``whenGameEnd``), ``GameList Remove``
+  (``Game.timeCleanup``).
+* **Resign** (``Client.run``, ``resignPattern`` -> ``Game.resign`` -> ``whenGameEnd``):
+  ``Over`` to both, ``GameList Remove``; no ``OK``.
+* **Disconnection** (``Client.clientQuit``): ``Message NAME has disconnected. They have T
+  seconds to reconnect`` to the opponent (``Game.playerDisconnected``), the player's seek
+  removed (``Seek remove``), ``Online N`` to everyone logged in.
+* **Abandonment** (``Game.checkPlayerQuit``, a timer ``reconnectionTime`` + 1 s after the
+  disconnection): ``Game#N Abandoned. NAME quit`` to the winner only and no ``Over``
+  (``whenGameEnd`` with ``abandoned``), then ``GameList Remove``.
 
 Test hooks: :meth:`PlaytakServer.drop` (close a player's connection abruptly),
 :attr:`PlaytakServer.hold_logins` (while set, logins are cut off),
 :meth:`PlaytakServer.send_raw` (any line to a player), :attr:`PlaytakServer.finished` (one
 :class:`FinishedGame` per game over, with the reason: road, flat, draw, time, resign, abandoned,
-stale) and :attr:`PlaytakServer.refused` (every command answered ``NOK``) and :attr:`PlaytakServer.pings`
-(``PING`` lines per player).
+stale), :attr:`PlaytakServer.refused` (every command answered ``NOK``),
+:attr:`PlaytakServer.pings` (``PING`` lines per player) and :attr:`PlaytakServer.sent` (with
+``record=True``: every line sent to each player, in order).
 """
 
 from __future__ import annotations
@@ -148,17 +191,20 @@ class _Game:
 class _Conn:
     """One client connection: a locked writer; ``player`` once logged in."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, sent: dict[str, list[str]] | None = None) -> None:
         self.sock = sock
         self.protocol = 0
         self.player: _Player | None = None
         self._lock = threading.Lock()
+        self._sent = sent
         self.closed = False
 
     def send(self, line: str) -> None:
         with self._lock:
             if self.closed:
                 return
+            if self._sent is not None:
+                self._sent.setdefault(self.player.name if self.player else "", []).append(line)
             try:
                 self.sock.sendall((line + "\n").encode())
             except OSError:
@@ -178,7 +224,12 @@ class PlaytakServer:
 
     ``accounts``: {name: password} of registered players; ``reconnect_seconds``: how long a
     dropped player may take to come back before the game is abandoned; ``seed``: the colour
-    draws of ``A`` seeks. Use as a context manager, or :meth:`start` and :meth:`close`.
+    draws of ``A`` seeks; ``rejoin_order``: ``"real"`` (a guest's resumed game before
+    ``Welcome``, an account's after it) or ``"welcome_first"`` (``Welcome`` first for both);
+    ``rejoin_layout``: the rejoin's ``Game Start`` in ``"game"`` (``Game.playerRejoin``'s own,
+    protocol 0/1 layout) or ``"protocol"`` (the client's protocol layout); ``record``: keep
+    every line sent in :attr:`sent`. Use as a context manager, or :meth:`start` and
+    :meth:`close`. Raises ValueError for an unknown ``rejoin_order`` or ``rejoin_layout``.
     """
 
     def __init__(
@@ -187,7 +238,19 @@ class PlaytakServer:
         reconnect_seconds: float = 60.0,
         seed: int = 0,
         host: str = "127.0.0.1",
+        *,
+        rejoin_order: str = "real",
+        rejoin_layout: str = "game",
+        record: bool = False,
     ) -> None:
+        if rejoin_order not in ("real", "welcome_first"):
+            raise ValueError(f"rejoin_order must be 'real' or 'welcome_first', got {rejoin_order!r}")
+        if rejoin_layout not in ("game", "protocol"):
+            raise ValueError(f"rejoin_layout must be 'game' or 'protocol', got {rejoin_layout!r}")
+        self.rejoin_order = rejoin_order
+        self.rejoin_layout = rejoin_layout
+        #: With ``record``: {player name: every line sent to them, in order} ("" before a login).
+        self.sent: dict[str, list[str]] | None = {} if record else None
         self.reconnect_seconds = float(reconnect_seconds)
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
@@ -297,7 +360,7 @@ class PlaytakServer:
     # -- connections ---------------------------------------------------------------------------
 
     def _serve(self, sock: socket.socket) -> None:
-        conn = _Conn(sock)
+        conn = _Conn(sock, self.sent)
         with self._lock:
             self._conns.add(conn)
         conn.send("Welcome!")
@@ -383,6 +446,7 @@ class PlaytakServer:
         return p
 
     def _login(self, conn: _Conn, p: _Player) -> None:
+        """Log ``conn`` in as ``p`` in the server's order (module doc: guest and account login)."""
         if p.conn is not None and p.conn is not conn:
             old = p.conn
             old.send("Message You've logged in from another window. Disconnecting")
@@ -390,22 +454,52 @@ class PlaytakServer:
             old.kill()
         p.conn = conn
         conn.player = p
-        conn.send(f"Welcome {p.name}!")
-        g = p.game
-        if g is not None:
-            conn.send(self._game_start(g, p, conn.protocol))
-            for mv in g.moves:
-                conn.send(f"Game#{g.number} {mv}")
-            conn.send(self._clock_line(g, conn.protocol))
-            conn.send("Message Your game is resumed")
-            self._tell(g.other(p), f"Message {p.name} has reconnected.")
+        welcome_first = p.password is not None or self.rejoin_order == "welcome_first"
+        if welcome_first:
+            conn.send(f"Welcome {p.name}!")
+        if p.game is not None:
+            self._rejoin(conn, p, p.game)
+        if not welcome_first:
+            conn.send(f"Welcome {p.name}!")
         for s in self._seeks.values():
             conn.send(s.line("new", conn.protocol))
         for h in self._games.values():
-            conn.send(f"GameList Add {h.number} {h.white.name} {h.black.name} {h.seek.size} "
-                      f"{h.seek.time_s} {h.seek.increment_s} {h.seek.half_komi} {h.seek.flats} "
-                      f"{h.seek.caps} 0 0 0 0")
-        conn.send(f"Online {sum(1 for c in self._conns if c.player is not None)}")
+            conn.send(f"GameList Add {self._game_list_form(h)}")
+        self._send_online()
+
+    def _rejoin(self, conn: _Conn, p: _Player, g: _Game) -> None:
+        """``Game.playerRejoin``: the game, its plies, the clock, then the notes."""
+        if self.rejoin_layout == "protocol":
+            conn.send(self._game_start(g, p, conn.protocol))
+        else:
+            s = g.seek
+            colour = "white" if p is g.white else "black"
+            conn.send(f"Game Start {g.number} {s.size} {g.white.name} vs {g.black.name} {colour} "
+                      f"{s.time_s} {s.half_komi} {s.flats} {s.caps} 0 0")
+        for mv in g.moves:
+            conn.send(f"Game#{g.number} {mv}")
+        conn.send(self._clock_line(g, conn.protocol))
+        conn.send("Message Your game is resumed")
+        self._tell(g.other(p), f"Message {p.name} has reconnected.")
+
+    def _send_online(self) -> None:
+        """``Online N`` (N: the connections) and ``OnlinePlayers [...]`` to everyone logged in."""
+        names = ", ".join(f'"{c.player.name}"' for c in self._conns if c.player is not None)
+        for c in list(self._conns):
+            if c.player is not None:
+                c.send(f"Online {len(self._conns)}")
+                c.send(f"OnlinePlayers [{names}]")
+
+    @staticmethod
+    def _game_list_form(g: _Game) -> str:
+        s = g.seek
+        return (f"{g.number} {g.white.name} {g.black.name} {s.size} {s.time_s} {s.increment_s} "
+                f"{s.half_komi} {s.flats} {s.caps} {s.unrated} 0 0 0")
+
+    def _game_list(self, kind: str, g: _Game) -> None:
+        for c in list(self._conns):
+            if c.player is not None:
+                c.send(f"GameList {kind} {self._game_list_form(g)}")
 
     def _disconnected(self, conn: _Conn, quit_sent: bool) -> None:
         self._conns.discard(conn)
@@ -415,8 +509,6 @@ class PlaytakServer:
             return
         p.conn = None
         p.logged_out_at = time.monotonic()
-        if p.seek is not None:
-            self._remove_seek(p.seek)
         g = p.game
         if g is not None:
             self._tell(g.other(p), f"Message {p.name} has disconnected. They have "
@@ -424,6 +516,9 @@ class PlaytakServer:
             timer = threading.Timer(self.reconnect_seconds, self._check_abandon, args=(g, p))
             timer.daemon = True
             timer.start()
+        if p.seek is not None:
+            self._remove_seek(p.seek)
+        self._send_online()
 
     def _check_abandon(self, g: _Game, p: _Player) -> None:
         with self._lock:
@@ -505,8 +600,9 @@ class PlaytakServer:
         g = _Game(self._next_game, white, black, s, pos)
         g.clocks = [float(s.time_s), float(s.time_s)]
         self._games[g.number] = g
+        self._game_list("Add", g)
         white.game = black.game = g
-        for q in (white, black):
+        for q in (p, seeker):  # the accepting player first (Client.run)
             if q.conn is not None:
                 q.conn.send(self._game_start(g, q, q.conn.protocol))
 
@@ -621,6 +717,7 @@ class PlaytakServer:
                 self._tell(q, f"Game#{g.number} Over {result}")
         for q in (g.white, g.black):
             q.game = None
+        self._game_list("Remove", g)
         s = g.seek
         self.finished.append(FinishedGame(
             g.number, g.white.name, g.black.name, s.size, s.half_komi, s.flats, s.caps,

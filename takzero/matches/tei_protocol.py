@@ -6,7 +6,12 @@ The protocol is the one of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci`
 * the handshake: ``id name <name>`` / ``id author <author>`` (:func:`format_id`,
   :func:`parse_id_name`), ``option name <Name> type <kind> default <v> [min <a>] [max <b>]``
   (:func:`format_option`, :func:`parse_option_name`) and ``setoption name <Name> value <v>``
-  (:func:`format_setoption`, :func:`parse_setoption`);
+  (:func:`format_setoption`, :func:`parse_setoption`); TEI version 1's announcement of the
+  sizes and komis an engine plays, ``size <s1> [<s2> ...] halfkomi <k1> [<k2> ...]``, one line
+  per group of sizes sharing the same komis, between the ``id`` lines and the options
+  (:func:`format_sizes`, :func:`parse_sizes`; the form PTN Ninja's ``src/bots/tei.js`` reads:
+  a ``size`` line makes it treat the engine as version 1, send ``teinewgame size <s> halfkomi
+  <k>`` and no longer derive the komis from a ``HalfKomi`` option that comes after it);
 * ``teinewgame <size>`` and the PTN Ninja form ``teinewgame size <size> halfkomi <k>``:
   :func:`parse_teinewgame` (engine);
 * ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``: :func:`format_position`
@@ -47,12 +52,14 @@ __all__ = [
     "format_option",
     "format_position",
     "format_setoption",
+    "format_sizes",
     "parse_bestmove",
     "parse_go",
     "parse_id_name",
     "parse_option_name",
     "parse_position",
     "parse_setoption",
+    "parse_sizes",
     "parse_teinewgame",
     "value_to_cp",
 ]
@@ -107,6 +114,38 @@ def parse_option_name(line: str) -> str | None:
     if not line.startswith("option name "):
         return None
     return line[len("option name ") :].split(" type ")[0].strip()
+
+
+def format_sizes(sizes: Iterable[int], half_komis: Iterable[int]) -> str:
+    """``size <s1> <s2> ... halfkomi <k1> <k2> ...``: the board sizes and the half komis an
+    engine plays on them (TEI version 1). Raises ValueError when either list is empty, a size is
+    outside 3..8 or a value is not an integer."""
+    s = [int(x) for x in sizes]
+    k = [int(x) for x in half_komis]
+    if not s or not k:
+        raise ValueError(f"a size line needs at least one size and one half komi, got {s} {k}")
+    if any(not 3 <= x <= 8 for x in s):
+        raise ValueError(f"board sizes must be 3..8, got {s}")
+    return f"size {' '.join(map(str, s))} halfkomi {' '.join(map(str, k))}"
+
+
+def parse_sizes(line: str) -> tuple[list[int], list[int]] | None:
+    """(sizes, half komis) of a ``size ... halfkomi ...`` line; None for any other line. Raises
+    TEIProtocolError for a size line that is not of that form (a word that is not an integer,
+    an empty list)."""
+    words = line.split()
+    if not words or words[0] != "size":
+        return None
+    if "halfkomi" not in words:
+        raise TEIProtocolError(f"a size line without halfkomi: {line!r}")
+    cut = words.index("halfkomi")
+    try:
+        sizes, komis = [int(w) for w in words[1:cut]], [int(w) for w in words[cut + 1 :]]
+    except ValueError:
+        raise TEIProtocolError(f"a size line with a word that is not an integer: {line!r}") from None
+    if not sizes or not komis:
+        raise TEIProtocolError(f"a size line with no size or no half komi: {line!r}")
+    return sizes, komis
 
 
 def format_setoption(name: str, value: object) -> str:

@@ -20,6 +20,7 @@ torch and the search are imported when a network player is built, so that import
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
