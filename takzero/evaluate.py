@@ -34,6 +34,7 @@ from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
+from takzero.players.network import play_evaluator
 from takzero.players.registry import help_text, make_player, spec_label, spec_syntax
 from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
@@ -63,7 +64,7 @@ def evaluate_model(
     progress: Any = None,
     threads: int = 0,
     links: bool = False,
-    backend: str = "torch",
+    backend: str = "auto",
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
     move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
@@ -87,7 +88,10 @@ def evaluate_model(
     ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
     model and of the network baselines (``takzero.nn.inference.with_backend``: 'torch', or
     'onnx' for onnxruntime with ``threads`` threads, or torch's default thread count when 0;
-    an ``.onnx`` file keeps its own session; the same networks up to float rounding).
+    an ``.onnx`` file keeps its own session; the same networks up to float rounding); 'auto'
+    (the default, as the network player's): onnx where onnxruntime is installed, the model is
+    on the CPU and it is a checkpoint or an ONNX file, else torch, per network. The JSON's
+    ``backend`` is the model's resolved one.
 
     Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
     with ``"interrupted": true``, and the Elo line) and written as PTN, then
@@ -103,8 +107,8 @@ def evaluate_model(
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
-    if backend not in EVAL_BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(EVAL_BACKENDS)}, got {backend!r}")
+    if backend not in (*EVAL_BACKENDS, "auto"):
+        raise ValueError(f"backend must be one of auto, {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
     players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
     if threads:  # after the players: a model baseline sets one thread when it loads
@@ -119,12 +123,16 @@ def evaluate_model(
         other = getattr(player, "model_size", None)
         if other is not None and int(other) != size:
             raise ValueError(f"baseline {spec} plays {other}x{other}, not the model's {size}x{size}")
-    if backend != "torch":
+    requested = backend
+    if backend == "auto":
+        net = play_evaluator(net, "auto", ort_threads)
+        backend = "onnx" if getattr(net, "_session", None) is not None else "torch"
+    elif backend != "torch":
         net = _on_backend(net, backend, ort_threads, f"model {model}")
     for spec, player in zip(baselines, players, strict=True):
         use_backend = getattr(player, "use_backend", None)  # a model:PATH baseline
         if use_backend is not None:
-            _on_backend(player, backend, ort_threads, f"baseline {spec}")
+            _on_backend(player, requested, ort_threads, f"baseline {spec}")
     half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
@@ -240,11 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--komi", type=float, help="komi in points (default: the model's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0,
-                   help="torch threads (0: torch's default for the model's batched searches; "
-                        "a model baseline sets one thread for its own batch-1 searches)")
-    p.add_argument("--backend", choices=EVAL_BACKENDS, default="torch",
-                   help="CPU inference backend of the model and the model baselines: torch, or onnx "
-                        "(onnxruntime, often faster on CPU; the same networks up to float rounding)")
+                   help="CPU threads of the networks (torch's, and onnxruntime's; 0: torch's default)")
+    p.add_argument("--backend", choices=("auto", *EVAL_BACKENDS), default="auto",
+                   help="CPU inference backend of the model and the model baselines: auto (default: "
+                        "onnx where onnxruntime is installed and the network can be exported, else "
+                        "torch), torch, or onnx (the same networks up to float rounding)")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     p.add_argument(
         "--links", action="store_true",

@@ -249,7 +249,7 @@ def test_onnx_backend_agrees_with_torch_on_the_shipped_model() -> None:
 def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp_path: Path, capsys) -> None:
     from takzero.nn.inference import Evaluator, export_torchscript, with_backend
 
-    with pytest.raises(ValueError, match="backend must be one of torch, onnx"):
+    with pytest.raises(ValueError, match="backend must be one of auto, torch, onnx"):
         evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=2, ply_limit=10, backend="tpu")
     with pytest.raises(SystemExit):
         main([str(tiny_model), "--baselines", "random", "--backend", "tpu"])
@@ -261,6 +261,12 @@ def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp
     pytest.importorskip("onnxruntime")
     with pytest.raises(ValueError, match="not a TorchScript export"):
         with_backend(Evaluator.load(str(ts)), "onnx")
+    # auto: the checkpoint runs in onnxruntime, the TorchScript baseline stays on torch
+    (r,) = evaluate_model(str(tiny_model), [f"model:{ts}:2"], pairs=1, simulations=2, ply_limit=10,
+                          say=lambda line: None)  # fmt: skip
+    assert r["backend"] == "onnx" and r["games"] == 2
+    (r,) = evaluate_model(str(ts), ["random"], pairs=1, simulations=2, ply_limit=10, say=lambda line: None)
+    assert r["backend"] == "torch"
 
 
 def test_onnx_backend_errors_name_the_network_and_threads_follow_torch(
