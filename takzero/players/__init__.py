@@ -2,10 +2,12 @@
 network player and the table of player specs.
 
 * :mod:`takzero.players.base` -- the :class:`Player` protocol, :class:`PlayerMove`,
-  :class:`BasePlayer` (with the anytime ``think``);
+  :class:`BasePlayer` (with the anytime ``think`` under a :class:`Limit`), :class:`BatchSearch`
+  (many games of a batchable player searched together);
 * :mod:`takzero.players.baselines` -- :class:`RandomPlayer`, :class:`GreedyPlayer` (compiled);
 * :mod:`takzero.players.uct` -- :class:`UCTPlayer` (compiled UCT with random rollouts);
-* :mod:`takzero.players.network` -- :class:`NetworkPlayer` (MCTS guided by a network);
+* :mod:`takzero.players.network` -- :class:`NetworkPlayer` (MCTS guided by a network) and
+  :class:`NetworkSearch` (the one search path of a network in play);
 * :mod:`takzero.players.registry` -- player specs (``random``, ``greedy``, ``uct[:N]``,
   ``model:PATH[:N]``): :func:`make_player`, :func:`check_spec`, :func:`help_text`.
 
@@ -13,9 +15,22 @@ The names below are re-exported so that ``from takzero.players import make_playe
 works.
 """
 
-from takzero.players.base import BasePlayer, Player, PlayerMove, Progress, as_player_move
+from takzero.players.base import (
+    BasePlayer,
+    BatchSearch,
+    Limit,
+    Player,
+    PlayerMove,
+    Progress,
+    as_player_move,
+)
 from takzero.players.baselines import GreedyPlayer, RandomPlayer, greedy_move
-from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NETWORK_CHUNK, NetworkPlayer
+from takzero.players.network import (
+    DEFAULT_NETWORK_SIMULATIONS,
+    NETWORK_CHUNK,
+    NetworkPlayer,
+    NetworkSearch,
+)
 from takzero.players.registry import (
     KINDS,
     PlayerKind,
@@ -42,8 +57,11 @@ __all__ = [
     "KINDS",
     "NETWORK_CHUNK",
     "BasePlayer",
+    "BatchSearch",
     "GreedyPlayer",
+    "Limit",
     "NetworkPlayer",
+    "NetworkSearch",
     "Player",
     "PlayerKind",
     "PlayerMove",
