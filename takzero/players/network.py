@@ -40,13 +40,14 @@ from takzero.search.limit import MIN_MOVE_SECONDS, Limit
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
-#: torch CPU threads for a batch-1 search (:func:`set_search_threads`): more threads only add
-#: synchronisation to evaluations of one position (on 2 busy cores one evaluation took 54 ms with
+#: CPU threads of the network in play (:func:`set_search_threads`, ``NetworkPlayer.threads``):
+#: one unless told otherwise (``--threads``, TEI ``Threads``); torch with its default count on
+#: small batches mostly adds synchronisation (on 2 busy cores one evaluation took 54 ms with
 #: torch's default thread count against 1.9 ms with one thread).
 DEFAULT_SEARCH_THREADS = 1
-#: Simulations per chunk of :meth:`NetworkPlayer.think` (at least four network calls of
-#: ``leaves``): the progress reports come between chunks; the stop flag and the clock are
-#: checked after every network call (``takzero.search.driver``).
+#: Simulations of the first chunk of a search that reports progress (at least four network calls
+#: of ``leaves``; the chunks then double): the progress reports come between chunks; the stop
+#: flag and the clock are checked after every network call (``takzero.search.driver``).
 NETWORK_CHUNK = 32
 #: Leaves per network call of a one-game search (virtual loss): where the batch curve of the
 #: shipped networks in onnxruntime has flattened (scripts/bench_play.py, docs/design.md).
