@@ -859,8 +859,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--nodes must be >= 1, got {args.nodes}")
     if not 0 <= args.seed <= SPINS["seed"].hi:
         p.error(f"--seed must be in 0..{SPINS['seed'].hi}, got {args.seed}")
-    if args.threads < 0:
-        p.error(f"--threads must be >= 0, got {args.threads}")
+    if not 0 <= args.threads <= MAX_THREADS:
+        p.error(f"--threads must be in 0..{MAX_THREADS}, got {args.threads}")
     return args
 
 

@@ -249,6 +249,11 @@ def test_tei_threads_and_batch_options_reach_the_network_player(tmp_path: Path) 
     assert any("Batch must be an integer in 0..32" in ln for ln in lines) and eng.batch == 0
     eng.handle("setoption name Threads value 0")
     assert any("Threads must be an integer in 1..64" in ln for ln in lines) and eng.threads == 2
+    from takzero.tei import _parse_args
+
+    assert _parse_args(["--threads", "2"]).threads == 2
+    with pytest.raises(SystemExit):
+        _parse_args(["--threads", "65"])
 
 
 def test_a_batched_side_with_k_leaves_plays_as_a_one_game_player_with_k() -> None:
