@@ -20,9 +20,10 @@ from takzero.config import (
     load_config,
     unknown_override_keys,
 )
+from takzero.pipeline.checkpoints import CheckpointWriteError
 from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.progress import resume_command
-from takzero.pipeline.run import RunDirError, run_training
+from takzero.pipeline.run import DISK_FULL, RunDirError, run_training
 
 
 def _hydra_output_dir() -> Path | None:
@@ -114,6 +115,12 @@ def main() -> None:
         except PlacementError as e:
             print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
+        except OSError as e:
+            if e.errno not in DISK_FULL and not isinstance(e, CheckpointWriteError):
+                raise
+            # the run has stopped and said what failed and how to resume (train.log)
+            print(f"stopped, a write failed: {e}", file=sys.stderr)
+            sys.exit(1)
 
     try:
         _entry()

@@ -52,6 +52,7 @@ from takzero.nn.model import (
     model_from_checkpoint,
     model_from_config,
 )
+from takzero.nn.safe_load import load_weights_only
 
 __all__ = [
     "ACTION_SPACE",
@@ -412,9 +413,13 @@ class Evaluator:
         cls, checkpoint: dict[str, Any] | str | Path, device: str = "auto", bf16: bool = False
     ) -> Evaluator:
         """From a checkpoint dict ``{'model_config': ..., 'model_state': ...}`` or a file saved
-        with ``torch.save``. Extra keys such as ``half_komi`` are kept in ``metadata``."""
+        with ``torch.save``, read weights-only (:func:`takzero.nn.safe_load.load_weights_only`:
+        no code in the file runs). Extra keys such as ``half_komi`` are kept in ``metadata``.
+
+        Raises FileNotFoundError, ValueError (``UnsafeFileError`` for a file whose pickle would
+        run code; an unreadable file), KeyError / RuntimeError (see ``model_from_checkpoint``)."""
         if not isinstance(checkpoint, dict):
-            checkpoint = torch.load(str(checkpoint), map_location="cpu", weights_only=False)
+            checkpoint = load_weights_only(checkpoint)
         model = model_from_checkpoint(checkpoint)
         meta = model_metadata(model)
         for key in ("half_komi", "generation"):
@@ -426,7 +431,9 @@ class Evaluator:
     def from_torchscript(
         cls, path: str | Path, device: str = "auto", bf16: bool = False
     ) -> Evaluator:
-        """From a file written by ``export_torchscript``."""
+        """From a file written by ``export_torchscript``. A TorchScript archive holds a program
+        (TorchScript code run when the model is called): load only files from people you trust;
+        a checkpoint or ONNX file is the format to take from a stranger."""
         dev = resolve_device(device)
         extra = {"metadata.json": ""}
         with warnings.catch_warnings():

@@ -57,6 +57,7 @@ from takzero.nn.features import (
     layers_from_channels,
     num_channels,
 )
+from takzero.nn.safe_load import load_weights_only
 
 __all__ = [
     "LossWeights",
@@ -379,13 +380,15 @@ def checkpoint_dict(model: TakNet, **extra: Any) -> dict[str, Any]:
 
 
 def model_from_checkpoint(checkpoint: dict[str, Any] | str, map_location: str = "cpu") -> TakNet:
-    """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``).
+    """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``, read
+    weights-only: :func:`takzero.nn.safe_load.load_weights_only`).
 
     Raises KeyError if 'model_config' or 'model_state' is missing, ValueError on a feature-version
-    mismatch, RuntimeError if the weights do not fit the config.
+    mismatch or a file that cannot be read (``UnsafeFileError``, a ValueError, for one whose
+    pickle would run code), RuntimeError if the weights do not fit the config.
     """
     if not isinstance(checkpoint, dict):
-        checkpoint = torch.load(checkpoint, map_location=map_location, weights_only=False)
+        checkpoint = load_weights_only(checkpoint, map_location=map_location)
     cfg = checkpoint["model_config"]
     model = model_from_config(cfg)
     model.load_state_dict(checkpoint["model_state"])

@@ -42,6 +42,7 @@ the newest readable checkpoint, exactly:
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shlex
@@ -69,10 +70,13 @@ from takzero.pipeline.actors import (
 )
 from takzero.pipeline.checkpoints import (
     CheckpointError,
+    CheckpointWriteError,
     atomic_torch_save,
+    list_checkpoints,
     load_checked,
     prune_checkpoints,
     remove_stale_temp_files,
+    set_aside,
 )
 from takzero.pipeline.placement import (
     check_resources,
@@ -93,11 +97,13 @@ from takzero.pipeline.progress import (
 )
 from takzero.pipeline.resume import (
     STREAMS_PER_LAUNCH,
+    ResumePoint,
     RunCounters,
     RunDirError,
     find_resume_checkpoint,
     next_launch,
     recover_promoted,
+    set_aside_rejected,
 )
 from takzero.pipeline.scalars import (
     ScalarLog,
@@ -116,6 +122,10 @@ log = logging.getLogger("takzero.train")
 EVAL_WAIT_AT_END_S = 600.0
 
 Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) of a model
+
+#: errno values of a full disk: a write that fails with one stops the run (the last checkpoint
+#: on disk is kept and resumes it)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _stop_key(reason: str) -> str:
@@ -148,7 +158,11 @@ class Run:
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
         self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
         self.inflight: dict[float, tuple[float, float]] = {}  # stream -> (games, positions)
-        self.resume_from: tuple[Path, dict[str, Any]] | None = None
+        self.resume_from: ResumePoint | None = None
+        #: lines for the run's log about checkpoints rejected at start-up (said once it is open)
+        self.resume_notes: list[str] = []
+        #: the failed write (a full disk) that stopped the run; :meth:`run` raises it at the end
+        self.write_error: OSError | None = None
         self.launch = 0
         self.reporter: RunReporter | None = None
         self.scalars: ScalarLog | None = None
@@ -187,7 +201,7 @@ class Run:
         found = self.resume_from
         if found is None:
             return None
-        path, state = found
+        path, state = found.path, found.state
         trainer.load_state_dict(state)
         log.info("resumed from %s (step %d, generation %d)", path, trainer.step, trainer.generation)
         return state
@@ -257,12 +271,17 @@ class Run:
             RunDirError: the run folder cannot be resumed (nothing started).
             takzero.pipeline.placement.PlacementError: ``ray.*_resources`` the cluster lacks.
             KeyboardInterrupt: a second Ctrl-C (the last checkpoint on disk is kept).
+            OSError: a write failed because the disk is full (``CheckpointWriteError`` for a
+                checkpoint), after the run stopped cleanly: the log says so and names the last
+                good checkpoint, which resumes the run.
         """
         restore_signals = self._catch_interrupts()
         try:
             self._run()
         finally:
             restore_signals()
+        if self.write_error is not None:
+            raise self.write_error
         log.debug("run ended: %s", self.run_dir)  # the summary above says how and why
         return self.run_dir
 
@@ -271,6 +290,10 @@ class Run:
 
         cfg = self.cfg
         self._check_run_dir()
+        if self.resume_from is not None:
+            self.resume_notes = set_aside_rejected(self.resume_from)
+            for note in self.resume_notes:
+                log.warning("%s", note)
         for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
             for p in remove_stale_temp_files(folder):
                 log.info("removed the temp file of an interrupted write: %s", p)
@@ -299,6 +322,8 @@ class Run:
         reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
+        for note in self.resume_notes:
+            reporter.line(note)
         if state is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
                           f"generation {trainer.generation}, games {self.c.games}, "
@@ -323,8 +348,31 @@ class Run:
                 self.loop_started = True
                 self._loop(trainer)
                 self._last_evaluation(trainer)
+        except OSError as e:
+            if not isinstance(e, CheckpointWriteError) and e.errno not in DISK_FULL:
+                raise
+            self._write_failed(e, trainer)
         finally:
             self._shutdown(trainer)
+
+    def _write_failed(self, e: OSError, trainer: Trainer) -> None:
+        """A write failed (the disk filled): stop the run without a final checkpoint and say, in
+        one line for the log, what failed, which checkpoint is the last good one and how to go on
+        (:meth:`run` raises ``e`` once the run has shut down)."""
+        self.write_error = e
+        self.stop_requested = True
+        full = e.errno in DISK_FULL
+        self.stop_reason = "the disk is full" if full else f"a write failed ({e})"
+        kept = list_checkpoints(self.run_dir)
+        last = (f"the last good checkpoint is {kept[-1].name}" if kept
+                else "no checkpoint was written yet")  # fmt: skip
+        what = str(e) if isinstance(e, CheckpointWriteError) else f"{e.filename or 'a file'}: {e.strerror or e}"
+        line = (f"stopped: {what}; {last}; free disk space on {self.run_dir}, then resume with: "
+                f"{self.command}")  # fmt: skip
+        if self.reporter is not None:
+            self.reporter.line(line)
+        else:  # pragma: no cover - the reporter exists once set-up is done
+            log.error("%s", line)
 
     def _catch_interrupts(self) -> Callable[[], None]:
         """SIGINT/SIGTERM set ``stop_requested`` (the run stops at the next safe point); a second
@@ -515,9 +563,14 @@ class Run:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
             self.pool.finish()
-        if self.loop_started and self.promoted is not None:
+        if self.loop_started and self.promoted is not None and self.write_error is None:
             try:
                 self._checkpoint(trainer)
+            except OSError as e:  # a full disk at the final checkpoint: the last one is kept
+                if not isinstance(e, CheckpointWriteError) and e.errno not in DISK_FULL:
+                    log.exception("final checkpoint failed")
+                else:
+                    self._write_failed(e, trainer)
             except Exception:  # pragma: no cover - best effort at shutdown
                 log.exception("final checkpoint failed")
         self.scalars.flush()
@@ -567,7 +620,14 @@ class Run:
                 d = load_checked(best, require_checksum=True)
                 return int(d.get("generation", generation)), d["model_state"]
             except CheckpointError as e:
-                log.error("best.pt unreadable (%s); restoring it from the checkpoints", e)
+                try:
+                    kept = f"the rejected file is now {set_aside(best).name}"
+                except OSError as moved:
+                    kept = f"it could not be set aside ({moved.strerror or moved})"
+                line = f"best.pt rejected: {e}; restoring it from the checkpoints ({kept})"
+                if self.reporter is not None:
+                    self.reporter.line(line)
+                log.error("%s", line)
         if state is None:
             found: Promoted = (trainer.generation, _cpu_state(trainer))
         else:
