@@ -86,7 +86,7 @@ class CheckpointWriteError(OSError):
             why = "the disk quota is exceeded"
         else:
             why = cause.strerror or str(cause)
-        super().__init__(f"{path}: not written ({why}); the last good checkpoint on disk is kept")
+        super().__init__(f"{path}: not written ({why}); the files already on disk are unchanged")
         self.errno = cause.errno
         self.path = Path(path)
 

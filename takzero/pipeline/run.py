@@ -128,6 +128,24 @@ Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) o
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
+def write_failure(e: BaseException) -> OSError | None:
+    """The failed write behind ``e`` that stops a run: a :class:`CheckpointWriteError`, or an
+    OSError of a full disk (``DISK_FULL``) that is ``e`` itself, the cause a Ray task error
+    carries (``.cause``: a replay shard written by the replay actor), or an exception ``e`` was
+    raised from or during. None when there is none (``e`` is another error)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, CheckpointWriteError) or (isinstance(x, OSError) and x.errno in DISK_FULL):
+            return x
+        todo += [getattr(x, "cause", None), x.__cause__, x.__context__]
+    return None
+
+
 def _stop_key(reason: str) -> str:
     """The config key a stop reason names (``reached train.total_steps=40`` -> that key)."""
     if reason.startswith("reached "):
@@ -348,10 +366,11 @@ class Run:
                 self.loop_started = True
                 self._loop(trainer)
                 self._last_evaluation(trainer)
-        except OSError as e:
-            if not isinstance(e, CheckpointWriteError) and e.errno not in DISK_FULL:
+        except Exception as e:  # noqa: BLE001 - a full disk shows through Ray's wrappers too
+            failed = write_failure(e)
+            if failed is None:
                 raise
-            self._write_failed(e, trainer)
+            self._write_failed(failed, trainer)
         finally:
             self._shutdown(trainer)
 
@@ -366,7 +385,10 @@ class Run:
         kept = list_checkpoints(self.run_dir)
         last = (f"the last good checkpoint is {kept[-1].name}" if kept
                 else "no checkpoint was written yet")  # fmt: skip
-        what = str(e) if isinstance(e, CheckpointWriteError) else f"{e.filename or 'a file'}: {e.strerror or e}"
+        if isinstance(e, CheckpointWriteError):
+            what = str(e)
+        else:
+            what = f"{e.filename}: {e.strerror or e}" if e.filename else f"a write failed ({e.strerror or e})"
         line = (f"stopped: {what}; {last}; free disk space on {self.run_dir}, then resume with: "
                 f"{self.command}")  # fmt: skip
         if self.reporter is not None:
@@ -552,7 +574,7 @@ class Run:
 
         assert self.reporter is not None and self.scalars is not None
         reporter = self.reporter
-        if self.stop_requested:
+        if self.stop_requested and self.write_error is None:
             reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary"
                           if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
@@ -566,13 +588,12 @@ class Run:
         if self.loop_started and self.promoted is not None and self.write_error is None:
             try:
                 self._checkpoint(trainer)
-            except OSError as e:  # a full disk at the final checkpoint: the last one is kept
-                if not isinstance(e, CheckpointWriteError) and e.errno not in DISK_FULL:
+            except Exception as e:  # noqa: BLE001 - best effort at shutdown
+                failed = write_failure(e)  # a full disk at the final checkpoint: the last is kept
+                if failed is None:
                     log.exception("final checkpoint failed")
                 else:
-                    self._write_failed(e, trainer)
-            except Exception:  # pragma: no cover - best effort at shutdown
-                log.exception("final checkpoint failed")
+                    self._write_failed(failed, trainer)
         self.scalars.flush()
         self.scalars.writer.close()
         for actor in (self.evaluator, self.replay, self.coordinator):
@@ -580,10 +601,13 @@ class Run:
                 ray.kill(actor)
         self.inflight = {}
         if self.loop_started:
-            finished = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) is not None
+            rule = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games)
+            finished = rule is not None
+            if finished and self.write_error is not None and not self.stop_reason.startswith(str(rule)):
+                self.stop_reason = f"{rule}, but {self.stop_reason}: the final checkpoint was not written"
             assert self.promoted is not None
             self._print_summary(reporter, trainer, self._snapshot(trainer), self.promoted[0], finished)
-        elif self.stop_requested:
+        elif self.stop_requested and self.write_error is None:
             reporter.line(f"run stopped during start-up (Ctrl-C): nothing trained this session; "
                           f"the run folder is {self.run_dir}")  # fmt: skip
             reporter.line(f"  to start it again: {self.command}")
