@@ -305,7 +305,8 @@ def _cpu_eval_copy(model: TakNet) -> TakNet:
 def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) -> None:
     """Fill ``out`` (B, A) float32 with the softmax of ``logits`` (B, A) float32 over the entries
     where ``mask`` (B, A) bool is True, 0 elsewhere; an all-masked row (or one whose legal logits
-    are all -inf) is all zeros. One fused pass per row: no (B, A) temporaries."""
+    are all -inf) is all zeros; a NaN or +inf legal logit makes the row's legal entries NaN (as
+    ``model.masked_softmax``). One fused pass per row: no (B, A) temporaries."""
     b_rows, a_cols = logits.shape
     for b in range(b_rows):
         mx = -np.inf
@@ -322,16 +323,22 @@ def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) 
                 s += e
             else:
                 out[b, a] = 0.0
-        if s > 0.0:
+        if s > 0.0 and s < np.inf:
             inv = np.float32(1.0 / s)
             for a in range(a_cols):
                 if mask[b, a]:
                     out[b, a] *= inv
+        elif s != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
+            for a in range(a_cols):
+                if mask[b, a]:
+                    out[b, a] = np.nan
 
 
 def masked_softmax_np(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """NumPy twin of ``model.masked_softmax``: (B, A) float logits, (B, A) bool mask -> (B, A)
-    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal.
+    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal
+    (or every legal logit is -inf), NaN on the legal entries of a row with a NaN or +inf legal
+    logit. Raises ValueError for shapes that are not the same (B, A).
     A compiled loop (``_masked_softmax_rows``): on 6x6 (A = 9,036) it is several times faster
     than the six (B, A) passes of the torch version, which took a fifth of a self-play worker's
     time (``scripts/bench_inference.py --softmax``)."""
