@@ -464,3 +464,48 @@ def test_unreadable_files_are_one_line_naming_the_file(tmp_path: Path) -> None:
         load_trusted(tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="garbage.pt: cannot be read: not a torch.save file"):
         load_trusted(tmp_path / "garbage.pt")
+
+
+def test_export_and_convert_errors_name_what_is_wrong(tmp_path: Path, capsys) -> None:
+    from takzero.export import convert_paths, export_checkpoint, main
+    from takzero.players.registry import make_player
+
+    good = tmp_path / "good.pt"
+    torch.save(checkpoint_dict(_model()), good)
+    with pytest.raises(ValueError, match=r"format must be one of \('torchscript', 'onnx'\), got 'tflite'"):
+        export_checkpoint(good, tmp_path / "x", fmt="tflite")
+    with pytest.raises(ValueError, match="is a folder: it is converted in place"):
+        convert_paths(tmp_path, out=tmp_path / "x.pt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="empty: no ckpt_\\*.pt or best.pt to convert"):
+        convert_paths(tmp_path / "empty")
+    assert main(["--convert", str(tmp_path / "missing.pt")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"export failed: {tmp_path / 'missing.pt'}: no such file"
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    assert main(["--convert", str(tmp_path / "junk.pt")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "junk.pt: cannot be read: not a torch.save file" in err
+    with pytest.raises(ValueError, match="'model' needs a path: model:PATH or model:PATH:N"):
+        make_player("model:")
+
+
+def test_a_pickle_dressed_as_torchscript_is_refused_without_running(evil, tmp_path: Path) -> None:
+    """``Evaluator.load`` sends a zip with ``code/`` entries to ``torch.jit.load``: the malicious
+    pickle dressed up so is read by TorchScript's own unpickler, which knows no Python
+    callables, and refused in one line naming the file."""
+    import pickle
+    import zipfile
+
+    from takzero.nn.inference import Evaluator
+
+    path, marker = evil
+    with zipfile.ZipFile(path, "a") as z:
+        root = z.namelist()[0].split("/")[0]
+        z.writestr(f"{root}/code/__torch__.py", "")
+        z.writestr(f"{root}/constants.pkl", pickle.dumps((), protocol=2))
+    with pytest.raises(ValueError) as err:
+        Evaluator.load(path, device="cpu")
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: cannot be read as a TorchScript archive") and "\n" not in msg, msg
+    assert not marker.exists()

@@ -52,7 +52,7 @@ from takzero.nn.model import (
     model_from_checkpoint,
     model_from_config,
 )
-from takzero.nn.safe_load import load_weights_only
+from takzero.nn.safe_load import load_weights_only, one_line_reason
 
 __all__ = [
     "ACTION_SPACE",
@@ -440,12 +440,20 @@ class Evaluator:
     ) -> Evaluator:
         """From a file written by ``export_torchscript``. A TorchScript archive holds a program
         (TorchScript code run when the model is called): load only files from people you trust;
-        a checkpoint or ONNX file is the format to take from a stranger."""
+        a checkpoint or ONNX file is the format to take from a stranger. (Its pickled data is
+        read by TorchScript's own unpickler, which knows TorchScript types only: a Python callable
+        in it is refused, not called.)
+
+        Raises ValueError (one line naming the file) for a file TorchScript cannot load or one
+        without takzero metadata."""
         dev = resolve_device(device)
         extra = {"metadata.json": ""}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in 2.x
-            module = torch.jit.load(str(path), map_location=dev, _extra_files=extra)
+            try:
+                module = torch.jit.load(str(path), map_location=dev, _extra_files=extra)
+            except RuntimeError as e:
+                raise ValueError(f"{path}: cannot be read as a TorchScript archive ({one_line_reason(e)})") from None
         if not extra["metadata.json"]:
             raise ValueError(f"{path} has no takzero metadata")
         return cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))

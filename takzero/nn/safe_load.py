@@ -34,7 +34,7 @@ import torch
 
 __all__ = [
     "UnsafeFileError", "CONVERT_COMMAND", "load_weights_only", "load_trusted", "to_plain",
-    "dumps_weights_only",
+    "dumps_weights_only", "one_line_reason",
 ]
 
 #: The command that rewrites a trusted file as a weights-only one (``takzero.export --convert``).
@@ -56,7 +56,7 @@ def _unsafe_globals(path: Path, message: str) -> list[str]:
     return found or re.findall(r"GLOBAL ([\w.]+)", message)
 
 
-def _short_reason(e: BaseException) -> str:
+def one_line_reason(e: BaseException) -> str:
     """One line of torch's (long, multi-line) error text: the detail after "WeightsUnpickler
     error:" when there is one, else the first sentence."""
     text = str(e)
@@ -95,14 +95,14 @@ def load_weights_only(path: str | Path, map_location: str | torch.device = "cpu"
                 "tensors and plain values, which could run code), so it was not loaded; if you "
                 f"trust where it came from, convert it once with: {CONVERT_COMMAND} {path}"
             ) from None
-        raise ValueError(f"{path}: cannot be read: not a torch.save file ({_short_reason(e)})") from None
+        raise ValueError(f"{path}: cannot be read: not a torch.save file ({one_line_reason(e)})") from None
     except OSError:
         raise
     except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, EOFError, ... for a bad file
         if "TorchScript" in str(e):
             raise ValueError(f"{path}: a TorchScript archive, not a checkpoint") from None
         raise ValueError(
-            f"{path}: cannot be read: not a torch.save file, or truncated or corrupt ({_short_reason(e)})"
+            f"{path}: cannot be read: not a torch.save file, or truncated or corrupt ({one_line_reason(e)})"
         ) from None
 
 
@@ -123,7 +123,7 @@ def dumps_weights_only(obj: Any, name: str | Path = "the data") -> bytes:
     try:
         torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any failure means the conversion did not work
-        raise ValueError(f"{name}: the converted data does not load weights-only ({_short_reason(e)})") from None
+        raise ValueError(f"{name}: the converted data does not load weights-only ({one_line_reason(e)})") from None
     return data
 
 
@@ -141,7 +141,7 @@ def load_trusted(path: str | Path) -> Any:
     except OSError:
         raise
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
-        raise ValueError(f"{path}: cannot be read: not a torch.save file ({_short_reason(e)})") from None
+        raise ValueError(f"{path}: cannot be read: not a torch.save file ({one_line_reason(e)})") from None
 
 
 def to_plain(obj: Any) -> Any:
