@@ -35,7 +35,13 @@ the newest readable checkpoint, exactly:
   every checkpoint drains them in the same replay-actor call that reads the buffer's state (the
   final one after the workers have stopped); positions and games in replay shards written after the checkpoint count too;
 * ``best.pt`` only ever holds a gated model: every checkpoint carries the promoted weights, which
-  rebuild ``best.pt`` if it is missing or damaged;
+  rebuild ``best.pt`` if it is missing or damaged (a damaged one is kept as ``best.pt.rejected``);
+* checkpoints are read weights-only and verified against their sidecars; newer ones that fail
+  (truncated, bit-flipped, checksum mismatch, no sidecar, not weights-only) are renamed
+  ``<name>.rejected`` and the run says so in ``train.log`` before it resumes from the older one;
+* a write that fails because the disk is full (a checkpoint, ``best.pt``, a replay shard) stops
+  the run without a final checkpoint, with one line naming the file, the last good checkpoint and
+  the command that resumes it (:meth:`Run.run` then raises the error; the command line exits 1);
 * temp files of writes that a kill interrupted are removed at start.
 ``train.max_minutes`` counts training time over all sessions of the run.
 """
@@ -774,5 +780,6 @@ def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
 def run_training(cfg: TrainConfig, command: str | None = None) -> Path:
     """Run (or resume) training with a validated config; returns the run folder. ``command``:
     the command line that resumes it (printed at start-up and in the summary; default: built
-    from ``sys.argv``)."""
+    from ``sys.argv``). Raises what :meth:`Run.run` raises (RunDirError, PlacementError,
+    KeyboardInterrupt, the OSError of a full disk after a clean stop)."""
     return Run(cfg, command).run()
