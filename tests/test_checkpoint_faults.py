@@ -73,12 +73,29 @@ def _empty(p: Path) -> None:
     p.write_bytes(b"")
 
 
+class _Marker:
+    """Unpickled, would create the file ``MARKER`` beside the checkpoint."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+def _malicious(p: Path) -> None:
+    """Replaced by a file whose pickle runs code, with a matching sidecar."""
+    torch.save({"step": 20, "x": _Marker(p.parent / "MARKER")}, p)
+    Path(str(p) + ".sha256").write_text(ck.file_sha256(p) + "\n")
+
+
 DAMAGE = {
     "truncated": (_truncate, "checksum mismatch"),
     "bit-flipped": (_flip, "checksum mismatch"),
     "checksum-mismatch": (_other_digest, "checksum mismatch"),
     "no-sidecar": (_no_sidecar, "no ckpt_000000020.pt.sha256 checksum file"),
     "empty": (_empty, "checksum mismatch"),
+    "malicious": (_malicious, "not a weights-only file"),
 }
 
 
@@ -109,6 +126,7 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_the_run_log_says_so(
     assert f"ckpt_000000020.pt: {reason}" in line
     assert "resuming from the older ckpt_000000010.pt" in line and "ckpt_000000020.pt.rejected" in line
     assert "resumed from ckpt_000000010.pt: step 10" in log
+    assert not (run_dir / "MARKER").exists()
     # Set aside: never resumed, counted or pruned in place of the good one.
     assert [p.name for p in list_checkpoints(run_dir)] == ["ckpt_000000010.pt"]
     assert (run_dir / "ckpt_000000020.pt.rejected").exists()
