@@ -359,7 +359,7 @@ def test_checkpoints_written_now_hold_plain_values_only(tmp_path: Path) -> None:
     assert back["run"]["counters"]["count/games"] == 3.0 and type(back["run"]["games"]) is int
     assert torch.equal(back["table"], torch.arange(4, dtype=torch.int32))
     with pytest.raises(TypeError, match=r"\['run'\]\['bad'\]"):
-        atomic_torch_save({"run": {"bad": {1, 2}}}, tmp_path / "ckpt_000000002.pt")
+        atomic_torch_save({"run": {"bad": range(2)}}, tmp_path / "ckpt_000000002.pt")
     assert not (tmp_path / "ckpt_000000002.pt").exists()
 
 
@@ -509,3 +509,40 @@ def test_a_pickle_dressed_as_torchscript_is_refused_without_running(evil, tmp_pa
     msg = str(err.value)
     assert msg.startswith(f"{path}: cannot be read as a TorchScript archive") and "\n" not in msg, msg
     assert not marker.exists()
+
+
+def test_convert_to_another_file_and_what_cannot_be_converted(tmp_path: Path) -> None:
+    from takzero.export import convert_file
+
+    src = tmp_path / "old.pt"
+    _old_style(src, sidecar=True)
+    before = src.read_bytes()
+    line = convert_file(src, tmp_path / "new.pt")
+    assert line == f"{src}: converted to a weights-only file {tmp_path / 'new.pt'}"
+    assert src.read_bytes() == before  # the source is left as it was
+    assert load_checked(tmp_path / "new.pt", require_checksum=True)["generation"] == 2
+    odd = tmp_path / "odd.pt"
+    torch.save({"model_state": {}, "tags": range(3)}, odd)
+    data = odd.read_bytes()
+    with pytest.raises(ValueError, match=r"odd.pt: cannot be made weights-only: builtins.range at \['tags'\]"):
+        convert_file(odd)
+    assert odd.read_bytes() == data
+
+
+def test_to_plain_keeps_exactly_what_a_weights_only_load_rebuilds() -> None:
+    """Each value :func:`to_plain` keeps reads back weights-only; each it refuses, torch refuses."""
+    kept = {"n": None, "b": True, "i": 2**70, "f": 1.5, "c": 1 + 2j, "s": "x", "by": b"x",
+            "ba": bytearray(b"x"), "set": {1, 2}, "t": (1, [2]), "dtype": torch.float16,
+            "dev": torch.device("cpu"), "size": torch.Size([2]), "p": torch.nn.Parameter(torch.ones(1))}  # fmt: skip
+    assert to_plain(kept) is kept
+    buf = io.BytesIO()
+    torch.save(kept, buf)
+    assert torch.load(io.BytesIO(buf.getvalue()), weights_only=True).keys() == kept.keys()
+    for bad in (frozenset([1]), range(2), slice(1), object()):
+        with pytest.raises(TypeError):
+            to_plain({"x": bad})
+        buf = io.BytesIO()
+        torch.save({"x": bad}, buf)
+        with pytest.raises(Exception):  # noqa: B017 - torch's UnpicklingError
+            torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
+    assert to_plain({np.int64(1): {np.float32(2.0)}}) == {1: {2.0}}

@@ -146,7 +146,7 @@ def load_trusted(path: str | Path) -> Any:
 
 def to_plain(obj: Any) -> Any:
     """``obj`` with numpy scalars made Python numbers (``np.float64(1.5)`` -> ``1.5``) and numpy
-    arrays made tensors, inside dicts (keys too), lists and tuples; everything else that is
+    arrays made tensors, inside dicts (keys too), lists, tuples and sets; everything else that is
     already a tensor or plain value is kept, and a container with nothing to change is returned
     as the same object (a state dict's ``OrderedDict`` and its ``_metadata`` stay). What
     :func:`load_weights_only` can read back.
@@ -156,7 +156,9 @@ def to_plain(obj: Any) -> Any:
     return _plain(obj, "")
 
 
-_PLAIN = (bool, int, float, str, bytes)  # exact types: an IntEnum or str subclass is not plain
+#: What torch's weights-only unpickler rebuilds besides tensors and containers (exact types: an
+#: IntEnum or a str subclass is not plain; frozenset, range and slice are refused by torch).
+_PLAIN = (bool, int, float, complex, str, bytes, bytearray)
 _KEPT = (torch.Tensor, torch.dtype, torch.device, torch.Size)
 
 
@@ -176,10 +178,10 @@ def _plain(obj: Any, where: str) -> Any:
         if hasattr(obj, "_metadata"):  # a module state dict's version information
             out._metadata = obj._metadata  # type: ignore[attr-defined]
         return out
-    if type(obj) in (list, tuple):
+    if type(obj) in (list, tuple, set):
         vals = [_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
         if all(a is b for a, b in zip(vals, obj, strict=True)):
             return obj
-        return vals if type(obj) is list else tuple(vals)
+        return type(obj)(vals)
     raise TypeError(f"{type(obj).__module__}.{type(obj).__qualname__} at {where or 'the top'} "
                     "is not a plain value or tensor (a weights-only load would refuse it)")  # fmt: skip
