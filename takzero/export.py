@@ -25,6 +25,10 @@ TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``me
     from takzero.nn.inference import Evaluator
     ev = Evaluator.load("model.pt")      # or model.onnx; ev.metadata is the dict above
 
+A TorchScript file holds a program (TorchScript code run when the model is called): give it only
+to people who trust you, and take one only from people you trust; a checkpoint (read
+weights-only) or an ONNX file is the format to share with strangers.
+
 Where the komi comes from, first found wins: ``--komi``, the checkpoint's ``half_komi``, the run
 folder's ``config.yaml`` (``board.komi``), else 0 with a warning.
 """

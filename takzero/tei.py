@@ -23,7 +23,9 @@ Commands and answers:
     latency.
   - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
   - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
-    no model).
+    no model). A checkpoint is read weights-only: one whose pickle would run code is refused with
+    an ``info string`` naming it, and the previous player stays (README, "Which model files are
+    safe to take from a stranger": a TorchScript file holds code).
   - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
     ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse such sizes.
 
