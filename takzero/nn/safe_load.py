@@ -4,8 +4,8 @@ takzero calls ``torch.load``.
 A ``torch.save`` file is a pickle, and a pickle can name any Python callable to be called while it
 is read (``__reduce__``): ``torch.load(weights_only=False)`` of a file from a stranger runs the
 stranger's code. Every model and checkpoint file is therefore read by :func:`load_weights_only`,
-``torch.load(weights_only=True)``: only tensors and plain Python values (dict, list, tuple, str,
-int, float, bool, None) are rebuilt, and a file that asks for anything else is refused with
+``torch.load(weights_only=True)``: only tensors and plain Python values (dicts, lists, tuples,
+sets, numbers, strings, bytes, None) are rebuilt, and a file that asks for anything else is refused with
 :class:`UnsafeFileError`, never unpickled. Nothing is added to torch's allow-list: takzero's
 files hold only plain values (:func:`to_plain` makes sure of it before a checkpoint is written).
 
