@@ -35,7 +35,13 @@ from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
 from takzero.players.network import play_evaluator
-from takzero.players.registry import help_text, make_player, spec_label, spec_syntax
+from takzero.players.registry import (
+    ModelFileError,
+    help_text,
+    make_player,
+    spec_label,
+    spec_syntax,
+)
 from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
 
@@ -98,7 +104,8 @@ def evaluate_model(
     :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
     spec, a baseline network of another board size than the model's (it cannot play the
     model's games), pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of
-    0.5, or a file that is not a model."""
+    0.5; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
+    (unreadable, not a model, or not weights-only)."""
     if not 1 <= pairs <= MAX_PAIRS:
         raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
     if not 1 <= simulations <= MAX_SIMULATIONS:
@@ -117,7 +124,7 @@ def evaluate_model(
     try:
         net = Evaluator.load(model, device=device)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
-        raise ValueError(f"cannot load model {model}: {e}") from None
+        raise ModelFileError(f"cannot load model {model}: {e}") from None
     size = net.config.size
     for spec, player in zip(baselines, players, strict=True):
         other = getattr(player, "model_size", None)
@@ -281,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
             links=args.links, backend=args.backend,
         )
+    except ModelFileError as e:  # not a usage error: one line, no usage text
+        p.exit(2, f"{p.prog}: error: {e}\n")
     except (OSError, ValueError) as e:
         p.error(str(e))
     except KeyboardInterrupt:  # the score so far is printed (MatchInterrupted) or nothing ran yet

@@ -5,10 +5,14 @@ Command line::
     python -m takzero.export checkpoints/<run>/best.pt -o model.pt            # TorchScript
     python -m takzero.export checkpoints/<run>/best.pt -o model.onnx --format onnx
     python -m takzero.export model.pt --info                                  # print metadata
+    python -m takzero.export --convert OLD.pt       # a trusted file that is not weights-only
 
 The input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a ``torch.save`` dict
-with at least ``model_config`` and ``model_state``). The output holds the network and a metadata
-dict (JSON) with:
+with at least ``model_config`` and ``model_state``), read weights-only
+(:mod:`takzero.nn.safe_load`): a file whose pickle would run code is refused, naming the file.
+``--convert`` rewrites a file one trusts that is not weights-only (or every checkpoint of a run
+folder) as one that is; it runs the file's pickle to read it. The output holds the network and a
+metadata dict (JSON) with:
 
 * ``size``, ``half_komi`` and ``komi`` (the komi the model was trained for), ``feature_version``,
   ``layers``, ``in_channels``, ``num_actions``, ``action_space``, ``model_config``;
@@ -20,6 +24,10 @@ TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``me
 
     from takzero.nn.inference import Evaluator
     ev = Evaluator.load("model.pt")      # or model.onnx; ev.metadata is the dict above
+
+A TorchScript file holds a program (TorchScript code run when the model is called): give it only
+to people who trust you, and take one only from people you trust; a checkpoint (read
+weights-only) or an ONNX file is the format to share with strangers.
 
 Where the komi comes from, first found wins: ``--komi``, the checkpoint's ``half_komi``, the run
 folder's ``config.yaml`` (``board.komi``), else 0 with a warning.
@@ -35,19 +43,24 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["export_checkpoint", "load_checkpoint", "read_metadata", "main"]
+__all__ = [
+    "export_checkpoint", "load_checkpoint", "read_metadata", "convert_file", "convert_paths", "main",
+]
 
 FORMATS = ("torchscript", "onnx")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a training checkpoint (``torch.save`` dict). A ``<path>.sha256`` sidecar, when present,
-    is verified (``takzero.pipeline.checkpoints.load_checked``).
+    """Read a training checkpoint (``torch.save`` dict), weights-only
+    (:func:`takzero.nn.safe_load.load_weights_only`: no code in the file runs). A
+    ``<path>.sha256`` sidecar, when present, is verified
+    (``takzero.pipeline.checkpoints.load_checked``).
 
     Raises FileNotFoundError for a missing file, ValueError when the file is not a checkpoint
-    with ``model_config`` and ``model_state`` (or fails its checksum).
+    with ``model_config`` and ``model_state``, fails its checksum, or is not weights-only (its
+    pickle would run code: refused, with the ``--convert`` command for a trusted file).
     """
-    import torch
+    from takzero.nn.safe_load import load_weights_only
 
     path = Path(path)
     if not path.is_file():
@@ -61,13 +74,77 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         except CheckpointError as e:
             raise ValueError(str(e)) from None
     else:
-        try:
-            ckpt = torch.load(str(path), map_location="cpu", weights_only=False)
-        except Exception as e:  # torch raises several types for a file it cannot read
-            raise ValueError(f"{path}: cannot be read as a checkpoint ({e})") from None
+        ckpt = load_weights_only(path)  # ValueError (UnsafeFileError) for a bad file
     if not isinstance(ckpt, dict) or "model_config" not in ckpt or "model_state" not in ckpt:
         raise ValueError(f"{path}: not a takzero checkpoint (needs model_config and model_state)")
     return ckpt
+
+
+def convert_file(path: str | Path, out: str | Path | None = None) -> str:
+    """Rewrite a *trusted* ``torch.save`` file that is not weights-only (written by an older
+    tool, or holding numpy values) as one that is: read with full unpickling
+    (:func:`takzero.nn.safe_load.load_trusted`, so the file's code runs: only for files one
+    trusts), numpy scalars made numbers and arrays tensors, the result checked to read back
+    weights-only, then written atomically to ``out`` (default: in place). A ``.sha256`` sidecar
+    is verified first and rewritten with the new digest (in place; for ``out``, one is written
+    beside it). Returns one line saying what was done; a file that already reads weights-only is
+    left as it is.
+
+    Raises FileNotFoundError, ValueError (a checksum mismatch, an unreadable file, contents that
+    cannot be made weights-only), OSError (the write failed; the file is unchanged).
+    """
+    from takzero.nn.safe_load import (
+        UnsafeFileError,
+        dumps_weights_only,
+        load_trusted,
+        load_weights_only,
+    )
+    from takzero.pipeline.checkpoints import CheckpointError, atomic_save_bytes, check_sidecar
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        check_sidecar(path)
+    except CheckpointError as e:
+        raise ValueError(f"{e}; not converted") from None
+    side = Path(str(path) + ".sha256")
+    target = Path(out) if out is not None else path
+    try:
+        data_obj = load_weights_only(path)
+        if target == path:
+            return f"{path}: already weights-only, left as it is"
+    except UnsafeFileError:
+        data_obj = load_trusted(path)
+    try:
+        data = dumps_weights_only(data_obj, path)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    if side.exists() or target != path:
+        atomic_save_bytes(data, target)
+    else:
+        from takzero.game.files import atomic_write_bytes
+
+        atomic_write_bytes(target, data)
+    load_weights_only(target)  # the file on disk reads back weights-only
+    return f"{path}: converted to a weights-only file{'' if target == path else f' {target}'}"
+
+
+def convert_paths(target: str | Path, out: str | Path | None = None) -> list[str]:
+    """:func:`convert_file` of one file, or of every ``ckpt_*.pt`` and ``best.pt`` of a run
+    folder (``out`` must then be None: in place). Returns the lines of :func:`convert_file`.
+    Raises what it raises (the first failure stops), ValueError for ``out`` with a folder."""
+    from takzero.pipeline.checkpoints import list_checkpoints
+
+    target = Path(target)
+    if not target.is_dir():
+        return [convert_file(target, out)]
+    if out is not None:
+        raise ValueError(f"{target} is a folder: it is converted in place (no -o)")
+    files = list_checkpoints(target) + ([target / "best.pt"] if (target / "best.pt").is_file() else [])
+    if not files:
+        raise ValueError(f"{target}: no ckpt_*.pt or best.pt to convert")
+    return [convert_file(p) for p in files]
 
 
 def _komi_from_run_config(folder: Path) -> float | None:
@@ -209,6 +286,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--generation", type=int, help="generation to record (default: checkpoint's)")
     p.add_argument("--opset", type=int, help="ONNX opset (default 17)")
     p.add_argument("--info", action="store_true", help="only print the file's metadata as JSON")
+    p.add_argument("--convert", action="store_true",
+                   help="rewrite a TRUSTED checkpoint (or every ckpt_*.pt and best.pt of a run "
+                   "folder) that is not weights-only as one that is, in place or to -o; its "
+                   "pickle is run to read it, so only for files you trust")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -230,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.info:
             print(json.dumps(read_metadata(args.checkpoint), indent=2, sort_keys=True))
+            return 0
+        if args.convert:
+            for line in convert_paths(args.checkpoint, args.out):
+                print(line)
             return 0
         out = args.out or free_name("model.onnx" if args.format == "onnx" else "model.pt")
         if not args.out and out not in ("model.pt", "model.onnx"):

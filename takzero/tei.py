@@ -32,7 +32,9 @@ Commands and answers:
     (``takzero.players.network.auto_leaves``: 16, fewer for short node limits); 1 is one
     simulation per network call.
   - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
-    no model).
+    no model). A checkpoint is read weights-only: one whose pickle would run code is refused with
+    an ``info string`` naming it, and the previous player stays (README, "Which model files are
+    safe to take from a stranger": a TorchScript file holds code).
   - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
     ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse such sizes.
 

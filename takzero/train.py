@@ -8,6 +8,7 @@ Composes ``configs/train.yaml`` with the preset and the overrides, checks every 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -20,9 +21,10 @@ from takzero.config import (
     load_config,
     unknown_override_keys,
 )
+from takzero.pipeline.checkpoints import CheckpointWriteError
 from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.progress import resume_command
-from takzero.pipeline.run import RunDirError, run_training
+from takzero.pipeline.run import DISK_FULL, RunDirError, run_training
 
 
 def _hydra_output_dir() -> Path | None:
@@ -34,6 +36,41 @@ def _hydra_output_dir() -> Path | None:
         return Path(HydraConfig.get().runtime.output_dir)
     except ValueError:
         return None
+
+
+#: Why ``-m`` is refused (``multirun_problem``).
+MULTIRUN_REFUSED = (
+    "multirun (-m, --multirun, hydra.mode=MULTIRUN) is not supported: the jobs of a sweep would "
+    "share one run folder and one Ray instance; start one command per setting, each with its own "
+    "run_name (e.g. run_name=sims32 mcts.simulations=32)"
+)
+
+
+def multirun_problem(argv: list[str]) -> str | None:
+    """:data:`MULTIRUN_REFUSED` when the command line asks Hydra for a multirun (``-m``,
+    ``--multirun`` or ``hydra.mode=MULTIRUN``), checked before Hydra makes its sweep folder;
+    None otherwise."""
+    for a in argv:
+        if a in ("-m", "--multirun") or a.replace(" ", "").lower().lstrip("+") in (
+            "hydra.mode=multirun", "hydra.mode=runmode.multirun"
+        ):  # fmt: skip
+            return MULTIRUN_REFUSED
+    return None
+
+
+def back_to_launch_folder() -> None:
+    """Undo ``hydra.job.chdir=true`` (Hydra's change into its output folder): every relative
+    path of the config (``checkpoint_root``, ``model:PATH`` baselines) keeps meaning the folder
+    the command was started in, whatever ``hydra.run.dir`` and ``hydra.job.chdir`` say.
+    Outside a Hydra run nothing happens."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        launch = HydraConfig.get().runtime.cwd
+    except ValueError:
+        return
+    if launch and os.getcwd() != launch:
+        os.chdir(launch)
 
 
 def pin_run_name(dcfg: DictConfig, hydra_out: Path | None) -> None:
@@ -90,6 +127,9 @@ def main() -> None:
     import hydra
 
     problems = precheck([a for a in sys.argv[1:] if not a.startswith("-")])
+    multirun = multirun_problem(sys.argv[1:])
+    if multirun is not None:
+        problems.append(multirun)
     if problems:
         for p in problems:
             print(f"config error: {p}", file=sys.stderr)
@@ -99,6 +139,13 @@ def main() -> None:
 
     @hydra.main(config_path=config_dir, config_name="train", version_base="1.3")
     def _entry(dcfg: DictConfig) -> None:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.get().mode == RunMode.MULTIRUN:  # set where the command line did not say
+            print(f"config error: {MULTIRUN_REFUSED}", file=sys.stderr)
+            sys.exit(2)
+        back_to_launch_folder()
         try:
             pin_run_name(dcfg, _hydra_output_dir())
             cfg = load_config(dcfg)
@@ -114,6 +161,12 @@ def main() -> None:
         except PlacementError as e:
             print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
+        except OSError as e:
+            if e.errno not in DISK_FULL and not isinstance(e, CheckpointWriteError):
+                raise
+            # the run has stopped and said what failed and how to resume (train.log)
+            print(f"stopped, a write failed: {e}", file=sys.stderr)
+            sys.exit(1)
 
     try:
         _entry()

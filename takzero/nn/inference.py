@@ -52,6 +52,7 @@ from takzero.nn.model import (
     model_from_checkpoint,
     model_from_config,
 )
+from takzero.nn.safe_load import load_weights_only, one_line_reason
 
 __all__ = [
     "ACTION_SPACE",
@@ -306,7 +307,8 @@ def _cpu_eval_copy(model: TakNet) -> TakNet:
 def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) -> None:
     """Fill ``out`` (B, A) float32 with the softmax of ``logits`` (B, A) float32 over the entries
     where ``mask`` (B, A) bool is True, 0 elsewhere; an all-masked row (or one whose legal logits
-    are all -inf) is all zeros. One fused pass per row: no (B, A) temporaries."""
+    are all -inf) is all zeros; a NaN or +inf legal logit makes the row's legal entries NaN (as
+    ``model.masked_softmax``). One fused pass per row: no (B, A) temporaries."""
     b_rows, a_cols = logits.shape
     for b in range(b_rows):
         mx = -np.inf
@@ -323,16 +325,22 @@ def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) 
                 s += e
             else:
                 out[b, a] = 0.0
-        if s > 0.0:
+        if s > 0.0 and s < np.inf:
             inv = np.float32(1.0 / s)
             for a in range(a_cols):
                 if mask[b, a]:
                     out[b, a] *= inv
+        elif s != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
+            for a in range(a_cols):
+                if mask[b, a]:
+                    out[b, a] = np.nan
 
 
 def masked_softmax_np(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """NumPy twin of ``model.masked_softmax``: (B, A) float logits, (B, A) bool mask -> (B, A)
-    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal.
+    float32 probabilities over legal entries, 0 elsewhere, all-zero rows where nothing is legal
+    (or every legal logit is -inf), NaN on the legal entries of a row with a NaN or +inf legal
+    logit. Raises ValueError for shapes that are not the same (B, A).
     A compiled loop (``_masked_softmax_rows``): on 6x6 (A = 9,036) it is several times faster
     than the six (B, A) passes of the torch version, which took a fifth of a self-play worker's
     time (``scripts/bench_inference.py --softmax``)."""
@@ -414,9 +422,13 @@ class Evaluator:
         cls, checkpoint: dict[str, Any] | str | Path, device: str = "auto", bf16: bool = False
     ) -> Evaluator:
         """From a checkpoint dict ``{'model_config': ..., 'model_state': ...}`` or a file saved
-        with ``torch.save``. Extra keys such as ``half_komi`` are kept in ``metadata``."""
+        with ``torch.save``, read weights-only (:func:`takzero.nn.safe_load.load_weights_only`:
+        no code in the file runs). Extra keys such as ``half_komi`` are kept in ``metadata``.
+
+        Raises FileNotFoundError, ValueError (``UnsafeFileError`` for a file whose pickle would
+        run code; an unreadable file), KeyError / RuntimeError (see ``model_from_checkpoint``)."""
         if not isinstance(checkpoint, dict):
-            checkpoint = torch.load(str(checkpoint), map_location="cpu", weights_only=False)
+            checkpoint = load_weights_only(checkpoint)
         model = model_from_checkpoint(checkpoint)
         meta = model_metadata(model)
         for key in ("half_komi", "generation"):
@@ -428,12 +440,22 @@ class Evaluator:
     def from_torchscript(
         cls, path: str | Path, device: str = "auto", bf16: bool = False
     ) -> Evaluator:
-        """From a file written by ``export_torchscript``."""
+        """From a file written by ``export_torchscript``. A TorchScript archive holds a program
+        (TorchScript code run when the model is called): load only files from people you trust;
+        a checkpoint or ONNX file is the format to take from a stranger. (Its pickled data is
+        read by TorchScript's own unpickler, which knows TorchScript types only: a Python callable
+        in it is refused, not called.)
+
+        Raises ValueError (one line naming the file) for a file TorchScript cannot load or one
+        without takzero metadata."""
         dev = resolve_device(device)
         extra = {"metadata.json": ""}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in 2.x
-            module = torch.jit.load(str(path), map_location=dev, _extra_files=extra)
+            try:
+                module = torch.jit.load(str(path), map_location=dev, _extra_files=extra)
+            except RuntimeError as e:
+                raise ValueError(f"{path}: cannot be read as a TorchScript archive ({one_line_reason(e)})") from None
         if not extra["metadata.json"]:
             raise ValueError(f"{path} has no takzero metadata")
         return cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))

@@ -57,6 +57,7 @@ from takzero.nn.features import (
     layers_from_channels,
     num_channels,
 )
+from takzero.nn.safe_load import load_weights_only
 
 __all__ = [
     "LossWeights",
@@ -379,13 +380,15 @@ def checkpoint_dict(model: TakNet, **extra: Any) -> dict[str, Any]:
 
 
 def model_from_checkpoint(checkpoint: dict[str, Any] | str, map_location: str = "cpu") -> TakNet:
-    """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``).
+    """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``, read
+    weights-only: :func:`takzero.nn.safe_load.load_weights_only`).
 
     Raises KeyError if 'model_config' or 'model_state' is missing, ValueError on a feature-version
-    mismatch, RuntimeError if the weights do not fit the config.
+    mismatch or a file that cannot be read (``UnsafeFileError``, a ValueError, for one whose
+    pickle would run code), RuntimeError if the weights do not fit the config.
     """
     if not isinstance(checkpoint, dict):
-        checkpoint = torch.load(checkpoint, map_location=map_location, weights_only=False)
+        checkpoint = load_weights_only(checkpoint, map_location=map_location)
     cfg = checkpoint["model_config"]
     model = model_from_config(cfg)
     model.load_state_dict(checkpoint["model_state"])
@@ -406,22 +409,30 @@ def masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:
 
     Returns:
         (B, A) float32: log-probabilities on legal entries, ``-inf`` on illegal ones. A row with no
-        legal entry is ``-inf`` everywhere, i.e. its probabilities are all ZERO (not uniform). Never
-        NaN, and its gradient is finite (zero on illegal entries and on all-masked rows).
+        legal entry, or with ``-inf`` on every legal one, is ``-inf`` everywhere, i.e. its
+        probabilities are all ZERO (not uniform). Whatever the illegal entries hold (``+inf``,
+        NaN), the result is never NaN and its gradient is finite (zero on illegal entries and on
+        such empty rows), unless a *legal* logit is NaN or ``+inf``: then that row is NaN on its
+        legal entries (a broken network output is shown, not hidden; the trainer skips a step
+        whose loss is not finite). ``masked_softmax_np`` follows the same rules.
+
+    Raises ValueError when the shapes differ.
     """
     if logits.shape != mask.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and mask {tuple(mask.shape)} differ")
     mask = mask.bool()
-    # all-masked rows are computed as if unmasked (finite, no NaN) and then masked out
-    any_legal = mask.any(dim=-1, keepdim=True)
-    effective = mask | ~any_legal
-    x = logits.float().masked_fill(~effective, float("-inf"))
-    return torch.log_softmax(x, dim=-1).masked_fill(~mask, float("-inf"))
+    x = logits.float()
+    # A row with nothing to take is computed on a finite stand-in (zeros: no NaN, zero gradient)
+    # and then masked out.
+    empty = ~(mask & ~torch.isneginf(x)).any(dim=-1, keepdim=True)
+    x = torch.where(empty, torch.zeros_like(x), x).masked_fill(~mask & ~empty, float("-inf"))
+    return torch.log_softmax(x, dim=-1).masked_fill(~mask | empty, float("-inf"))
 
 
 def masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
-    """(B, A) float32 probabilities: softmax over legal entries, 0 elsewhere; an all-masked row is
-    all zeros. Never NaN."""
+    """(B, A) float32 probabilities: softmax over legal entries, 0 elsewhere; a row with no legal
+    entry (or ``-inf`` on every legal one) is all zeros. Never NaN unless a legal logit is NaN or
+    ``+inf`` (see :func:`masked_log_softmax`)."""
     return masked_log_softmax(logits, mask).exp()
 
 
@@ -436,10 +447,13 @@ def policy_loss(logits: Tensor, mask: Tensor, target_probs: Tensor) -> Tensor:
 
     Shapes: logits (B, A), mask (B, A) bool, target_probs (B, A) (rows normally sum to 1 over legal
     moves; target mass on illegal moves is ignored, not renormalised). Returns a scalar tensor
-    (nats). Rows without legal moves contribute 0.
+    (nats). Rows without legal moves contribute 0, and so do entries the target gives no mass
+    (a legal move the network rules out with a ``-inf`` logit costs nothing unless the target
+    wants it: then the loss is ``+inf``, which the trainer skips).
     """
-    logp = masked_log_softmax(logits, mask).masked_fill(~mask.bool(), 0.0)
-    return -(target_probs.float() * logp).sum(dim=-1).mean()
+    target = target_probs.float()
+    logp = masked_log_softmax(logits, mask).masked_fill(~mask.bool() | (target == 0), 0.0)
+    return -(target * logp).sum(dim=-1).mean()
 
 
 def outcome_to_wdl(outcome: Tensor) -> Tensor:

@@ -7,11 +7,18 @@ by one listing the new digest *and* the old one; the file is renamed into place;
 replaced by one listing the new digest only. At every moment the file on disk, old or new, has its
 digest in the sidecar, so a verified load never fails because of a kill and never accepts a
 truncated or corrupt file. Files are named ``ckpt_<step, 9 digits>.pt``.
+
+Files are read weights-only (:mod:`takzero.nn.safe_load`): a checkpoint whose pickle would run
+code is refused like a corrupt one. A write that fails (a full disk) raises
+:class:`CheckpointWriteError` and leaves the files on disk as they were. A checkpoint that fails
+its check on resume is renamed ``<name>.rejected`` (:func:`set_aside`) once an older one is taken.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import logging
 import os
 import re
@@ -20,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from takzero.nn.safe_load import UnsafeFileError, load_weights_only, to_plain
 
 log = logging.getLogger(__name__)
 
@@ -66,21 +75,61 @@ def _sidecar_digests(side: Path) -> list[str]:
     return [line.strip() for line in side.read_text().splitlines() if line.strip()]
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written (a full disk, a quota, an I/O error): the files
+    already on disk are left as they were and verify. ``errno`` is the one of the cause."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        if cause.errno == errno.ENOSPC:
+            why = "the disk is full"
+        elif cause.errno == errno.EDQUOT:
+            why = "the disk quota is exceeded"
+        else:
+            why = cause.strerror or str(cause)
+        super().__init__(f"{path}: not written ({why}); the files already on disk are unchanged")
+        self.errno = cause.errno
+        self.path = Path(path)
+
+
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """``torch.save`` ``obj`` to ``path`` with its ``<path>.sha256`` sidecar, as one atomic unit
     (see the module docstring): temp file, fsync, sidecar with the new and old digests, rename,
     sidecar with the new digest. A kill leaves the old file or the new one, each verifiable, and
-    at most a temp file (``*.tmp``, ``*.tmp.sha``) that :func:`remove_stale_temp_files` deletes."""
+    at most a temp file (``*.tmp``, ``*.tmp.sha``) that :func:`remove_stale_temp_files` deletes.
+
+    ``obj`` goes through :func:`takzero.nn.safe_load.to_plain` first (numpy scalars become
+    numbers), so the file always loads weights-only. It is serialised in memory and then written
+    with plain file writes, so a full disk shows as the OSError it is.
+
+    Raises:
+        CheckpointWriteError: the write failed (e.g. the disk filled): the temp files are removed
+            and the file on disk before the call, with its sidecar, still verifies.
+        TypeError: ``obj`` holds something that is not a tensor or plain value.
+    """
+    buf = io.BytesIO()
+    torch.save(to_plain(obj), buf)
+    atomic_save_bytes(buf.getbuffer(), path)
+
+
+def atomic_save_bytes(data: bytes | memoryview, path: Path) -> None:
+    """Write ``data`` (the bytes of a ``torch.save``) to ``path`` with its SHA-256 sidecar, as
+    one atomic unit: the write of :func:`atomic_torch_save`.
+
+    Raises:
+        CheckpointWriteError: the write failed (e.g. the disk filled): the temp files are removed
+            and the file on disk before the call, with its sidecar, still verifies.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(data).hexdigest()
     side = Path(str(path) + ".sha256")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        digest = file_sha256(Path(tmp))
         old = file_sha256(path) if path.exists() else None
         both = [digest] + ([old] if old and old != digest else [])
         _write_sidecar(side, both, tmp)  # accepts the old file and the new one
@@ -89,10 +138,15 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         if len(both) > 1:
             _write_sidecar(side, [digest], tmp)
         _fsync_dir(path.parent)
-    except BaseException:
-        for p in (tmp, tmp + ".sha"):
-            if os.path.exists(p):
-                os.unlink(p)
+    except BaseException as e:
+        for p in (tmp, f"{tmp}.sha") if tmp is not None else ():
+            try:
+                if os.path.exists(p):
+                    os.unlink(p)
+            except OSError:  # pragma: no cover - nothing more to do for a temp file
+                pass
+        if isinstance(e, OSError) and not isinstance(e, CheckpointWriteError):
+            raise CheckpointWriteError(path, e) from e
         raise
 
 
@@ -115,29 +169,40 @@ class CheckpointError(RuntimeError):
     """A checkpoint file that is missing, truncated or does not match its checksum."""
 
 
-def load_checked(path: Path, require_checksum: bool = False) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`atomic_torch_save`, verifying its SHA-256 sidecar.
+def check_sidecar(path: Path, require_checksum: bool = False) -> None:
+    """Check ``path`` against its ``<path>.sha256`` sidecar (any digest listed there matches).
+    Without a sidecar: an error if ``require_checksum``, else nothing is checked.
 
-    ``require_checksum``: a missing sidecar is an error (the run's own checkpoints: the sidecar is
-    written before the checkpoint is renamed into place, so a checkpoint without one was damaged
-    or not written by the run); otherwise a file without a sidecar is loaded unverified.
-    Raises CheckpointError when the file is missing, its checksum does not match or is required
-    and missing, or it cannot be read."""
+    Raises CheckpointError (naming the file) when it is missing, its checksum does not match
+    (a truncated or bit-flipped file), or the required sidecar is missing."""
     path = Path(path)
     side = Path(str(path) + ".sha256")
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint")
     if require_checksum and not side.exists():
         raise CheckpointError(f"{path}: no {side.name} checksum file, so it cannot be verified")
-    if side.exists():
-        want = _sidecar_digests(side)
-        got = file_sha256(path)
-        if got not in want:
-            raise CheckpointError(f"{path}: checksum mismatch (corrupt or truncated file)")
+    if side.exists() and file_sha256(path) not in _sidecar_digests(side):
+        raise CheckpointError(f"{path}: checksum mismatch (corrupt or truncated file)")
+
+
+def load_checked(path: Path, require_checksum: bool = False) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`atomic_torch_save`, verifying its SHA-256 sidecar.
+
+    ``require_checksum``: a missing sidecar is an error (the run's own checkpoints: the sidecar is
+    written before the checkpoint is renamed into place, so a checkpoint without one was damaged
+    or not written by the run); otherwise a file without a sidecar is loaded unverified.
+    The file is read weights-only (:func:`takzero.nn.safe_load.load_weights_only`): a
+    checkpoint whose pickle would run code is refused like a corrupt one, never unpickled.
+    Raises CheckpointError when the file is missing, its checksum does not match or is required
+    and missing, it cannot be read, or it is not weights-only."""
+    path = Path(path)
+    check_sidecar(path, require_checksum)
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # torch raises several types on a damaged zip
-        raise CheckpointError(f"{path}: cannot be read ({e})") from None
+        return load_weights_only(path)
+    except UnsafeFileError as e:
+        raise CheckpointError(str(e)) from None
+    except (ValueError, OSError) as e:  # unreadable: not a torch file, truncated, corrupt
+        raise CheckpointError(str(e) if str(path) in str(e) else f"{path}: cannot be read ({e})") from None
 
 
 def list_checkpoints(folder: Path) -> list[Path]:
@@ -147,15 +212,50 @@ def list_checkpoints(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if CKPT_RE.match(p.name))
 
 
+def latest_verified(
+    folder: Path,
+) -> tuple[tuple[Path, dict[str, Any]] | None, list[tuple[Path, str]]]:
+    """The newest checkpoint in ``folder`` that verifies (its sidecar matches, it reads
+    weights-only), and the newer ones that did not, newest first, each with the one-line reason
+    (truncated, bit-flipped, checksum mismatch, no sidecar, not weights-only). The first item is
+    None when none verifies (then every checkpoint is in the list)."""
+    rejected: list[tuple[Path, str]] = []
+    for path in reversed(list_checkpoints(folder)):
+        try:
+            return (path, load_checked(path, require_checksum=True)), rejected
+        except CheckpointError as e:
+            rejected.append((path, str(e)))
+    return None, rejected
+
+
 def load_latest(folder: Path) -> tuple[Path, dict[str, Any]] | None:
     """The newest readable checkpoint in ``folder`` whose checksum sidecar matches (corrupt or
     unverifiable ones are reported and skipped), or None when there is none."""
-    for path in reversed(list_checkpoints(folder)):
-        try:
-            return path, load_checked(path, require_checksum=True)
-        except CheckpointError as e:
-            log.error("%s; trying an older checkpoint", e)
-    return None
+    found, rejected = latest_verified(folder)
+    for _path, reason in rejected:
+        log.error("%s; trying an older checkpoint", reason)
+    return found
+
+
+REJECTED_SUFFIX = ".rejected"
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a checkpoint that failed its check (and its sidecar) to ``<name>.rejected``
+    (``.rejected.2``, ... when taken), so that it is never resumed, counted or pruned in place of
+    a good checkpoint, and is kept for a look. Returns the new path of the file.
+    Raises OSError when the rename fails."""
+    path = Path(path)
+    n, target = 1, path.with_name(path.name + REJECTED_SUFFIX)
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}{REJECTED_SUFFIX}.{n}")
+    side = Path(str(path) + ".sha256")
+    if path.exists():
+        os.replace(path, target)
+    if side.exists():
+        os.replace(side, target.with_name(target.name.replace(path.name, path.name + ".sha256", 1)))
+    return target
 
 
 def prune_checkpoints(folder: Path, keep: int) -> None:

@@ -3,8 +3,10 @@ counters, the launch number that keeps random streams apart, and the gated model
 
 Used by :class:`takzero.pipeline.run.Run`; no Ray here, so every rule is tested without a cluster.
 
-* :func:`find_resume_checkpoint`: the newest verified checkpoint, or an error that names why a
-  folder with checkpoints will not be resumed (``resume=false``, nothing verifies, another network).
+* :func:`find_resume_checkpoint`: the newest verified checkpoint (newer ones that fail their
+  check are skipped, and :func:`set_aside_rejected` renames them and says so in the run's log),
+  or an error that names why a folder with checkpoints will not be resumed (``resume=false``,
+  nothing verifies, another network).
 * :class:`RunCounters`: games, positions, self-play counters, gating decisions, training minutes
   over all sessions, the promoted generation and its scores; saved in every checkpoint under
   ``"run"`` and read back from it.
@@ -20,16 +22,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from takzero.config import TrainConfig
+from takzero.nn.safe_load import CONVERT_COMMAND
 from takzero.pipeline.checkpoints import (
     CheckpointError,
+    latest_verified,
     list_checkpoints,
     load_checked,
-    load_latest,
+    set_aside,
 )
 
 #: Self-play actor starts per launch of a run (``Coordinator.new_stream``); stream ``s`` numbers
@@ -41,8 +45,24 @@ class RunDirError(RuntimeError):
     """The run folder holds checkpoints that this run would not resume from (nothing started)."""
 
 
-def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+class ResumePoint(NamedTuple):
+    """The checkpoint a run resumes from.
+
+    Attributes:
+        path, state: the newest checkpoint that verifies, and its contents.
+        rejected: the newer checkpoints that failed their check (truncated, bit-flipped, checksum
+            mismatch, no sidecar, not weights-only), newest first, each with its one-line reason;
+            :func:`set_aside_rejected` renames them and says so.
+    """
+
+    path: Path
+    state: dict[str, Any]
+    rejected: list[tuple[Path, str]]
+
+
+def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> ResumePoint | None:
     """The checkpoint a run in ``run_dir`` resumes from: None for an empty folder (a new run).
+    Newer checkpoints that fail their check are skipped (``ResumePoint.rejected``).
 
     Refuses to start over in a folder that has checkpoints the run will not use (``resume=false``,
     or none of them verifies: the new run's checkpoints would sort before the old ones and be
@@ -60,12 +80,14 @@ def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> tuple[Path, dict[
             f"{run_dir} already has checkpoints ({existing[-1].name}) and resume=false: "
             "choose a new run_name (or move the old checkpoints away)"
         )
-    found = load_latest(run_dir)
+    found, rejected = latest_verified(run_dir)
     if found is None:
+        why = "; ".join(reason for _, reason in rejected[:3]) + ("; ..." if len(rejected) > 3 else "")
         raise RunDirError(
-            f"none of the {len(existing)} checkpoints in {run_dir} could be verified "
-            "(see the errors above); not starting over on top of them: restore their "
-            ".sha256 files, move them away, or choose a new run_name"
+            f"none of the {len(existing)} checkpoints in {run_dir} could be verified ({why}); "
+            "not starting over on top of them: restore their .sha256 files, convert trusted "
+            f"files that are not weights-only ({CONVERT_COMMAND} {run_dir}), move them away, "
+            "or choose a new run_name"
         )
     saved = found[1].get("model_config")
     if saved is not None:
@@ -79,7 +101,24 @@ def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> tuple[Path, dict[
                 f"{found[0]} was trained with another network than this config builds ({keys}); "
                 "set those keys to the checkpoint's values to resume, or choose a new run_name"
             )
-    return found
+    return ResumePoint(found[0], found[1], rejected)
+
+
+def set_aside_rejected(point: ResumePoint) -> list[str]:
+    """Rename each checkpoint newer than ``point`` that failed its check to ``<name>.rejected``
+    (:func:`takzero.pipeline.checkpoints.set_aside`: never resumed, counted or pruned in place of
+    a good one), and return one line per file for the run's log, saying why it was rejected, that
+    the run goes on from ``point.path``, and where the file went. Call it after
+    :func:`find_resume_checkpoint` succeeded, before the run writes a checkpoint."""
+    lines = []
+    for path, reason in point.rejected:
+        try:
+            moved = set_aside(path).name
+        except OSError as e:
+            moved = f"left in place (rename failed: {e.strerror or e})"
+        lines.append(f"checkpoint rejected: {reason}; resuming from the older {point.path.name} "
+                     f"instead (the rejected file is now {moved})")  # fmt: skip
+    return lines
 
 
 @dataclasses.dataclass

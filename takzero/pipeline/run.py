@@ -35,13 +35,20 @@ the newest readable checkpoint, exactly:
   every checkpoint drains them in the same replay-actor call that reads the buffer's state (the
   final one after the workers have stopped); positions and games in replay shards written after the checkpoint count too;
 * ``best.pt`` only ever holds a gated model: every checkpoint carries the promoted weights, which
-  rebuild ``best.pt`` if it is missing or damaged;
+  rebuild ``best.pt`` if it is missing or damaged (a damaged one is kept as ``best.pt.rejected``);
+* checkpoints are read weights-only and verified against their sidecars; newer ones that fail
+  (truncated, bit-flipped, checksum mismatch, no sidecar, not weights-only) are renamed
+  ``<name>.rejected`` and the run says so in ``train.log`` before it resumes from the older one;
+* a write that fails because the disk is full (a checkpoint, ``best.pt``, a replay shard) stops
+  the run without a final checkpoint, with one line naming the file, the last good checkpoint and
+  the command that resumes it (:meth:`Run.run` then raises the error; the command line exits 1);
 * temp files of writes that a kill interrupted are removed at start.
 ``train.max_minutes`` counts training time over all sessions of the run.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shlex
@@ -69,10 +76,13 @@ from takzero.pipeline.actors import (
 )
 from takzero.pipeline.checkpoints import (
     CheckpointError,
+    CheckpointWriteError,
     atomic_torch_save,
+    list_checkpoints,
     load_checked,
     prune_checkpoints,
     remove_stale_temp_files,
+    set_aside,
 )
 from takzero.pipeline.placement import (
     check_resources,
@@ -93,11 +103,13 @@ from takzero.pipeline.progress import (
 )
 from takzero.pipeline.resume import (
     STREAMS_PER_LAUNCH,
+    ResumePoint,
     RunCounters,
     RunDirError,
     find_resume_checkpoint,
     next_launch,
     recover_promoted,
+    set_aside_rejected,
 )
 from takzero.pipeline.scalars import (
     ScalarLog,
@@ -116,6 +128,28 @@ log = logging.getLogger("takzero.train")
 EVAL_WAIT_AT_END_S = 600.0
 
 Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) of a model
+
+#: errno values of a full disk: a write that fails with one stops the run (the last checkpoint
+#: on disk is kept and resumes it)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_failure(e: BaseException) -> OSError | None:
+    """The failed write behind ``e`` that stops a run: a :class:`CheckpointWriteError`, or an
+    OSError of a full disk (``DISK_FULL``) that is ``e`` itself, the cause a Ray task error
+    carries (``.cause``: a replay shard written by the replay actor), or an exception ``e`` was
+    raised from or during. None when there is none (``e`` is another error)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, CheckpointWriteError) or (isinstance(x, OSError) and x.errno in DISK_FULL):
+            return x
+        todo += [getattr(x, "cause", None), x.__cause__, x.__context__]
+    return None
 
 
 def _stop_key(reason: str) -> str:
@@ -148,7 +182,11 @@ class Run:
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
         self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
         self.inflight: dict[float, tuple[float, float]] = {}  # stream -> (games, positions)
-        self.resume_from: tuple[Path, dict[str, Any]] | None = None
+        self.resume_from: ResumePoint | None = None
+        #: lines for the run's log about checkpoints rejected at start-up (said once it is open)
+        self.resume_notes: list[str] = []
+        #: the failed write (a full disk) that stopped the run; :meth:`run` raises it at the end
+        self.write_error: OSError | None = None
         self.launch = 0
         self.reporter: RunReporter | None = None
         self.scalars: ScalarLog | None = None
@@ -187,7 +225,7 @@ class Run:
         found = self.resume_from
         if found is None:
             return None
-        path, state = found
+        path, state = found.path, found.state
         trainer.load_state_dict(state)
         log.info("resumed from %s (step %d, generation %d)", path, trainer.step, trainer.generation)
         return state
@@ -257,12 +295,17 @@ class Run:
             RunDirError: the run folder cannot be resumed (nothing started).
             takzero.pipeline.placement.PlacementError: ``ray.*_resources`` the cluster lacks.
             KeyboardInterrupt: a second Ctrl-C (the last checkpoint on disk is kept).
+            OSError: a write failed because the disk is full (``CheckpointWriteError`` for a
+                checkpoint), after the run stopped cleanly: the log says so and names the last
+                good checkpoint, which resumes the run.
         """
         restore_signals = self._catch_interrupts()
         try:
             self._run()
         finally:
             restore_signals()
+        if self.write_error is not None:
+            raise self.write_error
         log.debug("run ended: %s", self.run_dir)  # the summary above says how and why
         return self.run_dir
 
@@ -271,6 +314,10 @@ class Run:
 
         cfg = self.cfg
         self._check_run_dir()
+        if self.resume_from is not None:
+            self.resume_notes = set_aside_rejected(self.resume_from)
+            for note in self.resume_notes:
+                log.warning("%s", note)
         for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
             for p in remove_stale_temp_files(folder):
                 log.info("removed the temp file of an interrupted write: %s", p)
@@ -299,6 +346,8 @@ class Run:
         reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
+        for note in self.resume_notes:
+            reporter.line(note)
         if state is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
                           f"generation {trainer.generation}, games {self.c.games}, "
@@ -323,8 +372,35 @@ class Run:
                 self.loop_started = True
                 self._loop(trainer)
                 self._last_evaluation(trainer)
+        except Exception as e:  # noqa: BLE001 - a full disk shows through Ray's wrappers too
+            failed = write_failure(e)
+            if failed is None:
+                raise
+            self._write_failed(failed, trainer)
         finally:
             self._shutdown(trainer)
+
+    def _write_failed(self, e: OSError, trainer: Trainer) -> None:
+        """A write failed (the disk filled): stop the run without a final checkpoint and say, in
+        one line for the log, what failed, which checkpoint is the last good one and how to go on
+        (:meth:`run` raises ``e`` once the run has shut down)."""
+        self.write_error = e
+        self.stop_requested = True
+        full = e.errno in DISK_FULL
+        self.stop_reason = "the disk is full" if full else f"a write failed ({e})"
+        kept = list_checkpoints(self.run_dir)
+        last = (f"the last good checkpoint is {kept[-1].name}" if kept
+                else "no checkpoint was written yet")  # fmt: skip
+        if isinstance(e, CheckpointWriteError):
+            what = str(e)
+        else:
+            what = f"{e.filename}: {e.strerror or e}" if e.filename else f"a write failed ({e.strerror or e})"
+        line = (f"stopped: {what}; {last}; free disk space on {self.run_dir}, then resume with: "
+                f"{self.command}")  # fmt: skip
+        if self.reporter is not None:
+            self.reporter.line(line)
+        else:  # pragma: no cover - the reporter exists once set-up is done
+            log.error("%s", line)
 
     def _catch_interrupts(self) -> Callable[[], None]:
         """SIGINT/SIGTERM set ``stop_requested`` (the run stops at the next safe point); a second
@@ -504,7 +580,7 @@ class Run:
 
         assert self.reporter is not None and self.scalars is not None
         reporter = self.reporter
-        if self.stop_requested:
+        if self.stop_requested and self.write_error is None:
             reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary"
                           if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
@@ -515,11 +591,15 @@ class Run:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
             self.pool.finish()
-        if self.loop_started and self.promoted is not None:
+        if self.loop_started and self.promoted is not None and self.write_error is None:
             try:
                 self._checkpoint(trainer)
-            except Exception:  # pragma: no cover - best effort at shutdown
-                log.exception("final checkpoint failed")
+            except Exception as e:  # noqa: BLE001 - best effort at shutdown
+                failed = write_failure(e)  # a full disk at the final checkpoint: the last is kept
+                if failed is None:
+                    log.exception("final checkpoint failed")
+                else:
+                    self._write_failed(failed, trainer)
         self.scalars.flush()
         self.scalars.writer.close()
         for actor in (self.evaluator, self.replay, self.coordinator):
@@ -527,10 +607,13 @@ class Run:
                 ray.kill(actor)
         self.inflight = {}
         if self.loop_started:
-            finished = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) is not None
+            rule = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games)
+            finished = rule is not None
+            if finished and self.write_error is not None and not self.stop_reason.startswith(str(rule)):
+                self.stop_reason = f"{rule}, but {self.stop_reason}: the final checkpoint was not written"
             assert self.promoted is not None
             self._print_summary(reporter, trainer, self._snapshot(trainer), self.promoted[0], finished)
-        elif self.stop_requested:
+        elif self.stop_requested and self.write_error is None:
             reporter.line(f"run stopped during start-up (Ctrl-C): nothing trained this session; "
                           f"the run folder is {self.run_dir}")  # fmt: skip
             reporter.line(f"  to start it again: {self.command}")
@@ -567,7 +650,14 @@ class Run:
                 d = load_checked(best, require_checksum=True)
                 return int(d.get("generation", generation)), d["model_state"]
             except CheckpointError as e:
-                log.error("best.pt unreadable (%s); restoring it from the checkpoints", e)
+                try:
+                    kept = f"the rejected file is now {set_aside(best).name}"
+                except OSError as moved:
+                    kept = f"it could not be set aside ({moved.strerror or moved})"
+                line = f"best.pt rejected: {e}; restoring it from the checkpoints ({kept})"
+                if self.reporter is not None:
+                    self.reporter.line(line)
+                log.error("%s", line)
         if state is None:
             found: Promoted = (trainer.generation, _cpu_state(trainer))
         else:
@@ -690,5 +780,6 @@ def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
 def run_training(cfg: TrainConfig, command: str | None = None) -> Path:
     """Run (or resume) training with a validated config; returns the run folder. ``command``:
     the command line that resumes it (printed at start-up and in the summary; default: built
-    from ``sys.argv``)."""
+    from ``sys.argv``). Raises what :meth:`Run.run` raises (RunDirError, PlacementError,
+    KeyboardInterrupt, the OSError of a full disk after a clean stop)."""
     return Run(cfg, command).run()

@@ -95,6 +95,11 @@ def _build_uct(sims: object, seed: int, simulations: int | None) -> BasePlayer:
     return UCTPlayer(simulations=int(n) if n is not None else DEFAULT_SIMULATIONS, seed=seed)
 
 
+class ModelFileError(ValueError):
+    """A model file that cannot be loaded (unreadable, not a model, or not weights-only): not a
+    usage error, so command lines print it as one line, without their usage text."""
+
+
 def _build_model(parsed: object, seed: int, simulations: int | None) -> BasePlayer:
     path, sims = parsed  # type: ignore[misc]
     n = sims if sims is not None else simulations
@@ -102,7 +107,7 @@ def _build_model(parsed: object, seed: int, simulations: int | None) -> BasePlay
     try:
         player = NetworkPlayer.load(path, simulations=n, seed=seed)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
-        raise ValueError(f"cannot load model {path}: {e}") from None
+        raise ModelFileError(f"cannot load model {path}: {e}") from None
     if player.name == NetworkPlayer.name:  # no run name in the file: name it after the file
         player.name = f"model-{Path(path).stem}"
     return player
@@ -195,6 +200,7 @@ def spec_label(spec: str) -> str:
 
 __all__ = [
     "KINDS",
+    "ModelFileError",
     "PlayerKind",
     "check_spec",
     "help_text",

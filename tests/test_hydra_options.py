@@ -1,0 +1,105 @@
+"""The Hydra options a user may set on ``python -m takzero.train``: ``hydra.run.dir``,
+``hydra.job.chdir``, ``hydra.output_subdir`` work, with a relative ``checkpoint_root`` (and a
+relative ``model:PATH`` baseline) meaning the folder the command was started in, in all of them;
+multirun (``-m`` with two values, ``--multirun``, ``hydra.mode=MULTIRUN``) is refused at start-up
+with one line naming it, before anything is made. The real command line runs, with the training
+itself replaced by a note of where it would run (no Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: ``python -m takzero.train`` with ``run_training`` replaced: it writes where the run would go.
+HARNESS = """
+import json, os, sys
+from pathlib import Path
+import takzero.train as t
+def note(cfg, command):
+    Path(os.environ["NOTE"]).write_text(json.dumps({
+        "run_dir": str((Path(cfg.checkpoint_root) / cfg.run_name).resolve()),
+        "cwd": os.getcwd(), "baselines": list(cfg.evaluator.baselines)}))
+    return Path(cfg.checkpoint_root) / cfg.run_name
+t.run_training = note
+sys.argv = ["takzero.train", *sys.argv[1:]]
+t.main()
+"""
+
+
+def _train(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    note = tmp_path.parent / f"{tmp_path.name}-note.json"
+    note.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NOTE": str(note)}
+    proc = subprocess.run([sys.executable, "-c", HARNESS, "+config=smoke", "run_name=r", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return proc, (json.loads(note.read_text()) if note.exists() else None)
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "args,hydra_files",
+    [
+        ([], "checkpoints/r/hydra"),
+        (["hydra.job.chdir=true"], "checkpoints/r/hydra"),
+        (["hydra.run.dir=elsewhere"], "elsewhere"),
+        (["hydra.run.dir=elsewhere", "hydra.job.chdir=true"], "elsewhere"),
+        (["hydra.output_subdir=sub"], "checkpoints/r/hydra/sub"),
+        (["hydra.output_subdir=null"], None),
+    ],
+    ids=["default", "chdir", "run.dir", "run.dir+chdir", "output_subdir", "no output_subdir"],
+)
+def test_hydra_options_keep_the_run_folder_and_relative_paths(
+    tmp_path: Path, args: list[str], hydra_files: str | None
+) -> None:
+    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+
+    torch.save(checkpoint_dict(model_from_config(ModelConfig(size=4, channels=8, blocks=1))),
+               tmp_path / "m.pt")  # fmt: skip
+    proc, note = _train(tmp_path, "evaluator.baselines=[random,model:m.pt]", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert note is not None, proc.stderr
+    assert note["run_dir"] == str((tmp_path / "checkpoints" / "r").resolve())
+    assert note["cwd"] == str(tmp_path)  # model:m.pt and checkpoint_root: the launch folder
+    assert "model:m.pt" in note["baselines"]
+    files = _files(tmp_path)
+    if hydra_files is None:
+        assert not any(f.endswith(("hydra.yaml", "overrides.yaml")) for f in files), files
+    else:
+        assert {f"{hydra_files}/hydra.yaml", f"{hydra_files}/overrides.yaml"} <= files, files
+    # nothing of Hydra's lands elsewhere (no checkpoints/r/hydra/checkpoints/..., no outputs/)
+    assert all(f.startswith(("checkpoints/r/hydra", "elsewhere")) or f == "m.pt" for f in files), files
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-m", "mcts.simulations=16,32"], ["--multirun", "mcts.simulations=16"],
+     ["hydra.mode=MULTIRUN", "mcts.simulations=16,32"]],
+    ids=["-m", "--multirun", "hydra.mode"],
+)
+def test_multirun_is_refused_at_start_up_naming_it(tmp_path: Path, args: list[str]) -> None:
+    proc, note = _train(tmp_path, *args)
+    assert proc.returncode == 2 and note is None
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith("config error: multirun (-m, --multirun, "
+                                                       "hydra.mode=MULTIRUN) is not supported")  # fmt: skip
+    assert not list(tmp_path.iterdir())  # no multirun/ sweep folder, no run folder
+
+
+def test_multirun_check_reads_only_the_multirun_switches() -> None:
+    from takzero.train import multirun_problem
+
+    assert multirun_problem(["+config=smoke", "mcts.simulations=16"]) is None
+    assert multirun_problem(["run_name=-m"]) is None
+    assert multirun_problem(["hydra.mode=RUN"]) is None
+    assert multirun_problem(["-m"]) is not None and multirun_problem(["hydra.mode=multirun"]) is not None
