@@ -142,6 +142,14 @@ def test_summary_gives_the_best_generations_scores_the_curve_and_the_skipped(tmp
             "baselines: the run stopped (Ctrl-C) before the evaluator was free)") in text
     assert "    evaluation: gen 8 vs uct: 12-2-6" in text
     run.reporter.close()
+    # why a best generation has no scores of its own
+    run.c.skipped_checks[:] = ["gen 16, 20 baselines: the evaluator was busy; measured at gen 21 instead",
+                               "gen 24 gating and baselines: the run stopped (Ctrl-C) while it ran"]
+    assert run._not_measured(20).startswith("its check was not run: gen 16, 20 baselines")
+    assert run._not_measured(24).endswith("gen 24 gating and baselines: the run stopped (Ctrl-C) while it ran")
+    assert run._not_measured(13) == "evaluator.baseline_every=4: generation 13 owed no check"
+    assert run._not_measured(28) == "its check had not landed when the run stopped"
+    assert run._not_measured(0) == "the initial weights are not measured"
 
 
 def test_a_slow_evaluator_loses_no_owed_check() -> None:
