@@ -3,8 +3,12 @@ condition and ETA, a log file in the run folder, and the summary at the end.
 
 Every line goes to the console and to ``<run folder>/train.log`` (time-stamped, appended across
 resumes), so a background run leaves its history. On a terminal the progress is a tqdm bar
-(``rate`` and ETA of the stop condition that will end the run first); elsewhere, and in the log
-file, it is one plain line every ``log_every_s`` seconds.
+(``rate`` and ETA of the stop condition that will end the run first) whose text is fitted to the
+terminal's width field by field (:func:`fit_fields`: the stop condition and ETA are never cut)
+and which is taken off before the summary; elsewhere, and in the log file, it is one plain line
+with every field whole every ``log_every_s`` seconds. Each evaluation match prints one line when
+its result lands (:func:`evaluation_line`), and the progress line carries the latest Elo against
+the strongest baseline (:func:`strength_text`).
 
 Rates (and so the ETA) are measured over the last ``RATE_WINDOW_S`` seconds of this session only,
 each from the last report before its counter first moved, so neither counters restored at a
