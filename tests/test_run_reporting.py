@@ -250,6 +250,17 @@ def test_the_bar_keeps_the_stop_condition_and_eta(tmp_path: Path, columns: int) 
     assert "gating: gen 3 promoted (gating off)" in log and "Elo vs uct +108 [-20, +250] (gen 2)" in log
 
 
+def test_no_bar_before_the_first_update(tmp_path: Path) -> None:
+    """Start-up lines (and what Ray prints while it starts) come before the bar is drawn."""
+    console = io.StringIO()
+    rep = RunReporter(tmp_path, StopRule(100), Snapshot(0, 0, 0, 0, 0.0), console=console, bar=True, columns=80)
+    rep.line("takzero run r (new, start 1)")
+    assert console.getvalue() == "takzero run r (new, start 1)\n"
+    rep.update(Snapshot(1, 0, 0, 0, 0.1))
+    assert "%|" in console.getvalue()
+    rep.close()
+
+
 def test_nothing_is_drawn_after_the_summary(tmp_path: Path) -> None:
     out, rep = _bar_output(tmp_path, 80)
     rep.end_bar()
@@ -260,6 +271,7 @@ def test_nothing_is_drawn_after_the_summary(tmp_path: Path) -> None:
     text = rep.console.getvalue()
     after = text[text.rindex("=" * 72) + 72:]
     assert after.strip() == "" and "%|" not in text[text.index("=" * 72):]
+    assert rep.bar is None and not rep.use_bar  # no bar is drawn again
 
 
 def test_fit_fields_shortens_in_order_and_keeps_the_first() -> None:

@@ -187,11 +187,9 @@ class RunReporter:
         use_bar = self.console.isatty() if bar is None else bar
         self.bar: tqdm | None = None
         self.columns = columns
-        if use_bar:
-            # the text goes in as the description: tqdm puts ", " before a postfix
-            self.bar = tqdm(total=100.0, file=self.console, unit="%", ncols=columns,
-                            dynamic_ncols=columns is None,
-                            bar_format="{percentage:3.0f}%|{bar:20}| {desc}")  # fmt: skip
+        # The bar is drawn from the first update on: the start-up lines and whatever Ray prints
+        # while it starts come before it, not spliced into it; never again after end_bar.
+        self.use_bar = use_bar
         self.last: Snapshot = start
         self.history: deque[tuple[float, Snapshot]] = deque()
         self.min_positions = 0  # replay positions needed before training starts (for the text)
@@ -309,6 +307,11 @@ class RunReporter:
         while self.history and now - self.history[0][0] > 2 * RATE_WINDOW_S:
             self.history.popleft()
         self.log_file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        if self.use_bar and self.bar is None:
+            # the text goes in as the description: tqdm puts ", " before a postfix
+            self.bar = tqdm(total=100.0, file=self.console, unit="%", ncols=self.columns,
+                            dynamic_ncols=self.columns is None,
+                            bar_format="{percentage:3.0f}%|{bar:20}| {desc}")  # fmt: skip
         if self.bar is not None:
             frac, _, _ = self.fraction_and_eta(snap)
             self.bar.n = round(100 * frac, 1)
@@ -325,6 +328,7 @@ class RunReporter:
     def end_bar(self) -> None:
         """Take the bar off the console (before the summary: nothing is drawn after it); lines
         go on as plain prints."""
+        self.use_bar = False
         if self.bar is not None:
             self.bar.leave = False
             self.bar.close()

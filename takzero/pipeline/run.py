@@ -699,8 +699,8 @@ class Run:
             if result["decision"] == "promote":
                 self.promoted = (cand_gen, result["candidate_weights"])
                 self._promote(self.promoted)
-                if scores:
-                    self.c.best_scores = scores
+                self.c.best_scores = scores  # the promoted generation's own (none: unmeasured)
+                if scores:  # else the summary keeps the last measured ones and says why
                     self.c.best_results, self.c.best_results_generation = lines, cand_gen
             self.c.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
             self.scalars.writer.add_text("gating", self.c.last_gating, step)
@@ -708,7 +708,8 @@ class Run:
             self.reporter.line(f"gating: {self.c.last_gating}")
         elif (self.promoted[0] == cand_gen or self.cfg.evaluator.gating == "off") and scores:
             # (gating off: every generation is promoted; these stay the last measured ones)
-            self.c.best_scores = scores
+            if self.promoted[0] == cand_gen:
+                self.c.best_scores = scores
             self.c.best_results, self.c.best_results_generation = lines, cand_gen
 
     def _eval_result(self, task: Any, check: Check | None) -> dict[str, Any] | None:
