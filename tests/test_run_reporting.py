@@ -143,7 +143,7 @@ def test_summary_gives_the_best_generations_scores_the_curve_and_the_skipped(tmp
     assert "    evaluation: gen 8 vs uct: 12-2-6" in text
     run.reporter.close()
     # why a best generation has no scores of its own
-    run.c.skipped_checks[:] = ["gen 16, 20 baselines: the evaluator was busy; measured at gen 21 instead",
+    run.c.skipped_checks[:] = ["gen 16, 20 baselines: measured at gen 21 instead (owed too when the evaluator was free)",
                                "gen 24 gating and baselines: the run stopped (Ctrl-C) while it ran"]
     assert run._not_measured(20).startswith("its check was not run: gen 16, 20 baselines")
     assert run._not_measured(24).endswith("gen 24 gating and baselines: the run stopped (Ctrl-C) while it ran")
@@ -186,10 +186,10 @@ def test_a_slow_evaluator_loses_no_owed_check() -> None:
         assert at >= g and step == step_of[at]
     assert any(at % 2 for at, _ in measured.values())  # some carried into an odd generation
     carried = [s for s in schedule.skipped if " baselines: " in s]
-    assert carried and all(re.fullmatch(r"gen [\d, ]+ baselines: the evaluator was busy; measured at gen \d+ instead", s)
+    assert carried and all(re.fullmatch(r"gen [\d, ]+ baselines: measured at gen \d+ instead \(owed too when the evaluator was free\)", s)
                            for s in carried)  # fmt: skip
     gating = [s for s in schedule.skipped if " gating: " in s]
-    assert all(re.fullmatch(r"gen \d+ gating: the evaluator was busy; gen \d+ gated instead", s) for s in gating)
+    assert all(re.fullmatch(r"gen \d+ gating: gen \d+ was owed too when the evaluator was free, and gated instead", s) for s in gating)
     # every generation was gated or named as skipped, none twice
     skipped_gens = [int(s.split()[1]) for s in gating]
     assert sorted(skipped_gens + gated) == list(range(1, 31))
@@ -281,3 +281,45 @@ def test_fit_fields_shortens_in_order_and_keeps_the_first() -> None:
     assert fit_fields(fields, [2, 1], 22) == "stop (ETA 1m) | gen 1"
     assert fit_fields(fields, [2, 1], 14) == "stop (ETA 1m)"
     assert fit_fields(fields, [2, 1], 5) == "stop "
+
+
+def test_a_check_cut_by_ctrl_c_is_owed_again_after_the_resume(tmp_path: Path) -> None:
+    """Ctrl-C keeps the running and owed checks (take_pending); the next session owes them
+    again with the weights of their generation's checkpoint, and their points land at that
+    generation's step although it is below the resumed run's TensorBoard floor; one whose
+    checkpoint is gone is named as skipped."""
+    import torch
+
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    schedule = EvaluationSchedule(gating=False, baseline_every=4)
+    schedule.owe(12, 480)
+    schedule.next()
+    schedule.owe(16, 640)
+    kept = schedule.take_pending()
+    assert [(c.generation, c.step) for c in kept] == [(12, 480), (16, 640)]
+    assert schedule.running is None and schedule.owed == {} and schedule.skipped == []
+    text = "\n".join(summary_lines(reason="interrupted", run_dir=tmp_path, snap=Snapshot(700, 16, 0, 0, 1.0),
+                                     best_generation=16, best_scores={}, resume_cmd="r", finished=False,
+                                     owed_again=[c.describe() for c in kept]))  # fmt: skip
+    assert "evaluations cut by the stop, run again when the run goes on: gen 12 baselines, gen 16 baselines" in text
+
+    console = io.StringIO()
+    run, writer = _run(tmp_path, console, **{"evaluator.gating": "off", "evaluator.baseline_every": 4})
+    run.scalars = ScalarLog(writer, floor=700)  # the resumed run's checkpoint step
+    weights = {"w": torch.ones(2)}
+    atomic_torch_save({"generation": 12, "model_state": weights}, run.run_dir / "ckpt_000000480.pt")
+    run.c.owed_checks = [[c.generation, c.step, list(c.kinds)] for c in kept]
+    run._restore_owed()
+    assert run.c.owed_checks == []
+    assert list(run.schedule.owed) == [12] and torch.equal(run.schedule.owed[12].weights["w"], weights["w"])
+    assert run.c.skipped_checks[-1].startswith("gen 16 baselines: cut by Ctrl-C, and its weights are gone")
+    assert "evaluation: gen 12 baselines (cut by the last stop) runs again" in console.getvalue()
+    check = run.schedule.next()
+    run.promoted = (20, {})
+    run._gating({**_result(12, None), "candidate_weights": {}}, SimpleNamespace(step=760, generation=20), check)
+    run.scalars.add("loss/total", 1.0, 600)
+    run.scalars.flush()
+    steps = {tag: step for tag, _, step in writer.scalars}
+    assert steps["elo/vs_uct"] == 480 and steps["loss/total"] == 701  # the floor holds for the rest
+    run.reporter.close()

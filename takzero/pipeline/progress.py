@@ -359,13 +359,15 @@ def summary_lines(
     strength_points: list[list[float]] | None = None,
     strength_label: str = "",
     skipped: list[str] | None = None,
+    owed_again: list[str] | None = None,
 ) -> list[str]:
     """The end-of-run summary: why it stopped, the counters, the best generation and its last
     scores (``best_results``: the evaluation line of each baseline, else ``best_scores``, else
     why there are none: ``not_measured``), the last three points of the Elo curve against the
     strongest baseline (``strength_points``: ``[generation, elo, lower, upper]``, against
     ``strength_label``), the evaluations not run and why (``skipped``, the last five named),
-    where everything is, and how to continue."""
+    those a Ctrl-C cut that the next session runs (``owed_again``), where everything is, and how
+    to continue."""
     run_dir = Path(run_dir)
     if best_results:
         head = "  its last scores against the baselines:"
@@ -401,6 +403,8 @@ def summary_lines(
         *score_lines,
         *curve,
         *not_run,
+        *([f"  evaluations cut by the stop, run again when the run goes on: {', '.join(owed_again)}"]
+          if owed_again else []),
         f"  run folder:  {run_dir}",
         f"  best model:  {run_dir / 'best.pt'}",
         f"  log:         {run_dir / 'train.log'}",

@@ -103,6 +103,8 @@ class RunCounters:
             baseline (``progress.strength_text``), "" before the first.
         strength_points: the last points of that Elo curve, ``[generation, elo, lower, upper]``.
         skipped_checks: the evaluations not run and why (``schedule.EvaluationSchedule``).
+        owed_checks: the checks a Ctrl-C cut or left owed, ``[generation, step, [kinds]]``,
+            owed again by the next session (the weights come from ``ckpt_<step>.pt``).
     """
 
     games: int = 0
@@ -119,6 +121,7 @@ class RunCounters:
     last_strength: str = ""
     strength_points: list[list[float]] = dataclasses.field(default_factory=list)
     skipped_checks: list[str] = dataclasses.field(default_factory=list)
+    owed_checks: list[list[Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any] | None) -> RunCounters:
@@ -139,6 +142,7 @@ class RunCounters:
             last_strength=str(extra.get("last_strength", "")),
             strength_points=[list(x) for x in extra.get("strength_points", [])],
             skipped_checks=list(extra.get("skipped_checks", [])),
+            owed_checks=[list(x) for x in extra.get("owed_checks", [])],
         )
 
     def to_checkpoint(self) -> dict[str, Any]:

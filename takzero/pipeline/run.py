@@ -26,7 +26,9 @@ the newest readable checkpoint, exactly:
 
 * TensorBoard: the writer purges the points after the checkpoint step (they are done again), keeps
   the checkpoint step's own points (every tag's pending value is written and the file flushed
-  before each checkpoint), and writes each tag at most once per step (:class:`ScalarLog`);
+  before each checkpoint), and writes each tag at most once per step (:class:`ScalarLog`); an
+  evaluation's points go at the step where its generation was made, also for a check that a
+  Ctrl-C cut and the resume runs again (``RunCounters.owed_checks``);
 * random streams: the trainer's and the replay sampler's are restored from the checkpoint; each
   self-play actor start (a resume, or a Ray restart of a crashed actor) takes a new stream and
   game-id prefix (``Coordinator.new_stream``, counted from ``launches``), and each evaluation draws
@@ -280,6 +282,7 @@ class Run:
             strength_points=self.c.strength_points,
             strength_label=self._strongest(),
             skipped=self.c.skipped_checks,
+            owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
         ):
             reporter.line(text)
 
@@ -423,6 +426,7 @@ class Run:
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
         # Weights go to the object store once per generation; actors share the reference.
         self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
+        self._restore_owed()
         self.weights.publish(self.coordinator, "promoted", *self.promoted)
         self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
         ray.get(self.coordinator.generation.remote("latest"))
@@ -499,6 +503,27 @@ class Run:
         self.schedule.owe(latest[0], trainer.step, latest[1])
         self._start_check()
 
+    def _restore_owed(self) -> None:
+        """Owe again the checks a Ctrl-C cut or left owed in the last session
+        (``RunCounters.owed_checks``), each with the weights of its generation's checkpoint
+        ``ckpt_<step>.pt``; one whose checkpoint is gone or unreadable is recorded as skipped."""
+        for generation, step, kinds in self.c.owed_checks:
+            check = Check(int(generation), int(step), tuple(kinds))
+            path = self.run_dir / f"ckpt_{check.step:09d}.pt"
+            try:
+                d = load_checked(path, require_checksum=True)
+                if int(d.get("generation", -1)) != check.generation:
+                    raise CheckpointError(f"{path.name} holds generation {d.get('generation')}")
+            except (CheckpointError, OSError) as e:
+                self.c.skipped_checks.append(f"{check.describe()}: cut by Ctrl-C, and its weights are "
+                                             f"gone ({e}; train.keep_checkpoints)")  # fmt: skip
+                continue
+            check.weights = d["model_state"]
+            self.schedule.restore(check)
+            assert self.reporter is not None
+            self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again")
+        self.c.owed_checks = []
+
     def _start_check(self) -> None:
         """Start the newest owed check (:meth:`EvaluationSchedule.next`) if the evaluator is free."""
         if self.eval_task is not None or self.evaluator is None:
@@ -562,9 +587,10 @@ class Run:
                           if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
             self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
-        if self.loop_started:  # what is still owed or running is not run: the summary says so
-            self.schedule.abandon("the run stopped (Ctrl-C)" if self.stop_requested
-                                  else f"the run ended ({self.stop_reason})")  # fmt: skip
+        if self.loop_started and self.stop_requested:  # owed again after the resume
+            self.c.owed_checks = [[c.generation, c.step, list(c.kinds)] for c in self.schedule.take_pending()]
+        elif self.loop_started:  # what is still owed or running is not run: the summary says so
+            self.schedule.abandon(f"the run ended ({self.stop_reason})")
         if self.coordinator is not None:
             ray.get(self.coordinator.stop.remote())
         if self.pool is not None:
@@ -674,7 +700,7 @@ class Run:
         assert self.scalars is not None and self.reporter is not None and self.promoted is not None
         step = check.step if check is not None else trainer.step
         for k, v in result.get("scalars", {}).items():
-            self.scalars.add(k, v, step)
+            self.scalars.add(k, v, step, exact=True)
         for name, text in result.get("ptn", {}).items():
             path = self.run_dir / "games" / name
             atomic_write_text(path, text)
@@ -704,7 +730,7 @@ class Run:
                     self.c.best_results, self.c.best_results_generation = lines, cand_gen
             self.c.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
             self.scalars.writer.add_text("gating", self.c.last_gating, step)
-            self.scalars.add("gating/promoted_generation", self.promoted[0], step)
+            self.scalars.add("gating/promoted_generation", self.promoted[0], step, exact=True)
             self.reporter.line(f"gating: {self.c.last_gating}")
         elif (self.promoted[0] == cand_gen or self.cfg.evaluator.gating == "off") and scores:
             # (gating off: every generation is promoted; these stay the last measured ones)

@@ -6,8 +6,10 @@ evaluator is busy: when it is free, :meth:`EvaluationSchedule.next` hands out th
 generation, with the baseline check of any older owed generation carried into it (the strength
 curve gets its point, one generation later); what was not run is recorded with the reason
 (:attr:`EvaluationSchedule.skipped`): an older generation's gating superseded by a newer one, a
-baseline check measured at a later generation, or the run stopping first (:meth:`abandon`).
-Each check keeps the trainer step of its generation, where its TensorBoard points go.
+baseline check measured at a later generation, or the run ending first (:meth:`abandon`). A run
+stopped by Ctrl-C keeps its running and owed checks instead (:meth:`take_pending`) and owes them
+again after the resume (:meth:`restore`). Each check keeps the trainer step of its generation,
+where its TensorBoard points go.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ class EvaluationSchedule:
         carried = []
         for old in older:
             if "gating" in old.kinds:
-                self.skipped.append(f"gen {old.generation} gating: the evaluator was busy; "
-                                    f"gen {newest} gated instead")  # fmt: skip
+                self.skipped.append(f"gen {old.generation} gating: gen {newest} was owed too when the "
+                                    "evaluator was free, and gated instead")  # fmt: skip
             if old.baselines:
                 carried.append(old.generation)
         if carried:
@@ -100,7 +102,8 @@ class EvaluationSchedule:
                 check.kinds = (*check.kinds, "baselines")
             check.carried = carried
             gens = ", ".join(str(g) for g in carried)
-            self.skipped.append(f"gen {gens} baselines: the evaluator was busy; measured at gen {newest} instead")
+            self.skipped.append(f"gen {gens} baselines: measured at gen {newest} instead (owed too when "
+                                "the evaluator was free)")  # fmt: skip
         self.running = check
         return check
 
@@ -111,6 +114,21 @@ class EvaluationSchedule:
         if check is not None and lost:
             self.skipped.append(f"{check.describe()}: {lost}")
         return check
+
+    def take_pending(self) -> list[Check]:
+        """The running check and the owed ones (by generation), taken out of the schedule
+        without a skip reason: a run stopped by Ctrl-C keeps them in its checkpoint and owes
+        them again after the resume (:meth:`restore`)."""
+        checks = ([self.running] if self.running is not None else []) + [self.owed[g] for g in sorted(self.owed)]
+        self.running, self.owed = None, {}
+        return sorted(checks, key=lambda c: c.generation)
+
+    def restore(self, check: Check) -> None:
+        """Owe ``check`` again (one kept by :meth:`take_pending` in an earlier session). Raises
+        ValueError for a generation not newer than every owed one."""
+        if self.owed and check.generation <= max(self.owed):
+            raise ValueError(f"generation {check.generation} is not newer than the owed {max(self.owed)}")
+        self.owed[check.generation] = check
 
     def abandon(self, reason: str) -> None:
         """The run stops: the running check and every owed one are recorded as skipped for
