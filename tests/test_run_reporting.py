@@ -323,3 +323,20 @@ def test_a_check_cut_by_ctrl_c_is_owed_again_after_the_resume(tmp_path: Path) ->
     steps = {tag: step for tag, _, step in writer.scalars}
     assert steps["elo/vs_uct"] == 480 and steps["loss/total"] == 701  # the floor holds for the rest
     run.reporter.close()
+
+
+def test_rays_start_up_warnings_go_to_train_log(tmp_path: Path) -> None:
+    import logging
+
+    rep = RunReporter(tmp_path, StopRule(100), Snapshot(0, 0, 0, 0, 0.0), console=io.StringIO(), bar=False)
+    handler = rep.log_handler("ray")
+    logging.getLogger("ray").addHandler(handler)
+    try:
+        logging.getLogger("ray._private.some_module").warning("Token authentication is enabled")
+        logging.getLogger("ray._private.some_module").info("not this one")
+    finally:
+        logging.getLogger("ray").removeHandler(handler)
+    rep.close()
+    log = (tmp_path / "train.log").read_text()
+    assert "ray: Token authentication is enabled" in log and "not this one" not in log
+    assert rep.console.getvalue() == ""  # the console has Ray's own line; none of ours

@@ -17,6 +17,7 @@ resume nor the wait for kernels and for ``replay.min_positions`` skew them.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
@@ -206,6 +207,19 @@ class RunReporter:
             self.bar.write(text, file=self.console)
         else:
             print(text, file=self.console, flush=True)
+
+    def log_handler(self, prefix: str, level: int = logging.WARNING) -> logging.Handler:
+        """A logging handler that writes each record of ``level`` or above to ``train.log``
+        only, as ``'<prefix>: <message>'`` (the run attaches it to Ray's logger while Ray starts,
+        so Ray's start-up warnings are kept with the run's history)."""
+        reporter = self
+
+        class _ToTrainLog(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if not reporter.log_file.closed:
+                    reporter.line(f"{prefix}: {record.getMessage()}", console=False)
+
+        return _ToTrainLog(level)
 
     # -- progress ----------------------------------------------------------------------------
 

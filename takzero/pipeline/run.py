@@ -398,7 +398,13 @@ class Run:
 
         cfg = self.cfg
         assert self.reporter is not None
-        init_ray(cfg)
+        ray_log = logging.getLogger("ray")  # Ray's start-up warnings: in train.log as well
+        to_log = self.reporter.log_handler("ray")
+        ray_log.addHandler(to_log)
+        try:
+            init_ray(cfg)
+        finally:
+            ray_log.removeHandler(to_log)
         if self.stop_requested:
             return False
         check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
