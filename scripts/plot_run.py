@@ -10,7 +10,8 @@ smoothed) into ``--out`` (default: ``plots/`` inside the run folder, never the r
 tracked ``docs/``: pass ``--out docs`` to update the figures there), and prints one JSON line per file with the last values plotted. The time
 axis is minutes of training: wall-clock time since the run's first logged event, less every
 pause longer than ``--max-gap`` seconds between two logged events (a run stopped and resumed
-later; the run logs every ``log_every_s``, 10 s by default). Elo is clipped to
+later; the run logs every ``log_every_s``, 10 s by default), from 0 to the run's last event (a
+series of one point sits at its time). Elo is clipped to
 [-800, 800] for plotting: a 100% or 0% score has an infinite point estimate.
 """
 
@@ -100,10 +101,25 @@ class TrainingClock:
         self._times = t
         self._paused_before = np.concatenate([[0.0], np.cumsum(paused)])  # seconds paused before t[i]
 
+    @property
+    def total_minutes(self) -> float:
+        """Training minutes at the last event of the run."""
+        return float(self(np.array([self._times[-1]]))[0])
+
     def __call__(self, wall: np.ndarray) -> np.ndarray:
         """Training minutes of each wall time in ``wall`` (float64 array)."""
         i = np.clip(np.searchsorted(self._times, wall, side="right") - 1, 0, len(self._times) - 1)
         return (np.asarray(wall, dtype=np.float64) - self._times[0] - self._paused_before[i]) / 60
+
+
+def set_time_axis(ax, clock: TrainingClock) -> None:
+    """The x axis of a figure: training minutes from 0 to the run's last event (at least one
+    minute), whatever the series hold, so that a series of one point (the first evaluation) sits
+    at its time in the run rather than in the middle of an axis of a few hundredths of a minute
+    around it."""
+    ax.set_xlim(0.0, max(1.0, clock.total_minutes) * 1.02)
+    ax.ticklabel_format(axis="x", useOffset=False)
+    ax.set_xlabel("training time (minutes)")
 
 
 def plot_elo(scalars: dict, clock: TrainingClock, path: Path, title: str) -> dict[str, float]:
@@ -130,8 +146,7 @@ def plot_elo(scalars: dict, clock: TrainingClock, path: Path, title: str) -> dic
     ax_score.axhline(50, color="grey", lw=0.8)
     ax_score.set_ylabel("score (%)")
     ax_score.set_ylim(-2, 102)
-    ax_score.set_xlabel("training time (minutes)")
-    ax_score.ticklabel_format(axis="x", useOffset=False)
+    set_time_axis(ax_score, clock)
     ax_score.grid(alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path)
@@ -155,8 +170,7 @@ def plot_losses(scalars: dict, clock: TrainingClock, path: Path, title: str) -> 
         ax.grid(alpha=0.3)
         last[tag.replace("/", "_")] = float(smooth(value)[-1])
     axes[0].set_title(title)
-    axes[-1].set_xlabel("training time (minutes)")
-    axes[-1].ticklabel_format(axis="x", useOffset=False)
+    set_time_axis(axes[-1], clock)
     fig.tight_layout()
     save_figure(fig, path)
     return last

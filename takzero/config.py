@@ -125,6 +125,10 @@ class RayConfig:
     num_cpus: int | None = None
     num_gpus: int | None = None
     worker_gpu_share: float = 0.0  # GPU share per self-play worker (when the cluster has GPUs)
+    # Niceness Ray adds to its worker processes (self-play, evaluator) on the local instance it
+    # starts: 0 = the trainer's (Ray's own default, 15, starves self-play beside other work);
+    # 0..19. A joined cluster keeps what its `ray start` was given (RAY_worker_niceness).
+    worker_niceness: int = 0
     # Ray custom resources each self-play worker / the evaluator asks for, e.g. {gpu_node: 1}
     # (nodes offer them with ray start --resources='{"gpu_node": 4}'); checked at start-up.
     # (null rather than {} by default, so that `ray.selfplay_resources={gpu_node: 1}` works on the
@@ -504,6 +508,8 @@ def validate(c: TrainConfig) -> None:
     if ray_cfg.num_gpus is not None:
         _check(ray_cfg.num_gpus >= 0, "ray.num_gpus", "must be >= 0", ray_cfg.num_gpus)
     _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]", ray_cfg.worker_gpu_share)
+    _check(0 <= ray_cfg.worker_niceness <= 19, "ray.worker_niceness",
+           "must be in 0..19 (added to the driver's niceness; lowering it needs root)", ray_cfg.worker_niceness)  # fmt: skip
     for key in ("selfplay_resources", "evaluator_resources"):
         for name, amount in (getattr(ray_cfg, key) or {}).items():
             full = f"ray.{key}.{name}"

@@ -1,8 +1,9 @@
 """The evaluation command line: ``python -m takzero.evaluate MODEL`` plays a model against the
 baselines on paired openings and prints one JSON line per baseline on stdout (with ``--links``,
-first one per game with a PTN Ninja link); on stderr a line per finished game (with the score so
-far) and each baseline's Elo with its interval (the Wilson score interval mapped to Elo, or "too
-few games"). Ctrl-C prints the score so far of the baseline in progress (its JSON line with
+first one per game with a PTN Ninja link); on stderr a line per finished game (with the tally so
+far, W-D-L) and each baseline's tally, score and Elo with its interval: the interval the JSON line
+carries ('elo', 'elo_lower', 'elo_upper', its model in 'elo_model': pentanomial on paired games),
+named (``MatchResult.describe_elo``), or "too few games". Ctrl-C prints the score so far of the baseline in progress (its JSON line with
 ``"interrupted": true`` and its Elo line), writes its finished games (``--ptn-dir``) and exits
 with status 130. A ``model:PATH`` baseline of another board size than the model is refused
 before any game.
@@ -82,11 +83,11 @@ def evaluate_model(
     the score's 95% score-test interval on the game pairs
     ('score_lower'/'score_upper', :func:`takzero.matches.stats.elo_pentanomial`), the Wilson interval
     ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
-    ('elo_wilson_lower'/'elo_wilson_upper', the honest one on small or one-sided samples;
+    ('elo_wilson_lower'/'elo_wilson_upper', games taken as independent;
     :func:`takzero.matches.stats.elo_wilson`)); each is also printed with ``say`` as a JSON line
     (infinite Elo as null). ``progress`` (e.g. ``print`` to stderr) gets a line per finished game
-    with the score so far, and the Elo line of each baseline
-    (:func:`takzero.matches.stats.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
+    with the tally so far (W-D-L), and the Elo line of each baseline: its tally, score and the
+    JSON's interval with its model named (:meth:`MatchResult.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
     given. ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
     off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
@@ -163,8 +164,7 @@ def evaluate_model(
             if progress is not None:
                 why = f"{record.reason}, " if record.reason else ""
                 progress(f"vs {spec}: game {so_far.num_games}/{total}: {record.white} - {record.black} "
-                         f"{record.result} ({why}{record.plies} plies); {side.name} "
-                         f"{so_far.wins}-{so_far.draws}-{so_far.losses} (W-D-L)")
+                         f"{record.result} ({why}{record.plies} plies); {side.name} {so_far.tally()}")
 
         try:
             match = play_match(side, player, start, openings, ply_limit, seed=seed, on_game=finished)
@@ -179,7 +179,7 @@ def evaluate_model(
                     atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
             if progress is not None:
                 progress(f"interrupted: vs {spec} after {partial.num_games} of {total} games; "
-                         f"Elo {partial.describe_elo()}")
+                         f"{_elo_line(partial)}")
             raise
         summary = _summary(spec, match, t0)
         summary.update(
@@ -195,7 +195,7 @@ def evaluate_model(
                 say(json.dumps({**game, "plies": g.plies, "ptn_ninja": ptn_ninja_url(g.to_ptn())}))
         say(json.dumps(_finite_or_none(summary)))
         if progress is not None:
-            progress(f"vs {spec}: Elo {match.describe_elo()}")
+            progress(f"vs {spec}: {_elo_line(match)}")
         if ptn_files:
             atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in match.games))
     return out
@@ -229,6 +229,14 @@ def _summary(spec: str, match: MatchResult, t0: float) -> dict[str, Any]:
     summary["elo_wilson_lower"], summary["elo_wilson_upper"] = wilson.lower, wilson.upper
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     return summary
+
+
+def _elo_line(match: MatchResult) -> str:
+    """``'3-1-0 (W-D-L), score 0.875, Elo +338.0 [...] (95%, pentanomial score-test interval, 2
+    game pairs)'``: the numbers of the baseline's JSON line ('elo', 'elo_lower', 'elo_upper',
+    'elo_model'), for stderr."""
+    score = f"{match.score:.3f}" if match.num_games else "-"
+    return f"{match.tally()}, score {score}, Elo {match.describe_elo()}"
 
 
 def _finite_or_none(d: dict[str, Any]) -> dict[str, Any]:

@@ -32,10 +32,11 @@ What it does:
   move loses the game (PTN result ``1-0``/``0-1`` with a comment giving the reason); it is
   restarted for the next game and the match goes on;
 * writes every game as PTN to ``--out DIR/games.ptn`` (rewritten atomically after each game) and prints a line
-  per game (with ``--links`` followed by a PTN Ninja link that opens the game), then the score
-  with the Elo difference of engine 1 over engine 2 and its 95% interval
-  (``takzero.matches.stats.describe_elo``: the Wilson score interval mapped to Elo, honest for
-  small and one-sided samples; "too few games" under 2 games);
+  per game with engine 1's tally so far as W-D-L (with ``--links`` followed by a PTN Ninja link
+  that opens the game), then the score (W-D-L) with the Elo difference of engine 1 over engine 2
+  and its 95% interval, the interval's model named (``MatchResult.describe_elo``: the
+  pentanomial score-test interval when every opening was played with both colours, else the
+  trinomial one; "too few games" under 2 games);
 * Ctrl-C stops the match: the engines are stopped, the finished games are in the PTN file, the
   score so far is printed with its interval, and the exit status is 130.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,18 @@ def test_a_line_per_finished_game_and_the_elo(tiny_model: Path) -> None:
     assert [ln.split(":")[1].split("/")[0] for ln in games] == [" game 1", " game 2", " game 3", " game 4"]
     r = out[0]
     assert games[-1].endswith(f"{r['wins']}-{r['draws']}-{r['losses']} (W-D-L)")
-    assert progress[-1].startswith("vs random: Elo ") and "Wilson score interval mapped to Elo" in progress[-1]
+    # stderr's Elo line is the JSON's interval, its model named
+    tally = f"{r['wins']}-{r['draws']}-{r['losses']} (W-D-L)"
+    assert r["elo_model"] == "pentanomial"
+    assert progress[-1].startswith(f"vs random: {tally}, score {r['score']:.3f}, Elo ")
+    assert progress[-1].endswith("(95%, pentanomial score-test interval, 2 game pairs)")
+    shown = progress[-1].split("Elo ", 1)[1].split(" (")[0]  # '+12.3 [-200.1, +250.0]'
+    def num(x: str) -> float:
+        return float(x.strip("[],").replace("inf", "Infinity"))
+    elo, lower, upper = (num(x) for x in shown.split())
+    for got, key in ((elo, "elo"), (lower, "elo_lower"), (upper, "elo_upper")):
+        want = r[key]
+        assert got == pytest.approx(want, abs=0.051) if math.isfinite(want) else got == want
     assert r["elo_wilson_lower"] < r["elo_wilson_upper"]
 
 
@@ -152,7 +164,9 @@ def test_interrupt_reports_the_finished_games(tiny_model: Path, tmp_path: Path) 
     (line,) = said
     partial = json.loads(line)
     assert partial["interrupted"] is True and partial["games"] == 1 and partial["baseline"] == "random"
-    assert progress[-1] == "interrupted: vs random after 1 of 4 games; Elo too few games (1) for an Elo interval"
+    tally = f"{partial['wins']}-{partial['draws']}-{partial['losses']} (W-D-L)"
+    assert progress[-1] == (f"interrupted: vs random after 1 of 4 games; {tally}, score {partial['score']:.3f}, "
+                            "Elo too few games (1) for an Elo interval")
     assert (tmp_path / "vs_random.ptn").read_text().count('[Size "3"]') == 1
 
 

@@ -99,3 +99,11 @@ def test_gating_evaluator_plays_gating_and_baselines() -> None:
         "baseline_gen00002_vs_uct.ptn",
     }  # fmt: skip
     assert '[Player2 "uct8"]' in out["ptn"]["baseline_gen00002_vs_uct.ptn"]
+    # one record per match for the run's lines: gating first, then the baselines in order
+    assert [(m["kind"], m["opponent"]) for m in out["matches"]] == [
+        ("gating", "gen 1"), ("baseline", "random"), ("baseline", "uct")]
+    for m in out["matches"]:
+        assert m["wins"] + m["draws"] + m["losses"] == m["games"] == 2
+        assert m["elo_model"] == "pentanomial" and m["seconds"] > 0
+        assert m["elo_text"].endswith("(95%, pentanomial score-test interval, 1 game pair)")
+    assert out["matches"][2]["score"] == out["scalars"]["score/vs_uct"]

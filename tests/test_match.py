@@ -341,8 +341,14 @@ def test_interrupt_prints_the_score_so_far(tmp_path: Path) -> None:
                       tc=TimeControl(nodes=1), printer=printer, out_dir=tmp_path)
     assert info.value.result.num_games == 2 and len(info.value.outcomes) == 2
     assert "interrupted after 2 of 6 games" in lines[-4]
-    assert lines[-3].startswith("score of model-5x5 vs takzero random: 0 - 0 - 2 (W-D-L)")
-    assert "-inf [-inf, " in lines[-2] and "Wilson" in lines[-2]
+    # every tally W-D-L: two losses are 0-0-2, per game and in the score line
+    game_lines = [ln for ln in lines if ln.startswith("game ")]
+    assert game_lines[0].endswith("; model-5x5 0-0-1 (W-D-L)")
+    assert game_lines[1].endswith("; model-5x5 0-0-2 (W-D-L)")
+    assert lines[-3].startswith("score of model-5x5 vs takzero random: 0-0-2 (W-D-L) [0.000] 2 games")
+    # the interval names its model: the two games share an opening, one pair
+    assert "-inf [-inf, " in lines[-2]
+    assert lines[-2].endswith("(95%, pentanomial score-test interval, 1 game pair)")
     assert len(read_ptn_file(tmp_path / "games.ptn")) == 2
 
 

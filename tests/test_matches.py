@@ -532,7 +532,13 @@ def test_match_result_wilson_model() -> None:
     assert pent.model == "pentanomial" and pent.lower < -300 and pent.upper > 300
     wilson = m.elo(model="wilson")
     assert wilson.lower < -300 and wilson.upper > 300
-    assert m.describe_elo().startswith("+0.0 [-392.5, +392.5] (95%, Wilson")
+    # what people see is the model elo() and summary() use, named
+    assert m.describe_elo() == f"+0.0 [{pent.lower:+.1f}, {pent.upper:+.1f}] (95%, pentanomial score-test interval, 1 game pair)"
+    m.add(None, True, 0.5, 1)  # an unpaired game: the trinomial over games
+    assert m.elo().model == "trinomial"
+    assert m.describe_elo().endswith("(95%, trinomial score-test interval, 3 games)")
+    assert MatchResult("a", "b").describe_elo() == "too few games (0) for an Elo interval"
+    assert m.tally() == "1-1-1 (W-D-L)"
 
 
 @pytest.mark.parametrize(

@@ -201,3 +201,30 @@ def test_smooth_skips_non_finite_values() -> None:
 
     out = _load_script().smooth(np.array([1.0, math.nan, 1.0, math.inf]))
     assert out[0] == 1.0 and math.isnan(out[1]) and out[2] == pytest.approx(1.0) and math.isinf(out[3])
+
+
+def test_a_one_point_series_sits_on_the_run_time_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """The first evaluation is a series of one point: the x axis runs from 0 to the run's last
+    event (here 10 minutes), not over a few hundredths of a minute around the point."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "one"
+    writer = SummaryWriter(str(run / "tb"))
+    for k in range(61):  # 10 minutes of losses, every 10 s
+        writer.add_scalar("loss/total", 3.0, k, walltime=1000.0 + 10 * k)
+    writer.add_scalar("elo/vs_uct", 40.0, 30, walltime=1000.0 + 240.0)  # one point at 4 min
+    writer.add_scalar("score/vs_uct", 0.56, 30, walltime=1000.0 + 240.0)
+    writer.close()
+    plot_run = _load_script()
+    limits = {}
+
+    def keep(fig, path: Path) -> None:
+        limits[path.name] = [ax.get_xlim() for ax in fig.axes]
+
+    monkeypatch.setattr(plot_run, "save_figure", keep)
+    assert plot_run.main([str(run), "--out", str(tmp_path / "o")]) == 0
+    for name in ("one_elo.png", "one_loss.png"):
+        for lo, hi in limits[name]:
+            assert lo == 0.0 and 10.0 <= hi <= 10.5, (name, lo, hi)
+    capsys.readouterr()

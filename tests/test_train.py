@@ -45,6 +45,8 @@ def _cfg(**overrides):
         ("selfplay.workers", 0),
         ("train.optimizer", "rmsprop"),
         ("evaluator.gating", "maybe"),
+        ("ray.worker_niceness", -1),
+        ("ray.worker_niceness", 20),
         ("nonsense", 1),
         ("train.lr", "fast"),
     ],
@@ -52,6 +54,22 @@ def _cfg(**overrides):
 def test_bad_config_values_name_their_key(key: str, value: object) -> None:
     with pytest.raises(ConfigError, match=key.split(".")[-1] if key != "nonsense" else "nonsense"):
         load_config(_cfg(**{key: value}))
+
+
+def test_local_ray_workers_get_the_configured_niceness(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ray.worker_niceness`` (default 0: the trainer's) reaches the local Ray instance, which
+    would otherwise start self-play and the evaluator at its own default of 15."""
+    import ray
+
+    from takzero.pipeline.placement import init_ray
+
+    calls: list[dict] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    init_ray(load_config(_cfg()))
+    init_ray(load_config(_cfg(**{"ray.worker_niceness": 7})))
+    assert [c["_system_config"]["worker_niceness"] for c in calls] == [0, 7]
+    assert (ROOT / "configs/train.yaml").read_text().count("worker_niceness: 0 ") == 1
 
 
 def test_good_configs_load() -> None:

@@ -16,7 +16,7 @@ from takzero.game.ptn import PTNGame, write_ptn
 from takzero.matches.stats import (
     EloEstimate,
     SPRTResult,
-    describe_elo,
+    describe_estimate,
     elo_pentanomial,
     elo_trinomial,
     elo_wilson,
@@ -193,7 +193,7 @@ class MatchResult:
         """A's Elo over B with an interval: the pentanomial model when every game is paired
         (``model=None``), else the trinomial; ``model`` forces one, or ``'wilson'`` for the
         Wilson score interval mapped to Elo (:func:`~takzero.matches.stats.elo_wilson`, the one
-        that stays honest for small and one-sided samples; :meth:`describe_elo` prints it).
+        that stays honest for small and one-sided samples, games taken as independent).
         Raises ValueError with no games or an unknown model."""
         if model is None:
             model = "pentanomial" if self.fully_paired else "trinomial"
@@ -206,9 +206,15 @@ class MatchResult:
         raise ValueError(f"model must be 'trinomial', 'pentanomial' or 'wilson', got '{model}'")
 
     def describe_elo(self, confidence: float = 0.95) -> str:
-        """A's Elo over B for people (:func:`~takzero.matches.stats.describe_elo`: the Wilson
-        interval mapped to Elo, or "too few games")."""
-        return describe_elo(self.wins, self.draws, self.losses, confidence)
+        """A's Elo over B for people: :meth:`elo` (the model :meth:`summary` carries, named) by
+        :func:`~takzero.matches.stats.describe_estimate`, or "too few games"."""
+        if not self.num_games:
+            return "too few games (0) for an Elo interval"
+        return describe_estimate(self.elo(confidence))
+
+    def tally(self) -> str:
+        """A's games as ``'3-1-2 (W-D-L)'``: the one order of a tally in every printed line."""
+        return f"{self.wins}-{self.draws}-{self.losses} (W-D-L)"
 
     def sprt(
         self, elo0: float = 0.0, elo1: float = 35.0, alpha: float = 0.05, beta: float = 0.05

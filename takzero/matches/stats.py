@@ -17,8 +17,11 @@ Wald's SPRT. All scores are the first player's, draws count half.
   when every opening was played with both colours, otherwise the trinomial, and says which in
   ``EloEstimate.model``.
 * Wilson score interval (Wilson 1927) of a mean score, games taken as independent:
-  :func:`elo_wilson` maps it to Elo; :func:`describe_elo` is the line the match and evaluate
-  command lines print (or "too few games" under :data:`MIN_ELO_GAMES`).
+  :func:`elo_wilson` maps it to Elo (:func:`describe_elo` prints it).
+* What people see: :func:`describe_estimate` of ``MatchResult.elo()`` (pentanomial on paired
+  games, else trinomial; the model the evaluate JSON, TensorBoard and gating use) is the one
+  interval the match and evaluate command lines and the training run print, named by
+  :func:`format_elo` (or "too few games" under :data:`MIN_ELO_GAMES`).
 * SPRT: Wald's sequential probability ratio test (Wald 1945) of H0: elo = elo0 against H1: elo =
   elo1 (logistic Elo), with the generalized log-likelihood ratio (GSPRT) computed as fishtest does
   (``LLRcalc.LLR_logistic`` in official-stockfish/fishtest, after M. Van den Bergh, "A practical
@@ -316,16 +319,29 @@ def elo_wilson(wins: int, draws: int, losses: int, confidence: float = 0.95) -> 
     )
 
 
+def _games_of(est: EloEstimate) -> int:
+    """Games behind an estimate: its samples, twice over for the pentanomial model (pairs)."""
+    return 2 * est.samples if est.model == "pentanomial" else est.samples
+
+
+def describe_estimate(est: EloEstimate) -> str:
+    """An Elo estimate for people, its interval's model named (:func:`format_elo`), or ``'too
+    few games (1) for an Elo interval'`` under :data:`MIN_ELO_GAMES` games. The one line of an
+    interval that the match and evaluate command lines and the training run print."""
+    games = _games_of(est)
+    if games < MIN_ELO_GAMES:
+        return f"too few games ({games}) for an Elo interval"
+    return format_elo(est)
+
+
 def describe_elo(wins: int, draws: int, losses: int, confidence: float = 0.95) -> str:
-    """The Elo line of a match for people: ``'+35.2 [-10.1, +80.3] (95%, Wilson score interval
-    mapped to Elo, 40 games)'`` from :func:`elo_wilson`, or ``'too few games (1) for an Elo
-    interval'`` under :data:`MIN_ELO_GAMES` games."""
+    """The Wilson interval of :func:`elo_wilson` for people: ``'+35.2 [-10.1, +80.3] (95%, Wilson
+    score interval mapped to Elo, 40 games)'``, or ``'too few games (1) for an Elo interval'``
+    under :data:`MIN_ELO_GAMES` games (:func:`describe_estimate`)."""
     games = wins + draws + losses
     if games < MIN_ELO_GAMES:
         return f"too few games ({games}) for an Elo interval"
-    est = elo_wilson(wins, draws, losses, confidence)
-    return (f"{_signed(est.elo)} [{_signed(est.lower)}, {_signed(est.upper)}] "
-            f"({est.confidence * 100:g}%, Wilson score interval mapped to Elo, {games} games)")
+    return describe_estimate(elo_wilson(wins, draws, losses, confidence))
 
 
 def _signed(x: float) -> str:
@@ -340,18 +356,33 @@ def score_interval(est: EloEstimate) -> tuple[float, float]:
     return round(elo_to_score(est.lower), 4), round(elo_to_score(est.upper), 4)
 
 
+#: How each interval model is named wherever an interval is printed (:func:`format_elo`).
+MODEL_NAMES = {
+    "pentanomial": "pentanomial score-test interval",
+    "trinomial": "trinomial score-test interval",
+    "wilson": "Wilson score interval mapped to Elo",
+}
+
+
 def format_elo(est: EloEstimate) -> str:
-    """``'+35.2 [-10.1, +80.3] (95%, pentanomial)'`` (``inf`` when a side scored everything)."""
-    return f"{_signed(est.elo)} [{_signed(est.lower)}, {_signed(est.upper)}] ({est.confidence * 100:g}%, {est.model})"
+    """``'+35.2 [-10.1, +80.3] (95%, pentanomial score-test interval, 20 game pairs)'``: the
+    estimate, its interval, the interval's model (:data:`MODEL_NAMES`) and its samples (``inf``
+    when a side scored everything). Raises KeyError for an unknown model."""
+    unit = "game pair" if est.model == "pentanomial" else "game"
+    samples = f"{est.samples} {unit}{'' if est.samples == 1 else 's'}"
+    return (f"{_signed(est.elo)} [{_signed(est.lower)}, {_signed(est.upper)}] "
+            f"({est.confidence * 100:g}%, {MODEL_NAMES[est.model]}, {samples})")
 
 
 __all__ = [
     "MIN_ELO_GAMES",
+    "MODEL_NAMES",
     "EloEstimate",
     "SPRTResult",
     "elo_pentanomial",
     "elo_to_score",
     "describe_elo",
+    "describe_estimate",
     "elo_trinomial",
     "elo_wilson",
     "format_elo",

@@ -635,8 +635,7 @@ def run_tei_match(
             why = outcome.reason + (f": {outcome.detail}" if outcome.detail else "")
             printer(
                 f"game {g + 1}/{games}: {outcome.white} - {outcome.black} {outcome.result} "
-                f"({why}), {outcome.plies} plies; {a.name} {result.wins}-{result.losses}-"
-                f"{result.draws}"
+                f"({why}), {outcome.plies} plies; {a.name} {result.tally()}"
             )
             if on_game is not None:
                 on_game(outcome)
@@ -662,8 +661,5 @@ def print_match_score(result: MatchResult, printer: Callable[[str], None] = prin
     """The score line and the Elo line of a match (also of an interrupted one)."""
     a, b = result.player_a, result.player_b
     score = f"{result.score:.3f}" if result.num_games else "-"
-    printer(
-        f"score of {a} vs {b}: {result.wins} - {result.draws} - {result.losses} "
-        f"(W-D-L) [{score}] {result.num_games} games"
-    )
+    printer(f"score of {a} vs {b}: {result.tally()} [{score}] {result.num_games} games")
     printer(f"elo difference ({a} - {b}): {result.describe_elo()}")

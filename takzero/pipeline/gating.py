@@ -88,6 +88,30 @@ def evaluator_from_weights(
     return Evaluator(model, device=device)
 
 
+def match_record(kind: str, opponent: str, match: MatchResult, seconds: float) -> dict[str, Any]:
+    """What the run prints and keeps of one evaluation match (plain types, for Ray): ``kind``
+    ('gating' or 'baseline'), ``opponent`` (a baseline label or ``gen N``), wins/draws/losses,
+    games, score, Elo with its 95% interval and model (``MatchResult.elo``, as in the
+    TensorBoard scalars), ``elo_text`` (:meth:`MatchResult.describe_elo`: the interval, its model
+    named) and ``seconds``. Raises ValueError for a match without games."""
+    est = match.elo()
+    return {
+        "kind": kind,
+        "opponent": opponent,
+        "wins": match.wins,
+        "draws": match.draws,
+        "losses": match.losses,
+        "games": match.num_games,
+        "score": match.score,
+        "elo": est.elo,
+        "elo_lower": est.lower,
+        "elo_upper": est.upper,
+        "elo_model": est.model,
+        "elo_text": match.describe_elo(),
+        "seconds": seconds,
+    }
+
+
 def baseline_player(spec: str, uct_simulations: int, seed: int) -> Player:
     """The player of one ``evaluator.baselines`` entry (a player spec,
     ``takzero.players.registry``). A ``uct`` without a count searches ``uct_simulations``
@@ -143,7 +167,8 @@ class GatingEvaluator:
         None when gating is off), 'scalars' for TensorBoard ('elo/vs_<label>' and
         'score/vs_<label>' per baseline, the label from
         ``takzero.players.registry.spec_label``), 'ptn' (file name -> PTN text), 'summary',
-        'candidate_generation' and 'candidate_weights'. ``seed`` draws the openings and the
+        'candidate_generation', 'candidate_weights' and 'matches' (one :func:`match_record`
+        per match played, gating first, then the baselines in ``evaluator.baselines`` order). ``seed`` draws the openings and the
         sampled plies (default: from ``seed`` and the count of evaluations of this object; a
         training run passes one per launch and generation, so a resumed run plays new
         openings)."""
@@ -161,6 +186,7 @@ class GatingEvaluator:
             "scalars": scalars,
             "ptn": ptn,
             "summary": "",
+            "matches": [],
         }
         if seed is None:
             seed = self.cfg.seed * 1000 + self.rounds
@@ -188,12 +214,14 @@ class GatingEvaluator:
             scalars["gating/score_vs_incumbent"] = match.score
             scalars["gating/promoted"] = float(decision.promote)
             scalars["gating/seconds"] = time.perf_counter() - t0
+            out["matches"].append(match_record("gating", f"gen {inc_gen}", match, scalars["gating/seconds"]))
             ptn[f"gating_gen{gen:05d}_vs_gen{inc_gen:05d}.ptn"] = "\n".join(
                 g.to_ptn() for g in match.games
             )
         if play_baselines:
             for spec, built in zip(e.baselines, self.baseline_specs, strict=True):
                 label = spec_label(spec)
+                t0 = time.perf_counter()
                 player = baseline_player(built, e.uct_simulations, seed)
                 pairs = e.baseline_games // 2
                 openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
@@ -201,10 +229,18 @@ class GatingEvaluator:
                 est = match.elo()
                 scalars[f"elo/vs_{label}"] = float(np.clip(est.elo, -1000, 1000))
                 scalars[f"score/vs_{label}"] = match.score
+                out["matches"].append(match_record("baseline", label, match, time.perf_counter() - t0))
                 ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = "\n".join(
                     g.to_ptn() for g in match.games
                 )
         return out
 
 
-__all__ = ["GateDecision", "GatingEvaluator", "baseline_player", "evaluator_from_weights", "gate"]
+__all__ = [
+    "GateDecision",
+    "GatingEvaluator",
+    "baseline_player",
+    "evaluator_from_weights",
+    "gate",
+    "match_record",
+]

@@ -43,7 +43,10 @@ def init_ray(cfg: TrainConfig) -> None:
     ``ray.num_gpus``, never a cluster that ``ray start`` left running on this machine (``ray.init()``
     without an address would join the latest one); task events (for Ray's dashboard and state API,
     which a run does not use) are off, so the GCS does not grow with the remote calls of a long run
-    (issue 16: 18 MB/min with them). Otherwise joins the cluster at ``ray.address``.
+    (issue 16: 18 MB/min with them), and its workers (self-play, evaluator) run at
+    ``ray.worker_niceness`` above the driver (Ray's default is 15: the trainer in the driver
+    would take the CPU from self-play). Otherwise joins the cluster at ``ray.address`` (its
+    workers' niceness is the cluster's: ``RAY_worker_niceness`` at ``ray start``).
     ``ray.runtime_env`` is passed on, with ``PYTHONWARNINGS`` silencing deprecation warnings.
     """
     import ray
@@ -63,7 +66,8 @@ def init_ray(cfg: TrainConfig) -> None:
             include_dashboard=False,
             runtime_env=runtime_env,
             log_to_driver=True,
-            _system_config={"task_events_report_interval_ms": 0, "enable_timeline": False},
+            _system_config={"task_events_report_interval_ms": 0, "enable_timeline": False,
+                            "worker_niceness": cfg.ray.worker_niceness},
         )
 
 

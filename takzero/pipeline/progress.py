@@ -3,8 +3,12 @@ condition and ETA, a log file in the run folder, and the summary at the end.
 
 Every line goes to the console and to ``<run folder>/train.log`` (time-stamped, appended across
 resumes), so a background run leaves its history. On a terminal the progress is a tqdm bar
-(``rate`` and ETA of the stop condition that will end the run first); elsewhere, and in the log
-file, it is one plain line every ``log_every_s`` seconds.
+(``rate`` and ETA of the stop condition that will end the run first) whose text is fitted to the
+terminal's width field by field (:func:`fit_fields`: the stop condition and ETA are never cut)
+and which is taken off before the summary; elsewhere, and in the log file, it is one plain line
+with every field whole every ``log_every_s`` seconds. Each evaluation match prints one line when
+its result lands (:func:`evaluation_line`), and the progress line carries the latest Elo against
+the strongest baseline (:func:`strength_text`).
 
 Rates (and so the ETA) are measured over the last ``RATE_WINDOW_S`` seconds of this session only,
 each from the last report before its counter first moved, so neither counters restored at a
@@ -13,8 +17,11 @@ resume nor the wait for kernels and for ``replay.min_positions`` skew them.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shlex
+import shutil
 import sys
 import time
 from collections import deque
@@ -88,7 +95,54 @@ class Snapshot:
     positions_in_flight: int = 0
     replay_positions: int = 0
     gating: str = "none yet"
+    strength: str = ""  # latest Elo against the strongest baseline (strength_text), "" before
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _signed(x: float) -> str:
+    if x != x:
+        return "?"
+    if x in (float("inf"), float("-inf")):
+        return "+inf" if x > 0 else "-inf"
+    return f"{x:+.0f}"
+
+
+def evaluation_line(generation: int, record: dict[str, Any], decision: str | None = None) -> str:
+    """The line of one evaluation match when its result lands: ``'evaluation: gen 8 vs uct:
+    12-2-6 (W-D-L), score 0.650, Elo +107.5 [-20.3, +250.1] (95%, pentanomial score-test
+    interval, 10 game pairs), 20 games, 35 s'``. ``record``: a
+    :func:`takzero.pipeline.gating.match_record`; ``decision``: the gating decision of a gating
+    match ('promote' or 'reject'), appended."""
+    r = record
+    what = f"{r['opponent']} (gating)" if r["kind"] == "gating" else r["opponent"]
+    text = (f"evaluation: gen {generation} vs {what}: {r['wins']}-{r['draws']}-{r['losses']} (W-D-L), "
+            f"score {r['score']:.3f}, Elo {r['elo_text']}, {r['games']} games, {r['seconds']:.0f} s")  # fmt: skip
+    return text + (f": {decision}" if decision else "")
+
+
+def strength_text(generation: int, record: dict[str, Any]) -> str:
+    """The progress line's field of the latest Elo against the strongest baseline:
+    ``'Elo vs uct +108 [-20, +250] (gen 8)'``."""
+    r = record
+    return (f"Elo vs {r['opponent']} {_signed(r['elo'])} [{_signed(r['elo_lower'])}, "
+            f"{_signed(r['elo_upper'])}] (gen {generation})")
+
+
+def fit_fields(fields: list[list[str]], order: list[int], width: int, sep: str = " | ") -> str:
+    """Join the fields (each a list of variants, longest first; "" drops the field) with ``sep``
+    in at most ``width`` characters: starting from every field's longest variant, the fields
+    are shortened one at a time in ``order`` (each through its variants before the next one),
+    so what matters most (the fields last in ``order`` or not in it) stays whole; only when
+    everything is at its shortest is the line cut at ``width``."""
+    pick = [0] * len(fields)
+
+    def text() -> str:
+        return sep.join(v for f, k in zip(fields, pick, strict=True) if (v := f[k]))
+
+    for i in order:
+        while len(text()) > width and pick[i] < len(fields[i]) - 1:
+            pick[i] += 1
+    return text()[: max(0, width)]
 
 
 def _eta(seconds: float) -> str:
@@ -108,7 +162,13 @@ class RunReporter:
         start: the run's counters when this session began (restored from a checkpoint or zero).
         console: stream for the console (default stdout); a tqdm bar is shown when it is a
             terminal and ``bar`` is not False.
+        columns: the console's width for the bar (default: the terminal's, read at each
+            update); the bar's text is fitted into it field by field (:meth:`progress_text`),
+            so the stop condition and ETA stay on any width from 80 columns.
     """
+
+    #: Characters of the bar before its text: ``'  7%|████                | '``.
+    BAR_PREFIX = 27
 
     def __init__(
         self,
@@ -117,6 +177,7 @@ class RunReporter:
         start: Snapshot,
         console: TextIO | None = None,
         bar: bool | None = None,
+        columns: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.stop = stop
@@ -126,9 +187,10 @@ class RunReporter:
         self.log_file = open(self.run_dir / "train.log", "a", buffering=1)  # noqa: SIM115
         use_bar = self.console.isatty() if bar is None else bar
         self.bar: tqdm | None = None
-        if use_bar:
-            self.bar = tqdm(total=100.0, file=self.console, unit="%", dynamic_ncols=True,
-                            bar_format="{percentage:3.0f}%|{bar:20}| {postfix}")  # fmt: skip
+        self.columns = columns
+        # The bar is drawn from the first update on: the start-up lines and whatever Ray prints
+        # while it starts come before it, not spliced into it; never again after end_bar.
+        self.use_bar = use_bar
         self.last: Snapshot = start
         self.history: deque[tuple[float, Snapshot]] = deque()
         self.min_positions = 0  # replay positions needed before training starts (for the text)
@@ -145,6 +207,19 @@ class RunReporter:
             self.bar.write(text, file=self.console)
         else:
             print(text, file=self.console, flush=True)
+
+    def log_handler(self, prefix: str, level: int = logging.WARNING) -> logging.Handler:
+        """A logging handler that writes each record of ``level`` or above to ``train.log``
+        only, as ``'<prefix>: <message>'`` (the run attaches it to Ray's logger while Ray starts,
+        so Ray's start-up warnings are kept with the run's history)."""
+        reporter = self
+
+        class _ToTrainLog(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if not reporter.log_file.closed:
+                    reporter.line(f"{prefix}: {record.getMessage()}", console=False)
+
+        return _ToTrainLog(level)
 
     # -- progress ----------------------------------------------------------------------------
 
@@ -196,21 +271,45 @@ class RunReporter:
         frac, left, unit = min(known or options, key=lambda o: (o[1], -o[0]))
         return min(1.0, max(0.0, frac)), left, unit
 
-    def progress_text(self, snap: Snapshot) -> str:
+    def progress_fields(self, snap: Snapshot) -> list[list[str]]:
+        """The fields of a progress line, each as its variants from the longest to the shortest
+        ("" at the end of those that may go): stop condition with ETA (never shortened), the
+        wait for replay positions, step and generation, the latest Elo, games, positions,
+        replay and gating."""
         r = self.rates(snap)
         frac, left, unit = self.fraction_and_eta(snap)
         stop_at = {"steps": f"step {snap.step}/{self.stop.total_steps}",
                    "minutes": f"{snap.minutes:.1f}/{self.stop.max_minutes:g} min",
                    "games": f"games {snap.games}/{self.stop.max_games}"}[unit]  # fmt: skip
-        waiting = ""
+        waiting = [""]
         if snap.step == self.start.step and snap.replay_positions < self.min_positions:
-            waiting = f" | training starts at {self.min_positions} replay positions"
-        return (
-            f"{stop_at} ({100 * frac:.0f}%, ETA {_eta(left)}){waiting} | step {snap.step} gen "
-            f"{snap.generation} | games {snap.games} done, {snap.games_in_flight} playing "
-            f"| positions {snap.positions} done, {snap.positions_in_flight} in flight "
-            f"({r['positions_per_s']:.1f}/s) | replay {snap.replay_positions} | gating: {snap.gating}"
-        )
+            waiting = [f"training starts at {self.min_positions} replay positions",
+                       f"waiting for {self.min_positions} positions", "waiting", ""]  # fmt: skip
+        # 'Elo vs uct +108 [-20, +250] (gen 8)', then without the interval
+        strength = [snap.strength, re.sub(r" \[[^]]*\]", "", snap.strength), ""] if snap.strength else [""]
+        return [
+            [f"{stop_at} ({100 * frac:.0f}%, ETA {_eta(left)})"],
+            waiting,
+            [f"step {snap.step} gen {snap.generation}", f"gen {snap.generation}", ""],
+            strength,
+            [f"games {snap.games} done, {snap.games_in_flight} playing", f"games {snap.games}", ""],
+            [f"positions {snap.positions} done, {snap.positions_in_flight} in flight "
+             f"({r['positions_per_s']:.1f}/s)", f"{r['positions_per_s']:.1f} pos/s", ""],
+            [f"replay {snap.replay_positions}", ""],
+            [f"gating: {snap.gating}", ""],
+        ]
+
+    #: The order in which the bar shortens the fields of :meth:`progress_fields` (gating first,
+    #: the stop condition and ETA never).
+    SHORTEN_ORDER = (7, 6, 5, 4, 2, 1, 3)
+
+    def progress_text(self, snap: Snapshot, width: int | None = None) -> str:
+        """The progress line: every field whole (the log file and a plain console), or fitted
+        into ``width`` characters by :func:`fit_fields` (the bar)."""
+        fields = self.progress_fields(snap)
+        if width is None:
+            return " | ".join(f[0] for f in fields if f[0])
+        return fit_fields(fields, list(self.SHORTEN_ORDER), width)
 
     def update(self, snap: Snapshot) -> None:
         """Show the progress of ``snap``: the bar on a terminal, else a plain line; always a
@@ -222,17 +321,35 @@ class RunReporter:
         while self.history and now - self.history[0][0] > 2 * RATE_WINDOW_S:
             self.history.popleft()
         self.log_file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        if self.use_bar and self.bar is None:
+            # the text goes in as the description: tqdm puts ", " before a postfix
+            self.bar = tqdm(total=100.0, file=self.console, unit="%", ncols=self.columns,
+                            dynamic_ncols=self.columns is None,
+                            bar_format="{percentage:3.0f}%|{bar:20}| {desc}")  # fmt: skip
         if self.bar is not None:
             frac, _, _ = self.fraction_and_eta(snap)
             self.bar.n = round(100 * frac, 1)
-            self.bar.set_postfix_str(text.split(" | ", 1)[1], refresh=True)
+            self.bar.set_description_str(self.progress_text(snap, self.bar_width()), refresh=True)
         else:
             print(text, file=self.console, flush=True)
 
-    def close(self) -> None:
+    def bar_width(self) -> int:
+        """Characters left for the bar's text: the console's columns (``columns``, else the
+        terminal's) less :attr:`BAR_PREFIX` and one, so a line never wraps."""
+        columns = self.columns or shutil.get_terminal_size((80, 24)).columns
+        return max(0, columns - self.BAR_PREFIX - 1)
+
+    def end_bar(self) -> None:
+        """Take the bar off the console (before the summary: nothing is drawn after it); lines
+        go on as plain prints."""
+        self.use_bar = False
         if self.bar is not None:
+            self.bar.leave = False
             self.bar.close()
             self.bar = None
+
+    def close(self) -> None:
+        self.end_bar()
         self.log_file.close()
 
 
@@ -251,13 +368,42 @@ def summary_lines(
     resume_cmd: str,
     finished: bool,
     session_seconds: float | None = None,
+    best_results: dict[str, str] | None = None,
+    not_measured: str = "",
+    strength_points: list[list[float]] | None = None,
+    strength_label: str = "",
+    skipped: list[str] | None = None,
+    owed_again: list[str] | None = None,
 ) -> list[str]:
     """The end-of-run summary: why it stopped, the counters, the best generation and its last
-    scores, where everything is, and how to continue."""
+    scores (``best_results``: the evaluation line of each baseline, else ``best_scores``, else
+    why there are none: ``not_measured``), the last three points of the Elo curve against the
+    strongest baseline (``strength_points``: ``[generation, elo, lower, upper]``, against
+    ``strength_label``), the evaluations not run and why (``skipped``, the last five named),
+    those a Ctrl-C cut that the next session runs (``owed_again``), where everything is, and how
+    to continue."""
     run_dir = Path(run_dir)
-    scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(best_scores.items())) or (
-        f"not measured for generation {best_generation} (evaluator.baseline_every)"
-    )
+    if best_results:
+        head = "  its last scores against the baselines:"
+        if not_measured:
+            head = (f"  generation {best_generation} not measured against the baselines ({not_measured}); "
+                    "the last scores of a promoted generation:")  # fmt: skip
+        score_lines = [head, *(f"    {best_results[k]}" for k in sorted(best_results))]
+    else:
+        scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(best_scores.items())) or (
+            f"not measured for generation {best_generation}" + (f" ({not_measured})" if not_measured else "")
+        )
+        score_lines = [f"  its last scores against the baselines: {scores}"]
+    curve = []
+    if strength_points:
+        points = ", ".join(f"gen {int(g)} {_signed(e)} [{_signed(lo)}, {_signed(hi)}]"
+                           for g, e, lo, hi in strength_points[-3:])  # fmt: skip
+        curve = [f"  Elo vs {strength_label}, last points: {points}"]
+    skipped = list(skipped or [])
+    not_run = []
+    if skipped:
+        not_run = [f"  evaluations not run: {len(skipped)}" + (" (the last five)" if len(skipped) > 5 else ""),
+                   *(f"    {x}" for x in skipped[-5:])]  # fmt: skip
     lines = [
         "=" * 72,
         f"run {'finished' if finished else 'stopped'}: {reason}",
@@ -268,7 +414,11 @@ def summary_lines(
         *([f"  {_later_generations(best_generation, snap.generation)} not promoted: rejected by "
            "gating, or made while the evaluator was busy or as the run stopped (never gated)"]
           if snap.generation > best_generation else []),
-        f"  its last scores against the baselines: {scores}",
+        *score_lines,
+        *curve,
+        *not_run,
+        *([f"  evaluations cut by the stop, run again when the run goes on: {', '.join(owed_again)}"]
+          if owed_again else []),
         f"  run folder:  {run_dir}",
         f"  best model:  {run_dir / 'best.pt'}",
         f"  log:         {run_dir / 'train.log'}",

@@ -133,8 +133,17 @@ class RunCounters:
             counts it).
         last_gating: the last gating line shown to the user.
         best_scores: ``score/vs_*`` of the promoted generation, by baseline.
+        best_results: the evaluation line of each baseline (``progress.evaluation_line``) of
+            the promoted generation's last check, by baseline; ``best_results_generation``
+            the generation they measured (-1: none).
         promoted_generation: generation of the gated model in ``best.pt``.
         launch: which start of the run wrote the checkpoint (0 = the first).
+        last_strength: the progress line's latest Elo against the strongest (last listed)
+            baseline (``progress.strength_text``), "" before the first.
+        strength_points: the last points of that Elo curve, ``[generation, elo, lower, upper]``.
+        skipped_checks: the evaluations not run and why (``schedule.EvaluationSchedule``).
+        owed_checks: the checks a Ctrl-C cut or left owed, ``[generation, step, [kinds]]``,
+            owed again by the next session (the weights come from ``ckpt_<step>.pt``).
     """
 
     games: int = 0
@@ -146,6 +155,12 @@ class RunCounters:
     best_scores: dict[str, float] = dataclasses.field(default_factory=dict)
     promoted_generation: int = 0
     launch: int = 0
+    best_results: dict[str, str] = dataclasses.field(default_factory=dict)
+    best_results_generation: int = -1
+    last_strength: str = ""
+    strength_points: list[list[float]] = dataclasses.field(default_factory=list)
+    skipped_checks: list[str] = dataclasses.field(default_factory=list)
+    owed_checks: list[list[Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any] | None) -> RunCounters:
@@ -161,6 +176,12 @@ class RunCounters:
             best_scores=dict(extra.get("best_scores", {})),
             promoted_generation=int(extra.get("promoted_generation", 0)),
             launch=int(extra.get("launch", 0)),
+            best_results=dict(extra.get("best_results", {})),
+            best_results_generation=int(extra.get("best_results_generation", -1)),
+            last_strength=str(extra.get("last_strength", "")),
+            strength_points=[list(x) for x in extra.get("strength_points", [])],
+            skipped_checks=list(extra.get("skipped_checks", [])),
+            owed_checks=[list(x) for x in extra.get("owed_checks", [])],
         )
 
     def to_checkpoint(self) -> dict[str, Any]:

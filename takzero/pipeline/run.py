@@ -26,7 +26,9 @@ the newest readable checkpoint, exactly:
 
 * TensorBoard: the writer purges the points after the checkpoint step (they are done again), keeps
   the checkpoint step's own points (every tag's pending value is written and the file flushed
-  before each checkpoint), and writes each tag at most once per step (:class:`ScalarLog`);
+  before each checkpoint), and writes each tag at most once per step (:class:`ScalarLog`); an
+  evaluation's points go at the step where its generation was made, also for a check that a
+  Ctrl-C cut and the resume runs again (``RunCounters.owed_checks``);
 * random streams: the trainer's and the replay sampler's are restored from the checkpoint; each
   self-play actor start (a resume, or a Ray restart of a crashed actor) takes a new stream and
   game-id prefix (``Coordinator.new_stream``, counted from ``launches``), and each evaluation draws
@@ -51,6 +53,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import shlex
 import signal
 import sys
@@ -97,8 +100,10 @@ from takzero.pipeline.progress import (
     RunReporter,
     Snapshot,
     StopRule,
+    evaluation_line,
     kernels_cached,
     resume_command,
+    strength_text,
     summary_lines,
 )
 from takzero.pipeline.resume import (
@@ -117,8 +122,10 @@ from takzero.pipeline.scalars import (
     selfplay_scalars,
     summarise_worker_stats,
 )
+from takzero.pipeline.schedule import Check, EvaluationSchedule
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
+from takzero.players.registry import spec_label
 
 __all__ = ["Run", "RunDirError", "run_training", "EVAL_WAIT_AT_END_S"]
 
@@ -199,8 +206,10 @@ class Run:
         self.pool: SelfPlayPool | None = None
         self.weights = PublishedWeights()
         self.promoted: Promoted | None = None
-        self.eval_task: Any = None
-        self.eval_candidate: Promoted | None = None
+        self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
+        self.schedule = EvaluationSchedule(cfg.evaluator.gating != "off", cfg.evaluator.baseline_every,
+                                           skipped=self.c.skipped_checks)  # fmt: skip
+        self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.loop_started = False
 
     def minutes(self) -> float:
@@ -245,6 +254,7 @@ class Run:
             positions_in_flight=int(sum(p for _, p in self.inflight.values())),
             replay_positions=replay_positions,
             gating=self.c.last_gating,
+            strength=self.c.last_strength,
         )
 
     def _start_lines(self, reporter: RunReporter, resumed: bool) -> None:
@@ -264,8 +274,30 @@ class Run:
             return None
         return self._stop_rule().reason(int(state.get("step", 0)), self.c.minutes, self.c.games)
 
+    def _strongest(self) -> str:
+        """The label of the strongest baseline: the last of ``evaluator.baselines`` (listed
+        weakest first), "" without baselines."""
+        baselines = self.cfg.evaluator.baselines
+        return spec_label(baselines[-1]) if baselines else ""
+
+    def _not_measured(self, best_gen: int) -> str:
+        """Why the best generation has no baseline scores of its own (for the summary)."""
+        every = self.cfg.evaluator.baseline_every
+        if not self.cfg.evaluator.baselines or every == 0:
+            return "no baseline checks: evaluator.baseline_every=0 or no evaluator.baselines"
+        if best_gen == 0:
+            return "the initial weights are not measured"
+        for text in reversed(self.c.skipped_checks):  # 'gen 4, 6 baselines: ...' (schedule.py)
+            m = re.match(r"gen ([\d, ]+) (?:gating and )?baselines: ", text)
+            if m and str(best_gen) in m.group(1).split(", "):
+                return f"its check was not run: {text}"
+        if best_gen % every:
+            return f"evaluator.baseline_every={every}: generation {best_gen} owed no check"
+        return "its check had not landed when the run stopped"
+
     def _print_summary(self, reporter: RunReporter, trainer: Trainer | None, snap: Snapshot,
                        best_gen: int, finished: bool, session: bool = True) -> None:  # fmt: skip
+        reporter.end_bar()  # nothing is drawn after the summary
         reason = self.stop_reason or "stopped"
         cmd = self.command
         if finished:
@@ -283,6 +315,12 @@ class Run:
             # the snapshot's training minutes less those restored at the start: on a first
             # session both figures are equal
             session_seconds=60 * (snap.minutes - self.c.minutes) if session else None,
+            best_results=self.c.best_results,
+            not_measured="" if self.c.best_results_generation == best_gen else self._not_measured(best_gen),
+            strength_points=self.c.strength_points,
+            strength_label=self._strongest(),
+            skipped=self.c.skipped_checks,
+            owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
         ):
             reporter.line(text)
 
@@ -325,6 +363,7 @@ class Run:
         self._write_config()
         state = self.resume_from[1] if self.resume_from else None
         self.c = RunCounters.from_checkpoint(state)
+        self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
 
         done = self._finished_already(state)
         if done is not None:
@@ -435,7 +474,13 @@ class Run:
 
         cfg = self.cfg
         assert self.reporter is not None
-        init_ray(cfg)
+        ray_log = logging.getLogger("ray")  # Ray's start-up warnings: in train.log as well
+        to_log = self.reporter.log_handler("ray")
+        ray_log.addHandler(to_log)
+        try:
+            init_ray(cfg)
+        finally:
+            ray_log.removeHandler(to_log)
         if self.stop_requested:
             return False
         check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
@@ -463,6 +508,7 @@ class Run:
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
         # Weights go to the object store once per generation; actors share the reference.
         self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
+        self._restore_owed()
         self.weights.publish(self.coordinator, "promoted", *self.promoted)
         self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
         ray.get(self.coordinator.generation.remote("latest"))
@@ -522,7 +568,9 @@ class Run:
 
     def _new_generation(self, trainer: Trainer) -> None:
         """A checkpoint step: count a generation, write the checkpoint, publish the weights,
-        promote them at once with gating off, and start its evaluation if none is running."""
+        promote them at once with gating off, record the checks the generation owes
+        (:class:`~takzero.pipeline.schedule.EvaluationSchedule`) and start the newest owed one
+        if the evaluator is free."""
         cfg = self.cfg
         assert self.promoted is not None
         trainer.generation += 1
@@ -534,35 +582,71 @@ class Run:
             self._promote(latest)
             self.c.gating_decisions += 1
             self.c.last_gating = f"gen {latest[0]} promoted (gating off)"
-        if self.eval_task is None:
-            every = cfg.evaluator.baseline_every
-            baselines = every > 0 and trainer.generation % every == 0
-            self.eval_candidate = latest
-            self.eval_task = self.evaluator.evaluate.remote(
-                latest[0], self.weights.ref(latest[1]),
-                self.promoted[0], self.weights.ref(self.promoted[1]), baselines,
-                seed=self._eval_seed(latest[0]),
-            )  # fmt: skip
+        self.schedule.owe(latest[0], trainer.step, latest[1])
+        self._start_check()
+
+    def _restore_owed(self) -> None:
+        """Owe again the checks a Ctrl-C cut or left owed in the last session
+        (``RunCounters.owed_checks``), each with the weights of its generation's checkpoint
+        ``ckpt_<step>.pt``; one whose checkpoint is gone or unreadable is recorded as skipped."""
+        for generation, step, kinds in self.c.owed_checks:
+            check = Check(int(generation), int(step), tuple(kinds))
+            path = self.run_dir / f"ckpt_{check.step:09d}.pt"
+            try:
+                d = load_checked(path, require_checksum=True)
+                if int(d.get("generation", -1)) != check.generation:
+                    raise CheckpointError(f"{path.name} holds generation {d.get('generation')}")
+            except (CheckpointError, OSError) as e:
+                self.c.skipped_checks.append(f"{check.describe()}: cut by Ctrl-C, and its weights are "
+                                             f"gone ({e}; train.keep_checkpoints)")  # fmt: skip
+                continue
+            check.weights = d["model_state"]
+            self.schedule.restore(check)
+            assert self.reporter is not None
+            self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again")
+        self.c.owed_checks = []
+
+    def _start_check(self) -> None:
+        """Start the newest owed check (:meth:`EvaluationSchedule.next`) if the evaluator is free."""
+        if self.eval_task is not None or self.evaluator is None:
+            return
+        check = self.schedule.next()
+        if check is None:
+            return
+        assert self.promoted is not None
+        self.eval_task = self.evaluator.evaluate.remote(
+            check.generation, self.weights.ref(check.weights),
+            self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
+            seed=self._eval_seed(check.generation),
+        )  # fmt: skip
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
-        """Apply the pending evaluation's result if it is ready within ``timeout`` seconds;
-        True when no evaluation is pending any more."""
+        """Apply the running check's result if it is ready within ``timeout`` seconds, then
+        start the newest owed one; True when no check is running or owed any more."""
         import ray
 
+        self._start_check()
         if self.eval_task is None:
             return True
         if not ray.wait([self.eval_task], timeout=timeout)[0]:
             return False
-        result = self._eval_result(self.eval_task, self.eval_candidate)
+        check = self.schedule.running
+        result = self._eval_result(self.eval_task, check)
         self.eval_task = None
-        if result is not None:
-            self._gating(result, trainer)
-        return True
+        if result is None:
+            self.schedule.finished(lost="the evaluator was lost or did not answer")
+        else:
+            self.schedule.finished()
+            self._gating(result, trainer, check)
+        self._start_check()
+        return self.eval_task is None
 
     def _last_evaluation(self, trainer: Trainer) -> None:
-        """At the normal end, let a pending evaluation finish (at most EVAL_WAIT_AT_END_S) so the
-        run ends with a gating decision; after Ctrl-C, stop at once (the final checkpoint keeps
-        the work)."""
+        """At the normal end, let the running check and the newest owed one finish (at most
+        EVAL_WAIT_AT_END_S in all) so the run ends with a gating decision and the last
+        generation's strength; after Ctrl-C, stop at once (the final checkpoint keeps the work;
+        the summary names the checks not run)."""
+        self._start_check()
         if self.eval_task is None or self.stop_requested:
             return
         assert self.reporter is not None
@@ -585,6 +669,10 @@ class Run:
                           if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
             self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
+        if self.loop_started and self.stop_requested:  # owed again after the resume
+            self.c.owed_checks = [[c.generation, c.step, list(c.kinds)] for c in self.schedule.take_pending()]
+        elif self.loop_started:  # what is still owed or running is not run: the summary says so
+            self.schedule.abandon(f"the run ended ({self.stop_reason})")
         if self.coordinator is not None:
             ray.get(self.coordinator.stop.remote())
         if self.pool is not None:
@@ -700,36 +788,56 @@ class Run:
         atomic_torch_save(state, self.run_dir / f"ckpt_{trainer.step:09d}.pt")
         prune_checkpoints(self.run_dir, self.cfg.train.keep_checkpoints)
 
-    def _gating(self, result: dict[str, Any], trainer: Trainer) -> None:
-        """Log an evaluation's scores and games, and apply its gating decision to ``promoted``."""
+    def _gating(self, result: dict[str, Any], trainer: Trainer, check: Check | None = None) -> None:
+        """Log an evaluation's scores and games at the step of the generation it measured
+        (``check.step``; the trainer's step without a check), print one line per match
+        (:func:`~takzero.pipeline.progress.evaluation_line`), keep the latest Elo against the
+        strongest baseline for the progress line, and apply the gating decision to ``promoted``."""
         assert self.scalars is not None and self.reporter is not None and self.promoted is not None
-        step = trainer.step
+        step = check.step if check is not None else trainer.step
         for k, v in result.get("scalars", {}).items():
-            self.scalars.add(k, v, step)
+            self.scalars.add(k, v, step, exact=True)
         for name, text in result.get("ptn", {}).items():
             path = self.run_dir / "games" / name
             atomic_write_text(path, text)
             log_sample_game(self.scalars.writer, evaluation_tag(name), text, step)
         cand_gen = result["candidate_generation"]
+        gating_on = result.get("decision") is not None and self.cfg.evaluator.gating != "off"
+        records = result.get("matches", [])
+        for rec in records:
+            decision = result["decision"] if rec["kind"] == "gating" and gating_on else None
+            self.reporter.line(evaluation_line(cand_gen, rec, decision))
+        baselines = {r["opponent"]: r for r in records if r["kind"] == "baseline"}
+        strongest = baselines.get(self._strongest())
+        if strongest is not None:
+            self.c.last_strength = strength_text(cand_gen, strongest)
+            point = [cand_gen, strongest["elo"], strongest["elo_lower"], strongest["elo_upper"]]
+            self.c.strength_points = [*self.c.strength_points, point][-3:]
         scores = {k.removeprefix("score/vs_"): v for k, v in result.get("scalars", {}).items()
                   if k.startswith("score/vs_")}  # fmt: skip
-        if result.get("decision") is not None and self.cfg.evaluator.gating != "off":
+        lines = {k: evaluation_line(cand_gen, r) for k, r in baselines.items()}
+        if gating_on:
             self.c.gating_decisions += 1
             if result["decision"] == "promote":
                 self.promoted = (cand_gen, result["candidate_weights"])
                 self._promote(self.promoted)
-                self.c.best_scores = scores
+                self.c.best_scores = scores  # the promoted generation's own (none: unmeasured)
+                if scores:  # else the summary keeps the last measured ones and says why
+                    self.c.best_results, self.c.best_results_generation = lines, cand_gen
             self.c.last_gating = f"gen {cand_gen} {result['decision']} ({result.get('summary', '')})"
             self.scalars.writer.add_text("gating", self.c.last_gating, step)
-            self.scalars.add("gating/promoted_generation", self.promoted[0], step)
+            self.scalars.add("gating/promoted_generation", self.promoted[0], step, exact=True)
             self.reporter.line(f"gating: {self.c.last_gating}")
-        elif self.promoted[0] == cand_gen and scores:
-            self.c.best_scores = scores
+        elif (self.promoted[0] == cand_gen or self.cfg.evaluator.gating == "off") and scores:
+            # (gating off: every generation is promoted; these stay the last measured ones)
+            if self.promoted[0] == cand_gen:
+                self.c.best_scores = scores
+            self.c.best_results, self.c.best_results_generation = lines, cand_gen
 
-    def _eval_result(self, task: Any, candidate: Promoted | None) -> dict[str, Any] | None:
-        """The evaluation's result with the candidate's weights (kept here, not sent back), or
-        None when the evaluator was lost with its node or process (Ray restarts it; the next
-        generation is evaluated) or has not answered."""
+    def _eval_result(self, task: Any, check: Check | None) -> dict[str, Any] | None:
+        """The evaluation's result with the candidate's weights (kept here in ``check``, not
+        sent back), or None when the evaluator was lost with its node or process (Ray restarts
+        it; the newest owed check runs next) or has not answered."""
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
@@ -738,8 +846,8 @@ class Run:
         except (RayActorError, GetTimeoutError) as e:
             log.warning("evaluation dropped: the evaluator was lost or did not answer (%s)", type(e).__name__)
             return None
-        if candidate is not None:
-            result["candidate_weights"] = candidate[1]
+        if check is not None:
+            result["candidate_weights"] = check.weights
         return result
 
     def _drain(self, step: int, drained: tuple[list[dict[str, float]], list[str]] | None = None) -> None:

@@ -42,9 +42,13 @@ class ScalarLog:
         self.written: dict[str, int] = {}
         self.pending: dict[str, tuple[float, int]] = {}
 
-    def add(self, tag: str, value: float, step: int) -> None:
-        """Hold ``value`` as the point of ``tag`` at trainer step ``step`` (or the next free one)."""
-        step = max(step, max(self.floor, self.written.get(tag, -1)) + 1)
+    def add(self, tag: str, value: float, step: int, exact: bool = False) -> None:
+        """Hold ``value`` as the point of ``tag`` at trainer step ``step`` (or the next free one).
+        ``exact``: ``floor`` does not apply, only this session's points of the tag (an
+        evaluation owed from before the resume, whose generation was made at or below the
+        checkpoint step: the earlier session wrote no point of its tags there or after it)."""
+        lowest = self.written.get(tag, -1) if exact else max(self.floor, self.written.get(tag, -1))
+        step = max(step, lowest + 1)
         held = self.pending.get(tag)
         if held is not None and held[1] < step:
             self._write(tag, *held)

@@ -57,6 +57,9 @@ MAX_LEAVES = 32
 #: A search with a node limit spends at most this share of it in one network call's leaves
 #: (:func:`auto_leaves`), so that virtual loss does not flatten a short search.
 MIN_CALLS_PER_SEARCH = 16
+#: Simulations/s :meth:`NetworkSearch.think` assumes for its first timed search (to choose the
+#: leaves per call from the time budget; later searches use the speed of the one before).
+FIRST_GUESS_NPS = 2000
 #: Node budget of the network player's tree (``TreeNodes``; 28 bytes a node, committed by the
 #: OS only when used): at 10,000 simulations/s a 6x6 search fills about 1M nodes a second.
 DEFAULT_TREE_NODES = 4_000_000
@@ -113,10 +116,10 @@ class KomiMismatchWarning(UserWarning):
 
 
 def auto_leaves(nodes: int | None, most: int = DEFAULT_LEAVES) -> int:
-    """Leaves per network call for a one-game search: ``most`` (:data:`DEFAULT_LEAVES`), fewer
-    when a node limit would leave fewer than :data:`MIN_CALLS_PER_SEARCH` network calls
-    (``nodes // MIN_CALLS_PER_SEARCH``, at least 1): 400 nodes take 16 a call (25 calls), 100
-    nodes 6, 16 nodes 1."""
+    """Leaves per network call for a one-game search of about ``nodes`` simulations (the node
+    limit, or what the time budget allows at the last search's speed; None: no limit):
+    ``most`` (:data:`DEFAULT_LEAVES`), fewer when that would leave fewer than
+    :data:`MIN_CALLS_PER_SEARCH` network calls (``nodes // MIN_CALLS_PER_SEARCH``, at least 1)."""
     if nodes is None:
         return int(most)
     return max(1, min(int(most), int(nodes) // MIN_CALLS_PER_SEARCH))
@@ -162,6 +165,7 @@ class NetworkSearch:
         self._draw_cache: dict[int, float] = {}
         #: step statistics of the last search (network calls, leaves, seconds)
         self.last_stats = None
+        self._nps: float | None = None  # simulations/s of the last timed-enough search
 
     @property
     def evaluator(self):
@@ -293,7 +297,11 @@ class NetworkSearch:
             seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0))
         self._root(g, position)
         if leaves is None:
-            leaves = auto_leaves(nodes, min(DEFAULT_LEAVES, self.config.leaves_per_step))
+            expect = nodes
+            if seconds is not None:  # the nodes the clock allows, at the last search's speed
+                by_time = int(seconds * (self._nps or FIRST_GUESS_NPS))
+                expect = by_time if expect is None else min(expect, by_time)
+            leaves = auto_leaves(expect, min(DEFAULT_LEAVES, self.config.leaves_per_step))
         reported: list[PlayerMove] = []
         next_report = [64]
 
@@ -310,6 +318,8 @@ class NetworkSearch:
         self.last_stats = self.driver.run([g], run_limit, add_noise=False, leaves=leaves,
                                           on_chunk=on_chunk, chunked=on_progress is not None)  # fmt: skip
         done = self.driver.nodes(g)
+        if self.last_stats.total_seconds > 0.05 and done > 0:
+            self._nps = done / self.last_stats.total_seconds
         if self.mcts.root_proven(g) is not None and nodes is None and seconds is None and stop is not None:
             stop.wait()  # solved: more search changes nothing; without limits, wait for stop
         if reported and reported[0].nodes == done:
