@@ -29,7 +29,7 @@ Commands and answers:
     torch's); ``--threads`` sets it at start-up.
   - ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
     with virtual loss); 0 (default) chooses by the limit
-    (``takzero.players.network.auto_leaves``: 16, fewer for short node limits); 1 is one
+    (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
     simulation per network call.
   - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
     no model). A checkpoint is read weights-only: one whose pickle would run code is refused with

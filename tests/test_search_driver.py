@@ -157,7 +157,7 @@ def test_a_cached_player_searches_as_the_uncached_one() -> None:
 
 def test_auto_leaves_follows_the_node_limit() -> None:
     assert auto_leaves(None) == DEFAULT_LEAVES
-    assert auto_leaves(400) == 16 and auto_leaves(100) == 6 and auto_leaves(16) == 1
+    assert auto_leaves(400) == 4 and auto_leaves(1600) == 16 and auto_leaves(150) == 1
     assert auto_leaves(10**6, most=8) == 8 and auto_leaves(1) == 1
 
 
@@ -166,9 +166,9 @@ def test_the_player_batches_leaves_and_k1_is_one_per_call() -> None:
     for leaves, lo, hi in ((1, 1.0, 1.0), (16, 8.0, 16.0)):
         p = NetworkPlayer(HashEvaluator(5, seed=2), leaves=leaves, tinue_nodes=0)
         p.reset(5, 0)
-        pm = p.think(pos, Limit(nodes=800))
+        pm = p.think(pos, Limit(nodes=2000))
         st = p._search.last_stats
-        assert pm.nodes == 800 and lo <= st.leaves / st.steps <= hi
+        assert pm.nodes == 2000 and lo <= st.leaves / st.steps <= hi
     with pytest.raises(ValueError, match=f"1..{MAX_LEAVES}"):
         NetworkPlayer(HashEvaluator(5), leaves=MAX_LEAVES + 1)
     with pytest.raises(ValueError, match="cache_size"):

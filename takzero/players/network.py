@@ -54,9 +54,11 @@ NETWORK_CHUNK = 32
 DEFAULT_LEAVES = 16
 #: The most leaves per network call a player's tree is built for.
 MAX_LEAVES = 32
-#: A search with a node limit spends at most this share of it in one network call's leaves
-#: (:func:`auto_leaves`), so that virtual loss does not flatten a short search.
-MIN_CALLS_PER_SEARCH = 16
+#: A search keeps at least this many network calls (:func:`auto_leaves`), so that virtual loss
+#: does not flatten a short search. Measured at equal nodes (400 a move, 5x5 shipped network,
+#: 200 paired games, scripts/bench_leaves.py): 16 leaves a call (25 calls) against 1 scored
+#: 51-29-120, Elo -125 [-161, -91]; 4 leaves (100 calls) 84-13-103, Elo -33 [-64, -5].
+MIN_CALLS_PER_SEARCH = 100
 #: Simulations/s :meth:`NetworkSearch.think` assumes for its first timed search (to choose the
 #: leaves per call from the time budget; later searches use the speed of the one before).
 FIRST_GUESS_NPS = 2000
