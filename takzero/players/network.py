@@ -580,7 +580,7 @@ class NetworkPlayer(BasePlayer):
 
     def set_threads(self, threads: int) -> None:
         """Run the network on ``threads`` CPU threads from the next search on: onnxruntime's
-        intra-op threads (a new session of the same weights) and torch's
+        intra-op threads (a new session of the same weights, built here) and torch's
         (:func:`set_search_threads`). Raises ValueError for threads < 1."""
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -589,7 +589,8 @@ class NetworkPlayer(BasePlayer):
         set_search_threads(threads)
         self.threads = int(threads)
         if self.backend != "torch":
-            self._evaluator = None  # a new onnxruntime session at the next search
+            self._evaluator = None
+            _ = self.evaluator  # the new onnxruntime session now, not inside the next timed search
 
     def use_backend(self, backend: str, threads: int = 1, check: bool = False) -> None:
         """Run the network in ``backend`` (:data:`PLAY_BACKENDS`, :func:`play_evaluator`) on
