@@ -103,8 +103,10 @@ def test_driver_chunks_count_every_node_and_stop_on_time_and_flag() -> None:
     assert 0.05 < took < 1.5 and d.nodes(0) > 0
     stop = threading.Event()
     stop.set()
-    st = d.run([0], Limit(stop=stop), leaves=8)
-    assert st.steps == 1 and st.leaves <= 8 and d.nodes(0) > 0  # one network call, then the flag
+    fresh = SearchDriver(_mcts(leaves=8, games=1), ev, chunk=16)
+    fresh.run([0], Limit(nodes=16), leaves=8)  # a fixed tree (the timed search above is not)
+    st = fresh.run([0], Limit(stop=stop), leaves=8)
+    assert st.steps == 1 and 1 <= st.leaves <= 8  # one network call, then the flag ends it
     out = d.outcome(0, policy=True)
     assert out.pv[0] == out.move and out.depth == len(out.pv)
     assert out.policy_actions is not None and out.policy_probs.sum() == pytest.approx(1.0, abs=1e-5)

@@ -113,14 +113,21 @@ def _session(url: str, script: str) -> list[str]:
     """Send each line of ``script`` as one message (as PTN Ninja does) and read every message
     until the server closes the connection (after ``quit``)."""
     got: list[str] = []
-    with connect(url, open_timeout=30) as ws:
-        for line in script.splitlines():
-            ws.send(line)
-        try:
-            while True:
-                got.extend(str(ws.recv(timeout=120)).splitlines())
-        except websockets.exceptions.ConnectionClosed:
-            pass
+    closed = websockets.exceptions.ConnectionClosed
+    try:
+        with connect(url, open_timeout=30) as ws:
+            try:  # a server that refuses the session may close before every line is sent
+                for line in script.splitlines():
+                    ws.send(line)
+            except closed:
+                pass
+            try:  # what arrived before the close is still read
+                while True:
+                    got.extend(str(ws.recv(timeout=120)).splitlines())
+            except closed:
+                pass
+    except closed:  # the closing handshake itself raced the server's close
+        pass
     return got
 
 
