@@ -20,7 +20,8 @@ Commands and answers:
   - ``TreeNodes`` (spin): the node budget of one search tree, the memory bound UCI engines call
     ``Hash`` (counted in nodes, not megabytes: a network tree node is
     ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
-    tree goes on searching without growing; a full UCT tree scores new positions by rollouts
+    tree ends the search (``info string`` says so: later simulations would only back frozen
+    leaves up again, overstating the nodes); a full UCT tree scores new positions by rollouts
     without storing them.
   - ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
     latency.
@@ -782,6 +783,9 @@ class TEIEngine:
             pm = player.think(pos, limit, on_progress=progress, **extra)
             if not reported or reported[0] is not pm:
                 self._report(pos, pm, time.perf_counter() - t0, pm.nodes)
+            if pm.info.get("tree_full"):
+                self.info(f"the search tree is full ({self.tree_nodes} nodes, TreeNodes): the "
+                          "search stopped there; raise TreeNodes for longer searches")  # fmt: skip
             if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
                 raise ValueError(f"the player answered an illegal move code {pm.code}")
             move = pos.ptn(pm.code)

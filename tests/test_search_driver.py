@@ -175,6 +175,27 @@ def test_the_player_batches_leaves_and_k1_is_one_per_call() -> None:
         NetworkPlayer(HashEvaluator(5), leaves=MAX_LEAVES + 1)
     with pytest.raises(ValueError, match="cache_size"):
         NetworkPlayer(HashEvaluator(5), cache_size=-1)
+    for bad in ({"leaves": 2.5}, {"leaves": True}, {"simulations": 2.5}, {"seconds": float("nan")},
+                {"seconds": float("inf")}, {"tree_nodes": 10}, {"tree_nodes": -1}):  # fmt: skip
+        with pytest.raises(ValueError):
+            NetworkPlayer(HashEvaluator(5), **bad)
+    with pytest.raises(ValueError, match="integer"):
+        Limit(nodes=2.5)
+    with pytest.raises(ValueError, match="integer"):
+        Limit(nodes="3")
+    assert Limit(nodes=np.int64(3)).nodes == 3
+
+
+def test_a_full_tree_ends_a_timed_search_and_says_so() -> None:
+    from takzero.game.core import num_actions
+
+    p = NetworkPlayer(HashEvaluator(5, seed=2), tinue_nodes=0, tree_nodes=num_actions(5) * 20)
+    p.reset(5, 0)
+    pm = p.think(Position.from_tps(MID_5), Limit(nodes=100_000, seconds=20.0))
+    assert pm.info.get("tree_full") is True and pm.nodes < 100_000
+    small = NetworkPlayer(HashEvaluator(5, seed=2), tinue_nodes=0)
+    small.reset(5, 0)
+    assert "tree_full" not in small.think(Position.from_tps(MID_5), Limit(nodes=300, seconds=20.0)).info
 
 
 def test_no_caller_outside_players_asks_for_the_network_players_class() -> None:

@@ -20,6 +20,8 @@ torch and the search are imported when a network player is built, so that import
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 import warnings
 from collections.abc import Sequence
@@ -115,6 +117,11 @@ def _warn_komi_mismatch(player_name: str, model_half_komi: int | None, half_komi
 
 class KomiMismatchWarning(UserWarning):
     """A network trained for one komi plays a position with another."""
+
+
+def _is_int(x) -> bool:
+    """An integer (Python or numpy), not a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def auto_leaves(nodes: int | None, most: int = DEFAULT_LEAVES) -> int:
@@ -307,12 +314,16 @@ class NetworkSearch:
         reported: list[PlayerMove] = []
         next_report = [64]
 
-        def on_chunk(done: int, elapsed: float) -> None:
+        overflow0 = self.mcts.overflow(g)
+
+        def on_chunk(done: int, elapsed: float) -> bool:
             if on_progress is not None and done >= next_report[0]:
                 while next_report[0] <= done:
                     next_report[0] *= 2
                 reported[:] = [self.answer(g, position, done, elapsed, multipv)]
                 on_progress(reported[0], done)
+            # a full tree: later "simulations" would only back frozen leaves up again
+            return self.mcts.overflow(g) > overflow0
 
         run_limit = Limit(nodes=nodes, seconds=seconds, stop=stop)
         # chunks only where progress is reported (or a clock or stop flag needs them): a plain
@@ -330,6 +341,8 @@ class NetworkSearch:
             answer = self.answer(g, position, done, self.driver.last_seconds, multipv)
             if on_progress is not None:
                 on_progress(answer, done)
+        if self.mcts.overflow(g) > overflow0:
+            answer = replace(answer, info={**dict(answer.info), "tree_full": True})
         ranked = ranked_by_visits(answer.code, *self.mcts.root_visits(g))
         return avoid_tinue(position, answer, ranked, self.tinue_nodes,
                            pv_of=lambda m: self.pv(g, m), stop=stop)  # fmt: skip
@@ -430,14 +443,14 @@ class NetworkPlayer(BasePlayer):
     ) -> None:
         from takzero.search import SearchConfig
 
-        if simulations < 1:
-            raise ValueError(f"simulations must be >= 1, got {simulations}")
-        if seconds is not None and seconds <= 0:
-            raise ValueError(f"seconds must be > 0, got {seconds}")
-        if leaves is not None and not 1 <= leaves <= MAX_LEAVES:
-            raise ValueError(f"leaves must be in 1..{MAX_LEAVES}, got {leaves}")
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        if not _is_int(simulations) or simulations < 1:
+            raise ValueError(f"simulations must be an integer >= 1, got {simulations!r}")
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
+        if leaves is not None and not (_is_int(leaves) and 1 <= leaves <= MAX_LEAVES):
+            raise ValueError(f"leaves must be an integer in 1..{MAX_LEAVES}, got {leaves!r}")
+        if not _is_int(cache_size) or cache_size < 0:
+            raise ValueError(f"cache_size must be an integer >= 0, got {cache_size!r}")
         meta = dict(getattr(evaluator, "metadata", None) or {})
         if name is None:
             run, gen = meta.get("run_name"), meta.get("generation")
@@ -458,7 +471,9 @@ class NetworkPlayer(BasePlayer):
             base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
         self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree)
         self.tinue_nodes = self.config.tinue_nodes
-        self._tree_nodes = int(tree_nodes) if tree_nodes is not None else DEFAULT_TREE_NODES
+        self._tree_nodes = DEFAULT_TREE_NODES
+        if tree_nodes is not None:
+            self.set_tree_nodes(tree_nodes)
         self._search: NetworkSearch | None = None
         self._komi_warned: set[int] = set()  # komis already warned about (KomiMismatchWarning)
         self.cache_size = int(cache_size)
@@ -572,7 +587,9 @@ class NetworkPlayer(BasePlayer):
         Raises ValueError below ``num_actions(size) + 1`` (a root must fit)."""
         from takzero.game.core import num_actions
 
-        need = num_actions(self.model_size) + 1
+        need = num_actions(self.model_size) + 1 if self.model_size else 2
+        if not _is_int(nodes):
+            raise ValueError(f"tree_nodes must be an integer, got {nodes!r}")
         if nodes < need:
             raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, got {nodes}")
         self._tree_nodes = int(nodes)
@@ -582,8 +599,8 @@ class NetworkPlayer(BasePlayer):
         """Run the network on ``threads`` CPU threads from the next search on: onnxruntime's
         intra-op threads (a new session of the same weights, built here) and torch's
         (:func:`set_search_threads`). Raises ValueError for threads < 1."""
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        if not _is_int(threads) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
         if threads == self.threads:
             return
         set_search_threads(threads)
@@ -610,8 +627,8 @@ class NetworkPlayer(BasePlayer):
     def set_leaves(self, leaves: int | None) -> None:
         """Positions per network call from the next search on (None: automatic). Raises
         ValueError outside 1..:data:`MAX_LEAVES`."""
-        if leaves is not None and not 1 <= leaves <= MAX_LEAVES:
-            raise ValueError(f"leaves must be in 1..{MAX_LEAVES}, got {leaves}")
+        if leaves is not None and not (_is_int(leaves) and 1 <= leaves <= MAX_LEAVES):
+            raise ValueError(f"leaves must be an integer in 1..{MAX_LEAVES}, got {leaves!r}")
         self.leaves = leaves
 
     # -- batched matches ----------------------------------------------------------------------

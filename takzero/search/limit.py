@@ -5,6 +5,7 @@ budget (:meth:`Limit.move_seconds`)."""
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +32,8 @@ class Limit:
 
     With no limit at all (no nodes, no time, no stop) a player searches its default budget.
 
-    Raises ValueError for nodes < 1, a negative or non-finite time, or a negative increment.
+    Raises ValueError for nodes that are not an integer >= 1, a negative or non-finite time, or a
+    negative increment.
     """
 
     nodes: int | None = None
@@ -45,8 +47,10 @@ class Limit:
     infinite: bool = False
 
     def __post_init__(self) -> None:
-        if self.nodes is not None and (isinstance(self.nodes, bool) or int(self.nodes) < 1):
-            raise ValueError(f"Limit.nodes must be >= 1, got {self.nodes!r}")
+        if self.nodes is not None and (
+            isinstance(self.nodes, bool) or not isinstance(self.nodes, numbers.Integral) or self.nodes < 1
+        ):
+            raise ValueError(f"Limit.nodes must be an integer >= 1, got {self.nodes!r}")
         for name in ("seconds", "white_clock", "black_clock"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
