@@ -30,6 +30,7 @@ Values everywhere are from the point of view of the player to move: win +1, draw
 
 from __future__ import annotations
 
+import numbers
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -111,6 +112,12 @@ class BatchSearch(Protocol):
         """The move of each game of ``games`` (at ``positions``; ``plies`` since its opening),
         searched together."""
         ...
+
+
+def is_integer(x: object) -> bool:
+    """True for an integer (Python or numpy), False for a bool or anything else: the check of
+    every integer setting of a player."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def as_player_move(answer: PlayerMove | int) -> PlayerMove:
@@ -245,5 +252,6 @@ __all__ = [
     "PlayerMove",
     "Progress",
     "as_player_move",
+    "is_integer",
     "stop_flag",
 ]

@@ -21,7 +21,6 @@ torch and the search are imported when a network player is built, so that import
 from __future__ import annotations
 
 import math
-import numbers
 import time
 import warnings
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from takzero.game.position import Position
-from takzero.players.base import BasePlayer, PlayerMove, Progress
+from takzero.players.base import BasePlayer, PlayerMove, Progress, is_integer
 from takzero.players.tactics import (
     answer_proven_win,
     avoid_tinue,
@@ -38,6 +37,7 @@ from takzero.players.tactics import (
     proven_win,
     ranked_by_visits,
 )
+from takzero.search.driver import DEFAULT_CHUNK
 from takzero.search.limit import MIN_MOVE_SECONDS, Limit
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
@@ -50,7 +50,7 @@ DEFAULT_SEARCH_THREADS = 1
 #: Simulations of the first chunk of a search that reports progress (at least four network calls
 #: of ``leaves``; the chunks then double): the progress reports come between chunks; the stop
 #: flag and the clock are checked after every network call (``takzero.search.driver``).
-NETWORK_CHUNK = 32
+NETWORK_CHUNK = DEFAULT_CHUNK
 #: Leaves per network call of a one-game search (virtual loss): where the batch curve of the
 #: shipped networks in onnxruntime has flattened (scripts/bench_play.py, docs/design.md).
 DEFAULT_LEAVES = 16
@@ -117,11 +117,6 @@ def _warn_komi_mismatch(player_name: str, model_half_komi: int | None, half_komi
 
 class KomiMismatchWarning(UserWarning):
     """A network trained for one komi plays a position with another."""
-
-
-def _is_int(x) -> bool:
-    """An integer (Python or numpy), not a bool."""
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def auto_leaves(nodes: int | None, most: int = DEFAULT_LEAVES) -> int:
@@ -443,13 +438,11 @@ class NetworkPlayer(BasePlayer):
     ) -> None:
         from takzero.search import SearchConfig
 
-        if not _is_int(simulations) or simulations < 1:
+        if not is_integer(simulations) or simulations < 1:
             raise ValueError(f"simulations must be an integer >= 1, got {simulations!r}")
         if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
-        if leaves is not None and not (_is_int(leaves) and 1 <= leaves <= MAX_LEAVES):
-            raise ValueError(f"leaves must be an integer in 1..{MAX_LEAVES}, got {leaves!r}")
-        if not _is_int(cache_size) or cache_size < 0:
+        if not is_integer(cache_size) or cache_size < 0:
             raise ValueError(f"cache_size must be an integer >= 0, got {cache_size!r}")
         meta = dict(getattr(evaluator, "metadata", None) or {})
         if name is None:
@@ -465,7 +458,8 @@ class NetworkPlayer(BasePlayer):
         self.simulations = int(simulations)
         self.seconds = seconds
         self.reuse_tree = bool(reuse_tree)
-        self.leaves = leaves
+        self.leaves: int | None = None
+        self.set_leaves(leaves)
         base = (config or SearchConfig()).evaluation()
         if tinue_nodes is not None:
             base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
@@ -588,7 +582,7 @@ class NetworkPlayer(BasePlayer):
         from takzero.game.core import num_actions
 
         need = num_actions(self.model_size) + 1 if self.model_size else 2
-        if not _is_int(nodes):
+        if not is_integer(nodes):
             raise ValueError(f"tree_nodes must be an integer, got {nodes!r}")
         if nodes < need:
             raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, got {nodes}")
@@ -599,7 +593,7 @@ class NetworkPlayer(BasePlayer):
         """Run the network on ``threads`` CPU threads from the next search on: onnxruntime's
         intra-op threads (a new session of the same weights, built here) and torch's
         (:func:`set_search_threads`). Raises ValueError for threads < 1."""
-        if not _is_int(threads) or threads < 1:
+        if not is_integer(threads) or threads < 1:
             raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
         if threads == self.threads:
             return
@@ -627,7 +621,7 @@ class NetworkPlayer(BasePlayer):
     def set_leaves(self, leaves: int | None) -> None:
         """Positions per network call from the next search on (None: automatic). Raises
         ValueError outside 1..:data:`MAX_LEAVES`."""
-        if leaves is not None and not (_is_int(leaves) and 1 <= leaves <= MAX_LEAVES):
+        if leaves is not None and not (is_integer(leaves) and 1 <= leaves <= MAX_LEAVES):
             raise ValueError(f"leaves must be an integer in 1..{MAX_LEAVES}, got {leaves!r}")
         self.leaves = leaves
 

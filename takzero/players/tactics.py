@@ -28,18 +28,15 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-import numpy as np
-
 from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES, MAX_NODES, WIN, prove_tinue
-from takzero.players.base import PlayerMove, Progress
+from takzero.players.base import PlayerMove, Progress, is_integer
 
 
 def check_tinue_nodes(max_nodes: int) -> int:
     """``max_nodes`` as an int; raises ValueError unless it is an integer in
     0..``takzero.game.tinue.MAX_NODES`` (0: off)."""
-    ok = isinstance(max_nodes, int | np.integer) and not isinstance(max_nodes, bool)
-    if not ok or not 0 <= max_nodes <= MAX_NODES:
+    if not is_integer(max_nodes) or not 0 <= max_nodes <= MAX_NODES:
         raise ValueError(f"tinue_nodes must be an integer in 0..{MAX_NODES} (0: off), got {max_nodes!r}")
     return int(max_nodes)
 
