@@ -193,6 +193,10 @@ def test_a_full_tree_ends_a_timed_search_and_says_so() -> None:
     p.reset(5, 0)
     pm = p.think(Position.from_tps(MID_5), Limit(nodes=100_000, seconds=20.0))
     assert pm.info.get("tree_full") is True and pm.nodes < 100_000
+    # the full tree is not reused: the next search of the same position starts afresh and grows
+    again = p.think(Position.from_tps(MID_5), Limit(nodes=200, seconds=20.0))
+    assert again.nodes == 200 and "tree_full" not in again.info
+    assert p._search.mcts.overflow(0) == 0  # a fresh tree (overflow counts since the slot's reset)
     small = NetworkPlayer(HashEvaluator(5, seed=2), tinue_nodes=0)
     small.reset(5, 0)
     assert "tree_full" not in small.think(Position.from_tps(MID_5), Limit(nodes=300, seconds=20.0)).info

@@ -61,6 +61,9 @@ MAX_LEAVES = 32
 #: 200 paired games, scripts/bench_leaves.py): 16 leaves a call (25 calls) against 1 scored
 #: 51-29-120, Elo -125 [-161, -91]; 4 leaves (100 calls) 84-13-103, Elo -33 [-64, -5].
 MIN_CALLS_PER_SEARCH = 100
+#: A kept tree fuller than this share of its node budget is not reused: the next search starts a
+#: fresh tree (a full tree ends a search, so reusing it would end the next one at once).
+REUSE_FULL_SHARE = 0.9
 #: Simulations/s :meth:`NetworkSearch.think` assumes for its first timed search (to choose the
 #: leaves per call from the time budget; later searches use the speed of the one before).
 FIRST_GUESS_NPS = 2000
@@ -211,7 +214,10 @@ class NetworkSearch:
         self._draw_cache.clear()
 
     def _root(self, g: int, position: Position) -> None:
-        if not self.root_is(g, position):
+        """Slot ``g`` rooted at ``position``: the kept tree when it is, unless that tree is
+        nearly full (a search on it could not grow: it would stop at once, see :meth:`think`),
+        else a fresh one."""
+        if not self.root_is(g, position) or self.mcts.tree_size(g) > REUSE_FULL_SHARE * self.config.node_budget:
             self.reset(g, position)
 
     # -- readouts ---------------------------------------------------------------------------
