@@ -17,7 +17,7 @@ Lines:
   (the engine before the search front end: torch, one simulation per network call), onnx at
   k = 1, onnx at the default k (``takzero.players.network.DEFAULT_LEAVES``), with the
   network-output cache, and on two threads.
-* ``{"kind": "tei", ...}``: the TEI engine itself (``takzero.tei.TEIEngine`` in process, default
+* ``{"kind": "tei", ...}``: the TEI engine itself (``takzero.protocols.tei.engine.TEIEngine`` in process, default
   options but ``Threads``), ``go movetime MS`` on each position, nodes/s from its last ``info``
   line (the figure a GUI shows), median.
 
@@ -161,7 +161,7 @@ def bench_players(model: str, size: int, positions: list[Position], movetime: fl
 
 def bench_tei(model: str, size: int, positions: list[Position], movetime_ms: int,
               threads: list[int]) -> None:  # fmt: skip
-    from takzero.tei import TEIEngine
+    from takzero.protocols.tei.engine import TEIEngine
 
     engines = {}
     for t in threads:

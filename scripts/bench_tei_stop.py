@@ -18,7 +18,7 @@ import os
 import threading
 import time
 
-from takzero.tei import TEIEngine
+from takzero.protocols.tei.engine import TEIEngine
 
 
 class PipedEngine:

@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from takzero.matches.playtak import PlaytakBot  # noqa: E402
-from takzero.matches.playtak_protocol import SeekSpec  # noqa: E402
-from takzero.matches.playtak_server import PlaytakServer  # noqa: E402
 from takzero.players.registry import make_player  # noqa: E402
+from takzero.protocols.playtak.bot import PlaytakBot  # noqa: E402
+from takzero.protocols.playtak.lines import SeekSpec  # noqa: E402
+from takzero.protocols.playtak.server import PlaytakServer  # noqa: E402
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

@@ -40,7 +40,7 @@ What it does:
 * Ctrl-C stops the match: the engines are stopped, the finished games are in the PTN file, the
   score so far is printed with its interval, and the exit status is 130.
 
-This module is the command line only; the runner is ``takzero.matches.tei_match`` and the
+This module is the command line only; the runner is ``takzero.protocols.tei.match`` and the
 openings file reader ``takzero.matches.openings``.
 """
 
@@ -54,7 +54,7 @@ from takzero.game.files import check_writable_folder
 from takzero.game.position import komi_to_half_komi
 from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.matches.openings import load_openings
-from takzero.matches.tei_match import (
+from takzero.protocols.tei.match import (
     GameOutcome,
     MatchAborted,
     MatchInterrupted,

@@ -14,8 +14,8 @@ the size's standard counts) and ``--unrated`` go with it. ``--accept [NAME]`` ac
 variable named by ``--password-env``, never from the command line. ``--games N`` stops after N
 games (default: run until interrupted). The bot reconnects and resumes its game after a dropped
 connection, and keeps ``--reserve`` seconds of its clock for the network (see
-:mod:`takzero.matches.playtak`; the protocol lines are in
-:mod:`takzero.matches.playtak_protocol`). At the end one JSON line of statistics goes to stdout.
+:mod:`takzero.protocols.playtak.bot`; the protocol lines are in
+:mod:`takzero.protocols.playtak.lines`). At the end one JSON line of statistics goes to stdout.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import os
 import sys
 
 from takzero.game.position import komi_to_half_komi
-from takzero.matches.playtak import DEFAULT_RESERVE_S, DEFAULT_SERVER, LoginError, PlaytakBot
-from takzero.matches.playtak_protocol import SeekSpec
 from takzero.players.network import set_search_threads
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
+from takzero.protocols.playtak.bot import DEFAULT_RESERVE_S, DEFAULT_SERVER, LoginError, PlaytakBot
+from takzero.protocols.playtak.lines import SeekSpec
 
 _COLOURS = {"white": "W", "w": "W", "black": "B", "b": "B", "any": "A", "a": "A", "random": "A"}
 

@@ -135,7 +135,7 @@ ALLOWED_DIRECT_WRITES = {
     ("takzero/pipeline/run.py", "write_text"),  # config temp file, then os.replace
     ("takzero/pipeline/resume.py", "write_text"),  # launch counter temp file, then os.replace
     ("takzero/pipeline/actors.py", "write_bytes"),  # a fresh mkdtemp folder of model copies
-    ("takzero/matches/tei_match.py", "open"),  # the engines' stderr logs, appended on purpose
+    ("takzero/protocols/tei/match.py", "open"),  # the engines' stderr logs, appended on purpose
     ("takzero/pipeline/replay.py", "open"),  # replay buffer snapshot: mkstemp, then os.replace
     # logs, appended to on purpose (an append keeps what was there):
     ("takzero/pipeline/progress.py", "open"),  # train.log

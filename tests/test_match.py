@@ -16,7 +16,7 @@ from takzero.game.ptn import read_ptn, read_ptn_file
 from takzero.game.ptn_ninja import read_ptn_ninja_url
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
-from takzero.matches.tei_match import MatchAborted, MatchInterrupted, TimeControl, run_tei_match
+from takzero.protocols.tei.match import MatchAborted, MatchInterrupted, TimeControl, run_tei_match
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,6 @@ import pytest
 from takzero.game import Position
 from takzero.game.exhaustive import forced_win, safe_moves
 from takzero.matches.games import NetSide, play_games
-from takzero.matches.tei_protocol import format_info
 from takzero.players import NetworkPlayer, PlayerMove, UCTPlayer
 from takzero.players.tactics import (
     avoid_tinue,
@@ -25,6 +24,7 @@ from takzero.players.tactics import (
     proven_win,
     ranked_by_visits,
 )
+from takzero.protocols.tei.lines import format_info
 from takzero.search import SearchConfig, UniformEvaluator
 
 DATA = Path(__file__).parent / "data"

@@ -1,4 +1,4 @@
-"""The playtak bot against the in-process server (``takzero.matches.playtak_server``): whole games,
+"""The playtak bot against the in-process server (``takzero.protocols.playtak.server``): whole games,
 a seek with komi and custom reserves, a dropped connection and the resumed game (with a move sent
 while away), malformed server lines, a search that overruns its time, the login, the keep-alive,
 the protocol lines and the command line."""
@@ -17,8 +17,10 @@ import pytest
 
 from takzero import playtak as cli
 from takzero.game.position import Position
-from takzero.matches.playtak import LoginError, PlaytakBot, move_budget
-from takzero.matches.playtak_protocol import (
+from takzero.players.base import BasePlayer, PlayerMove
+from takzero.players.registry import make_player
+from takzero.protocols.playtak.bot import LoginError, PlaytakBot, move_budget
+from takzero.protocols.playtak.lines import (
     ProtocolError,
     SeekSpec,
     parse_clock,
@@ -26,9 +28,7 @@ from takzero.matches.playtak_protocol import (
     parse_over,
     parse_seek,
 )
-from takzero.matches.playtak_server import _SEEK_V2, _SEEK_V3, PlaytakServer
-from takzero.players.base import BasePlayer, PlayerMove
-from takzero.players.registry import make_player
+from takzero.protocols.playtak.server import _SEEK_V2, _SEEK_V3, PlaytakServer
 
 CLEAN = ("road", "flat", "draw", "stale", "resign")
 

@@ -1,5 +1,5 @@
 """The playtak bot across reconnections in every order of lines the real server can produce
-(``takzero.matches.playtak_server``'s docstring cites the server's code for each): a guest's
+(``takzero.protocols.playtak.server``'s docstring cites the server's code for each): a guest's
 resumed game before ``Welcome``, an account's after it, the order the test server used before
 (``Welcome`` first for guests too) and the rejoin's ``Game Start`` in either layout, each with a
 drop at ply 6 and at ply 19; a game the bot does not know is adopted and finished, or resigned
@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from takzero.matches.playtak import PlaytakBot
-from takzero.matches.playtak_protocol import SeekSpec, parse_game_start
-from takzero.matches.playtak_server import PlaytakServer
+from takzero.protocols.playtak.bot import PlaytakBot
+from takzero.protocols.playtak.lines import SeekSpec, parse_game_start
+from takzero.protocols.playtak.server import PlaytakServer
 from tests.test_playtak import CLEAN, Log, SleepyPlayer, _bot, _clean, _running, _wait
 
 ACCOUNT = {"TakBot": "secret1"}

@@ -154,7 +154,7 @@ def test_evaluate_refuses_the_model_and_a_model_baseline(evil) -> None:
 def test_tei_engine_refuses_the_model_option_and_keeps_playing(evil) -> None:
     """``setoption name Model value evil.pt`` (a GUI can send it) is refused with one info line;
     the engine keeps its player and answers ``go``."""
-    from takzero.tei import TEIEngine
+    from takzero.protocols.tei.engine import TEIEngine
 
     path, _ = evil
     lines: list[str] = []

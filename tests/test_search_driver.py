@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from takzero.game import Position
-from takzero.matches.tei_protocol import SearchLimits
 from takzero.players import NetworkPlayer, RandomPlayer
 from takzero.players.network import DEFAULT_LEAVES, MAX_LEAVES, auto_leaves, play_evaluator
+from takzero.protocols.tei.lines import SearchLimits
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig
 from takzero.search.driver import CachedEvaluator, SearchDriver
 from takzero.search.limit import MIN_MOVE_SECONDS, Limit
@@ -260,7 +260,7 @@ def test_backend_auto_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sess
 
 
 def test_tei_threads_and_batch_options_reach_the_network_player(tmp_path: Path) -> None:
-    from takzero.tei import TEIEngine
+    from takzero.protocols.tei.engine import TEIEngine
 
     lines: list[str] = []
     eng = TEIEngine(model=str(_checkpoint(tmp_path)), out=lines.append, threads=1)

@@ -20,8 +20,9 @@ import pytest
 
 from takzero.game import Position
 from takzero.players import PlayerMove, RandomPlayer
+from takzero.protocols.tei.engine import TEIEngine
+from takzero.protocols.tei.lines import SearchLimits, parse_go, value_to_cp
 from takzero.search.limit import Limit
-from takzero.tei import SearchLimits, TEIEngine, parse_go, value_to_cp
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "data" / "tei"
@@ -309,7 +310,7 @@ def test_value_to_cp_is_monotone_and_symmetric() -> None:
 
 
 def test_info_line_fields() -> None:
-    from takzero.tei import format_info
+    from takzero.protocols.tei.lines import format_info
 
     pos = Position.start(4).play("a1").play("d4")
     pm = PlayerMove(

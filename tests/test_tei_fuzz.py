@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from takzero.game.moves import MoveError
-from takzero.tei import TEIEngine
+from takzero.protocols.tei.engine import TEIEngine
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

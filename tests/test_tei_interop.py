@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from takzero import tei
-from takzero.matches.tei_protocol import TEIProtocolError, format_sizes, parse_sizes
-from takzero.tei import TEIEngine
+from takzero.protocols.tei.engine import TEIEngine
+from takzero.protocols.tei.lines import TEIProtocolError, format_sizes, parse_sizes
 from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, start_server
 from tests.test_tei import GOLDEN, ROOT, normalise
 

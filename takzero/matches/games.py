@@ -15,7 +15,7 @@ repetition (Tiltak's rule: a position seen three times since the last placement)
 never enter the replay buffer.
 
 TEI engines (external processes with clocks and forfeits) are played by their own loop,
-``takzero.matches.tei_match``.
+``takzero.protocols.tei.match``.
 """
 
 from __future__ import annotations

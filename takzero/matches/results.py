@@ -3,7 +3,7 @@ the shared writer of ``takzero.game.ptn``) and :class:`MatchResult` (a match fro
 of view, with Elo, SPRT and the trinomial/pentanomial counts of ``takzero.matches.stats``).
 
 Used by both game loops: ``takzero.matches.games`` (in-process players and networks) and
-``takzero.matches.tei_match`` (external TEI engines; its results have no records).
+``takzero.protocols.tei.match`` (external TEI engines; its results have no records).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class Limit:
         increment: each move spends at most half of what is left (plus the overhead), so the
         remaining time shrinks geometrically instead of reaching zero, and with an increment the
         clock settles where a move's budget equals the increment. (The rule of the TEI engine
-        since its first version; ``takzero.matches.tei_protocol.SearchLimits`` and the playtak
+        since its first version; ``takzero.protocols.tei.lines.SearchLimits`` and the playtak
         bot use it through this method.)"""
         if self.infinite:
             return None

@@ -1,7 +1,7 @@
 """A small in-process playtak server for tests and offline soak runs of the playtak bot.
 
 It speaks the server's text protocol as the playtak server does (USTakAssociation/playtak-api,
-``server/src/main/java/tak/``; the lines are listed in :mod:`takzero.matches.playtak_protocol`),
+``server/src/main/java/tak/``; the lines are listed in :mod:`takzero.protocols.playtak.lines`),
 with the behaviour a bot meets:
 
 * ``Welcome!`` and ``Login or Register`` on connect; ``Client``, ``Protocol`` (0..3), ``Login

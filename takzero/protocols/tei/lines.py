@@ -1,5 +1,5 @@
 """The text of the TEI (Tak Engine Interface) protocol lines, one implementation of each, shared by
-the engine (``takzero.tei``) and the match runner's client (``takzero.matches.tei_match``).
+the engine (``takzero.tei``) and the match runner's client (``takzero.protocols.tei.match``).
 
 The protocol is the one of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci``). Here:
 
@@ -25,7 +25,7 @@ The protocol is the one of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci`
   :func:`parse_bestmove` (client).
 
 The command loop and its state (options, the current game, the search thread) stay in
-``takzero.tei``; the processes, clocks and forfeits in ``takzero.matches.tei_match``.
+``takzero.tei``; the processes, clocks and forfeits in ``takzero.protocols.tei.match``.
 """
 
 from __future__ import annotations
@@ -96,15 +96,22 @@ def parse_id_name(line: str) -> str | None:
 
 
 def format_option(
-    name: str, kind: str, default: object, lo: int | None = None, hi: int | None = None
+    name: str,
+    kind: str,
+    default: object,
+    lo: int | None = None,
+    hi: int | None = None,
+    var: Sequence[str] = (),
 ) -> str:
     """``option name <name> type <kind> default <default>``, then ``min <lo>`` and ``max <hi>``
-    when given."""
+    when given, then ``var <choice>`` for each choice of a combo (UCI's order)."""
     line = f"option name {name} type {kind} default {default}"
     if lo is not None:
         line += f" min {lo}"
     if hi is not None:
         line += f" max {hi}"
+    for choice in var:
+        line += f" var {choice}"
     return line
 
 

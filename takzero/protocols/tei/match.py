@@ -10,7 +10,7 @@ which an in-process player can do.
 * Engines are started with ``shlex.split`` of their command and spoken to in TEI (``tei``/
   ``teiok``, ``setoption name HalfKomi``, ``teinewgame``, ``isready``, ``position ... moves ...``,
   ``go ...``, ``bestmove``); any TEI engine works, not only takzero's. The lines are written and
-  read by ``takzero.matches.tei_protocol``, the module the engine (``takzero.tei``) uses too.
+  read by ``takzero.protocols.tei.lines``, the module the engine (``takzero.tei``) uses too.
 * Paired openings: each opening is played twice with the colours swapped (an odd game count leaves
   the last opening unpaired); openings from a file (``takzero.matches.openings.load_openings``) or
   random.
@@ -44,7 +44,7 @@ from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
 from takzero.matches.openings import Opening, random_openings
 from takzero.matches.results import MatchInterrupted, MatchResult, colour_score
-from takzero.matches.tei_protocol import (
+from takzero.protocols.tei.lines import (
     SearchLimits,
     TEIProtocolError,
     format_go,

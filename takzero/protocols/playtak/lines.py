@@ -5,7 +5,7 @@ commands; ``server/src/main/java/tak/Client.java``, ``Game.java`` and ``Seek.jav
 formats, which the README does not always match). Lines are plain text, one per ``\\n``; squares
 are a capital file letter and a rank digit (``A1``); komi is in half points (0..8).
 
-Client to server (what :mod:`takzero.matches.playtak` sends):
+Client to server (what :mod:`takzero.protocols.playtak.bot` sends):
 
 =====================================================  ==========================================
 ``Client NAME``                                        the client's name (``[A-Za-z-.0-9]{1,60}``)

@@ -1,14 +1,14 @@
 """The playtak bot: a player (any :class:`~takzero.players.base.BasePlayer`) on a playtak server.
 
 The lines it sends and reads, with their source (the playtak server's README and Java source,
-USTakAssociation/playtak-api), are listed in :mod:`takzero.matches.playtak_protocol`. What the
+USTakAssociation/playtak-api), are listed in :mod:`takzero.protocols.playtak.lines`. What the
 bot does with them:
 
 * **Login**: ``Client``, ``Protocol 2`` (clocks in milliseconds, the increment in ``Game
   Start``), then ``Login Guest TOKEN`` (a fresh random token per bot, so that a reconnection logs
   in as the same guest) or ``Login NAME PASSWORD``. ``Authentication failure`` raises
   :class:`LoginError`.
-* **Finding games**: posts its seek (:class:`~takzero.matches.playtak_protocol.SeekSpec`) and
+* **Finding games**: posts its seek (:class:`~takzero.protocols.playtak.lines.SeekSpec`) and
   posts it again after each game, and/or accepts the open seeks it can play (``accept``: any
   seeker, or one name).
 * **Playing**: every ``Game Start`` (a new game, a rejoined one, or one the bot did not know)
@@ -20,7 +20,7 @@ bot does with them:
   followed. A game whose settings the player cannot play, or whose plies cannot be replayed, is
   resigned (``Game#N Resign``) as soon as its lines are read.
 * **Clock**: the time left is the last clock update minus the time since it arrived. A move gets
-  the TEI engine's budget (:meth:`~takzero.matches.tei_protocol.SearchLimits.budget_seconds`:
+  the TEI engine's budget (:meth:`~takzero.protocols.tei.lines.SearchLimits.budget_seconds`:
   about 1/20 of the time left plus 3/4 of the increment) of the time left less ``reserve_s``
   (latency); at a hard deadline (at most half of that time) the search is stopped and the best
   move it reported so far, or a one-ply tactical move (the greedy baseline), is sent at once,
@@ -33,7 +33,7 @@ bot does with them:
   logs in again (same guest token or account), with growing waits, for up to
   ``reconnect_timeout`` seconds. The real server sends a game still on as part of the login
   (``Player.login`` -> ``Game.playerRejoin``): *before* ``Welcome`` for a guest, *after* it for
-  an account (:mod:`takzero.matches.playtak_server` cites the code). So the login is over only
+  an account (:mod:`takzero.protocols.playtak.server` cites the code). So the login is over only
   at the ``OK`` that answers the ``PING`` sent right after the ``Login`` line (the server reads
   a connection's lines in turn, so that ``OK`` comes after every line of the login; at most
   ``LOGIN_SETTLE_S`` after ``Welcome``). Then: our game sent again is resumed (a move that was
@@ -64,7 +64,9 @@ from dataclasses import asdict, dataclass, field
 from takzero.game.core import WHITE
 from takzero.game.moves import MoveError, format_playtak, parse_playtak
 from takzero.game.position import Position
-from takzero.matches.playtak_protocol import (
+from takzero.players.base import BasePlayer, PlayerMove
+from takzero.players.baselines import GreedyPlayer
+from takzero.protocols.playtak.lines import (
     PING,
     PING_INTERVAL,
     QUIT,
@@ -87,9 +89,7 @@ from takzero.matches.playtak_protocol import (
     parse_welcome,
     result_winner,
 )
-from takzero.matches.tei_protocol import SearchLimits
-from takzero.players.base import BasePlayer, PlayerMove
-from takzero.players.baselines import GreedyPlayer
+from takzero.protocols.tei.lines import SearchLimits
 from takzero.search.limit import Limit
 
 CLIENT_NAME = "takzero-bot"

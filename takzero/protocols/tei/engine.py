@@ -1,0 +1,870 @@
+"""TEI (Tak Engine Interface) engine, the protocol state machine behind ``python -m takzero.tei
+[--model model.pt]`` (the command line, :mod:`takzero.tei`, parses arguments and calls it).
+
+Speaks the line protocol of ``tak-rules.md`` (UCI with ``tei`` in place of ``uci``) on
+stdin/stdout, so match runners (``takzero.match``, racetrack), PTN Ninja and other GUIs can use
+takzero.
+
+Commands and answers:
+
+* ``tei`` -> ``id name``, ``id author``, the TEI version 1 size lines, the options, ``teiok``.
+  Size lines (``size 5 halfkomi -20 -19 ... 20``): one for the model's board size, one for the
+  sizes the fallback plays (every other size of 3..8; none with ``Fallback none``), each with
+  every half komi of the ``HalfKomi`` range (a model plays other komis than it was trained for,
+  and says so with ``info string``). Options (each checked against the range it advertises; a
+  value outside it, or not a number, is refused with ``info string`` and the old value is kept):
+
+  - ``HalfKomi`` (spin -20..20): half points added to black's flat count. Also settable in
+    ``teinewgame`` (below). PTN Ninja reads this option's range as the komis the engine plays.
+  - ``Nodes`` (spin): simulations per move when ``go`` gives no limit.
+  - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
+  - ``TreeNodes`` (spin): the node budget of one search tree, the memory bound UCI engines call
+    ``Hash`` (counted in nodes, not megabytes: a network tree node is
+    ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
+    tree ends the search (``info string`` says so: later simulations would only back frozen
+    leaves up again, overstating the nodes); a full UCT tree scores new positions by rollouts
+    without storing them.
+  - ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
+    latency.
+  - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
+  - ``Threads`` (spin 1..64): CPU threads of the network (onnxruntime intra-op threads, and
+    torch's); ``--threads`` sets it at start-up.
+  - ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
+    with virtual loss); 0 (default) chooses by the limit
+    (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
+    simulation per network call.
+  - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
+    no model). A checkpoint is read weights-only: one whose pickle would run code is refused with
+    an ``info string`` naming it, and the previous player stays (README, "Which model files are
+    safe to take from a stranger": a TorchScript file holds code).
+  - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
+    ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse such sizes.
+
+* ``isready`` -> ``readyok``, only once every compiled kernel the current player needs is built
+  (the first ``isready`` and every ``teinewgame`` warm the player up with a tiny search, so no
+  timed ``go`` pays for compiling); during a search it is answered at once.
+* ``setoption name <Name> value <v>``.
+* ``teinewgame <size>``, ``teinewgame size <size> halfkomi <k>`` (PTN Ninja's form) or
+  ``teinewgame <size> halfkomi <k>``: a new game on that board.
+* ``position startpos|tps <board> <side> <move> [moves m1 m2 ...]``.
+* ``go [nodes N] [movetime MS] [wtime MS btime MS [winc MS binc MS]] [infinite]`` -> ``info``
+  lines ``info depth D [multipv K] nodes N time MS nps X score cp C|mate M [wdl W D L] pv ...``
+  (``wdl`` in permille, when the player knows it) during the search, then exactly one
+  ``bestmove <ptn>`` (a legal move), or ``bestmove (none)`` on a finished position.
+* ``stop``, ``quit``: end a running search within about a millisecond (UCT baseline: the compiled
+  search polls a stop flag every simulation and runs without the GIL) or one network call
+  (network MCTS); the search answers ``bestmove`` with what it found.
+
+Behaviour worth knowing:
+
+* The search runs on a worker thread (the player's own ``think``, which keeps its clock); stdin
+  is read on the main thread, so ``stop``, ``quit`` and ``isready`` act during a search. Other
+  commands that arrive during a finite search wait for it to finish (so transcripts are
+  deterministic); during ``go infinite`` any command but ``isready`` stops the search first.
+* Time: ``go wtime/btime [winc/binc]`` spends ``remaining / 20 + 3/4 inc``, at most half of what is
+  left, minus ``MoveOverhead`` (:meth:`SearchLimits.budget_seconds`); ``movetime`` minus the
+  overhead. The players stop at that deadline themselves (checked every simulation); as a
+  backstop a timer sets the stop flag at 1.25 times the budget (which also cuts the tinue checks
+  after a search short), so on a clock a move never takes much more than 5/8 of the time left.
+* Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
+  those moves (``Player.observe``) and keeps its search tree; otherwise it starts a fresh tree.
+  ``teinewgame`` resets the player with the seed, so a session replays exactly with the same
+  commands (``go nodes``).
+* Board sizes a model does not play: the ``Fallback`` player plays them (said once per game with
+  ``info string``). With ``Fallback none`` such a size is refused where it would enter: at
+  ``teinewgame`` (the previous size stays), at ``position tps`` (the previous position stays),
+  and ``setoption name Fallback value none`` is refused while such a game is on. So the engine
+  always has a player for its position, and every ``go`` on an unfinished position gets a legal
+  ``bestmove``; should a player fail anyway, the engine says why and plays the first legal move.
+* Bad input never ends the engine: unknown commands, bad options, malformed or illegal moves, a size
+  outside 3..8 get ``info string <what was wrong>`` and the engine carries on (an illegal
+  ``position`` leaves the previous position in place). ``tests/test_tei_fuzz.py`` drives it with
+  thousands of mutated command lines to keep it that way.
+* Scores: ``score cp`` is ``round(111.7146 * tan(1.5620688 * v))`` of the value v in [-1, 1] for
+  the side to move (the mapping Leela Chess Zero used for its value head), about +-100 at v = +-0.5.
+
+Without ``--model`` the engine plays ``--player`` (a player spec, default ``uct:200``), which makes
+it testable without a network.
+
+The options are one table, :data:`OPTIONS`: one :class:`Option` row each (name, type, start
+value, range, the engine attribute it sets and, where setting it does more, its setter), as
+python-chess's ``engine.Option`` describes an engine's options; the ``option`` lines of ``tei``,
+the checks of ``setoption`` and the engine's start values all read it, so a new option is one row.
+
+The protocol state machine (:class:`TEIEngine`) reads command lines and prints lines through a
+callable, so the same session runs over stdin (:mod:`takzero.tei`) and WebSocket
+(:mod:`takzero.tei_websocket`). The text of the protocol lines (``setoption``, ``position``,
+``teinewgame`` and ``go`` parsed; ``id``, ``option``, ``info`` and ``bestmove`` formatted) and the
+time budget of a ``go`` are in :mod:`takzero.protocols.tei.lines`, shared with the match runner's
+client (:mod:`takzero.protocols.tei.match`). What is not protocol lives below it: players and their
+clocks in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.players.registry``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from takzero.game.core import STANDARD_RESERVES
+from takzero.game.position import Position
+from takzero.players.base import BasePlayer, PlayerMove
+from takzero.players.registry import check_spec, make_player
+from takzero.protocols.tei.lines import (
+    MAX_NODES,
+    MOVE_OVERHEAD_MS,
+    TEIProtocolError,
+    format_bestmove,
+    format_id,
+    format_info,
+    format_option,
+    format_sizes,
+    parse_go,
+    parse_position,
+    parse_setoption,
+    parse_teinewgame,
+)
+from takzero.search.limit import Limit
+
+__all__ = [
+    "DEFAULT_PLAYER",
+    "ENGINE_AUTHOR",
+    "ENGINE_NAME",
+    "MAX_SEED",
+    "MAX_THREADS",
+    "OPTIONS",
+    "Option",
+    "TEIEngine",
+]
+
+ENGINE_NAME = "takzero"
+ENGINE_AUTHOR = "takzero developers"
+DEFAULT_PLAYER = "uct:200"
+DEFAULT_SIZE = 6
+#: Default of the ``TreeNodes`` option (network: 4e6 * 28 bytes = 112 MB per tree, committed as
+#: used; a 5x5 search at 10,000 simulations/s fills about 0.6M nodes a second).
+DEFAULT_TREE_NODES = 4_000_000
+#: Most ``Seed`` (the players' seeds are 31-bit).
+MAX_SEED = 2**31 - 1
+#: Most ``Threads`` (CPU threads of the network).
+MAX_THREADS = 64
+#: Most ``Batch`` (positions per network call of a network search; 0: automatic).
+MAX_LEAVES = 32
+#: Simulations of each warm-up search (``isready``/``teinewgame``): enough to run every kernel.
+WARM_NODES = 16
+
+
+#: The option types of UCI (and so of TEI), as python-chess's ``engine.Option.type`` names them.
+OPTION_TYPES = ("spin", "check", "combo", "string", "button")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One TEI option, a row of :data:`OPTIONS` (the fields of python-chess's ``engine.Option``:
+    name, type, default, min, max, var; plus where its value lives in the engine).
+
+    Args:
+        name: the name as announced and as ``setoption name`` gives it (matched case-insensitively).
+        type: one of :data:`OPTION_TYPES`. ``spin``: an integer in ``min..max``; ``check``:
+            ``true``/``false``; ``combo``: one of ``var``; ``string``: any text (the setter checks
+            it); ``button``: no value (the setter is called with None).
+        attr: the :class:`TEIEngine` attribute that holds the value (read for the ``option`` line
+            and for the "keeping ..." of a refused value; written by ``setoption`` unless
+            ``setter`` is given).
+        default: the value a new engine starts with (None: the constructor sets ``attr`` from its
+            arguments, as for ``Nodes``, ``Seed``, ``Threads``, ``Model`` and ``Fallback``).
+        min, max: the range of a ``spin`` (announced and checked).
+        var: the choices of a ``combo``.
+        setter: ``setter(engine, value)`` instead of setting ``attr``, for options whose change does
+            more (reconfigure the players, load a model, restart the tree).
+        shown: how the current value is written in the ``option`` line (default ``str``).
+
+    Raises ValueError (at construction) for an unknown type, a spin without a range or a combo
+    without choices.
+    """
+
+    name: str
+    type: str
+    attr: str
+    default: object = None
+    min: int | None = None
+    max: int | None = None
+    var: tuple[str, ...] = ()
+    setter: Callable[[TEIEngine, object], None] | None = field(default=None, compare=False)
+    shown: Callable[[object], str] = field(default=str, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.type not in OPTION_TYPES:
+            raise ValueError(f"option {self.name}: type must be one of {OPTION_TYPES}, got {self.type!r}")
+        if self.type == "spin" and (self.min is None or self.max is None):
+            raise ValueError(f"option {self.name}: a spin needs min and max")
+        if self.type == "combo" and not self.var:
+            raise ValueError(f"option {self.name}: a combo needs its choices (var)")
+
+    def parse(self, text: str) -> Any:
+        """The value ``setoption ... value <text>`` sets: an int for a spin, a bool for a check,
+        the choice for a combo, ``text`` unchanged for a string, None for a button. Raises
+        ValueError, with the message to print, when ``text`` is not a value of the option."""
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        if self.type == "spin":
+            assert self.min is not None and self.max is not None
+            try:
+                value = int(text.strip())
+            except ValueError:
+                value = None
+            if value is None or not self.min <= value <= self.max:
+                raise ValueError(
+                    f"setoption: {self.name} must be an integer in {self.min}..{self.max}, got '{shown}'"
+                )
+            return value
+        if self.type == "check":
+            word = text.strip().lower()
+            if word not in ("true", "false"):
+                raise ValueError(f"setoption: {self.name} must be true or false, got '{shown}'")
+            return word == "true"
+        if self.type == "combo":
+            for choice in self.var:
+                if choice.lower() == text.strip().lower():
+                    return choice
+            raise ValueError(f"setoption: {self.name} must be one of {', '.join(self.var)}, got '{shown}'")
+        if self.type == "button":
+            return None
+        return text
+
+    def value(self, engine: TEIEngine) -> Any:
+        """The option's current value in ``engine``."""
+        return getattr(engine, self.attr)
+
+    def set(self, engine: TEIEngine, value: object) -> None:
+        """Apply a parsed value to ``engine`` (its setter, else the attribute)."""
+        if self.setter is not None:
+            self.setter(engine, value)
+        else:
+            setattr(engine, self.attr, value)
+
+    def line(self, engine: TEIEngine) -> str:
+        """The ``option name ... type ...`` line announced after ``tei``."""
+        if self.type == "button":
+            return f"option name {self.name} type button"
+        value = self.value(engine)
+        if self.type == "check":
+            text = "true" if value else "false"
+        else:
+            text = self.shown(value)
+        return format_option(self.name, self.type, text, self.min, self.max, self.var)
+
+
+def _reconfiguring(attr: str) -> Callable[[TEIEngine, object], None]:
+    """A setter that sets ``attr`` and applies it to every player the engine holds."""
+
+    def setter(engine: TEIEngine, value: object) -> None:
+        setattr(engine, attr, value)
+        engine._configure_all()
+
+    return setter
+
+
+#: The engine's options in the order ``tei`` announces them, by lower-case name. A new option is
+#: one row (and, when it is more than a value the engine reads, its setter).
+OPTIONS: dict[str, Option] = {
+    o.name.lower(): o
+    for o in (
+        Option("HalfKomi", "spin", "half_komi", default=0, min=-20, max=20,
+               setter=lambda e, v: e._set_half_komi(v)),
+        Option("Nodes", "spin", "nodes_default", min=1, max=MAX_NODES),
+        Option("MultiPV", "spin", "multipv", default=1, min=1, max=32),
+        Option("TreeNodes", "spin", "tree_nodes", default=DEFAULT_TREE_NODES, min=100_000,
+               max=1_000_000_000, setter=_reconfiguring("tree_nodes")),
+        Option("MoveOverhead", "spin", "move_overhead", default=MOVE_OVERHEAD_MS, min=0, max=5000),
+        Option("Seed", "spin", "seed", min=0, max=MAX_SEED),
+        Option("Threads", "spin", "threads", min=1, max=MAX_THREADS,
+               setter=_reconfiguring("threads")),
+        Option("Batch", "spin", "batch", default=0, min=0, max=MAX_LEAVES,
+               setter=_reconfiguring("batch")),
+        Option("Model", "string", "model_path", setter=lambda e, v: e._set_model(str(v)),
+               shown=lambda v: str(v) if v else "<empty>"),
+        Option("Fallback", "string", "fallback_spec",
+               setter=lambda e, v: e._set_fallback(str(v).strip())),
+    )
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Player construction
+# ---------------------------------------------------------------------------------------------
+
+
+def load_network_player(path: str | Path, simulations: int, seed: int, device: str = "cpu"):
+    """A :class:`takzero.players.NetworkPlayer` for an exported model (TorchScript/ONNX) or a
+    checkpoint. Raises OSError/ValueError/RuntimeError when the file cannot be used."""
+    from takzero.players import NetworkPlayer
+
+    return NetworkPlayer.load(str(path), simulations=simulations, seed=seed, device=device)
+
+
+def _player_nodes(player: Any) -> int | None:
+    sims = getattr(player, "simulations", None)
+    return int(sims) if sims is not None else None
+
+
+def warm_positions(size: int) -> list[Position]:
+    """Positions a warm-up searches: the empty board and one a few plies in (placements and a
+    spread, so move generation, rollouts and the provers all run)."""
+    start = Position.start(size)
+    pos = start.copy()
+    for _ in range(6):
+        if pos.is_over:
+            break
+        codes = pos.legal_move_codes()
+        pos = pos.play(int(codes[len(codes) // 2]))
+    return [start, pos]
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine
+# ---------------------------------------------------------------------------------------------
+
+
+class TEIEngine:
+    """The protocol state machine. ``out(line)`` receives every line the engine prints (without
+    newline); :meth:`run` reads commands from a text stream until ``quit`` or end of input.
+
+    Args:
+        model: path of a model (exported file or checkpoint) or None for ``player``.
+        player: baseline spec (``players.make_player``) played without a model.
+        fallback: baseline for sizes the model cannot play (None: ``player``; ``"none"``: refuse).
+        nodes: default simulations per move (``Nodes`` option); None: the player's own count.
+        seed: seed given to the player at every ``teinewgame`` (0..2**31-1).
+        device: torch device for the network ('cpu', 'cuda', 'auto').
+        out: where lines go (default: stdout, flushed).
+        model_loader: builds the network player from (path, nodes, seed, device) (tests may swap).
+        threads: CPU threads of the network (``Threads`` option, 1..64).
+
+    Raises (constructor only) whatever ``model_loader`` raises for a bad ``model``, ValueError for
+    a bad player spec or seed.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        player: str = DEFAULT_PLAYER,
+        fallback: str | None = None,
+        nodes: int | None = None,
+        seed: int = 0,
+        device: str = "cpu",
+        out: Callable[[str], None] | None = None,
+        model_loader: Callable[..., Any] = load_network_player,
+        threads: int = 1,
+    ) -> None:
+        self._out = out or _stdout_line
+        self._out_lock = threading.Lock()
+        for option in OPTIONS.values():  # the start values of the table's rows
+            if option.default is not None:
+                setattr(self, option.attr, option.default)
+        self.seed = OPTIONS["seed"].parse(str(seed))
+        self.device = device
+        self.model_loader = model_loader
+        self.player_spec = player
+        check_spec(player)  # validate early
+        self.fallback_spec = fallback if fallback is not None else player
+        if self.fallback_spec != "none":
+            check_spec(self.fallback_spec)
+        self.model_path: str | None = None
+        self.network: Any = None
+        self.half_komi: int
+        self.multipv: int
+        self.tree_nodes: int
+        self.move_overhead: int
+        self.batch: int
+        self.threads = OPTIONS["threads"].parse(str(threads))
+        self.size = DEFAULT_SIZE
+        self._warmed: set[str] = set()
+        self.baseline: BasePlayer = make_player(player, seed=self.seed)
+        self.nodes_default = nodes
+        if model:
+            self.network = self._load(model, nodes)
+            self.model_path = str(model)
+            self.size = int(self.network.model_size)
+        if self.nodes_default is None:
+            self.nodes_default = _player_nodes(self.network or self.baseline) or 200
+        self.start = Position.start(self.size, half_komi=self.half_komi)
+        self.moves: list[int] = []
+        self.position = self.start.copy()
+        self._player: Any = None
+        self._player_spec: str | None = None  # the spec of a baseline in use (for warming)
+        self._synced: tuple[Position, list[int]] | None = None
+        self._worker: threading.Thread | None = None
+        self._search_stop = threading.Event()
+        self._infinite = False
+        self._quit = False
+        self._select_player(announce=False)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def send(self, line: str) -> None:
+        """Print one line (thread-safe)."""
+        with self._out_lock:
+            self._out(line)
+
+    def info(self, text: str) -> None:
+        """Print ``info string <text>``."""
+        self.send(f"info string {text}")
+
+    # -- players ---------------------------------------------------------------------------
+
+    def _load(self, path: str, nodes: int | None) -> Any:
+        """Load the network player and run a one-simulation search, so that compiling and
+        loading happen before ``readyok``, not in the first timed ``go``."""
+        sims = nodes if nodes is not None else 400
+        net = self.model_loader(path, sims, self.seed, self.device)
+        self._configure(net)
+        warm = getattr(net, "think", None)
+        if warm is not None:
+            for pos in warm_positions(int(net.model_size)):
+                warm(pos, Limit(nodes=1))
+        return net
+
+    def _configure(self, player: Any) -> None:
+        """Apply the engine's tree budget, threads and batch to ``player`` (players without a
+        tree or a network ignore them)."""
+        setter = getattr(player, "set_tree_nodes", None)
+        if setter is not None:
+            setter(self.tree_nodes)
+        set_threads = getattr(player, "set_threads", None)
+        if set_threads is not None:
+            set_threads(self.threads)
+        set_leaves = getattr(player, "set_leaves", None)
+        if set_leaves is not None:
+            set_leaves(self.batch or None)
+
+    def _configure_all(self) -> None:
+        """Apply the tree budget, threads and batch to every player the engine holds."""
+        for player in (self._player, self.network, self.baseline):
+            if player is not None:
+                self._configure(player)
+
+    def _plays(self, size: int) -> bool:
+        """Whether the engine has a player for ``size`` boards."""
+        return self._plays_with(self.fallback_spec, size)
+
+    def _refusal(self, size: int) -> str:
+        m = int(self.network.model_size)
+        return (
+            f"the model plays {m}x{m} only and Fallback is none: {size}x{size} refused "
+            f"(set Fallback to a player spec such as uct:200 to play it)"
+        )
+
+    def _select_player(self, announce: bool = True) -> None:
+        """Pick the player for ``self.size``: the network if it plays this size, else the
+        fallback; reset it for a new game with the seed. A player that cannot be built or reset
+        is replaced by the random player (said with ``info string``), so there is always one."""
+        spec: str | None = None
+        try:
+            if self.network is None:
+                player, spec = self.baseline, self.player_spec
+            elif int(self.network.model_size) == self.size:
+                player = self.network
+            else:
+                spec = self.fallback_spec if self.fallback_spec != "none" else DEFAULT_PLAYER
+                player = make_player(spec, seed=self.seed)
+                if announce:
+                    m = int(self.network.model_size)
+                    self.info(
+                        f"the model plays {m}x{m} only; playing {self.size}x{self.size} "
+                        f"with the baseline {spec}"
+                    )
+            self._configure(player)
+            player.reset(self.size, self.half_komi, self.seed)
+        except Exception as e:  # noqa: BLE001 - a player is needed whatever happened
+            self.info(f"cannot use the player for {self.size}x{self.size} ({e}); playing random moves")
+            spec = "random"
+            player = make_player(spec, seed=self.seed)
+            player.reset(self.size, self.half_komi, self.seed)
+        self._player = player
+        self._player_spec = spec
+        self._synced = None
+
+    def _warm(self) -> None:
+        """Build the compiled kernels of the current player before ``readyok``: a tiny search on
+        a throw-away player of the same spec (so the real player's random stream is untouched).
+        Once per spec and size per process; network players are warmed when loaded."""
+        spec = self._player_spec
+        key = f"{spec}@{self.size}"
+        if spec is None or key in self._warmed:
+            return
+        self._warmed.add(key)
+        try:
+            player = make_player(spec, seed=0)
+            self._configure(player)
+            player.reset(self.size, self.half_komi, 0)
+            for pos in warm_positions(self.size):
+                player.think(pos, Limit(nodes=WARM_NODES))
+        except Exception as e:  # noqa: BLE001 - warming is an optimisation; say and go on
+            self.info(f"warming up {spec} failed ({e}); the first search may be slow")
+
+    def _sync_player(self) -> None:
+        """Tell the player the moves since its last position (tree reuse), or reset its tree."""
+        p = self._player
+        if self._synced is not None:
+            start, moves = self._synced
+            if start == self.start and self.moves[: len(moves)] == moves:
+                new = self.moves[len(moves) :]
+                pos = self.start.copy()
+                for code in moves:
+                    pos.make(code)
+                for code in new:
+                    p.observe(pos.copy(), code)
+                    pos.make(code)
+                self._synced = (self.start.copy(), list(self.moves))
+                return
+        p.reset(self.size, self.half_komi, None)
+        pos = self.start.copy()
+        for code in self.moves:
+            p.observe(pos.copy(), code)
+            pos.make(code)
+        self._synced = (self.start.copy(), list(self.moves))
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def run(self, stream: TextIO) -> None:
+        """Read and handle commands from ``stream`` until ``quit`` or end of input (which acts
+        like ``quit``: a running search is stopped and answered)."""
+        while not self._quit:
+            line = stream.readline()
+            if not line:
+                break
+            self.handle(line)
+        self._finish_search(stop=True)
+
+    def handle(self, line: str) -> None:
+        """Handle one command line (never raises; problems become ``info string``)."""
+        cmd = "?"
+        try:
+            line = "".join(ch if ch.isprintable() or ch.isspace() else "?" for ch in line)
+            tokens = line.strip().split()
+            if not tokens:
+                return
+            cmd = tokens[0]
+            if self._searching():
+                if cmd == "stop":
+                    self._finish_search(stop=True)
+                    return
+                if cmd == "quit":
+                    self._quit = True
+                    self._finish_search(stop=True)
+                    return
+                if cmd == "isready":
+                    self.send("readyok")
+                    return
+                if self._infinite:
+                    self.info(f"'{cmd[:40]}' during go infinite: stopping the search first")
+                    self._finish_search(stop=True)
+                else:
+                    self._finish_search()
+            handler = getattr(self, f"_cmd_{cmd}", None) if cmd.isidentifier() else None
+            if handler is None:
+                self.info(f"unknown command '{cmd[:40]}'")
+                return
+            handler(tokens[1:])
+        except Exception as e:  # noqa: BLE001 - the engine must survive anything
+            self.info(f"could not handle '{cmd[:40]}': {e}")
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _cmd_tei(self, args: list[str]) -> None:
+        who = self.network if self.network is not None else self.baseline
+        for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
+            self.send(line)
+        for line in self._size_lines():  # before the options: PTN Ninja reads them first
+            self.send(line)
+        for option in OPTIONS.values():
+            self.send(option.line(self))
+        self.send("teiok")
+
+    def _size_lines(self) -> list[str]:
+        """TEI version 1: the model's size, then the sizes the fallback plays, each with every
+        half komi of the ``HalfKomi`` range (module doc)."""
+        komi = OPTIONS["halfkomi"]
+        assert komi.min is not None and komi.max is not None
+        komis = range(komi.min, komi.max + 1)
+        model = [int(self.network.model_size)] if self.network is not None else []
+        others = [n for n in STANDARD_RESERVES if n not in model and self._plays(n)]
+        return [format_sizes(group, komis) for group in (model, others) if group]
+
+    def _cmd_isready(self, args: list[str]) -> None:
+        self._warm()
+        self.send("readyok")
+
+    def _cmd_stop(self, args: list[str]) -> None:
+        return None  # no search running: nothing to stop
+
+    def _cmd_quit(self, args: list[str]) -> None:
+        self._quit = True
+
+    def _cmd_setoption(self, args: list[str]) -> None:
+        text = " ".join(args)
+        try:
+            name, value = parse_setoption(args)
+        except TEIProtocolError as e:
+            self.info(str(e))
+            return
+        option = OPTIONS.get(name.lower())
+        if option is None:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            self.info(f"setoption: unknown option '{name[:40]}' ({shown})")
+            return
+        try:
+            parsed = option.parse(value)
+        except ValueError as e:
+            self.info(f"{e}; keeping {option.value(self)}")
+            return
+        option.set(self, parsed)
+
+    def _set_half_komi(self, hk: int) -> None:
+        if hk == self.half_komi:
+            return
+        self.half_komi = hk
+        # The current game goes on under the new komi; the player starts a fresh tree.
+        start = Position.from_tps(self.start.to_tps(), half_komi=hk)
+        self._new_position(start, self.moves)
+        if self._player is not None:
+            self._player.reset(self.size, self.half_komi, None)
+        self._synced = None
+        self._check_model_komi()
+
+    def _set_fallback(self, spec: str) -> None:
+        if spec == "none":
+            if not self._plays_with(spec, self.size):
+                m = int(self.network.model_size)
+                self.info(
+                    f"setoption: Fallback none refused: the game is {self.size}x{self.size} and the "
+                    f"model plays {m}x{m} only (start a {m}x{m} game first); keeping "
+                    f"{self.fallback_spec}"
+                )
+                return
+        else:
+            try:
+                check_spec(spec)
+            except ValueError as e:
+                self.info(f"setoption: Fallback: {e}; keeping {self.fallback_spec}")
+                return
+        self.fallback_spec = spec
+        self._select_player(announce=False)
+
+    def _plays_with(self, fallback: str, size: int) -> bool:
+        return self.network is None or int(self.network.model_size) == size or fallback != "none"
+
+    def _set_model(self, value: str) -> None:
+        path = value.strip()
+        if path in ("", "<empty>"):
+            self.network = None
+            self.model_path = None
+            self._select_player(announce=False)
+            return
+        try:
+            net = self._load(path, self.nodes_default)
+        except Exception as e:  # noqa: BLE001 - report and keep the old model
+            self.info(f"setoption: cannot load model '{path}': {e}; keeping the previous player")
+            return
+        self.network = net
+        self.model_path = path
+        m = int(net.model_size)
+        if m != self.size and self.fallback_spec == "none":
+            self.info(
+                f"the model plays {m}x{m} only and Fallback is none: starting a new {m}x{m} game"
+            )
+            self._new_game(m)
+        else:
+            self._select_player(announce=True)
+        self._check_model_komi()
+
+    def _check_model_komi(self) -> None:
+        if self._player is None or self._player is not self.network:
+            return
+        hk = getattr(self.network, "model_half_komi", None)
+        if hk is not None and hk != self.half_komi:
+            self.info(
+                f"the model was trained for komi {hk / 2:g}; playing komi {self.half_komi / 2:g}"
+            )
+
+    def _cmd_teinewgame(self, args: list[str]) -> None:
+        size_text, komi_text, problems = parse_teinewgame(args)
+        for p in problems:
+            self.info(p)
+        size = self.size
+        if size_text is None:
+            self.info(f"teinewgame: no size given; playing {self.size}x{self.size}")
+        else:
+            try:
+                wanted = int(size_text)
+            except ValueError:
+                wanted = -1
+            if wanted not in STANDARD_RESERVES:
+                self.info(
+                    f"teinewgame: board size must be 3..8, got '{size_text[:40]}'; "
+                    f"keeping {self.size}x{self.size}"
+                )
+            elif not self._plays(wanted):
+                self.info(f"teinewgame: {self._refusal(wanted)}; keeping {self.size}x{self.size}")
+            else:
+                size = wanted
+        if komi_text is not None:
+            try:
+                self.half_komi = OPTIONS["halfkomi"].parse(komi_text)
+            except ValueError as e:
+                self.info(f"teinewgame: {str(e).removeprefix('setoption: ')}; keeping {self.half_komi}")
+        self._new_game(size)
+        self._check_model_komi()
+        self._warm()
+
+    def _new_game(self, size: int) -> None:
+        self.size = size
+        self.start = Position.start(size, half_komi=self.half_komi)
+        self.moves = []
+        self.position = self.start.copy()
+        self._select_player(announce=True)
+
+    def _new_position(self, start: Position, moves: list[int]) -> None:
+        size_changed = start.size != self.size
+        self.size = start.size
+        self.start = start
+        self.moves = list(moves)
+        pos = start.copy()
+        for code in moves:
+            pos.make(code)
+        self.position = pos
+        if size_changed:
+            self._select_player(announce=True)
+
+    def _cmd_position(self, args: list[str]) -> None:
+        try:
+            start, codes = parse_position(args, self.size, self.half_komi)
+        except TEIProtocolError as e:  # the previous position stays
+            self.info(str(e))
+            return
+        if not self._plays(start.size):
+            self.info(f"position: {self._refusal(start.size)}; position not changed")
+            return
+        self._new_position(start, codes)
+
+    def _cmd_go(self, args: list[str]) -> None:
+        limits, problems = parse_go(args)
+        for p in problems:
+            self.info(p)
+        pos = self.position.copy()
+        if pos.is_over:
+            self.info(f"the game is over ({pos.result}, {pos.result.reason}); there is no move")
+            self.send(format_bestmove(None))
+            return
+        player = self._player
+        try:
+            self._sync_player()
+        except Exception as e:  # noqa: BLE001 - answer anyway, with a fresh player
+            self.info(f"cannot continue the player's game ({e}); starting it afresh")
+            self._select_player(announce=False)
+            player = self._player
+            try:
+                self._sync_player()
+            except Exception as e2:  # noqa: BLE001
+                self.info(f"the player cannot play this position ({e2}); playing random moves")
+                player = make_player("random", seed=self.seed)
+        side = pos.side_to_move
+        seconds = limits.budget_seconds(side, self.move_overhead)
+        nodes = limits.nodes
+        if nodes is None and seconds is None and not limits.infinite:
+            nodes = self.nodes_default
+        stop = threading.Event()
+        self._search_stop = stop
+        self._infinite = limits.infinite
+        self._worker = threading.Thread(
+            target=self._search,
+            args=(player, pos, nodes, seconds, stop, limits.infinite),
+            daemon=True,
+        )
+        self._worker.start()
+
+    # -- searching -------------------------------------------------------------------------
+
+    def _searching(self) -> bool:
+        return self._worker is not None
+
+    def _finish_search(self, stop: bool = False) -> None:
+        """Wait for the running search (setting its stop flag first if ``stop``)."""
+        w = self._worker
+        if w is None:
+            return
+        if stop:
+            self._search_stop.set()
+        w.join()
+        self._worker = None
+        self._infinite = False
+
+    def _report(self, pos: Position, pm: PlayerMove, seconds: float, total: int) -> None:
+        """The ``info`` lines of an answer: one, or one per line of ``pm.lines`` with MultiPV."""
+        if self.multipv > 1 and pm.lines:
+            for k, line in enumerate(pm.lines[: self.multipv], start=1):
+                self.send(format_info(pos, line, seconds, total, multipv=k))
+        else:
+            self.send(format_info(pos, pm, seconds, total))
+
+    def _search(
+        self,
+        player: Any,
+        pos: Position,
+        nodes: int | None,
+        seconds: float | None,
+        stop: threading.Event,
+        infinite: bool = False,
+    ) -> None:
+        """The worker thread: one search, its ``info`` lines and exactly one ``bestmove``. With
+        ``infinite`` (``go infinite``) the ``bestmove`` waits for ``stop`` (or ``quit``) even when
+        the player is done sooner (a player that does not search, a proven position), as UCI
+        asks."""
+        t0 = time.perf_counter()
+        reported: list[PlayerMove] = []
+        move: str | None = None
+        timer = None
+        if seconds is not None:
+            # Backstop: the players keep ``seconds`` themselves (checked every simulation); this
+            # stops whatever runs past a quarter more (e.g. the tinue checks after a search).
+            # Still safe on a clock: the budget is at most half of the time left.
+            timer = threading.Timer(1.25 * seconds, stop.set)
+            timer.daemon = True
+            timer.start()
+
+        def progress(pm: PlayerMove, total: int) -> None:
+            reported[:] = [pm]
+            self._report(pos, pm, time.perf_counter() - t0, total)
+
+        try:
+            # ``multipv`` only when asked for, so players whose ``think`` predates it still play.
+            extra = {"multipv": self.multipv} if self.multipv > 1 else {}
+            limit = Limit(nodes=nodes, seconds=seconds, stop=stop, infinite=infinite)
+            pm = player.think(pos, limit, on_progress=progress, **extra)
+            if not reported or reported[0] is not pm:
+                self._report(pos, pm, time.perf_counter() - t0, pm.nodes)
+            if pm.info.get("tree_full"):
+                self.info(f"the search tree is full ({self.tree_nodes} nodes, TreeNodes): the "
+                          "search stopped there; raise TreeNodes for longer searches")  # fmt: skip
+            if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
+                raise ValueError(f"the player answered an illegal move code {pm.code}")
+            move = pos.ptn(pm.code)
+        except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
+            self.info(f"search failed ({e}); playing the first legal move")
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if infinite:
+                stop.wait()
+            if move is None:
+                move = pos.ptn(int(pos.legal_move_codes()[0]))
+            self.send(format_bestmove(move))
+
+
+def _stdout_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
