@@ -204,16 +204,6 @@ def move_kind(move: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def move_direction(move: int) -> int:
-    return (move >> 8) & 3
-
-
-@njit(cache=True, inline="always")
-def move_pattern(move: int) -> int:
-    return (move >> 10) & 255
-
-
-@njit(cache=True, inline="always")
 def bit_length(x: int) -> int:
     n = 0
     while x:

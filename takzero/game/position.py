@@ -79,13 +79,6 @@ class Result:
     def is_draw(self) -> bool:
         return self.code == core.RESULT_DRAW
 
-    def value_for(self, colour: int) -> float:
-        """+1 win, 0 draw, -1 loss for ``colour``; raises ValueError while the game goes on."""
-        if not self.over:
-            raise ValueError("the game is not over")
-        w = self.winner
-        return 0.0 if w is None else (1.0 if w == colour else -1.0)
-
     def __str__(self) -> str:
         return core.RESULT_STRINGS[self.code]
 

@@ -96,15 +96,12 @@ from takzero.game.core import (
     OFF_HI,
     OFF_LO,
     OFF_TOP,
-    RAY_LEN,
-    RAYS,
     SPREAD,
     STANDARD_RESERVES,
     STATE_LEN,
     WORD_BITS,
     _edge_masks,
     _flood,
-    direction_step,
     flat_counts,
     generate_moves,
     line_cover,
@@ -257,23 +254,6 @@ def _plus_table() -> np.ndarray:
 
 
 _PLUS = _plus_table()
-
-
-@njit(cache=True, inline="always")
-def _ray_prefix(size: int, direction: int, sq: int, n: int) -> np.uint64:
-    """Bitboard of the first ``n`` squares beyond ``sq`` in ``direction`` (all of the ray when
-    ``n`` reaches the edge)."""
-    ray = RAYS[size, direction, sq]
-    if n >= RAY_LEN[size, direction, sq]:
-        return ray
-    return ray & ~RAYS[size, direction, sq + n * direction_step(direction, size)]
-
-
-@njit(cache=True, inline="always")
-def _joins_edges(x: np.uint64, zb: np.uint64, zt: np.uint64, zl: np.uint64, zr: np.uint64) -> bool:
-    """True if the connected squares ``x`` meet both zones of one pair of opposite edges."""
-    zero = np.uint64(0)
-    return ((x & zb) != zero and (x & zt) != zero) or ((x & zl) != zero and (x & zr) != zero)
 
 
 @njit(cache=True)

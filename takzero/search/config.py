@@ -219,10 +219,6 @@ class SearchConfig:
             forced_playouts=False, policy_target_pruning=False,
         )  # fmt: skip
 
-    def tree_bytes(self) -> int:
-        """Upper bound of the node-pool memory of one tree in bytes."""
-        return self.node_budget * BYTES_PER_NODE
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
