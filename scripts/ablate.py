@@ -274,7 +274,7 @@ def preflight(args: argparse.Namespace) -> None:
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
     """Write ``obj`` as indented JSON to ``path`` through a temp file and a rename."""
-    from takzero.game.files import atomic_write_text
+    from takzero.io.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
 
@@ -389,7 +389,7 @@ def append_row(table: Path, row: str) -> None:
     if TABLE_HEADER.splitlines()[0] not in text:
         text += ("\n" if text and not text.endswith("\n") else "") + "\n" + TABLE_HEADER
     text += row
-    from takzero.game.files import atomic_write_text
+    from takzero.io.files import atomic_write_text
 
     atomic_write_text(table, text)
 

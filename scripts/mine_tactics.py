@@ -49,11 +49,11 @@ from pathlib import Path
 from takzero.game import core
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.exhaustive import forced_win, safe_moves, winning_moves
-from takzero.game.files import atomic_write_text
 from takzero.game.position import Position
 from takzero.game.ptn import PTNError, read_ptn_file
 from takzero.game.threats import is_tak
 from takzero.game.tinue import WIN, prove_tinue
+from takzero.io.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("win_in_1", "win_in_3", "win_in_5", "avoid_loss")

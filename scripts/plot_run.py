@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-from takzero.game.files import atomic_open  # noqa: E402
+from takzero.io.files import atomic_open  # noqa: E402
 
 ELO_CLIP = 800.0
 

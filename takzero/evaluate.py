@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from takzero.game.files import atomic_write_text, check_writable_folder
 from takzero.game.position import Position, komi_to_half_komi
-from takzero.game.ptn_ninja import ptn_ninja_url
 from takzero.game.tinue import DEFAULT_TINUE_NODES
+from takzero.io.files import atomic_write_text, check_writable_folder
+from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
@@ -91,7 +91,7 @@ def evaluate_model(
     given. ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
     off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
-    'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.game.ptn_ninja``).
+    'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.io.ptn_ninja``).
     ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
     model and of the network baselines (``takzero.nn.inference.with_backend``: 'torch', or
     'onnx' for onnxruntime with ``threads`` threads, or torch's default thread count when 0;

@@ -123,7 +123,7 @@ def convert_file(path: str | Path, out: str | Path | None = None) -> str:
     if side.exists() or target != path:
         atomic_save_bytes(data, target)
     else:
-        from takzero.game.files import atomic_write_bytes
+        from takzero.io.files import atomic_write_bytes
 
         atomic_write_bytes(target, data)
     load_weights_only(target)  # the file on disk reads back weights-only

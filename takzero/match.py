@@ -50,9 +50,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from takzero.game.files import check_writable_folder
 from takzero.game.position import komi_to_half_komi
-from takzero.game.ptn_ninja import ptn_ninja_url
+from takzero.io.files import check_writable_folder
+from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.matches.openings import load_openings
 from takzero.protocols.tei.match import (
     GameOutcome,

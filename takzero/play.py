@@ -14,7 +14,7 @@ The board is redrawn before every move; moves are typed in PTN (``a1``, ``Sc3``,
 =================  ===========================================================================
 
 When the game ends (a road, a flat win, a draw, a resignation) the session prints a PTN Ninja
-link that opens the game in the browser (``takzero.game.ptn_ninja``).
+link that opens the game in the browser (``takzero.io.ptn_ninja``).
 
 A malformed or illegal move gets a message saying why, and the game goes on. After its move the
 engine prints its evaluation: win/draw/loss percentages from its own point of view (a network
@@ -47,8 +47,9 @@ from typing import Any
 from takzero.game.core import BLACK, CAP, STANDARD_RESERVES, WALL, WHITE
 from takzero.game.moves import FILES, MoveError
 from takzero.game.position import Game, Position
-from takzero.game.ptn import PTNGame, write_ptn_file
-from takzero.game.ptn_ninja import ptn_ninja_url
+from takzero.game.ptn import PTNGame
+from takzero.io.files import write_ptn_file
+from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.players.base import PlayerMove
 from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer, set_search_threads
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax

@@ -78,7 +78,7 @@ def test_evaluate_cli_prints_json_lines(tiny_model: Path, capsys: pytest.Capture
 def test_evaluate_links(tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """``--links``: a JSON line per game before the summary, whose link opens that game."""
     from takzero.game.ptn import read_ptn, read_ptn_file
-    from takzero.game.ptn_ninja import read_ptn_ninja_url
+    from takzero.io.ptn_ninja import read_ptn_ninja_url
 
     assert main([str(tiny_model), "--baselines", "random", "--pairs", "1", "--simulations", "4",
                  "--ptn-dir", str(tmp_path), "--links"]) == 0

@@ -1,4 +1,4 @@
-"""Atomic writes (``takzero.game.files``): a failed write never destroys an earlier file, at the
+"""Atomic writes (``takzero.io.files``): a failed write never destroys an earlier file, at the
 helper and at every user-facing writer of the package and its scripts."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 from takzero.game.__main__ import main as game_main
-from takzero.game.files import (
+from takzero.game.position import Position
+from takzero.game.ptn import read_ptn_file
+from takzero.io.files import (
     atomic_open,
     atomic_write_bytes,
     atomic_write_text,
     check_writable_folder,
+    write_ptn_file,
 )
-from takzero.game.position import Position
-from takzero.game.ptn import read_ptn_file, write_ptn_file
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME_FILE = ROOT / "tests" / "data" / "games" / "engine_selfplay_6x6.ptn"
@@ -128,9 +129,9 @@ def test_plot_run_keeps_old_figures_when_the_write_fails(tmp_path: Path, capsys:
 
 #: Writes that are atomic in their own way (a temp file then os.replace, or a fresh private
 #: folder), or are logs appended to on purpose. (file, call text) pairs; anything else that
-#: writes a file must go through takzero.game.files.
+#: writes a file must go through takzero.io.files.
 ALLOWED_DIRECT_WRITES = {
-    ("takzero/game/files.py", "open"),  # the helper itself
+    ("takzero/io/files.py", "open"),  # the helper itself
     ("takzero/pipeline/checkpoints.py", "open"),  # sidecar temp file, then os.replace
     ("takzero/pipeline/run.py", "write_text"),  # config temp file, then os.replace
     ("takzero/pipeline/resume.py", "write_text"),  # launch counter temp file, then os.replace
@@ -172,5 +173,5 @@ def _direct_writes(path: Path) -> set[tuple[str, str]]:
 def test_every_user_facing_write_is_atomic() -> None:
     files = sorted((ROOT / "takzero").rglob("*.py")) + sorted((ROOT / "scripts").glob("*.py"))
     found = set().union(*(_direct_writes(p) for p in files))
-    assert found - ALLOWED_DIRECT_WRITES == set(), "write these through takzero.game.files"
+    assert found - ALLOWED_DIRECT_WRITES == set(), "write these through takzero.io.files"
     assert ALLOWED_DIRECT_WRITES - found == set(), "an allowed write is gone: drop it from the list"

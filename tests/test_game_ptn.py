@@ -25,9 +25,9 @@ from takzero.game.ptn import (
     result_tag_agrees,
     start_from_tags,
     write_ptn,
-    write_ptn_file,
     write_ptn_games,
 )
+from takzero.io.files import write_ptn_file
 
 GAMES = Path(__file__).parent / "data" / "games"
 INDEX = json.loads((GAMES / "INDEX.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 
 from takzero.game import Position
 from takzero.game.ptn import read_ptn, read_ptn_file
-from takzero.game.ptn_ninja import read_ptn_ninja_url
+from takzero.io.ptn_ninja import read_ptn_ninja_url
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
 from takzero.protocols.tei.match import MatchAborted, MatchInterrupted, TimeControl, run_tei_match

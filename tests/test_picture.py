@@ -1,4 +1,4 @@
-"""Board pictures (``takzero.game.picture``) and ``python -m takzero.game show``."""
+"""Board pictures (``takzero.io.picture``) and ``python -m takzero.game show``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from takzero.game.__main__ import main
 from takzero.game.moves import Move, MoveError, square_index
-from takzero.game.picture import (
+from takzero.game.position import Position
+from takzero.io.picture import (
     BOARD_DARK,
     BOARD_LIGHT,
     LAST_MOVE,
@@ -22,7 +23,6 @@ from takzero.game.picture import (
     last_move_squares,
     save_board,
 )
-from takzero.game.position import Position
 
 DATA = Path(__file__).parent / "data"
 _spec = importlib.util.spec_from_file_location("make_board_png", DATA / "make_board_png.py")

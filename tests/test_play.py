@@ -13,7 +13,7 @@ import pytest
 
 from takzero.game import Position
 from takzero.game.ptn import read_ptn, read_ptn_file
-from takzero.game.ptn_ninja import read_ptn_ninja_url
+from takzero.io.ptn_ninja import read_ptn_ninja_url
 from takzero.play import PlaySession, describe_eval, make_opponent, render_board
 from takzero.players import PlayerMove, RandomPlayer, UCTPlayer
 

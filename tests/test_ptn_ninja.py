@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from takzero.game.__main__ import main
-from takzero.game.lz_string import (
+from takzero.game.ptn import read_ptn, read_ptn_file
+from takzero.io.lz_string import (
     URI_SAFE_ALPHABET,
     compress_to_encoded_uri_component,
     decompress_from_encoded_uri_component,
 )
-from takzero.game.ptn import read_ptn, read_ptn_file
-from takzero.game.ptn_ninja import PTN_NINJA, _url_encode, ptn_ninja_url, read_ptn_ninja_url
+from takzero.io.ptn_ninja import PTN_NINJA, _url_encode, ptn_ninja_url, read_ptn_ninja_url
 
 DATA = Path(__file__).parent / "data"
 REFERENCE = json.loads((DATA / "lz_string_pairs.json").read_text(encoding="utf-8"))

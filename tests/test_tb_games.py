@@ -11,7 +11,7 @@ import pytest
 
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn, read_ptn
-from takzero.game.ptn_ninja import read_ptn_ninja_url
+from takzero.io.ptn_ninja import read_ptn_ninja_url
 from takzero.pipeline.tb_games import IMAGE_DPI, IMAGE_WIDTH, evaluation_tag, log_sample_game
 
 

@@ -39,13 +39,13 @@
     the file cannot be read or a game cannot be replayed (nothing is written then).
 ``python -m takzero.game show (--tps TPS [--last-move MOVE] | --ptn FILE [--game I] [--ply N])
 -o OUT.png|OUT.svg [--komi K] [--flats N] [--caps N] [--title T] [--width INCHES] [--dpi D]``
-    Draw a position (:mod:`takzero.game.picture`: stacks, top pieces, the last move marked) to a
+    Draw a position (:mod:`takzero.io.picture`: stacks, top pieces, the last move marked) to a
     PNG or SVG file: a TPS (``--last-move`` marks a move given in PTN), or game I (1-based,
     default 1) of a PTN file after N plies of its move text (default: all; the last of them is
     marked). Prints the file written. Exit status 2 with ``error: ...`` on stderr for bad input.
 
 ``python -m takzero.game link FILE.ptn [--game I] [--ply N] [--name NAME]``
-    Print a PTN Ninja link (:mod:`takzero.game.ptn_ninja`) for each game of the file (or game I
+    Print a PTN Ninja link (:mod:`takzero.io.ptn_ninja`) for each game of the file (or game I
     only), opening at ply N when given (without it PTN Ninja opens the game at its start).
     Exit status 2 with ``error: ...`` for a bad file.
 """
@@ -60,7 +60,6 @@ from dataclasses import dataclass
 
 from takzero.game import threats, tinue
 from takzero.game.core import MAX_SIZE
-from takzero.game.files import atomic_write_text
 from takzero.game.moves import MoveError
 from takzero.game.perft import divide, perft
 from takzero.game.position import Position, TPSError, komi_to_half_komi
@@ -72,7 +71,8 @@ from takzero.game.ptn import (
     read_ptn_file_each,
     write_ptn_games,
 )
-from takzero.game.ptn_ninja import ptn_ninja_url
+from takzero.io.files import atomic_write_text
+from takzero.io.ptn_ninja import ptn_ninja_url
 
 # Command-line value checks: argparse ``type=`` functions, so a bad value is refused at start-up
 # (exit status 2, a message naming the option) before any file is read.
@@ -358,7 +358,7 @@ def _ptn_game_at(path: str, index: int, ply: int | None) -> tuple[Position, int 
 
 
 def _show(args: argparse.Namespace) -> int:
-    from takzero.game.picture import check_last_move, save_board
+    from takzero.io.picture import check_last_move, save_board
 
     try:
         if args.tps is not None:

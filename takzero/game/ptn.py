@@ -33,8 +33,9 @@ the rule it breaks (from :meth:`takzero.game.position.Position.explain_illegal`)
 
 This module is the reader. The game record (:class:`PTNGame`, :class:`PTNError`,
 :data:`RESULT_TOKENS`, :func:`start_from_tags`) lives in :mod:`takzero.game.ptn_game` and the
-writer (:func:`write_ptn`, :func:`write_ptn_games`, :func:`write_ptn_file`, :func:`game_to_ptn`)
-in :mod:`takzero.game.ptn_write`; all of them are importable from here too. Self-play and the
+writer (:func:`write_ptn`, :func:`write_ptn_games`, :func:`game_to_ptn`) in
+:mod:`takzero.game.ptn_write`; all of them are importable from here too (a PTN file is written by
+:func:`takzero.io.files.write_ptn_file`). Self-play and the
 match runner save games with :meth:`PTNGame.from_game` and :func:`write_ptn`.
 """
 
@@ -59,7 +60,7 @@ from takzero.game.ptn_game import (
     result_tag_agrees,
     start_from_tags,
 )
-from takzero.game.ptn_write import game_to_ptn, write_ptn, write_ptn_file, write_ptn_games
+from takzero.game.ptn_write import game_to_ptn, write_ptn, write_ptn_games
 
 _TAG_RE = re.compile(r'\[\s*([A-Za-z][A-Za-z0-9_]*)\s+"((?:[^"\\\n]|\\.)*)"\s*\]')
 _NUMBER_RE = re.compile(r"(\d+)(\.+)")
@@ -431,6 +432,5 @@ __all__ = [
     "result_tag_agrees",
     "start_from_tags",
     "write_ptn",
-    "write_ptn_file",
     "write_ptn_games",
 ]

@@ -1,6 +1,7 @@
 """Writing PTN (Portable Tak Notation): one game (:func:`write_ptn`), several
-(:func:`write_ptn_games`), a file (:func:`write_ptn_file`) and a played game in one call
-(:func:`game_to_ptn`).
+(:func:`write_ptn_games`) and a played game in one call (:func:`game_to_ptn`), as text. The text
+is the inverse of the reader, the same grammar, so it stays with the rules and formats in
+``game``; writing it to a file is output (:func:`takzero.io.files.write_ptn_file`).
 
 The text is the format of ``tak-rules.md`` as :mod:`takzero.game.ptn` reads it back: the tags in
 order, a blank line, one numbered line per move. The records are
@@ -10,10 +11,8 @@ order, a blank line, one numbered line per move. The records are
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
-from takzero.game.files import atomic_write_text
 from takzero.game.position import Game
 from takzero.game.ptn_game import PTNGame
 
@@ -82,17 +81,10 @@ def write_ptn_games(games: Iterable[PTNGame]) -> str:
     return "\n".join(write_ptn(g) for g in games)
 
 
-def write_ptn_file(path: str | os.PathLike[str], games: PTNGame | Iterable[PTNGame]) -> None:
-    """Write one game or several to ``path`` (UTF-8), replacing the file atomically (a failed
-    write leaves the older file whole; see :func:`takzero.game.files.atomic_write_text`)."""
-    text = write_ptn(games) if isinstance(games, PTNGame) else write_ptn_games(games)
-    atomic_write_text(path, text)
-
-
 def game_to_ptn(game: Game, **kwargs) -> str:
     """PTN text of a played :class:`~takzero.game.position.Game`; ``kwargs`` go to
     :meth:`PTNGame.from_game` (``tags``, ``result``, ``comments``)."""
     return write_ptn(PTNGame.from_game(game, **kwargs))
 
 
-__all__ = ["game_to_ptn", "write_ptn", "write_ptn_file", "write_ptn_games"]
+__all__ = ["game_to_ptn", "write_ptn", "write_ptn_games"]

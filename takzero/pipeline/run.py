@@ -68,7 +68,7 @@ import torch
 from omegaconf import OmegaConf
 
 from takzero.config import TrainConfig
-from takzero.game.files import atomic_write_text
+from takzero.io.files import atomic_write_text
 from takzero.pipeline.actors import (
     Coordinator,
     EvaluatorActor,

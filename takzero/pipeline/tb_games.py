@@ -14,9 +14,9 @@ import logging
 import re
 from typing import Any
 
-from takzero.game.picture import board_image
 from takzero.game.ptn import PTNError, read_ptn, write_ptn
-from takzero.game.ptn_ninja import ptn_ninja_url
+from takzero.io.picture import board_image
+from takzero.io.ptn_ninja import ptn_ninja_url
 
 __all__ = ["evaluation_tag", "log_sample_game"]
 
@@ -50,7 +50,7 @@ def log_sample_game(
 ) -> tuple[bool, bool]:
     """Log the first game of ``ptn`` (PTN text of one or more games) under ``prefix``: text
     ``prefix/sample_game`` (a PTN Ninja link, then the PTN) and image ``prefix/final_position``
-    (the last position with its last move marked, :func:`takzero.game.picture.board_image`,
+    (the last position with its last move marked, :func:`takzero.io.picture.board_image`,
     320 x 364 pixels). ``writer``: a ``torch.utils.tensorboard.SummaryWriter``.
 
     ``pictured``: the caller's record of the generation pictured last per prefix; when given and

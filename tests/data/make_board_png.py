@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from takzero.game.picture import save_board
 from takzero.game.position import Position
+from takzero.io.picture import save_board
 
 #: A 5x5 position with stacks of both colours, a wall and a capstone of each colour and the last
 #: move a spread (``2b3>11``: b3 -> c3, d3); the test draws the same.

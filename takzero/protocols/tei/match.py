@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from takzero.game.core import RESULT_NONE
-from takzero.game.files import atomic_write_text, check_writable_folder
 from takzero.game.moves import MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
+from takzero.io.files import atomic_write_text, check_writable_folder
 from takzero.matches.openings import Opening, random_openings
 from takzero.matches.results import MatchInterrupted, MatchResult, colour_score
 from takzero.protocols.tei.lines import (

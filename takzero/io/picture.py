@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from takzero.game.core import BLACK, CAP, FLAT, WALL, WHITE, direction_step
-from takzero.game.files import atomic_open
 from takzero.game.moves import FILES, Move, MoveError, square_name
 from takzero.game.position import Position
+from takzero.io.files import atomic_open
 
 if TYPE_CHECKING:  # pragma: no cover - for the annotations only
     from matplotlib.figure import Figure

@@ -3,18 +3,22 @@ renamed over it (``os.replace``), so a failed or interrupted write never destroy
 and a reader never sees half a file.
 
 One helper for every user-facing output of the package and its scripts (PTN files, pictures,
-plots, JSON). It lives in the ``game`` room (no torch) so every room above may use it;
-``takzero.pipeline.checkpoints.atomic_torch_save`` is the checkpoint counterpart (with a sidecar).
+plots, JSON). It lives in the ``io`` room (no torch, above ``game`` only) so every room above may
+use it; ``takzero.pipeline.checkpoints.atomic_torch_save`` is the checkpoint counterpart (with a
+sidecar). :func:`write_ptn_file` writes PTN games this way.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from takzero.game.ptn_game import PTNGame
+from takzero.game.ptn_write import write_ptn, write_ptn_games
 
 
 def _temp_path(path: Path) -> Path:
@@ -74,4 +78,19 @@ def check_writable_folder(folder: str | os.PathLike[str]) -> Path:
     return folder
 
 
-__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "check_writable_folder"]
+__all__ = [
+    "atomic_open",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_writable_folder",
+    "write_ptn_file",
+]
+
+
+def write_ptn_file(path: str | os.PathLike[str], games: PTNGame | Iterable[PTNGame]) -> None:
+    """Write one game or several to ``path`` (UTF-8 PTN, :mod:`takzero.game.ptn_write`),
+    replacing the file atomically (a failed write leaves the older file whole; see
+    :func:`atomic_write_text`). Raises OSError when the file cannot be written, ValueError for a
+    record that cannot be written as PTN."""
+    text = write_ptn(games) if isinstance(games, PTNGame) else write_ptn_games(games)
+    atomic_write_text(path, text)

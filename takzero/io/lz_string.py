@@ -1,6 +1,6 @@
 """lz-string's URI-safe encoding: :func:`compress_to_encoded_uri_component` and
 :func:`decompress_from_encoded_uri_component`, the two functions PTN Ninja uses for the PTN and
-the name in its links (:mod:`takzero.game.ptn_ninja`).
+the name in its links (:mod:`takzero.io.ptn_ninja`).
 
 The algorithm is lz-string 1.5.0's (Pieroxy, MIT licence, https://github.com/pieroxy/lz-string,
 ``compressToEncodedURIComponent``/``decompressFromEncodedURIComponent``): an LZW variant whose

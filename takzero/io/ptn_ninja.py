@@ -7,7 +7,7 @@ store and the ``local`` route in ``src/router/routes.js``)::
     https://ptn.ninja/<PTN>[&name=<NAME>][&ply=<INDEX>[!]]
 
 ``<PTN>`` is the PTN text (tags and moves) compressed with lz-string's
-``compressToEncodedURIComponent`` (:mod:`takzero.game.lz_string`; characters ``A-Z a-z 0-9 + -
+``compressToEncodedURIComponent`` (:mod:`takzero.io.lz_string`; characters ``A-Z a-z 0-9 + -
 $``, so it goes into the path as it is); ``<NAME>`` is the game's name compressed the same way,
 then percent-encoded; ``ply=INDEX`` opens the game at the ply of that 0-based index, before it,
 or after it with ``!``. A link without ``ply`` opens at the start of the game: PTN Ninja loads a
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from urllib.parse import quote, unquote
 
-from takzero.game.lz_string import (
+from takzero.game.ptn_game import PTNGame
+from takzero.game.ptn_write import write_ptn
+from takzero.io.lz_string import (
     compress_to_encoded_uri_component,
     decompress_from_encoded_uri_component,
 )
-from takzero.game.ptn_game import PTNGame
-from takzero.game.ptn_write import write_ptn
 
 __all__ = ["PTN_NINJA", "ptn_ninja_url", "read_ptn_ninja_url"]
 
