@@ -215,11 +215,11 @@ def _config_seed(run_dir: Path) -> int | None:
 def preflight(args: argparse.Namespace) -> None:
     """Everything that can be checked before a 30-minute training: the variant name as a run
     folder, the overrides (no key this script sets itself; the composed config passes
-    ``takzero.config``'s checks), the evaluation's numbers (``takzero.evaluate``'s bounds), the
+    ``takzero.config``'s checks), the evaluation's numbers (``takzero.matches.evaluation``'s bounds), the
     reference network (loads, plays the config's board size) and the table's folder. Raises
     ValueError with the problem."""
     from takzero.config import ConfigError, check_run_folder, compose_preset, unknown_override_keys
-    from takzero.evaluate import MAX_PAIRS, MAX_PLY_LIMIT, MAX_SIMULATIONS, MAX_THREADS
+    from takzero.matches.evaluation import MAX_PAIRS, MAX_PLY_LIMIT, MAX_SIMULATIONS, MAX_THREADS
     from takzero.players.registry import make_player
 
     if not (math.isfinite(args.minutes) and args.minutes > 0):
@@ -297,10 +297,10 @@ def run_counters(run_dir: Path) -> dict[str, int]:
 
 def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     """Play ``model`` against ``model:REFERENCE:SIMULATIONS``; the summary dict of
-    :func:`takzero.evaluate.evaluate_model`."""
+    :func:`takzero.matches.evaluation.evaluate_model`."""
     import torch
 
-    from takzero.evaluate import evaluate_model
+    from takzero.matches.evaluation import evaluate_model
 
     torch.set_num_threads(1)
     spec = f"model:{args.reference}:{args.simulations}"
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     if not best.is_file():
         print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
         return 1
-    from takzero.evaluate import _finite_or_none
+    from takzero.matches.evaluation import _finite_or_none
     from takzero.pipeline.checkpoints import file_sha256
 
     t0 = time.monotonic()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from takzero.evaluate import evaluate_model, main
+from takzero.evaluate import main
+from takzero.matches.evaluation import evaluate_model
 from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
 
 

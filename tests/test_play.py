@@ -14,8 +14,8 @@ import pytest
 from takzero.game import Position
 from takzero.game.ptn import read_ptn, read_ptn_file
 from takzero.io.ptn_ninja import read_ptn_ninja_url
-from takzero.play import PlaySession, describe_eval, make_opponent, render_board
 from takzero.players import PlayerMove, RandomPlayer, UCTPlayer
+from takzero.protocols.terminal import PlaySession, describe_eval, make_opponent, render_board
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,8 +189,9 @@ def test_komi_defaults_to_the_networks_and_model_excludes_a_baseline(tmp_path: P
     import torch
 
     from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
-    from takzero.play import main, start_position
+    from takzero.play import main
     from takzero.players import NetworkPlayer
+    from takzero.protocols.terminal import start_position
 
     torch.manual_seed(0)
     net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))

@@ -141,7 +141,7 @@ def test_every_library_loader_refuses_the_file(evil, tmp_path: Path, name: str) 
 
 
 def test_evaluate_refuses_the_model_and_a_model_baseline(evil) -> None:
-    from takzero.evaluate import evaluate_model
+    from takzero.matches.evaluation import evaluate_model
 
     path, _ = evil
     good = PRETRAINED[0]

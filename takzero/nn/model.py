@@ -606,7 +606,9 @@ def total_loss(
     Returns:
         (scalar loss tensor, {'policy', 'value', 'aux', 'total'} plus 'ownership',
         'opponent_policy', 'soft_policy' for the heads that are on: detached scalar tensors for
-        logging; call ``.item()`` only when logging, to avoid a device sync per step).
+        logging; reading one (``float``, ``.item()``) waits for the device. The trainer reads
+        them at every step (``Trainer.train_step``, which waits there anyway for its checks that
+        the loss and the gradient norm are finite), so per-step scalars cost no extra sync).
 
     Raises:
         ValueError: a head's weight is > 0 but its output or target is missing.

@@ -1,0 +1,230 @@
+"""A model against the baselines on paired openings (:func:`evaluate_model`): the match logic of
+``python -m takzero.evaluate`` (:mod:`takzero.evaluate` parses its arguments and calls this) and of
+``scripts/ablate.py``.
+
+The model is searched as a batched network side (:func:`takzero.matches.games.play_match`); the
+baselines are player specs (``takzero.players.registry``). The statistics come from
+:mod:`takzero.matches.stats`. The evaluator used during training (gating, baselines by
+generation) is ``takzero.pipeline.gating.GatingEvaluator``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from takzero.game.position import Position, komi_to_half_komi
+from takzero.game.tinue import DEFAULT_TINUE_NODES
+from takzero.io.files import atomic_write_text, check_writable_folder
+from takzero.io.ptn_ninja import ptn_ninja_url
+from takzero.matches.games import NetSide, play_match
+from takzero.matches.openings import random_openings
+from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
+from takzero.matches.stats import score_interval, wilson_interval
+from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
+from takzero.players.network import play_evaluator
+from takzero.players.registry import ModelFileError, make_player, spec_label
+from takzero.players.tactics import check_tinue_nodes
+from takzero.search import SearchConfig
+
+__all__ = ["MAX_PAIRS", "MAX_PLY_LIMIT", "MAX_SIMULATIONS", "MAX_THREADS", "evaluate_model"]
+
+#: Upper bounds of the evaluation CLI's numbers (beyond them a run cannot finish sensibly).
+MAX_PAIRS = 10_000
+MAX_SIMULATIONS = 1_000_000
+MAX_PLY_LIMIT = 10_000
+MAX_THREADS = 1024
+
+
+def evaluate_model(
+    model: str,
+    baselines: list[str],
+    pairs: int,
+    simulations: int,
+    ply_limit: int,
+    seed: int = 0,
+    komi: float | None = None,
+    opening_plies: int = 2,
+    device: str = "cpu",
+    ptn_dir: str | None = None,
+    say: Any = print,
+    tinue_nodes: int = DEFAULT_TINUE_NODES,
+    progress: Any = None,
+    threads: int = 0,
+    links: bool = False,
+    backend: str = "auto",
+) -> list[dict[str, Any]]:
+    """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
+    move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
+    ``random``, ``greedy``, ``uct[:N]``, ``model:PATH[:N]``) on ``pairs`` random openings of
+    ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
+    Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
+    summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
+    'seconds', 'baseline_simulations' for a network baseline (its own ``:N``, default 400),
+    the score's 95% score-test interval on the game pairs
+    ('score_lower'/'score_upper', :func:`takzero.matches.stats.elo_pentanomial`), the Wilson interval
+    ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
+    ('elo_wilson_lower'/'elo_wilson_upper', games taken as independent;
+    :func:`takzero.matches.stats.elo_wilson`)); each is also printed with ``say`` as a JSON line
+    (infinite Elo as null). ``progress`` (e.g. ``print`` to stderr) gets a line per finished game
+    with the tally so far (W-D-L), and the Elo line of each baseline: its tally, score and the
+    JSON's interval with its model named (:meth:`MatchResult.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
+    given. ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
+    off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
+    per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
+    'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.io.ptn_ninja``).
+    ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
+    model and of the network baselines (``takzero.nn.inference.with_backend``: 'torch', or
+    'onnx' for onnxruntime with ``threads`` threads, or torch's default thread count when 0;
+    an ``.onnx`` file keeps its own session; the same networks up to float rounding); 'auto'
+    (the default, as the network player's): onnx where onnxruntime is installed, the model is
+    on the CPU and it is a checkpoint or an ONNX file, else torch, per network. The JSON's
+    ``backend`` is the model's resolved one.
+
+    Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
+    with ``"interrupted": true``, and the Elo line) and written as PTN, then
+    :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
+    spec, a baseline network of another board size than the model's (it cannot play the
+    model's games), pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of
+    0.5; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
+    (unreadable, not a model, or not weights-only)."""
+    if not 1 <= pairs <= MAX_PAIRS:
+        raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
+    if not 1 <= simulations <= MAX_SIMULATIONS:
+        raise ValueError(f"simulations must be in 1..{MAX_SIMULATIONS}, got {simulations}")
+    if not 1 <= ply_limit <= MAX_PLY_LIMIT:
+        raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
+    if len(set(baselines)) != len(baselines):
+        raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
+    if backend not in (*EVAL_BACKENDS, "auto"):
+        raise ValueError(f"backend must be one of auto, {', '.join(EVAL_BACKENDS)}, got {backend!r}")
+    ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
+    players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
+    if threads:  # after the players: a model baseline sets one thread when it loads
+        torch.set_num_threads(threads)
+    given_half_komi = None if komi is None else komi_to_half_komi(komi)
+    try:
+        net = Evaluator.load(model, device=device)
+    except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
+        raise ModelFileError(f"cannot load model {model}: {e}") from None
+    size = net.config.size
+    for spec, player in zip(baselines, players, strict=True):
+        other = getattr(player, "model_size", None)
+        if other is not None and int(other) != size:
+            raise ValueError(f"baseline {spec} plays {other}x{other}, not the model's {size}x{size}")
+    requested = backend
+    if backend == "auto":
+        net = play_evaluator(net, "auto", ort_threads)
+        backend = "onnx" if getattr(net, "_session", None) is not None else "torch"
+    elif backend != "torch":
+        net = _on_backend(net, backend, ort_threads, f"model {model}")
+    for spec, player in zip(baselines, players, strict=True):
+        use_backend = getattr(player, "use_backend", None)  # a model:PATH baseline
+        if use_backend is not None:
+            _on_backend(player, requested, ort_threads, f"baseline {spec}")
+    half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
+    start = Position.start(size, half_komi=half_komi)
+    search = SearchConfig(
+        simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes)
+    ).evaluation()
+    side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
+    openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
+    ptn_files: list[Path] = []
+    if ptn_dir is not None:  # checked before any game; older files are replaced only by new games
+        folder = check_writable_folder(ptn_dir)
+        ptn_files = [folder / f"vs_{spec_label(spec)}.ptn" for spec in baselines]
+        for path in ptn_files:
+            if path.is_dir():
+                raise IsADirectoryError(f"{path} is a folder, not a PTN file")
+    out: list[dict[str, Any]] = []
+    for k, (spec, player) in enumerate(zip(baselines, players, strict=True)):
+        t0 = time.perf_counter()
+        total = 2 * len(openings)
+
+        def finished(so_far: MatchResult, record: GameRecord, spec: str = spec, total: int = total) -> None:
+            if progress is not None:
+                why = f"{record.reason}, " if record.reason else ""
+                progress(f"vs {spec}: game {so_far.num_games}/{total}: {record.white} - {record.black} "
+                         f"{record.result} ({why}{record.plies} plies); {side.name} {so_far.tally()}")
+
+        try:
+            match = play_match(side, player, start, openings, ply_limit, seed=seed, on_game=finished)
+        except MatchInterrupted as stop:
+            partial = stop.result
+            if partial.num_games:
+                summary = _summary(spec, partial, t0)
+                summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
+                               seed=seed, tinue_nodes=search.tinue_nodes, backend=backend, interrupted=True)
+                say(json.dumps(_finite_or_none(summary)))
+                if ptn_files:
+                    atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
+            if progress is not None:
+                progress(f"interrupted: vs {spec} after {partial.num_games} of {total} games; "
+                         f"{_elo_line(partial)}")
+            raise
+        summary = _summary(spec, match, t0)
+        summary.update(
+            size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
+            tinue_nodes=search.tinue_nodes, backend=backend,
+        )  # fmt: skip
+        if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
+            summary["baseline_simulations"] = player.simulations
+        out.append(summary)
+        if links:
+            for i, g in enumerate(match.games, 1):
+                game = {"baseline": spec, "game": i, "white": g.white, "black": g.black, "result": g.result}
+                say(json.dumps({**game, "plies": g.plies, "ptn_ninja": ptn_ninja_url(g.to_ptn())}))
+        say(json.dumps(_finite_or_none(summary)))
+        if progress is not None:
+            progress(f"vs {spec}: {_elo_line(match)}")
+        if ptn_files:
+            atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in match.games))
+    return out
+
+
+def _on_backend(ev, backend: str, threads: int, what: str):
+    """:func:`with_backend` of an evaluator, or ``use_backend`` of a network player (a
+    ``model:PATH`` baseline), with errors that name the network (``what``) and the way out.
+    Raises ValueError."""
+    try:
+        use_backend = getattr(ev, "use_backend", None)
+        if use_backend is not None:
+            use_backend(backend, threads, check=True)
+            return ev
+        return with_backend(ev, backend, threads)
+    except ImportError as e:
+        raise ValueError(f"--backend {backend} needs onnxruntime ({e}): pip install -e '.[onnx]', "
+                         "or use --backend torch") from None  # fmt: skip
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}; use --backend torch for it") from None
+
+
+def _summary(spec: str, match: MatchResult, t0: float) -> dict[str, Any]:
+    """The summary dict of one baseline's games (see :func:`evaluate_model`)."""
+    summary: dict[str, Any] = {"baseline": spec, **match.summary()}
+    summary["score_lower"], summary["score_upper"] = score_interval(match.elo())
+    summary["score_wilson_lower"], summary["score_wilson_upper"] = wilson_interval(
+        match.score, match.num_games
+    )
+    wilson = match.elo(model="wilson")
+    summary["elo_wilson_lower"], summary["elo_wilson_upper"] = wilson.lower, wilson.upper
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    return summary
+
+
+def _elo_line(match: MatchResult) -> str:
+    """``'3-1-0 (W-D-L), score 0.875, Elo +338.0 [...] (95%, pentanomial score-test interval, 2
+    game pairs)'``: the numbers of the baseline's JSON line ('elo', 'elo_lower', 'elo_upper',
+    'elo_model'), for stderr."""
+    score = f"{match.score:.3f}" if match.num_games else "-"
+    return f"{match.tally()}, score {score}, Elo {match.describe_elo()}"
+
+
+def _finite_or_none(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with infinite or NaN floats as None, so that the JSON line is strict JSON."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
