@@ -246,16 +246,18 @@ class Option:
         else:
             setattr(engine, self.attr, value)
 
+    def text(self, engine: TEIEngine) -> str:
+        """The current value as the ``option`` line writes it (``true``/``false`` for a check)."""
+        value = self.value(engine)
+        if self.type == "check":
+            return "true" if value else "false"
+        return self.shown(value)
+
     def line(self, engine: TEIEngine) -> str:
         """The ``option name ... type ...`` line announced after ``tei``."""
         if self.type == "button":
             return f"option name {self.name} type button"
-        value = self.value(engine)
-        if self.type == "check":
-            text = "true" if value else "false"
-        else:
-            text = self.shown(value)
-        return format_option(self.name, self.type, text, self.min, self.max, self.var)
+        return format_option(self.name, self.type, self.text(engine), self.min, self.max, self.var)
 
 
 def _reconfiguring(attr: str) -> Callable[[TEIEngine, object], None]:
@@ -620,7 +622,7 @@ class TEIEngine:
         try:
             parsed = option.parse(value)
         except ValueError as e:
-            self.info(f"{e}; keeping {option.value(self)}")
+            self.info(f"{e}; keeping {option.text(self)}")
             return
         option.set(self, parsed)
 
