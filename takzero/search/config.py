@@ -48,8 +48,10 @@ with one field per numeric ``SearchConfig`` field, of the same name (``SETTINGS_
 the dataclass fields, so it is the one table of what the kernels can read). A kernel reads a
 setting as ``cfg["c_init"]`` with ``cfg = settings[0]``: the field's offset is a compile-time
 constant, and the layout is part of the kernels' compiled signature, so adding a field never
-leaves a stale cached kernel reading a shifted slot. A new setting is therefore two edits: the
-field here (with its validation) and the kernel that reads it.
+leaves a stale cached kernel reading a shifted slot. A new setting is therefore four edits in
+three files: the field here (with its line in the class docstring), its check in ``validate``,
+the kernel that reads it, and its default under ``mcts:`` in ``configs/train.yaml``
+(``tests/test_config_docs.py`` checks that every field is listed there).
 """
 
 from __future__ import annotations
