@@ -19,6 +19,7 @@ Without CUDA (and without ``--device cpu``) it prints one line saying so and exi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -234,8 +235,8 @@ class Checks:
                  log_to_driver=False)
         try:
             coordinator = ray.remote(Coordinator).remote()
-            replay = ray.remote(ReplayActor).remote(size=cfg.board.size, top_k=cfg.replay.top_k,
-                                                    max_ahead=10**9, min_positions=10**9)  # fmt: skip
+            never_train = dataclasses.replace(cfg.replay, max_ahead=10**9, min_positions=10**9)
+            replay = ray.remote(ReplayActor).remote(never_train, cfg.board.size)
             weights = PublishedWeights()
             from takzero.nn.model import model_from_config
 

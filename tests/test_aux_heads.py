@@ -120,7 +120,7 @@ def played():
     torch.set_num_threads(1)  # as a self-play worker (selfplay.threads): tiny batches
     try:
         cfg = _cfg(ownership_weight=1.5, opponent_policy_weight=0.15, soft_policy_weight=0.1)
-        worker = _Recording(cfg, worker_id=0, device="cpu")
+        worker = _Recording.from_run(cfg, worker_id=0, device="cpu")
         parts = []
         for _ in range(200):
             recs, _, _ = worker.play_step()

@@ -365,7 +365,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     try:
         coordinator = ray.remote(Coordinator).remote()
         replay = ray.remote(ReplayActor).remote(
-            size=4, top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0
+            ReplayConfig(top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0), 4
         )
         actor = ray.remote(SelfPlayActor).options(**selfplay_options({}, 0.0)).remote(cfg, 0)
         task = actor.run.remote(coordinator, replay)
