@@ -113,7 +113,7 @@ def machine_speed(config: str, seconds: float, seed: int = 0) -> float:
     try:
         cfg = compose_preset(config, ["selfplay.backend=torch", f"seed={seed}"], run_name="speed")
         torch.manual_seed(seed)
-        worker = SelfPlayWorker(cfg, worker_id=0, device="cpu")
+        worker = SelfPlayWorker.from_run(cfg, worker_id=0, device="cpu")
         for _ in range(2):
             worker.play_step()
         positions, t0 = 0, time.perf_counter()

@@ -47,7 +47,7 @@ def main() -> None:
     }
     print(json.dumps(machine), flush=True)
 
-    worker = SelfPlayWorker(cfg, 0)
+    worker = SelfPlayWorker.from_run(cfg, 0)
     worker.play_step()  # compile and warm up (not timed)
     recorded_before = sum(len(s.states) for s in worker.slots)
     parts: list[Records] = []
@@ -109,7 +109,7 @@ def main() -> None:
         flush=True,
     )
     torch.set_num_threads(cfg.train.threads)
-    trainer = Trainer(cfg.model_config(), cfg.train, LossWeights(), device=cfg.device)
+    trainer = Trainer(cfg.train, cfg.model_config(), LossWeights(), device=cfg.device)
     rng = np.random.default_rng(0)
     bs = cfg.train.batch_size
     trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))  # warm-up

@@ -19,6 +19,7 @@ Without CUDA (and without ``--device cpu``) it prints one line saying so and exi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -112,9 +113,9 @@ class Checks:
 
         want = "cuda" if torch.cuda.is_available() else "cpu"
         auto = resolve_device("auto").type
-        trainer = Trainer(self.cfg.model_config(), self.cfg.train, self.cfg.loss_weights(), device="auto")
-        worker = SelfPlayWorker(load_cfg(self.args.config, ["device=auto", "selfplay.games_per_worker=2",
-                                                            "model.channels=16", "model.blocks=1"]))  # fmt: skip
+        trainer = Trainer(self.cfg.train, self.cfg.model_config(), self.cfg.loss_weights(), device="auto")
+        worker = SelfPlayWorker.from_run(load_cfg(self.args.config, ["device=auto", "selfplay.games_per_worker=2",
+                                                                     "model.channels=16", "model.blocks=1"]))  # fmt: skip
         got = {"resolve": auto, "trainer": trainer.device.type, "selfplay": worker.evaluator.device.type}
         return {"pass": set(got.values()) == {want}, "expected": want, **got}
 
@@ -191,8 +192,8 @@ class Checks:
         from takzero.pipeline.trainer import Trainer
 
         cfg = self.cfg
-        worker = SelfPlayWorker(load_cfg(self.args.config, ["device=cpu", "selfplay.games_per_worker=16",
-                                                            "mcts.simulations=4", *self._small()]))  # fmt: skip
+        worker = SelfPlayWorker.from_run(load_cfg(self.args.config, ["device=cpu", "selfplay.games_per_worker=16",
+                                                                     "mcts.simulations=4", *self._small()]))  # fmt: skip
         parts = []
         while sum(len(p) for p in parts) < cfg.train.batch_size:
             recs, _, _ = worker.play_step()
@@ -203,7 +204,7 @@ class Checks:
         recs = Records.concat(parts)
         rng = np.random.default_rng(0)
         batch = recs.take(rng.integers(0, len(recs), cfg.train.batch_size))
-        trainer = Trainer(cfg.model_config(), cfg.train, cfg.loss_weights(), device=self.device)
+        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=self.device)
         steps = 3 if self.args.quick else 20
         metrics = trainer.train_step(batch)  # warm-up
         t0 = time.perf_counter()
@@ -234,8 +235,8 @@ class Checks:
                  log_to_driver=False)
         try:
             coordinator = ray.remote(Coordinator).remote()
-            replay = ray.remote(ReplayActor).remote(size=cfg.board.size, top_k=cfg.replay.top_k,
-                                                    max_ahead=10**9, min_positions=10**9)  # fmt: skip
+            never_train = dataclasses.replace(cfg.replay, max_ahead=10**9, min_positions=10**9)
+            replay = ray.remote(ReplayActor).remote(never_train, cfg.board.size)
             weights = PublishedWeights()
             from takzero.nn.model import model_from_config
 

@@ -4,6 +4,13 @@ the offending key.
 
 ``configs/train.yaml`` holds the defaults, ``configs/config/<name>.yaml`` the named presets
 (``+config=6x6``). Every key can be overridden on the command line (``mcts.simulations=400``).
+
+Each section checks its own values when it is built (``check``, called by ``__post_init__``, as
+:class:`takzero.search.SearchConfig` does), raising :class:`ConfigError` that names the full key;
+:func:`validate` adds the top-level keys, the checks that span sections and those that look at the
+machine (CUDA, the run folder). The parts of a run take their section whole
+(``ReplayBuffer(cfg.replay, ...)``, ``Trainer(cfg.train, ...)``, ``SelfPlayWorker(cfg.selfplay,
+...)``), so a new key is its field, its check, its use and its line in ``configs/train.yaml``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,23 @@ class BoardConfig:
     flats: int | None = None  # stones per player (None: standard for the size)
     caps: int | None = None  # capstones per player (None: standard for the size)
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``board.*`` key."""
+        _check(self.size in STANDARD_RESERVES, "board.size", "must be 3..8", self.size)
+        _check(math.isfinite(self.komi) and abs(self.komi) <= 20, "board.komi", "must be within -20..20", self.komi)
+        try:
+            komi_to_half_komi(self.komi)
+        except ValueError:
+            _check(False, "board.komi", "must be a multiple of 0.5", self.komi)
+        if self.flats is not None:
+            _check(1 <= self.flats <= 60, "board.flats", "must be 1..60", self.flats)
+        if self.caps is not None:
+            n = self.size
+            _check(0 <= self.caps <= n // 2, "board.caps", f"a {n}x{n} board allows 0..{n // 2}", self.caps)
+
 
 @dataclass
 class ModelSection:
@@ -52,6 +76,22 @@ class ModelSection:
     ownership_weight: float = 0.0  # final owner of each top piece; KataGo: 1.5 (1/N^2 inside the loss)
     opponent_policy_weight: float = 0.0  # the opponent's reply policy target; KataGo: 0.15
     soft_policy_weight: float = 0.0  # policy target ** (1/4), renormalised
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``model.*`` key."""
+        _check(1 <= self.channels <= 1024, "model.channels", "must be 1..1024", self.channels)
+        _check(self.blocks >= 0, "model.blocks", "must be >= 0", self.blocks)
+        if self.layers is not None:
+            _check(1 <= self.layers <= 64, "model.layers", "must be 1..64", self.layers)
+        _check(self.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", self.feature_version)
+        _check(self.value_weight >= 0, "model.value_weight", "must be >= 0", self.value_weight)
+        _check(self.aux_weight >= 0, "model.aux_weight", "must be >= 0", self.aux_weight)
+        for key in ("ownership_weight", "opponent_policy_weight", "soft_policy_weight"):
+            w = getattr(self, key)
+            _check(_finite(w) and w >= 0, f"model.{key}", "must be >= 0 and finite (0 = head off)", w)
 
 
 @dataclass
@@ -69,6 +109,31 @@ class SelfPlayConfig:
     tinue_nodes: int = 0  # with proven_value_targets: prover nodes per recorded position (0: none)
     backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime) or auto
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``selfplay.*`` key (``backend=onnx`` also needs
+        onnxruntime installed)."""
+        s = self
+        _check(s.workers >= 1, "selfplay.workers", "must be >= 1", s.workers)
+        _check(s.games_per_worker >= 1, "selfplay.games_per_worker", "must be >= 1", s.games_per_worker)
+        _check(s.ply_limit >= 2, "selfplay.ply_limit", "must be >= 2", s.ply_limit)
+        _check(s.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0", s.opening_random_plies)
+        _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
+        _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)
+        _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
+        _check(0 <= s.tinue_nodes <= 10**9, "selfplay.tinue_nodes", "must be in 0..10^9 (0: off)", s.tinue_nodes)
+        _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
+        _check(s.backend in ("torch", "onnx", "auto"), "selfplay.backend", "must be torch, onnx or auto", s.backend)
+        if s.backend == "onnx":
+            import importlib.util
+
+            _check(
+                importlib.util.find_spec("onnxruntime") is not None, "selfplay.backend",
+                'onnx needs onnxruntime (pip install -e ".[onnx]")', s.backend,
+            )  # fmt: skip
+
 
 @dataclass
 class ReplayConfig:
@@ -82,6 +147,23 @@ class ReplayConfig:
     samples_per_position: float = 4.0  # reuse cap: samples trained per new position
     max_ahead: int = 50_000  # positions workers may run ahead of the trainer before they wait
     shard_positions: int = 5_000
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``replay.*`` key."""
+        r = self
+        _check(r.top_k >= 1, "replay.top_k", "must be >= 1", r.top_k)
+        _check(r.window_max >= 1, "replay.window_max", "must be >= 1", r.window_max)
+        _check(r.window_c >= 1, "replay.window_c", "must be >= 1", r.window_c)
+        _check(0 < r.window_alpha <= 1, "replay.window_alpha", "must be in (0, 1]", r.window_alpha)
+        _check(r.min_positions >= 1, "replay.min_positions", "must be >= 1", r.min_positions)
+        _check(_finite(r.samples_per_position) and r.samples_per_position > 0, "replay.samples_per_position", "must be > 0 and finite", r.samples_per_position)
+        _check(_finite(r.window_beta) and r.window_beta >= 0, "replay.window_beta", "must be >= 0", r.window_beta)
+        _check(r.fixed_window >= 0, "replay.fixed_window", "must be >= 0", r.fixed_window)
+        _check(r.max_ahead >= 1, "replay.max_ahead", "must be >= 1", r.max_ahead)
+        _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
 
 
 @dataclass
@@ -101,6 +183,26 @@ class TrainSection:
     amp: bool = True  # bf16 autocast on GPU (ignored on CPU)
     threads: int = 1  # torch threads of the trainer
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``train.*`` key."""
+        t = self
+        _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
+        _check(t.optimizer in ("sgd", "adamw"), "train.optimizer", "must be sgd or adamw", t.optimizer)
+        _check(_finite(t.lr) and t.lr > 0, "train.lr", "must be > 0 and finite", t.lr)
+        _check(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)", t.momentum)
+        _check(_finite(t.weight_decay) and t.weight_decay >= 0, "train.weight_decay", "must be >= 0", t.weight_decay)
+        _check(t.warmup_steps >= 0, "train.warmup_steps", "must be >= 0", t.warmup_steps)
+        _check(t.lr_schedule in ("constant", "cosine", "step"), "train.lr_schedule", "must be constant, cosine or step", t.lr_schedule)
+        _check(t.total_steps >= 1, "train.total_steps", "must be >= 1", t.total_steps)
+        _check(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1", t.checkpoint_every)
+        _check(t.keep_checkpoints >= 1, "train.keep_checkpoints", "must be >= 1", t.keep_checkpoints)
+        _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)", t.grad_clip)
+        _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
+        _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
+
 
 @dataclass
 class EvaluatorConfig:
@@ -117,6 +219,32 @@ class EvaluatorConfig:
     baseline_games: int = 20
     baselines: list[str] = field(default_factory=lambda: ["random", "greedy", "uct"])
     uct_simulations: int = 200
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``evaluator.*`` key (each baseline is checked
+        against the player table, ``model:PATH`` files included)."""
+        e = self
+        _check(e.gating in ("threshold", "sprt", "off"), "evaluator.gating", "must be threshold, sprt or off", e.gating)
+        _check(e.games >= 2 and e.games % 2 == 0, "evaluator.games", "must be an even number >= 2", e.games)
+        _check(0 < e.threshold < 1, "evaluator.threshold", "must be in (0, 1)", e.threshold)
+        _check(e.baseline_games >= 2 and e.baseline_games % 2 == 0, "evaluator.baseline_games", "must be an even number >= 2", e.baseline_games)
+        _check(0 < e.sprt_alpha < 1, "evaluator.sprt_alpha", "must be in (0, 1)", e.sprt_alpha)
+        _check(0 < e.sprt_beta < 1, "evaluator.sprt_beta", "must be in (0, 1)", e.sprt_beta)
+        _check(e.simulations >= 0, "evaluator.simulations", "must be >= 0 (0 = mcts.simulations)", e.simulations)
+        _check(e.sampling_plies >= 0, "evaluator.sampling_plies", "must be >= 0", e.sampling_plies)
+        _check(e.baseline_every >= 0, "evaluator.baseline_every", "must be >= 0", e.baseline_every)
+        _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
+        _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
+        from takzero.players.registry import check_spec  # the player specs' one table
+
+        for name in e.baselines:
+            try:
+                check_spec(name)
+            except ValueError as err:
+                _check(False, "evaluator.baselines", str(err), name)
 
 
 @dataclass
@@ -137,6 +265,31 @@ class RayConfig:
     evaluator_resources: dict[str, float] | None = None
     # Extra Ray runtime_env of the run (e.g. {pip: [takzero==0.1.0]} or {py_modules: [PATH]}).
     runtime_env: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first bad ``ray.*`` key."""
+        ray_cfg = self
+        if ray_cfg.num_cpus is not None:
+            _check(ray_cfg.num_cpus >= 1, "ray.num_cpus", "must be >= 1", ray_cfg.num_cpus)
+        if ray_cfg.num_gpus is not None:
+            _check(ray_cfg.num_gpus >= 0, "ray.num_gpus", "must be >= 0", ray_cfg.num_gpus)
+        _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]", ray_cfg.worker_gpu_share)
+        _check(0 <= ray_cfg.worker_niceness <= 19, "ray.worker_niceness",
+               "must be in 0..19 (added to the driver's niceness; lowering it needs root)", ray_cfg.worker_niceness)  # fmt: skip
+        for key in ("selfplay_resources", "evaluator_resources"):
+            for name, amount in (getattr(ray_cfg, key) or {}).items():
+                full = f"ray.{key}.{name}"
+                _check(name not in ("CPU", "GPU", "memory", "object_store_memory"), full,
+                       "is a built-in Ray resource: use ray.num_cpus / ray.worker_gpu_share", name)  # fmt: skip
+                _check(_finite(amount) and amount > 0, full, "must be a number > 0", amount)
+        if ray_cfg.address is not None:
+            _check(
+                ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
+                "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
+            )
 
 
 @dataclass
@@ -197,27 +350,6 @@ class TrainConfig:
         """Opponent-policy entries stored per record: ``replay.top_k`` when the opponent-policy
         head is trained (``model.opponent_policy_weight`` > 0), else 0 (nothing stored)."""
         return self.replay.top_k if self.model.opponent_policy_weight > 0 else 0
-
-    def replay_kwargs(self, run_dir: Path) -> dict[str, Any]:
-        """Constructor arguments of the run's replay buffer (``replay.*``, shards under
-        ``run_dir/replay``)."""
-        r = self.replay
-        return {
-            "size": self.board.size,
-            "top_k": r.top_k,
-            "window_max": r.window_max,
-            "fixed_window": r.fixed_window,
-            "window_c": r.window_c,
-            "window_alpha": r.window_alpha,
-            "window_beta": r.window_beta,
-            "min_positions": r.min_positions,
-            "samples_per_position": r.samples_per_position,
-            "max_ahead": r.max_ahead,
-            "shard_dir": str(Path(run_dir) / "replay"),
-            "shard_positions": r.shard_positions,
-            "seed": self.seed,
-            "opponent_top_k": self.replay_opponent_top_k(),
-        }
 
     def mcts_keys_given(self) -> frozenset[str]:
         """The ``mcts.*`` keys the composed config set (recorded by :func:`load_config`; empty for
@@ -390,6 +522,8 @@ def load_config(cfg: DictConfig | dict) -> TrainConfig:
         raise ConfigError(f"{key}: {text}{hint}") from None
     try:
         out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except ConfigError:  # a section's own check: its message names the full key
+        raise
     except (ValueError, OmegaConfBaseException) as err:  # SearchConfig.validate
         msg = getattr(err, "msg", None) or str(err)
         raise ConfigError(f"mcts: {msg}") from None
@@ -420,120 +554,23 @@ def _check_mcts_types(node: DictConfig) -> None:
 
 
 def validate(c: TrainConfig) -> None:
-    """Value checks; raises ConfigError naming the key."""
-    b = c.board
-    _check(b.size in STANDARD_RESERVES, "board.size", "must be 3..8", b.size)
-    _check(math.isfinite(b.komi) and abs(b.komi) <= 20, "board.komi", "must be within -20..20", b.komi)
-    try:
-        komi_to_half_komi(b.komi)
-    except ValueError:
-        _check(False, "board.komi", "must be a multiple of 0.5", b.komi)
-    if b.flats is not None:
-        _check(1 <= b.flats <= 60, "board.flats", "must be 1..60", b.flats)
-    if b.caps is not None:
-        _check(0 <= b.caps <= b.size // 2, "board.caps", f"a {b.size}x{b.size} board allows 0..{b.size // 2}", b.caps)
+    """Every check of ``c``, raising ConfigError naming the key: each section's own
+    (``check``, already run when the section was built; run again here for a config changed
+    since), then the top-level keys, the checks that span sections and those that look at the
+    machine (CUDA, the run folder)."""
+    for section in (c.board, c.model, c.selfplay, c.replay, c.train, c.evaluator, c.ray):
+        section.check()
     _check(c.seed >= 0, "seed", "must be >= 0", c.seed)
     _check(c.max_games >= 0, "max_games", "must be >= 0", c.max_games)
     _check(_finite(c.log_every_s) and c.log_every_s > 0, "log_every_s", "must be > 0", c.log_every_s)
     _check(c.sample_games_every >= 1, "sample_games_every", "must be >= 1", c.sample_games_every)
-    m = c.model
-    _check(1 <= m.channels <= 1024, "model.channels", "must be 1..1024", m.channels)
-    _check(m.blocks >= 0, "model.blocks", "must be >= 0", m.blocks)
-    if m.layers is not None:
-        _check(1 <= m.layers <= 64, "model.layers", "must be 1..64", m.layers)
-    _check(m.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", m.feature_version)
-    _check(m.value_weight >= 0, "model.value_weight", "must be >= 0", m.value_weight)
-    _check(m.aux_weight >= 0, "model.aux_weight", "must be >= 0", m.aux_weight)
-    for key in ("ownership_weight", "opponent_policy_weight", "soft_policy_weight"):
-        w = getattr(m, key)
-        _check(_finite(w) and w >= 0, f"model.{key}", "must be >= 0 and finite (0 = head off)", w)
-    s = c.selfplay
-    _check(s.workers >= 1, "selfplay.workers", "must be >= 1", s.workers)
-    _check(s.games_per_worker >= 1, "selfplay.games_per_worker", "must be >= 1", s.games_per_worker)
-    _check(s.ply_limit >= 2, "selfplay.ply_limit", "must be >= 2", s.ply_limit)
-    _check(s.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0", s.opening_random_plies)
-    _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
-    _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)
-    _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
-    _check(0 <= s.tinue_nodes <= 10**9, "selfplay.tinue_nodes", "must be in 0..10^9 (0: off)", s.tinue_nodes)
-    _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
-    _check(s.backend in ("torch", "onnx", "auto"), "selfplay.backend", "must be torch, onnx or auto", s.backend)
-    if s.backend == "onnx":
-        import importlib.util
-
-        _check(
-            importlib.util.find_spec("onnxruntime") is not None, "selfplay.backend",
-            'onnx needs onnxruntime (pip install -e ".[onnx]")', s.backend,
-        )  # fmt: skip
-    r = c.replay
-    _check(r.top_k >= 1, "replay.top_k", "must be >= 1", r.top_k)
-    _check(r.window_max >= 1, "replay.window_max", "must be >= 1", r.window_max)
-    _check(r.window_c >= 1, "replay.window_c", "must be >= 1", r.window_c)
-    _check(0 < r.window_alpha <= 1, "replay.window_alpha", "must be in (0, 1]", r.window_alpha)
-    _check(r.min_positions >= 1, "replay.min_positions", "must be >= 1", r.min_positions)
-    _check(_finite(r.samples_per_position) and r.samples_per_position > 0, "replay.samples_per_position", "must be > 0 and finite", r.samples_per_position)
-    _check(_finite(r.window_beta) and r.window_beta >= 0, "replay.window_beta", "must be >= 0", r.window_beta)
-    _check(r.fixed_window >= 0, "replay.fixed_window", "must be >= 0", r.fixed_window)
-    _check(r.max_ahead >= 1, "replay.max_ahead", "must be >= 1", r.max_ahead)
-    _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
-    t = c.train
-    _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
-    _check(t.optimizer in ("sgd", "adamw"), "train.optimizer", "must be sgd or adamw", t.optimizer)
-    _check(_finite(t.lr) and t.lr > 0, "train.lr", "must be > 0 and finite", t.lr)
-    _check(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)", t.momentum)
-    _check(_finite(t.weight_decay) and t.weight_decay >= 0, "train.weight_decay", "must be >= 0", t.weight_decay)
-    _check(t.warmup_steps >= 0, "train.warmup_steps", "must be >= 0", t.warmup_steps)
-    _check(t.lr_schedule in ("constant", "cosine", "step"), "train.lr_schedule", "must be constant, cosine or step", t.lr_schedule)
-    _check(t.total_steps >= 1, "train.total_steps", "must be >= 1", t.total_steps)
-    _check(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1", t.checkpoint_every)
-    _check(t.keep_checkpoints >= 1, "train.keep_checkpoints", "must be >= 1", t.keep_checkpoints)
-    _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)", t.grad_clip)
-    _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
-    _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
-    e = c.evaluator
-    _check(e.gating in ("threshold", "sprt", "off"), "evaluator.gating", "must be threshold, sprt or off", e.gating)
-    _check(e.games >= 2 and e.games % 2 == 0, "evaluator.games", "must be an even number >= 2", e.games)
-    _check(0 < e.threshold < 1, "evaluator.threshold", "must be in (0, 1)", e.threshold)
-    _check(e.baseline_games >= 2 and e.baseline_games % 2 == 0, "evaluator.baseline_games", "must be an even number >= 2", e.baseline_games)
-    _check(0 < e.sprt_alpha < 1, "evaluator.sprt_alpha", "must be in (0, 1)", e.sprt_alpha)
-    _check(0 < e.sprt_beta < 1, "evaluator.sprt_beta", "must be in (0, 1)", e.sprt_beta)
-    _check(e.simulations >= 0, "evaluator.simulations", "must be >= 0 (0 = mcts.simulations)", e.simulations)
-    _check(e.sampling_plies >= 0, "evaluator.sampling_plies", "must be >= 0", e.sampling_plies)
-    _check(e.baseline_every >= 0, "evaluator.baseline_every", "must be >= 0", e.baseline_every)
-    _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
-    _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
-    ray_cfg = c.ray
-    if ray_cfg.num_cpus is not None:
-        _check(ray_cfg.num_cpus >= 1, "ray.num_cpus", "must be >= 1", ray_cfg.num_cpus)
-    if ray_cfg.num_gpus is not None:
-        _check(ray_cfg.num_gpus >= 0, "ray.num_gpus", "must be >= 0", ray_cfg.num_gpus)
-    _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]", ray_cfg.worker_gpu_share)
-    _check(0 <= ray_cfg.worker_niceness <= 19, "ray.worker_niceness",
-           "must be in 0..19 (added to the driver's niceness; lowering it needs root)", ray_cfg.worker_niceness)  # fmt: skip
-    for key in ("selfplay_resources", "evaluator_resources"):
-        for name, amount in (getattr(ray_cfg, key) or {}).items():
-            full = f"ray.{key}.{name}"
-            _check(name not in ("CPU", "GPU", "memory", "object_store_memory"), full,
-                   "is a built-in Ray resource: use ray.num_cpus / ray.worker_gpu_share", name)  # fmt: skip
-            _check(_finite(amount) and amount > 0, full, "must be a number > 0", amount)
-    if ray_cfg.address is not None:
-        _check(
-            ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
-            "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
-        )
-    from takzero.players.registry import check_spec  # the player specs' one table
-
-    for name in e.baselines:
-        try:
-            check_spec(name)
-        except ValueError as err:
-            _check(False, "evaluator.baselines", str(err), name)
     _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device", "must be auto, cpu or cuda[:N]", c.device)
     if c.device.startswith("cuda"):
         import torch
 
         _check(torch.cuda.is_available(), "device", "CUDA is not available on this machine", c.device)
     check_run_folder(c.checkpoint_root, c.run_name)
+    r, t = c.replay, c.train
     window = min(r.window_max, r.fixed_window) if r.fixed_window > 0 else r.window_max
     _check(
         t.batch_size <= window,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from takzero.config import ConfigError, load_config
+from takzero.config import ConfigError, ReplayConfig, load_config
 from takzero.game import Position
 from takzero.game.ownership import ownership
 from takzero.game.symmetry import NUM_SYMMETRIES, transform_squares, transform_state
@@ -120,7 +120,7 @@ def played():
     torch.set_num_threads(1)  # as a self-play worker (selfplay.threads): tiny batches
     try:
         cfg = _cfg(ownership_weight=1.5, opponent_policy_weight=0.15, soft_policy_weight=0.1)
-        worker = _Recording(cfg, worker_id=0, device="cpu")
+        worker = _Recording.from_run(cfg, worker_id=0, device="cpu")
         parts = []
         for _ in range(200):
             recs, _, _ = worker.play_step()
@@ -162,7 +162,7 @@ def test_selfplay_opponent_policy_is_the_next_positions_target(played):
 
 def test_resigned_games_mask_ownership():
     cfg = _cfg(ownership_weight=1.0)
-    worker = SelfPlayWorker(cfg, worker_id=1, device="cpu")
+    worker = SelfPlayWorker.from_run(cfg, worker_id=1, device="cpu")
     slot = worker.slots[0]
     slot.states.append(slot.game.position.state.copy())
     slot.actions.append(np.array([0], np.int64))
@@ -299,7 +299,7 @@ def test_soft_policy_target_is_the_quarter_power():
 
 def test_trainer_step_with_every_head(played):
     cfg, _, recs = played
-    tr = Trainer(cfg.model_config(), cfg.train, cfg.loss_weights(), device="cpu", seed=0)
+    tr = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device="cpu", seed=0)
     m = tr.train_step(recs)
     for name in ("ownership", "opponent_policy", "soft_policy"):
         assert np.isfinite(m[f"loss/{name}"])
@@ -312,21 +312,22 @@ def test_trainer_step_with_every_head(played):
 def test_shards_keep_the_targets_and_old_shards_load(tmp_path, played):
     cfg, _, recs = played
     k = cfg.replay_opponent_top_k()
-    buf = ReplayBuffer(SIZE, top_k=8, shard_dir=str(tmp_path), shard_positions=1, opponent_top_k=k)
+    rcfg = ReplayConfig(top_k=8, shard_positions=1)
+    buf = ReplayBuffer(rcfg, SIZE, shard_dir=tmp_path, opponent_top_k=k)
     assert buf.add(recs)
-    back = ReplayBuffer(SIZE, top_k=8, shard_dir=str(tmp_path), opponent_top_k=k)
+    back = ReplayBuffer(rcfg, SIZE, shard_dir=tmp_path, opponent_top_k=k)
     assert back.load() == len(recs)
     for f in ("ownership", "own_valid", "opp_index", "opp_prob"):
         np.testing.assert_array_equal(getattr(back.data, f), getattr(recs, f))
     # a shard written before these fields existed
     old = tmp_path / "old"
     atomic_save_npz(old / "shard_00000000.npz", **{f: getattr(recs, f) for f in Records.FIELDS[:8]})
-    legacy = ReplayBuffer(SIZE, top_k=8, shard_dir=str(old), opponent_top_k=k)
+    legacy = ReplayBuffer(rcfg, SIZE, shard_dir=old, opponent_top_k=k)
     assert legacy.load() == len(recs)
     assert not legacy.data.own_valid.any()
     assert legacy.data.opp_index.shape == (len(recs), k) and (legacy.data.opp_index == -1).all()
     # a buffer that does not train the opponent head keeps no opponent targets
-    slim = ReplayBuffer(SIZE, top_k=8, opponent_top_k=0)
+    slim = ReplayBuffer(rcfg, SIZE, opponent_top_k=0)
     slim.add(recs)
     assert slim.data.opp_index.shape == (len(recs), 0)
 

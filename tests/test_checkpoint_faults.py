@@ -42,7 +42,7 @@ def _run_state(cfg, step: int) -> dict:
     from takzero.pipeline.resume import RunCounters
     from takzero.pipeline.trainer import Trainer
 
-    trainer = Trainer(cfg.model_config(), cfg.train, device="cpu", seed=step)
+    trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=step)
     trainer.step, trainer.generation = step, step // 10
     state = trainer.state_dict()
     state["run"] = {**RunCounters(games=step).to_checkpoint()}

@@ -312,7 +312,7 @@ def test_worker_node_lost_mid_run(tmp_path: Path, ray_temp_dir: str) -> None:
     counted = last["run"]
     assert counted["positions"] == last["replay"]["total_added"] > 0
     assert counted["games"] == last["replay"]["games_added"] == counted["counters"]["count/games"]
-    buf = ReplayBuffer(4, top_k=64, shard_dir=str(run_dir / "replay"))
+    buf = ReplayBuffer(cfg.replay, cfg.board.size, shard_dir=run_dir / "replay")
     assert buf.load(last["replay"]) == last["replay"]["total_added"]
     # Game ids are (stream << 32) | n, one stream per worker start, never repeated: the buffer
     # holds games of the lost worker's first and later start and of the other worker.

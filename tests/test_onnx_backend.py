@@ -65,7 +65,7 @@ def test_worker_with_onnx_backend_follows_new_weights():
             "device": "cpu",
         }
     )
-    worker = SelfPlayWorker(cfg, worker_id=0, device="cpu")
+    worker = SelfPlayWorker.from_run(cfg, worker_id=0, device="cpu")
     assert worker.backend == "onnx"
     states = _positions(4, 6, seed=1)
     torch.manual_seed(7)
@@ -80,4 +80,4 @@ def test_worker_with_onnx_backend_follows_new_weights():
     recs, stats, _ = worker.play_step()
     assert stats["count/moves"] == 3
     torch_cfg = load_config({**{"board": {"size": 4}}, "device": "cpu"})
-    assert SelfPlayWorker(torch_cfg, worker_id=0, device="cpu").backend == "torch"
+    assert SelfPlayWorker.from_run(torch_cfg, worker_id=0, device="cpu").backend == "torch"

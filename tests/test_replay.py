@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from takzero.config import ReplayConfig
 from takzero.game import Position, core
 from takzero.pipeline.replay import (
     Records,
@@ -82,7 +83,7 @@ def _records(size: int, n: int, start: int = 0) -> Records:
 
 
 def test_window_grows_like_katago() -> None:
-    buf = ReplayBuffer(3, top_k=4, window_c=100, window_max=10_000, min_positions=1)
+    buf = ReplayBuffer(ReplayConfig(top_k=4, window_c=100, window_max=10_000, min_positions=1), 3)
     buf.add(_records(3, 50))
     assert buf.window() == 50
     buf.add(_records(3, 1550))
@@ -94,7 +95,7 @@ def test_window_grows_like_katago() -> None:
 
 
 def test_reuse_cap_and_backpressure() -> None:
-    buf = ReplayBuffer(3, top_k=4, min_positions=10, samples_per_position=2.0, max_ahead=20)
+    buf = ReplayBuffer(ReplayConfig(top_k=4, min_positions=10, samples_per_position=2.0, max_ahead=20), 3)
     assert buf.sample(4) is None  # too little data
     assert buf.add(_records(3, 10))
     # 10 positions * 2 samples each = 20 samples allowed
@@ -117,7 +118,8 @@ def test_reuse_cap_and_backpressure() -> None:
 
 
 def test_shards_reload_and_skip_corrupt(tmp_path) -> None:
-    buf = ReplayBuffer(3, top_k=4, shard_dir=str(tmp_path), shard_positions=10, min_positions=1)
+    rcfg = ReplayConfig(top_k=4, shard_positions=10, min_positions=1)
+    buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
     for i in range(5):
         buf.add(_records(3, 10, start=10 * i))
     state = buf.state_dict()
@@ -126,7 +128,7 @@ def test_shards_reload_and_skip_corrupt(tmp_path) -> None:
     # Truncate one shard: it must be reported and skipped, not loaded.
     data = shards[2].read_bytes()
     shards[2].write_bytes(data[: len(data) // 2])
-    fresh = ReplayBuffer(3, top_k=4, shard_dir=str(tmp_path), shard_positions=10, min_positions=1)
+    fresh = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
     loaded = fresh.load(state)
     assert loaded == 40
     assert fresh.total_added == 50

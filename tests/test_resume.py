@@ -15,7 +15,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from takzero.config import ConfigError, load_config
+from takzero.config import ConfigError, ReplayConfig, load_config
 from takzero.game import Position
 from takzero.pipeline.checkpoints import (
     atomic_torch_save,
@@ -188,9 +188,8 @@ def test_replay_counters_never_go_back_and_shards_are_pruned(tmp_path: Path) -> 
     positions stay on disk; a reload after a kill (with no checkpoint, or from a checkpoint taken
     after five games) counts every game and position played, keeps the checkpoint's sampling
     state, and holds exactly the window."""
-    kw = {"top_k": 4, "window_max": 30, "shard_positions": 10, "min_positions": 1,
-          "shard_dir": str(tmp_path)}  # fmt: skip
-    buf = ReplayBuffer(3, **kw)
+    rcfg = ReplayConfig(top_k=4, window_max=30, shard_positions=10, min_positions=1)
+    buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
     state = None
     for g in range(10):
         assert buf.add(_records(10, g), games=1)
@@ -201,7 +200,7 @@ def test_replay_counters_never_go_back_and_shards_are_pruned(tmp_path: Path) -> 
     shards = sorted(tmp_path.glob("shard_*.npz"))
     assert sum(len(np.load(p)["value"]) for p in shards) <= 30 + 10
     for st in (None, state):
-        fresh = ReplayBuffer(3, **kw)
+        fresh = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
         assert fresh.load(st) == 30
         assert fresh.total_added == 100 and fresh.games_added == 10
         assert sorted(set(fresh.data.game_id.tolist())) == [7, 8, 9]
@@ -226,7 +225,7 @@ def test_selfplay_streams_give_new_games_and_ids() -> None:
     assert streams == [3 * STREAMS_PER_LAUNCH, 3 * STREAMS_PER_LAUNCH + 1]
     games: list[dict[int, bytes]] = []
     for stream in streams:
-        worker = SelfPlayWorker(cfg, 0, device="cpu", stream=stream)
+        worker = SelfPlayWorker.from_run(cfg, 0, device="cpu", stream=stream)
         got: dict[int, bytes] = {}
         while len(got) < 2:
             recs, _, _ = worker.play_step()
@@ -264,7 +263,7 @@ def test_damaged_best_is_rebuilt_from_gated_weights_never_the_trainers(tmp_path:
 
     cfg = load_config(_raw(tmp_path))
     run = Run(cfg, command="x")
-    trainer = Trainer(cfg.model_config(), cfg.train, device="cpu", seed=1)
+    trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=1)
     trainer.generation = 5
     gated = {k: torch.full_like(v, 0.5) if v.is_floating_point() else v
              for k, v in trainer.model.state_dict().items()}  # fmt: skip

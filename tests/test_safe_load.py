@@ -276,7 +276,7 @@ def test_a_malicious_best_pt_is_set_aside_and_rebuilt_from_gated_weights(tmp_pat
 
     cfg = _cfg(tmp_path)
     run = Run(cfg, command="x")
-    trainer = Trainer(cfg.model_config(), cfg.train, device="cpu", seed=1)
+    trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=1)
     gated = {k: torch.full_like(v, 0.25) if v.is_floating_point() else v
              for k, v in trainer.model.state_dict().items()}  # fmt: skip
     marker = tmp_path / "MARKER"
@@ -321,7 +321,7 @@ def test_a_run_folder_written_before_weights_only_loads_resumes(tmp_path: Path) 
     assert point.path.name == "ckpt_000000040.pt" and not point.rejected
     full = load_trusted(point.path)
     _assert_same(point.state, full)
-    trainer = Trainer(cfg.model_config(), cfg.train, device="cpu", seed=0)
+    trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=0)
     trainer.load_state_dict(point.state)
     assert trainer.step == 40 and trainer.generation == 2
     counters = RunCounters.from_checkpoint(point.state)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from takzero.config import ConfigError, load_config
+from takzero.config import ConfigError, ReplayConfig, load_config
 from takzero.game import Position
 from takzero.pipeline.checkpoints import list_checkpoints, load_checked
 from takzero.pipeline.replay import ReplayBuffer, unpack_states
@@ -106,7 +106,7 @@ def test_selfplay_value_targets_have_the_right_sign() -> None:
 
     cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
                               "selfplay.resign_threshold": -1.0}))  # fmt: skip
-    worker = SelfPlayWorker(cfg, 0, device="cpu")
+    worker = SelfPlayWorker.from_run(cfg, 0, device="cpu")
     seen = 0
     results = {"win": 0, "draw": 0}
     for _ in range(200):
@@ -338,7 +338,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     assert (run / "games" / "selfplay.ptn").stat().st_size > 0
     assert "ETA" in (run / "train.log").read_text()
     # Evaluation games never enter the buffer: the buffer holds exactly what self-play added.
-    buf = ReplayBuffer(4, top_k=64, shard_dir=str(run / "replay"))
+    buf = ReplayBuffer(ReplayConfig(), 4, shard_dir=run / "replay")
     buf.load(last["replay"])
     assert buf.total_added == last["replay"]["total_added"]
     from takzero.game.ptn import read_ptn_file
@@ -365,7 +365,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     try:
         coordinator = ray.remote(Coordinator).remote()
         replay = ray.remote(ReplayActor).remote(
-            size=4, top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0
+            ReplayConfig(top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0), 4
         )
         actor = ray.remote(SelfPlayActor).options(**selfplay_options({}, 0.0)).remote(cfg, 0)
         task = actor.run.remote(coordinator, replay)
@@ -401,7 +401,7 @@ def test_selfplay_proven_value_targets() -> None:
     cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
                               "selfplay.resign_threshold": -1.0, "selfplay.proven_value_targets": True,
                               "selfplay.tinue_nodes": 5000, "mcts.temperature_plies": 100}))  # fmt: skip
-    worker = SelfPlayWorker(cfg, 0, device="cpu")
+    worker = SelfPlayWorker.from_run(cfg, 0, device="cpu")
     checked = 0
     for _ in range(300):
         recs, _, _ = worker.play_step()

@@ -59,7 +59,7 @@ def _records(n: int, seed: int) -> Records:
 
 def _trainer(seed: int = 0) -> Trainer:
     cfg = TrainSection(batch_size=32, lr=0.01, warmup_steps=0, total_steps=1000, optimizer="sgd")
-    return Trainer(ModelConfig(size=SIZE, channels=16, blocks=1), cfg, device="cpu", seed=seed)
+    return Trainer(cfg, ModelConfig(size=SIZE, channels=16, blocks=1), device="cpu", seed=seed)
 
 
 def test_batch_augmentation_keeps_policy_on_legal_moves() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from takzero.config import TrainConfig
+from takzero.config import ReplayConfig, TrainConfig
 from takzero.pipeline.replay import ReplayBuffer
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,11 @@ class ReplayActor(ReplayBuffer):
     counted positions that are not in the buffer (or the reverse); the driver takes the
     statistics and games with :meth:`drain` and writes them."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, cfg: ReplayConfig, size: int, shard_dir: str | Path | None = None, seed: int = 0,
+        opponent_top_k: int = 0,
+    ) -> None:
+        super().__init__(cfg, size, shard_dir, seed, opponent_top_k)  # see ReplayBuffer
         self.inbox_stats: list[dict[str, float]] = []
         self.inbox_games: list[str] = []
         #: positions received per self-play stream (game id >> 32)
@@ -200,7 +203,7 @@ class SelfPlayActor:
         from takzero.pipeline.selfplay import SelfPlayWorker
 
         stream = ray.get(coordinator.new_stream.remote(self.worker_id))
-        self.worker = SelfPlayWorker(self.cfg, self.worker_id, stream=stream)
+        self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream)
         generation = -1
         pending = None  # a step refused by the buffer, retried before playing on
         last_check = 0.0

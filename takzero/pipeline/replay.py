@@ -46,11 +46,15 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from takzero.game import core
 from takzero.game.core import OFF_HEIGHT, OFF_HI, OFF_LO, OFF_TOP
+
+if TYPE_CHECKING:
+    from takzero.config import ReplayConfig
 
 log = logging.getLogger(__name__)
 
@@ -285,55 +289,30 @@ class ReplayBuffer:
     """Replay buffer of self-play records (see the module docstring).
 
     Args:
-        size: board size of the records.
-        top_k: policy entries kept per record.
-        window_max: most positions kept and sampled.
-        fixed_window: if > 0, sample the newest ``fixed_window`` positions (no growth).
-        window_c, window_alpha, window_beta: KataGo window parameters.
-        min_positions: positions needed before the first sample.
-        samples_per_position: reuse cap (samples drawn per position added).
-        max_ahead: positions workers may be ahead of the trainer before ``add`` says wait.
+        cfg: the ``replay`` config section (:class:`takzero.config.ReplayConfig`: the one
+            place of its keys' meanings, defaults and checks), read as ``self.cfg``.
+        size: board size of the records (``board.size``).
         shard_dir: folder for on-disk shards (None: memory only).
-        shard_positions: positions per shard file.
         seed: sampling RNG seed.
         opponent_top_k: opponent-policy entries kept per record (0: none; the width of the
-            records the buffer holds, shards of another width are padded or cut to it).
+            records the buffer holds, shards of another width are padded or cut to it; a run
+            passes :meth:`takzero.config.TrainConfig.replay_opponent_top_k`).
     """
 
     def __init__(
         self,
+        cfg: ReplayConfig,
         size: int,
-        top_k: int = 64,
-        window_max: int = 500_000,
-        fixed_window: int = 0,
-        window_c: int = 20_000,
-        window_alpha: float = 0.75,
-        window_beta: float = 0.4,
-        min_positions: int = 1_000,
-        samples_per_position: float = 4.0,
-        max_ahead: int = 100_000,
-        shard_dir: str | None = None,
-        shard_positions: int = 10_000,
+        shard_dir: str | Path | None = None,
         seed: int = 0,
         opponent_top_k: int = 0,
     ) -> None:
-        if samples_per_position <= 0:
-            raise ValueError("samples_per_position must be > 0")
+        self.cfg = cfg
         self.size = size
-        self.top_k = top_k
-        self.window_max = window_max
-        self.fixed_window = fixed_window
-        self.window_c = window_c
-        self.window_alpha = window_alpha
-        self.window_beta = window_beta
-        self.min_positions = min_positions
-        self.samples_per_position = samples_per_position
-        self.max_ahead = max_ahead
         self.shard_dir = Path(shard_dir) if shard_dir else None
-        self.shard_positions = shard_positions
         self.rng = np.random.default_rng(seed)
         self.opponent_top_k = opponent_top_k
-        self.data = Records.empty(size, top_k, opponent_top_k)
+        self.data = Records.empty(size, cfg.top_k, opponent_top_k)
         self.pending: list[Records] = []
         self.total_added = 0  # positions ever added (drives the window and the reuse cap)
         self.total_sampled = 0
@@ -347,25 +326,26 @@ class ReplayBuffer:
     def window(self) -> int:
         """Number of newest positions sampled from now."""
         n = self.total_added
-        if self.fixed_window > 0:
-            return min(n, self.fixed_window)
-        c = self.window_c
+        r = self.cfg
+        if r.fixed_window > 0:
+            return min(n, r.fixed_window)
+        c = r.window_c
         if n <= c:
             w = n
         else:
-            a = self.window_alpha
-            w = int(c * (1 + self.window_beta * ((n / c) ** a - 1) / a))
-        return min(w, self.window_max, n)
+            a = r.window_alpha
+            w = int(c * (1 + r.window_beta * ((n / c) ** a - 1) / a))
+        return min(w, r.window_max, n)
 
     def sample_budget(self) -> int:
         """Samples the trainer may still draw under the reuse cap."""
-        if self.total_added < self.min_positions:
+        if self.total_added < self.cfg.min_positions:
             return 0
-        return int(self.total_added * self.samples_per_position) - self.total_sampled
+        return int(self.total_added * self.cfg.samples_per_position) - self.total_sampled
 
     def ahead(self) -> int:
         """Positions added that the trainer has not yet consumed (at its reuse rate)."""
-        return int(self.total_added - self.total_sampled / self.samples_per_position)
+        return int(self.total_added - self.total_sampled / self.cfg.samples_per_position)
 
     # -- add / sample ------------------------------------------------------------------------
 
@@ -373,19 +353,19 @@ class ReplayBuffer:
         """Add a batch of records (one or more finished games). Returns False, adding nothing, when
         the workers are more than ``max_ahead`` positions ahead of the trainer: the caller waits
         and retries (backpressure)."""
-        if len(records) and self.ahead() > self.max_ahead and self.total_added >= self.min_positions:
+        if len(records) and self.ahead() > self.cfg.max_ahead and self.total_added >= self.cfg.min_positions:
             return False
         if len(records) == 0:
             return True
         records = records.with_opponent_width(self.opponent_top_k)
         self.data = Records.concat([self.data, records])
-        if len(self.data) > self.window_max:
-            self.data = self.data.take(slice(len(self.data) - self.window_max, None))
+        if len(self.data) > self.cfg.window_max:
+            self.data = self.data.take(slice(len(self.data) - self.cfg.window_max, None))
         self.total_added += len(records)
         self.games_added += games
         if self.shard_dir is not None:
             self.pending.append(records)
-            if sum(len(p) for p in self.pending) >= self.shard_positions:
+            if sum(len(p) for p in self.pending) >= self.cfg.shard_positions:
                 self.flush()
         return True
 
@@ -442,7 +422,7 @@ class ReplayBuffer:
         the paths deleted."""
         removed = []
         held = sum(n for _, n in self.shard_sizes)
-        while len(self.shard_sizes) > 1 and held - self.shard_sizes[0][1] >= self.window_max:
+        while len(self.shard_sizes) > 1 and held - self.shard_sizes[0][1] >= self.cfg.window_max:
             path, n = self.shard_sizes.pop(0)
             path.unlink(missing_ok=True)
             held -= n
@@ -486,7 +466,7 @@ class ReplayBuffer:
                         self.total_added = max(self.total_added, int(z["total_added"]))
                         self.games_added = max(self.games_added, int(z["games_added"]))
                     recs = None
-                    if count < self.window_max:
+                    if count < self.cfg.window_max:
                         recs = Records.from_arrays({f: z[f] for f in z.files}, self.opponent_top_k)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
                 log.warning("replay shard %s is corrupt or truncated, skipped: %s", path, e)
@@ -499,8 +479,8 @@ class ReplayBuffer:
         self.shard_sizes = list(reversed(sizes))
         if parts:
             self.data = Records.concat(list(reversed(parts)))
-            if len(self.data) > self.window_max:
-                self.data = self.data.take(slice(len(self.data) - self.window_max, None))
+            if len(self.data) > self.cfg.window_max:
+                self.data = self.data.take(slice(len(self.data) - self.cfg.window_max, None))
         last = max((int(SHARD_RE.match(p.name).group(1)) for p in shards), default=-1)
         self.next_shard = last + 1
         self.total_added = max(self.total_added, on_disk)

@@ -379,7 +379,7 @@ class Run:
             return
         self.c.launch = self.launch
 
-        trainer = Trainer(cfg.model_config(), cfg.train, cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
+        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
         torch.set_num_threads(cfg.train.threads)
         self._restore(trainer)
         reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
@@ -488,7 +488,9 @@ class Run:
         # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
         here = on_node(driver_node_id())
         self.coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(self.launch * STREAMS_PER_LAUNCH)
-        self.replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(**cfg.replay_kwargs(self.run_dir))
+        self.replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(
+            cfg.replay, cfg.board.size, self.run_dir / "replay", cfg.seed, cfg.replay_opponent_top_k()
+        )
         rstate = state.get("replay") if state else None
         loaded = ray.get(self.replay.load.remote(rstate))
         rstats = ray.get(self.replay.stats.remote())

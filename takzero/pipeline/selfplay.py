@@ -41,15 +41,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from takzero.config import BoardConfig, SelfPlayConfig, TrainConfig
 from takzero.game import core
 from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
-from takzero.nn.model import model_from_config
+from takzero.nn.model import ModelConfig, model_from_config
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
-from takzero.search import BatchedMCTS
+from takzero.search import BatchedMCTS, SearchConfig
 from takzero.search.driver import SearchDriver
 
 
@@ -89,51 +90,89 @@ def stream_seed(seed: int, stream: int) -> int:
 
 
 class SelfPlayWorker:
-    """Plays ``selfplay.games_per_worker`` games at once with the run's config.
+    """Plays ``selfplay.games_per_worker`` games at once.
 
     Args:
-        cfg: the run's :class:`takzero.config.TrainConfig`.
+        cfg: the ``selfplay`` config section (:class:`takzero.config.SelfPlayConfig`), read as
+            ``self.cfg``.
+        board: the ``board`` section (size, komi, reserves of the games).
+        search: the self-play search settings
+            (:meth:`takzero.config.TrainConfig.selfplay_search_config`).
+        model_config: the network's shape (:meth:`takzero.config.TrainConfig.model_config`).
+        top_k: policy-target entries recorded per position (``replay.top_k``).
+        opponent_top_k: opponent-policy entries recorded per position
+            (:meth:`takzero.config.TrainConfig.replay_opponent_top_k`; 0: none).
+        seed: the run's seed (``seed``); with ``stream`` it seeds the search and the openings.
+        device: ``auto``/``cpu``/``cuda[:N]`` of the network.
+        sample_games_every: one PTN sample game per this many finished games
+            (``sample_games_every``).
         worker_id: index of this worker.
-        device: ``auto``/``cpu``/``cuda``; default ``cfg.device``.
         stream: random stream and game-id prefix of this worker (:func:`game_id`); a training run
             gives each actor start a new one (``Coordinator.new_stream``), so no two starts play
             the same games. Default: the worker id.
+
+    :meth:`from_run` builds one from a whole :class:`takzero.config.TrainConfig`.
     """
 
     def __init__(
-        self, cfg: Any, worker_id: int = 0, device: str | None = None, stream: int | None = None
+        self,
+        cfg: SelfPlayConfig,
+        board: BoardConfig,
+        search: SearchConfig,
+        model_config: ModelConfig,
+        *,
+        top_k: int,
+        opponent_top_k: int = 0,
+        seed: int,
+        device: str,
+        sample_games_every: int,
+        worker_id: int = 0,
+        stream: int | None = None,
     ) -> None:
         self.cfg = cfg
-        self.sp = cfg.selfplay
-        self.size = cfg.board.size
-        self.num_games = self.sp.games_per_worker
+        self.size = board.size
+        self.top_k = top_k
+        self.opponent_top_k = opponent_top_k
+        self.sample_games_every = sample_games_every
+        self.num_games = self.cfg.games_per_worker
         self.worker_id = worker_id
         self.stream = worker_id if stream is None else stream
-        self.search_config = cfg.selfplay_search_config()
-        seed = stream_seed(cfg.seed, self.stream)
+        self.search_config = search
+        seed = stream_seed(seed, self.stream)
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
-        model = model_from_config(cfg.model_config())
-        self.evaluator = Evaluator(model, device=device or cfg.device)
+        model = model_from_config(model_config)
+        self.evaluator = Evaluator(model, device=device)
         self._torch_evaluator = self.evaluator
-        self.backend = self._resolve_backend(self.sp.backend)
+        self.backend = self._resolve_backend(self.cfg.backend)
         if self.backend == "onnx":
-            self.evaluator = onnx_evaluator(model, threads=self.sp.threads)
+            self.evaluator = onnx_evaluator(model, threads=self.cfg.threads)
         self.driver = SearchDriver(self.mcts, self.evaluator)
         self.generation = 0
-        self.start = Position.start(
-            self.size, komi=cfg.board.komi, flats=cfg.board.flats, caps=cfg.board.caps
-        )
+        self.start = Position.start(self.size, komi=board.komi, flats=board.flats, caps=board.caps)
         self.games_finished = 0
         self._next_id = 0
         self.slots: list[_Slot] = [self._new_game(g) for g in range(self.num_games)]
+
+    @classmethod
+    def from_run(
+        cls, run: TrainConfig, worker_id: int = 0, device: str | None = None, stream: int | None = None
+    ) -> SelfPlayWorker:
+        """The worker of a training run's config: its sections and translations, ``device``
+        defaulting to ``run.device`` (other arguments as for the class)."""
+        return cls(
+            run.selfplay, run.board, run.selfplay_search_config(), run.model_config(),
+            top_k=run.replay.top_k, opponent_top_k=run.replay_opponent_top_k(), seed=run.seed,
+            device=device or run.device, sample_games_every=run.sample_games_every,
+            worker_id=worker_id, stream=stream,
+        )  # fmt: skip
 
     def set_weights(self, state_dict: dict[str, torch.Tensor], generation: int) -> None:
         """Load new network weights (the generation is recorded with each position); with the
         onnx backend, export them to a new onnxruntime session."""
         self._torch_evaluator.load_state_dict(state_dict)
         if self.backend == "onnx":
-            self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.sp.threads)
+            self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.cfg.threads)
         self.driver.evaluator = self.evaluator
         self.generation = generation
 
@@ -143,11 +182,11 @@ class SelfPlayWorker:
             return "torch"
         if backend == "onnx":
             return "onnx"
-        return choose_backend(self._torch_evaluator.model, self.num_games, self.sp.threads)
+        return choose_backend(self._torch_evaluator.model, self.num_games, self.cfg.threads)
 
     def _new_game(self, g: int) -> _Slot:
-        game = Game(self.start, ply_limit=self.sp.ply_limit)
-        for _ in range(self.sp.opening_random_plies):
+        game = Game(self.start, ply_limit=self.cfg.ply_limit)
+        for _ in range(self.cfg.opening_random_plies):
             codes = game.position.legal_move_codes()
             if len(codes) == 0 or game.result.over:
                 break
@@ -157,7 +196,7 @@ class SelfPlayWorker:
         slot = _Slot(
             game=game,
             game_id=gid,
-            resign_disabled=bool(self.rng.random() < self.sp.resign_playout_share),
+            resign_disabled=bool(self.rng.random() < self.cfg.resign_playout_share),
         )
         self.mcts.reset(g, game.position.state)
         return slot
@@ -207,15 +246,15 @@ class SelfPlayWorker:
         ``selfplay.proven_value_targets`` is on and it is known: the search's own proof of the
         root (MCTS-solver: 1, 0 or -1), else, with ``selfplay.tinue_nodes`` > 0, a forced road
         proved by the tinue prover (1). None otherwise (the game's outcome is the target)."""
-        if not self.sp.proven_value_targets:
+        if not self.cfg.proven_value_targets:
             return None
-        if proven is None and self.sp.tinue_nodes > 0:
-            if proven_win(pos, self.sp.tinue_nodes) is not None:
+        if proven is None and self.cfg.tinue_nodes > 0:
+            if proven_win(pos, self.cfg.tinue_nodes) is not None:
                 proven = 1
         return proven
 
     def _resigns(self, slot: _Slot, mover: int, value: float) -> bool:
-        sp = self.sp
+        sp = self.cfg
         if sp.resign_threshold <= -1.0:
             return False
         if value < sp.resign_threshold:
@@ -273,7 +312,7 @@ class SelfPlayWorker:
                 stats["count/resign_checks"] = stats.get("count/resign_checks", 0.0) + 1
                 if winner != 1 - slot.would_resign:
                     stats["count/false_resign"] = stats.get("count/false_resign", 0.0) + 1
-            every = max(1, self.cfg.sample_games_every)
+            every = max(1, self.sample_games_every)
             if self.games_finished % every == 0:
                 tags = {"Player1": f"takzero-gen{self.generation}", "Player2": f"takzero-gen{self.generation}"}
                 if reason == "resign":
@@ -293,7 +332,7 @@ class SelfPlayWorker:
         n = len(slot.states)
         if n == 0:
             return None
-        idx, prob = sparse_targets(slot.actions, slot.probs, self.cfg.replay.top_k)
+        idx, prob = sparse_targets(slot.actions, slot.probs, self.top_k)
         movers = np.array(slot.movers)
         if winner is None:
             value = np.zeros(n, np.int8)
@@ -308,7 +347,7 @@ class SelfPlayWorker:
         white_owner = ownership(final, 0)
         own = np.where(movers[:, None] == 0, white_owner[None], -white_owner[None]).astype(np.int8)
         own_valid = np.full(n, reason != "resign", np.bool_)
-        opp_k = self.cfg.replay_opponent_top_k()
+        opp_k = self.opponent_top_k
         opp_idx = np.full((n, opp_k), -1, np.int32)
         opp_prob = np.zeros((n, opp_k), np.float16)
         if opp_k > 0 and n > 1:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from takzero.config import TrainSection
 from takzero.game.symmetry import NUM_SYMMETRIES, transform_squares, transform_state
 from takzero.nn.actions import action_permutation, legal_mask, num_actions
 from takzero.nn.features import FEATURE_VERSION, encode, num_channels
@@ -130,36 +131,39 @@ class Trainer:
     """Holds the model, optimiser and LR schedule; one ``train_step`` per sampled batch.
 
     Args:
-        model_config: network shape (``takzero.nn.model.ModelConfig``).
-        train: the ``train`` config section (takzero.config.TrainSection).
-        weights: loss weights.
+        cfg: the ``train`` config section (:class:`takzero.config.TrainSection`: optimiser,
+            learning-rate schedule, gradient clipping, autocast), read as ``self.cfg``.
+        model_config: network shape (``takzero.nn.model.ModelConfig``; a run passes
+            :meth:`takzero.config.TrainConfig.model_config`).
+        weights: loss weights (a run passes :meth:`takzero.config.TrainConfig.loss_weights`;
+            None: ``LossWeights()``).
         device: ``auto``, ``cpu`` or ``cuda[:N]``.
         seed: seed of the augmentation RNG and torch.
     """
 
     def __init__(
         self,
+        cfg: TrainSection,
         model_config: ModelConfig,
-        train: Any,
         weights: LossWeights | None = None,
         device: str = "auto",
         seed: int = 0,
     ) -> None:
-        self.cfg = train
+        self.cfg = cfg
         self.device = resolve_device(device)
         torch.manual_seed(seed)
         self.model: TakNet = model_from_config(model_config).to(self.device)
         self.model_config = self.model.config
         self.weights = weights or LossWeights()
         params = self.model.parameters()
-        if train.optimizer == "adamw":
+        if cfg.optimizer == "adamw":
             self.optimizer: torch.optim.Optimizer = torch.optim.AdamW(
-                params, lr=train.lr, weight_decay=train.weight_decay
+                params, lr=cfg.lr, weight_decay=cfg.weight_decay
             )
         else:
             self.optimizer = torch.optim.SGD(
-                params, lr=train.lr, momentum=train.momentum, nesterov=True,
-                weight_decay=train.weight_decay,
+                params, lr=cfg.lr, momentum=cfg.momentum, nesterov=True,
+                weight_decay=cfg.weight_decay,
             )
         self.step = 0
         self.generation = 0

@@ -1,0 +1,94 @@
+"""Each config section checks its own keys when it is built, naming the full key, both in code and
+through ``load_config``; ``configs/train.yaml`` documents exactly the sections' defaults; the parts
+of a run take their section whole, so a section's value reaches them without a copy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from takzero.config import (
+    BoardConfig,
+    ConfigError,
+    EvaluatorConfig,
+    ModelSection,
+    RayConfig,
+    ReplayConfig,
+    SelfPlayConfig,
+    TrainConfig,
+    TrainSection,
+    load_config,
+    validate,
+)
+from takzero.pipeline.replay import ReplayBuffer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BAD = [
+    (BoardConfig, "board", "size", 9),
+    (BoardConfig, "board", "komi", 0.3),
+    (ModelSection, "model", "channels", 0),
+    (ModelSection, "model", "ownership_weight", float("inf")),
+    (SelfPlayConfig, "selfplay", "ply_limit", 1),
+    (SelfPlayConfig, "selfplay", "backend", "tensorflow"),
+    (ReplayConfig, "replay", "window_max", 0),
+    (ReplayConfig, "replay", "window_beta", -0.5),
+    (ReplayConfig, "replay", "samples_per_position", 0.0),
+    (TrainSection, "train", "lr", 0.0),
+    (TrainSection, "train", "optimizer", "rmsprop"),
+    (EvaluatorConfig, "evaluator", "games", 3),
+    (EvaluatorConfig, "evaluator", "baselines", ["minimax"]),
+    (RayConfig, "ray", "worker_niceness", 20),
+]
+
+
+def _raw(**overrides: object) -> object:
+    base = OmegaConf.merge(
+        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
+    )
+    base.run_name = "test"
+    for key, value in overrides.items():
+        OmegaConf.update(base, key, value, force_add=True)
+    return base
+
+
+@pytest.mark.parametrize(("cls", "section", "key", "value"), BAD)
+def test_a_section_checks_itself_naming_the_full_key(cls: type, section: str, key: str, value: object) -> None:
+    full = re.escape(f"{section}.{key}: ")
+    with pytest.raises(ConfigError, match=f"^{full}"):
+        cls(**{key: value})
+    with pytest.raises(ConfigError, match=f"^{full}"):
+        load_config(_raw(**{f"{section}.{key}": value}))
+
+
+def test_validate_checks_a_section_changed_after_it_was_built() -> None:
+    cfg = load_config(_raw())
+    cfg.replay.window_max = -1
+    with pytest.raises(ConfigError, match=r"^replay\.window_max: must be >= 1 \(got -1\)"):
+        validate(cfg)
+
+
+def test_train_yaml_documents_the_sections_defaults() -> None:
+    """Every key of the sections (``mcts`` aside: two of its keys are set by the run) has its line
+    in ``configs/train.yaml`` with the dataclass's default, and train.yaml has no other key."""
+    yaml = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/train.yaml"), resolve=False)
+    schema = OmegaConf.to_container(OmegaConf.structured(TrainConfig))
+    assert isinstance(yaml, dict) and isinstance(schema, dict)
+    for section in ("board", "model", "selfplay", "replay", "train", "evaluator", "ray"):
+        assert yaml[section] == schema[section], section
+
+
+def test_the_buffer_reads_its_section() -> None:
+    """The buffer keeps no copy of its settings: the window follows the section it was given
+    (KataGo's W(N) = c (1 + beta ((N / c)^alpha - 1) / alpha), capped at window_max)."""
+    cfg = ReplayConfig(top_k=4, window_c=10, window_alpha=0.5, window_beta=1.0, window_max=1000)
+    buf = ReplayBuffer(cfg, 3)
+    buf.total_added = 160
+    assert buf.window() == int(10 * (1 + 1.0 * ((160 / 10) ** 0.5 - 1) / 0.5))  # 70
+    cfg.window_max = 50
+    assert buf.window() == 50
+    assert buf.data.policy_index.shape == (0, 4) and buf.data.policy_index.dtype == np.int32
