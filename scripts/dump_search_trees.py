@@ -14,9 +14,10 @@ The last line holds the sha256 of all lines before it (``all_sha``).
 Cases: PUCT with and without Dirichlet noise, the Gumbel root with and without noise, playout
 cap randomization, several leaves per game (virtual loss), proven wins and losses (road check
 and root terminal check on and off, a ply limit), a full tree (tiny node budget), a fixed
-first-play value with a constant c_puct and no tree reuse, and the step protocol driven by hand
-(``begin_search`` / ``select_leaves`` / ``expand_backup``) on a subset of the games; with the
-``UniformEvaluator`` and the ``HashEvaluator``.
+first-play value with a constant c_puct and no tree reuse, the step protocol driven by hand
+(``begin_search`` / ``select_leaves`` / ``expand_backup``) on a subset of the games, forced
+playouts with policy target pruning (the targets and the moves played from the pruned counts);
+with the ``UniformEvaluator`` and the ``HashEvaluator``.
 
 Only the public ``BatchedMCTS`` API is used, plus a read of its tree arrays through
 ``_tree_arrays``, which knows each layout the class has had, so the script runs unchanged against
@@ -214,6 +215,12 @@ def cases(quick: bool):
     yield ("step_protocol_subset_5", 5, s5, SearchConfig(simulations=32, node_budget=budget,
            leaves_per_step=2), HashEvaluator(5, seed=13), 18, plies,
            {"manual_games": [0, 2, 3, 5, 7], "simulations": 24})  # fmt: skip
+    yield ("forced_pruned_hash_5", 5, s5, SearchConfig(simulations=96, node_budget=budget,
+           forced_playouts=True, policy_target_pruning=True), HashEvaluator(5, seed=14), 20,
+           plies, {"temperature": 0.0})  # fmt: skip
+    yield ("forced_pruned_sampled_6", 6, s6, SearchConfig(simulations=64, node_budget=budget,
+           forced_playouts=True, policy_target_pruning=True, temperature_plies=10),
+           HashEvaluator(6, seed=15), 21, plies, {})  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

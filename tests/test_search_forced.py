@@ -12,7 +12,7 @@ import pytest
 from takzero.game import Position
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig
 from takzero.search.config import pack_settings
-from takzero.search.puct import exploration, select_root
+from takzero.search.puct import exploration, puct_score, select_root
 from takzero.search.readout import pruned_visits
 from takzero.search.tree import UNKNOWN
 
@@ -81,22 +81,22 @@ def test_no_forcing_once_visited_children_have_their_share(visits):
 
 
 def _brute_force_pruned(n, w, prior, cs, k_forced):
-    """Policy target pruning by trying every whole number of playouts to take away."""
+    """Policy target pruning by trying every whole number of playouts to take away, scoring each
+    count with ``puct_score`` (the child keeps its Q: value sum ``w * left / n``)."""
     total = n.sum()
     best = int(np.argmax(n))
-    s_best = w[best] / n[best] + cs * prior[best] / (1 + n[best])
+    s_best = puct_score(w[best], n[best], cs, prior[best], 0.0)
     out = n.astype(np.float64).copy()
     for c in range(len(n)):
         if c == best or n[c] == 0:
             continue
-        q = w[c] / n[c]
         forced = math.sqrt(k_forced * prior[c] * total)
         keep = n[c]
-        for taken in range(int(n[c]) + 1):
+        for taken in range(int(n[c])):  # keeping one visit or none both drop the child
             left = n[c] - taken
             if taken > forced:
                 break
-            if q + cs * prior[c] / (1 + left) <= s_best + 1e-12:
+            if puct_score(w[c] * left / n[c], left, cs, prior[c], 0.0) <= s_best:
                 keep = left
         out[c] = 0.0 if keep <= 1 else keep
     return out
@@ -132,7 +132,7 @@ def test_pruning_matches_brute_force():
         cs = exploration(settings[0], np.float64(T.n[g, 0]))
         expect = _brute_force_pruned(n, w, prior, cs, cfg.forced_k)
         got = pruned_visits(T, GM, settings, mcts.config, g)
-        np.testing.assert_allclose(got, expect)
+        np.testing.assert_array_equal(got, expect)
         best = int(np.argmax(n))
         assert got[best] == n[best]
         assert (got <= n).all()

@@ -12,7 +12,16 @@ The formulas (sources in ``takzero.search.config``), each written once here:
 * ``mix_root_noise``: the root priors ``(1 - eps) * P + eps * Dir(alpha)``;
 * ``forced_playouts``: KataGo's ``n_forced(c) = sqrt(k * P(c) * sum N)``, and at a noised root
   (``mcts.forced_playouts``) the first visited child below it is selected before PUCT
-  (``select_root``).
+  (``select_root``);
+* ``pruned_visit_count``: policy target pruning's least visit count a child can be cut back to
+  (``takzero.search.readout.pruned_visits``), found by evaluating ``puct_score``, not by solving
+  it backwards.
+
+Two properties of ``puct_score`` that other code relies on (asserted on the function itself by
+``tests/test_search_puct.py``, so a new formula that breaks them fails a test): an unvisited
+child's score is non-decreasing in its prior (``select_prefix`` stops at the first unvisited
+child), and at a fixed Q a visited child's score is non-increasing in its visit count
+(``pruned_visit_count`` bisects on it).
 
 A proven win is taken at once and a proven loss is never entered (MCTS-Solver). Hot-path helpers
 take the 2-D pool arrays and index them with ``[g, i]``: taking row views or unpacking the named
@@ -84,13 +93,41 @@ def forced_playouts(k: float, prior: float, total: float) -> float:
     return np.sqrt(k * prior * total)
 
 
+@njit(cache=True, error_model="numpy")
+def pruned_visit_count(value_sum: float, visits: float, least: float, cs: float, pr: float,
+                       bar: float) -> float:  # fmt: skip
+    """The least whole visit count ``N'`` in ``[least, visits]`` at which a child keeping its
+    mean value ``Q = value_sum / visits`` scores ``puct_score(Q * N', N', cs, pr, 0) <= bar``;
+    ``visits`` when none does (float64 throughout; ``1 <= least <= visits``, whole numbers).
+
+    Policy target pruning (KataGo, Wu 2019, section 3.2) takes visits back from a child while its
+    PUCT score stays at most ``bar``, the score of the most visited child. Bisection over the
+    visit count: it needs ``puct_score`` non-increasing in the visit count at a fixed Q (see the
+    module docstring). The value sum at ``N'`` visits is ``value_sum * N' / visits``, which is
+    ``value_sum`` exactly at ``N' = visits``."""
+    if puct_score(value_sum, visits, cs, pr, 0.0) > bar:
+        return visits
+    lo = least
+    hi = visits  # puct_score at hi is <= bar; the answer lies in [lo, hi]
+    while lo < hi:
+        mid = np.floor(0.5 * (lo + hi))
+        if puct_score(value_sum * mid / visits, mid, cs, pr, 0.0) <= bar:
+            hi = mid
+        else:
+            lo = mid + 1.0
+    return hi
+
+
 @njit(cache=True, error_model="numpy", inline="always")
 def select_prefix(n, w, p, mv, status, vl, first, nch, cfg, g: int, x: int, use_vl: bool) -> int:
     """PUCT at a non-root node ``x`` of game ``g``: the child index to descend into, -1 if every
     child is a proven loss. Children are stored by decreasing prior and a non-root node always
-    selects either a visited child or the first unvisited one (all unvisited children share the
-    FPU value, so the first has the largest U), hence its visited children form a prefix: the scan
-    stops at the first unvisited child. Same result as a full scan, ties to the lowest index.
+    selects either a visited child or the first unvisited one, hence its visited children form a
+    prefix: the scan stops at the first unvisited child. Same result as a full scan, ties to the
+    lowest index. The property of the formula this needs: all unvisited children share the
+    first-play value, and an unvisited child's ``puct_score`` is non-decreasing in its prior (for
+    ``cs >= 0``), so the first unvisited child scores at least as high as every later one
+    (asserted on ``puct_score`` by ``tests/test_search_puct.py``).
     ``use_vl``: virtual visits may be pending; without them ``vl`` is all zero and not read."""
     f = first[g, x]
     nc = nch[g, x]

@@ -14,7 +14,7 @@ from takzero.game.core import I_PLY, num_actions
 from takzero.nn.actions import move_to_action
 from takzero.search.config import SearchConfig
 from takzero.search.gumbel import root_sigma_q
-from takzero.search.puct import exploration, forced_playouts, puct_score
+from takzero.search.puct import exploration, forced_playouts, pruned_visit_count, puct_score
 from takzero.search.rng import rand_uniform
 from takzero.search.tree import DRAW, LOSS, UNKNOWN, WIN, Games, Trees
 
@@ -111,9 +111,10 @@ def pruned_visits(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfi
     """(k,) float64 visit counts of the root's children after policy target pruning (KataGo, Wu
     2019, section 3.2; formula in ``takzero.search.config``): c* = the most visited child (first
     on ties) keeps its visits; every other visited child c keeps the least ``N'`` with
-    ``N(c) - n_forced(c) <= N' <= N(c)`` and ``Q(c) + c(s) P(c) / (1 + N') <= PUCT(c*)``
-    (``c(s)`` the exploration term ``puct.exploration`` of the root, P the priors the search
-    used: noised when the search had noise), and is dropped when ``N' <= 1``. Children proven
+    ``N(c) - n_forced(c) <= N' <= N(c)`` at which its PUCT score with ``N'`` visits and the same
+    Q is at most PUCT(c*) (``puct.pruned_visit_count``, which evaluates ``puct.puct_score``; the
+    exploration term is ``puct.exploration`` of the root, P the priors the search used: noised
+    when the search had noise), and is dropped when ``N' <= 1``. Children proven
     won, lost or drawn keep their visits (``target_probs`` handles them)."""
     sl = _children(T, g)
     n = T.n[g, sl].astype(np.float64)
@@ -126,18 +127,15 @@ def pruned_visits(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfi
     total = n.sum()
     cs = exploration(cfg, np.float64(T.n[g, 0]))
     best = int(np.argmax(n))
-    best_score = puct_score(w[best], n[best], cs, prior[best], 0.0)
+    bar = puct_score(w[best], n[best], cs, prior[best], 0.0)
     out = n.copy()
     for c in range(k):
         if c == best or n[c] <= 0 or T.status[g, sl.start + c] != UNKNOWN:
             continue
-        q = w[c] / n[c]
-        # whole playouts are taken away: at most floor(n_forced) of them
-        floor = max(0.0, np.ceil(n[c] - forced_playouts(config.forced_k, prior[c], total)))
-        gap = best_score - q
-        # PUCT(c) with N' visits is q + cs * P / (1 + N'); it stays <= PUCT(c*) from N' = wanted
-        wanted = cs * prior[c] / gap - 1.0 if gap > 0 else np.inf
-        kept = min(n[c], max(floor, np.ceil(wanted)))
+        # whole playouts are taken away: at most floor(n_forced) of them; keeping 1 or none
+        # both drop the child, so the search starts at 1
+        least = max(1.0, np.ceil(n[c] - forced_playouts(config.forced_k, prior[c], total)))
+        kept = pruned_visit_count(w[c], n[c], least, cs, prior[c], bar)
         out[c] = 0.0 if kept <= 1.0 else kept
     return out
 
