@@ -120,18 +120,18 @@ def test_pruning_matches_brute_force():
     cfg = SearchConfig(simulations=120, forced_playouts=True, policy_target_pruning=True,
                        noise_weight=0.25, reuse_tree=False)  # fmt: skip
     mcts = _searched(cfg)
-    T, GM, settings = mcts._T, mcts._GM, mcts._settings
+    trees, games, settings = mcts._trees, mcts._games, mcts._settings
     pruned_any = 0
     for g in range(mcts.num_games):
-        f, k = int(T.first[g, 0]), int(T.nch[g, 0])
-        if (T.status[g, f : f + k] != UNKNOWN).any():
+        f, k = int(trees.first_child[g, 0]), int(trees.num_children[g, 0])
+        if (trees.status[g, f : f + k] != UNKNOWN).any():
             continue
-        n = T.n[g, f : f + k].astype(np.float64)
-        w = T.w[g, f : f + k].astype(np.float64)
-        prior = GM.mixp[g, :k].astype(np.float64)
-        cs = exploration(settings[0], np.float64(T.n[g, 0]))
+        n = trees.visits[g, f : f + k].astype(np.float64)
+        w = trees.value_sum[g, f : f + k].astype(np.float64)
+        prior = games.mixed_prior[g, :k].astype(np.float64)
+        cs = exploration(settings[0], np.float64(trees.visits[g, 0]))
         expect = _brute_force_pruned(n, w, prior, cs, cfg.forced_k)
-        got = pruned_visits(T, GM, settings, mcts.config, g)
+        got = pruned_visits(trees, games, settings, mcts.config, g)
         np.testing.assert_array_equal(got, expect)
         best = int(np.argmax(n))
         assert got[best] == n[best]
@@ -145,12 +145,12 @@ def test_pruning_matches_brute_force():
 
 def _deficits(mcts: BatchedMCTS) -> np.ndarray:
     """n_forced(c) - N(c) of every visited root child of every game, at the end of the search."""
-    T, GM = mcts._T, mcts._GM
+    trees, games = mcts._trees, mcts._games
     out = []
     for g in range(mcts.num_games):
-        f, k = int(T.first[g, 0]), int(T.nch[g, 0])
-        n = T.n[g, f : f + k].astype(np.float64)
-        forced = np.sqrt(2.0 * GM.mixp[g, :k].astype(np.float64) * n.sum())
+        f, k = int(trees.first_child[g, 0]), int(trees.num_children[g, 0])
+        n = trees.visits[g, f : f + k].astype(np.float64)
+        forced = np.sqrt(2.0 * games.mixed_prior[g, :k].astype(np.float64) * n.sum())
         out.append((forced - n)[n > 0])
     return np.concatenate(out)
 

@@ -83,27 +83,28 @@ def test_select_prefix_equals_a_full_scan(data, k, seed):
     visited = data.draw(st.integers(0, k))
     priors = np.sort(rng.dirichlet(np.ones(k)))[::-1].astype(np.float32)
     shape = (1, k + 1)
-    n = np.zeros(shape, np.int32)
-    w = np.zeros(shape, np.float32)
-    p = np.zeros(shape, np.float32)
-    n[0, 1 : 1 + visited] = rng.integers(1, 30, visited)
-    w[0, 1 : 1 + visited] = (rng.uniform(-1, 1, visited) * n[0, 1 : 1 + visited]).astype(np.float32)
-    n[0, 0] = n[0, 1:].sum() + 1
-    w[0, 0] = np.float32(rng.uniform(-1, 1) * n[0, 0])
-    p[0, 1:] = priors
+    visits = np.zeros(shape, np.int32)
+    value_sum = np.zeros(shape, np.float32)
+    prior = np.zeros(shape, np.float32)
+    visits[0, 1 : 1 + visited] = rng.integers(1, 30, visited)
+    value_sum[0, 1 : 1 + visited] = rng.uniform(-1, 1, visited) * visits[0, 1 : 1 + visited]
+    visits[0, 0] = visits[0, 1:].sum() + 1
+    value_sum[0, 0] = rng.uniform(-1, 1) * visits[0, 0]
+    prior[0, 1:] = priors
     status = np.zeros(shape, np.int8)
-    vl = np.zeros(shape, np.int16)
-    first = np.zeros(shape, np.int32)
-    nch = np.zeros(shape, np.int32)
-    mv = np.zeros(shape, np.int32)
-    first[0, 0] = 1
-    nch[0, 0] = k
+    virtual_visits = np.zeros(shape, np.int16)
+    first_child = np.zeros(shape, np.int32)
+    num_children = np.zeros(shape, np.int32)
+    move = np.zeros(shape, np.int32)
+    first_child[0, 0] = 1
+    num_children[0, 0] = k
     cfg = pack_settings(SearchConfig())[0]
-    got = select_prefix(n, w, p, mv, status, vl, first, nch, cfg, 0, 0, False)
-    cs = exploration(cfg, np.float64(n[0, 0]))
-    mass = float(p[0, 1 : 1 + visited].astype(np.float64).sum())
-    fpu = -float(w[0, 0]) / float(n[0, 0]) - cfg["fpu_reduction"] * np.sqrt(mass)
-    scores = [puct_score(float(w[0, c]), float(n[0, c]), cs, float(p[0, c]), fpu)
-              for c in range(1, k + 1)]  # fmt: skip
+    got = select_prefix(visits, value_sum, prior, move, status, virtual_visits, first_child,
+                        num_children, cfg, 0, 0, False)  # fmt: skip
+    exploration_term = exploration(cfg, np.float64(visits[0, 0]))
+    mass = float(prior[0, 1 : 1 + visited].astype(np.float64).sum())
+    first_play = -float(value_sum[0, 0]) / float(visits[0, 0]) - cfg["fpu_reduction"] * np.sqrt(mass)
+    scores = [puct_score(float(value_sum[0, c]), float(visits[0, c]), exploration_term,
+                         float(prior[0, c]), first_play) for c in range(1, k + 1)]  # fmt: skip
     assert status[0, 1:].max() == UNKNOWN
     assert got == 1 + int(np.argmax(scores))
