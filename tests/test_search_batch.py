@@ -218,7 +218,7 @@ def test_search_position_helper():
 def _assert_free_slots_zero(mcts: BatchedMCTS, g: int) -> None:
     t = mcts._trees
     c = mcts.tree_size(g)
-    for name in ("n", "w", "nch", "status", "flags", "vl"):
+    for name in ("visits", "value_sum", "num_children", "status", "flags", "virtual_visits"):
         assert not getattr(t, name)[g, c:].any(), name
 
 
