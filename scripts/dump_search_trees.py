@@ -14,12 +14,14 @@ The last line holds the sha256 of all lines before it (``all_sha``).
 Cases: PUCT with and without Dirichlet noise, the Gumbel root with and without noise, playout
 cap randomization, several leaves per game (virtual loss), proven wins and losses (road check
 and root terminal check on and off, a ply limit), a full tree (tiny node budget), a fixed
-first-play value with a constant c_puct and no tree reuse, and the step protocol driven by hand
-(``begin_search`` / ``select_leaves`` / ``expand_backup``) on a subset of the games; with the
-``UniformEvaluator`` and the ``HashEvaluator``.
+first-play value with a constant c_puct and no tree reuse, the step protocol driven by hand
+(``begin_search`` / ``select_leaves`` / ``expand_backup``) on a subset of the games, forced
+playouts with policy target pruning (the targets and the moves played from the pruned counts);
+with the ``UniformEvaluator`` and the ``HashEvaluator``.
 
 Only the public ``BatchedMCTS`` API is used, plus a read of its tree arrays through
-``_tree_arrays``, which knows each layout the class has had, so the script runs unchanged against
+``_tree_arrays``, which knows each layout the class has had (and hashes them under the first
+layout's names, so a rename keeps the hashes), so the script runs unchanged against
 older checkouts: ``--tree /path/to/checkout`` puts that checkout first on ``sys.path`` (default:
 the checkout holding this script). Exit status 0; compare the output of two checkouts with
 ``diff``.
@@ -56,14 +58,41 @@ TPS_6_WIN = (
 )
 
 
+#: Today's field names -> the names of the first layout, which the hashes use (so that a pure
+#: rename keeps every sha): the node pools and the per-game arrays.
+_TREE_NAMES = {
+    "visits": "n", "value_sum": "w", "prior": "p", "move": "mv", "first_child": "first",
+    "num_children": "nch", "virtual_visits": "vl", "num_nodes": "count",
+}  # fmt: skip
+_GAME_NAMES = {
+    "root_state": "root", "mixed_prior": "mixp", "search_visits": "sv", "raw_value": "raw",
+    "considered_visits": "seq",
+}  # fmt: skip
+
+
 def _tree_arrays(mcts) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(node arrays by name, per-game arrays by name) of a ``BatchedMCTS``, whatever the layout
-    of the checkout: the named tuples ``_T`` and ``_GM`` (every layout so far)."""
-    for tree_name, games_name in (("_T", "_GM"), ("trees", "games")):
+    of the checkout, under the names of the first layout: the named tuples ``_T`` and ``_GM``
+    (fields ``n``, ``w``, ...; one ``extra`` array for the Dirichlet noise or the Gumbel logits)
+    or ``_trees`` and ``_games`` (fields ``visits``, ``value_sum``, ...; ``dirichlet_noise`` and
+    ``gumbel_logits``, of which the search mode uses one: it is hashed as ``extra``, and the
+    other must be all zero)."""
+    for tree_name, games_name in (("_T", "_GM"), ("_trees", "_games"), ("trees", "games")):
         t = getattr(mcts, tree_name, None)
         gm = getattr(mcts, games_name, None)
-        if t is not None and gm is not None:
-            return dict(t._asdict()), dict(gm._asdict())
+        if t is None or gm is None:
+            continue
+        nodes = {_TREE_NAMES.get(k, k): v for k, v in t._asdict().items()}
+        per_game = {_GAME_NAMES.get(k, k): v for k, v in gm._asdict().items()}
+        if "gumbel_logits" in per_game:
+            used, unused = ("gumbel_logits", "dirichlet_noise")
+            if not mcts.config.gumbel:
+                used, unused = unused, used
+            if per_game[unused].any():
+                raise AssertionError(f"{unused} is written in a search that does not use it")
+            per_game["extra"] = per_game.pop(used)
+            del per_game[unused]
+        return nodes, per_game
     raise AttributeError("no tree arrays found on this BatchedMCTS")
 
 
@@ -214,6 +243,12 @@ def cases(quick: bool):
     yield ("step_protocol_subset_5", 5, s5, SearchConfig(simulations=32, node_budget=budget,
            leaves_per_step=2), HashEvaluator(5, seed=13), 18, plies,
            {"manual_games": [0, 2, 3, 5, 7], "simulations": 24})  # fmt: skip
+    yield ("forced_pruned_hash_5", 5, s5, SearchConfig(simulations=96, node_budget=budget,
+           forced_playouts=True, policy_target_pruning=True), HashEvaluator(5, seed=14), 20,
+           plies, {"temperature": 0.0})  # fmt: skip
+    yield ("forced_pruned_sampled_6", 6, s6, SearchConfig(simulations=64, node_budget=budget,
+           forced_playouts=True, policy_target_pruning=True, temperature_plies=10),
+           HashEvaluator(6, seed=15), 21, plies, {})  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,8 +91,8 @@ def _subtree_size(t, g: int, x: int) -> int:
     stack = [x]
     while stack:
         y = stack.pop()
-        k = int(t.nch[g, y])
-        f = int(t.first[g, y])
+        k = int(t.num_children[g, y])
+        f = int(t.first_child[g, y])
         total += k
         stack.extend(range(f, f + k))
     return total
@@ -109,13 +109,13 @@ def test_tree_reuse(gumbel):
     move = mcts.choose_move(0)
     moves, visits = mcts.root_visits(0)
     i = moves.tolist().index(move)
-    t = mcts._T
-    child = int(t.first[0, 0]) + i
+    t = mcts._trees
+    child = int(t.first_child[0, 0]) + i
     kept = _subtree_size(t, 0, child)
-    child_n, child_w = int(t.n[0, child]), float(t.w[0, child])
+    child_n, child_w = int(t.visits[0, child]), float(t.value_sum[0, child])
     mcts.advance(0, move)
     assert mcts.tree_size(0) == kept
-    assert int(t.n[0, 0]) == child_n and float(t.w[0, 0]) == child_w
+    assert int(t.visits[0, 0]) == child_n and float(t.value_sum[0, 0]) == child_w
     expected = st.copy()
     make_move(expected, move)
     np.testing.assert_array_equal(mcts.root_state(0), expected)
@@ -123,7 +123,7 @@ def test_tree_reuse(gumbel):
     mcts.run(ev)
     assert mcts.simulations_done(0) == 80
     assert _subtree_size(t, 0, 0) == mcts.tree_size(0)
-    assert int(t.n[0, 0]) == child_n + 80 + (0 if child_n else 1)
+    assert int(t.visits[0, 0]) == child_n + 80 + (0 if child_n else 1)
     assert mcts.choose_move(0) in set(mcts.root_moves(0).tolist())
 
 
@@ -164,7 +164,7 @@ def test_playout_cap_randomization():
             full = mcts.is_full_search(g)
             fulls.append(full)
             assert mcts.simulations_done(g) == (12 if full else 3)
-            assert bool(mcts._GM.noise[g]) == full
+            assert bool(mcts._games.noise[g]) == full
     assert np.mean(fulls) == pytest.approx(0.3, abs=0.06)
 
 
@@ -216,9 +216,9 @@ def test_search_position_helper():
 
 
 def _assert_free_slots_zero(mcts: BatchedMCTS, g: int) -> None:
-    t = mcts._T
+    t = mcts._trees
     c = mcts.tree_size(g)
-    for name in ("n", "w", "nch", "status", "flags", "vl"):
+    for name in ("visits", "value_sum", "num_children", "status", "flags", "virtual_visits"):
         assert not getattr(t, name)[g, c:].any(), name
 
 
@@ -235,9 +235,9 @@ def test_free_slot_invariant_and_compaction():
         mcts.run(ev)
         for g in mcts.active_games():
             _assert_free_slots_zero(mcts, g)
-            t = mcts._T
+            t = mcts._trees
             size = mcts.tree_size(g)
-            nch, first = t.nch[g, :size], t.first[g, :size]
+            nch, first = t.num_children[g, :size], t.first_child[g, :size]
             assert np.all(first[nch > 0] + nch[nch > 0] <= size)
             mcts.advance(g, mcts.choose_move(g))
             _assert_free_slots_zero(mcts, g)

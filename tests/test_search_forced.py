@@ -12,7 +12,7 @@ import pytest
 from takzero.game import Position
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig
 from takzero.search.config import pack_settings
-from takzero.search.puct import exploration, select_root
+from takzero.search.puct import exploration, puct_score, select_root
 from takzero.search.readout import pruned_visits
 from takzero.search.tree import UNKNOWN
 
@@ -81,22 +81,22 @@ def test_no_forcing_once_visited_children_have_their_share(visits):
 
 
 def _brute_force_pruned(n, w, prior, cs, k_forced):
-    """Policy target pruning by trying every whole number of playouts to take away."""
+    """Policy target pruning by trying every whole number of playouts to take away, scoring each
+    count with ``puct_score`` (the child keeps its Q: value sum ``w * left / n``)."""
     total = n.sum()
     best = int(np.argmax(n))
-    s_best = w[best] / n[best] + cs * prior[best] / (1 + n[best])
+    s_best = puct_score(w[best], n[best], cs, prior[best], 0.0)
     out = n.astype(np.float64).copy()
     for c in range(len(n)):
         if c == best or n[c] == 0:
             continue
-        q = w[c] / n[c]
         forced = math.sqrt(k_forced * prior[c] * total)
         keep = n[c]
-        for taken in range(int(n[c]) + 1):
+        for taken in range(int(n[c])):  # keeping one visit or none both drop the child
             left = n[c] - taken
             if taken > forced:
                 break
-            if q + cs * prior[c] / (1 + left) <= s_best + 1e-12:
+            if puct_score(w[c] * left / n[c], left, cs, prior[c], 0.0) <= s_best:
                 keep = left
         out[c] = 0.0 if keep <= 1 else keep
     return out
@@ -120,19 +120,19 @@ def test_pruning_matches_brute_force():
     cfg = SearchConfig(simulations=120, forced_playouts=True, policy_target_pruning=True,
                        noise_weight=0.25, reuse_tree=False)  # fmt: skip
     mcts = _searched(cfg)
-    T, GM, settings = mcts._T, mcts._GM, mcts._settings
+    trees, games, settings = mcts._trees, mcts._games, mcts._settings
     pruned_any = 0
     for g in range(mcts.num_games):
-        f, k = int(T.first[g, 0]), int(T.nch[g, 0])
-        if (T.status[g, f : f + k] != UNKNOWN).any():
+        f, k = int(trees.first_child[g, 0]), int(trees.num_children[g, 0])
+        if (trees.status[g, f : f + k] != UNKNOWN).any():
             continue
-        n = T.n[g, f : f + k].astype(np.float64)
-        w = T.w[g, f : f + k].astype(np.float64)
-        prior = GM.mixp[g, :k].astype(np.float64)
-        cs = exploration(settings[0], np.float64(T.n[g, 0]))
+        n = trees.visits[g, f : f + k].astype(np.float64)
+        w = trees.value_sum[g, f : f + k].astype(np.float64)
+        prior = games.mixed_prior[g, :k].astype(np.float64)
+        cs = exploration(settings[0], np.float64(trees.visits[g, 0]))
         expect = _brute_force_pruned(n, w, prior, cs, cfg.forced_k)
-        got = pruned_visits(T, GM, settings, mcts.config, g)
-        np.testing.assert_allclose(got, expect)
+        got = pruned_visits(trees, games, settings, mcts.config, g)
+        np.testing.assert_array_equal(got, expect)
         best = int(np.argmax(n))
         assert got[best] == n[best]
         assert (got <= n).all()
@@ -145,12 +145,12 @@ def test_pruning_matches_brute_force():
 
 def _deficits(mcts: BatchedMCTS) -> np.ndarray:
     """n_forced(c) - N(c) of every visited root child of every game, at the end of the search."""
-    T, GM = mcts._T, mcts._GM
+    trees, games = mcts._trees, mcts._games
     out = []
     for g in range(mcts.num_games):
-        f, k = int(T.first[g, 0]), int(T.nch[g, 0])
-        n = T.n[g, f : f + k].astype(np.float64)
-        forced = np.sqrt(2.0 * GM.mixp[g, :k].astype(np.float64) * n.sum())
+        f, k = int(trees.first_child[g, 0]), int(trees.num_children[g, 0])
+        n = trees.visits[g, f : f + k].astype(np.float64)
+        forced = np.sqrt(2.0 * games.mixed_prior[g, :k].astype(np.float64) * n.sum())
         out.append((forced - n)[n > 0])
     return np.concatenate(out)
 

@@ -93,7 +93,7 @@ def test_degenerate_evaluator_outputs(kind, gumbel):
         assert visits.sum() > 0
         assert np.isfinite(mcts.root_value(g))
         assert -1.0 <= mcts.root_value(g) <= 1.0
-        assert np.all(np.isfinite(mcts._T.w[g, : mcts.tree_size(g)]))
+        assert np.all(np.isfinite(mcts._trees.value_sum[g, : mcts.tree_size(g)]))
         _, probs = mcts.policy_target(g)
         assert np.all(np.isfinite(probs)) and probs.sum() == pytest.approx(1.0, abs=1e-5)
         for temperature in (0.0, 1.0):
@@ -128,18 +128,18 @@ def test_ply_limit_scores_draws():
 def _check_tree(mcts: BatchedMCTS, g: int, exact: bool) -> None:
     """Visits add up: an expanded node has at least 1 (its own evaluation) + the sum of its
     children's visits; exactly that when nothing in the tree is proven (``exact``)."""
-    t = mcts._T
+    t = mcts._trees
     for x in range(mcts.tree_size(g)):
-        k = t.nch[g, x]
-        assert t.vl[g, x] == 0
+        k = t.num_children[g, x]
+        assert t.virtual_visits[g, x] == 0
         if k == 0:
             continue
-        f = t.first[g, x]
-        child_sum = int(t.n[g, f : f + k].sum())
+        f = t.first_child[g, x]
+        child_sum = int(t.visits[g, f : f + k].sum())
         if exact:
-            assert t.n[g, x] == 1 + child_sum
+            assert t.visits[g, x] == 1 + child_sum
         else:
-            assert t.n[g, x] >= 1 + child_sum
+            assert t.visits[g, x] >= 1 + child_sum
 
 
 @pytest.mark.parametrize("leaves", [1, 4])
@@ -165,9 +165,9 @@ def test_visit_accounting(leaves):
     for g in range(3):
         assert mcts.simulations_done(g) == 120
         # no terminal positions this close to the start: root = own eval + 120 simulations
-        assert int(mcts._T.n[g, 0]) == 121
+        assert int(mcts._trees.visits[g, 0]) == 121
         assert mcts.root_visits(g)[1].sum() == 120
-        assert not (mcts._T.status[g, : mcts.tree_size(g)] != UNKNOWN).any()
+        assert not (mcts._trees.status[g, : mcts.tree_size(g)] != UNKNOWN).any()
         _check_tree(mcts, g, exact=True)
     if leaves > 1:
         assert steps < 121

@@ -28,24 +28,26 @@ def considered_sequence(m: int, sims: int, out: np.ndarray) -> None:
     while (1 << log2max) < m:
         log2max += 1
     visits = np.zeros(m, dtype=np.int64)
-    num = m
+    num_considered = m
     k = 0
     while k < sims:
-        extra = max(1, int(sims / (log2max * num)))
-        for _ in range(extra):
-            for i in range(num):
+        rounds = max(1, int(sims / (log2max * num_considered)))
+        for _ in range(rounds):
+            for i in range(num_considered):
                 if k < sims:
                     out[k] = visits[i]
                     k += 1
-            for i in range(num):
+            for i in range(num_considered):
                 visits[i] += 1
-        num = max(2, num // 2)
+        num_considered = max(2, num_considered // 2)
 
 
 @njit(cache=True, error_model="numpy")
-def sigma_q(n, w, p, status, first, nch, raw, cfg, g: int, out: np.ndarray) -> None:
+def sigma_q(visits, value_sum, prior, status, first_child, num_children, raw_value, cfg, g: int,
+            out: np.ndarray) -> None:  # fmt: skip
     """``out[i] = sigma(completed Q)`` of root child slot ``i`` of game ``g`` (mover's view;
-    ``out`` float64 of length >= the children; ``cfg``: the packed settings record).
+    ``out`` float64 of length >= the children; ``cfg``: the packed settings record; the pools
+    of ``takzero.search.tree``, ``raw_value`` (G,) float32 the root's value before the search).
 
     completed Q: the child's Q if visited (its exact value if proven), else v_mix (eq. 33):
     ``v_mix = (v_raw + sum_b N(b) * sum_{b visited} P(b) q(b) / sum_{b visited} P(b)) /
@@ -53,24 +55,24 @@ def sigma_q(n, w, p, status, first, nch, raw, cfg, g: int, out: np.ndarray) -> N
     ``sigma(q) = (gumbel_c_visit + max_b N(b)) * gumbel_c_scale * q``.
     """
     ug = np.uint64(g)
-    f = first[ug, 0]
-    nc = nch[ug, 0]
-    sum_n = 0.0
-    sum_p = 0.0
-    wq = 0.0
-    maxn = 0
+    f = first_child[ug, 0]
+    nc = num_children[ug, 0]
+    sum_visits = 0.0
+    sum_prior = 0.0
+    prior_q = 0.0  # sum of P(b) q(b) over the visited children
+    max_visits = 0
     for i in range(nc):
         c = np.uint64(f + i)
-        nn = n[ug, c]
-        if nn > 0:
-            sum_n += nn
-            sum_p += p[ug, c]
-            wq += p[ug, c] * (w[ug, c] / nn)
-            if nn > maxn:
-                maxn = nn
-    vmix = np.float64(raw[ug])
-    if sum_n > 0 and sum_p > 0:
-        vmix = (vmix + sum_n * wq / sum_p) / (1.0 + sum_n)
+        child_visits = visits[ug, c]
+        if child_visits > 0:
+            sum_visits += child_visits
+            sum_prior += prior[ug, c]
+            prior_q += prior[ug, c] * (value_sum[ug, c] / child_visits)
+            if child_visits > max_visits:
+                max_visits = child_visits
+    v_mix = np.float64(raw_value[ug])
+    if sum_visits > 0 and sum_prior > 0:
+        v_mix = (v_mix + sum_visits * prior_q / sum_prior) / (1.0 + sum_visits)
     qmin = np.inf
     qmax = -np.inf
     for i in range(nc):
@@ -78,45 +80,53 @@ def sigma_q(n, w, p, status, first, nch, raw, cfg, g: int, out: np.ndarray) -> N
         s = status[ug, c]
         if s != UNKNOWN:
             q = status_value(s)
-        elif n[ug, c] > 0:
-            q = w[ug, c] / n[ug, c]
+        elif visits[ug, c] > 0:
+            q = value_sum[ug, c] / visits[ug, c]
         else:
-            q = vmix
+            q = v_mix
         out[i] = q
         if q < qmin:
             qmin = q
         if q > qmax:
             qmax = q
-    scale = (cfg["gumbel_c_visit"] + maxn) * cfg["gumbel_c_scale"]
+    scale = (cfg["gumbel_c_visit"] + max_visits) * cfg["gumbel_c_scale"]
     span = max(qmax - qmin, 1e-8)
     for i in range(nc):
         out[i] = scale * (out[i] - qmin) / span
 
 
 @njit(cache=True, error_model="numpy")
-def root_sigma_q(T, GM, settings: np.ndarray, g: int, out: np.ndarray) -> None:
-    """``sigma_q`` of game ``g``'s root from the pools ``T`` / ``GM`` and the packed ``settings``
-    ((1,) array of ``takzero.search.config.SETTINGS_DTYPE``), for Python callers."""
-    sigma_q(T.n, T.w, T.p, T.status, T.first, T.nch, GM.raw, settings[0], g, out)
+def root_sigma_q(trees, games, settings: np.ndarray, g: int, out: np.ndarray) -> None:
+    """``sigma_q`` of game ``g``'s root from the pools ``trees`` / ``games`` and the packed
+    ``settings`` ((1,) array of ``takzero.search.config.SETTINGS_DTYPE``), for Python callers."""
+    sigma_q(
+        trees.visits, trees.value_sum, trees.prior, trees.status, trees.first_child,
+        trees.num_children, games.raw_value, settings[0], g, out,
+    )  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
-def select_gumbel_root(n, w, p, status, first, nch, raw, extra, sv, seq, cfg, g: int,
-                       qbuf: np.ndarray) -> int:  # fmt: skip
+def select_gumbel_root(visits, value_sum, prior, status, first_child, num_children, raw_value,
+                       gumbel_logits, search_visits, considered_visits, cfg, g: int,
+                       score_buf: np.ndarray) -> int:  # fmt: skip
     """Root action of the next simulation: among the non-lost children whose search visits equal
     the schedule's considered visit, the one maximising gumbel + log P + sigma(q) (a proven win at
-    once; any non-lost child when none has the scheduled count); -1 if all are lost."""
-    f = first[g, 0]
-    nc = nch[g, 0]
-    sim = 0
+    once; any non-lost child when none has the scheduled count); -1 if all are lost.
+    ``gumbel_logits``, ``search_visits`` (G, A) and ``considered_visits`` (G, S): see
+    ``takzero.search.tree.Games``; ``score_buf``: float64 scratch of length >= the children."""
+    f = first_child[g, 0]
+    nc = num_children[g, 0]
+    sims = 0
     for i in range(nc):
-        sim += sv[g, i]
-    considered = seq[g, min(sim, seq.shape[1] - 1)]
-    sigma_q(n, w, p, status, first, nch, raw, cfg, g, qbuf)
+        sims += search_visits[g, i]
+    considered = considered_visits[g, min(sims, considered_visits.shape[1] - 1)]
+    sigma_q(
+        visits, value_sum, prior, status, first_child, num_children, raw_value, cfg, g, score_buf
+    )
     best = -np.inf
     best_c = -1
-    fb = -np.inf
-    fb_c = -1
+    fallback = -np.inf
+    fallback_c = -1
     for i in range(nc):
         c = f + i
         s = status[g, c]
@@ -124,28 +134,29 @@ def select_gumbel_root(n, w, p, status, first, nch, raw, extra, sv, seq, cfg, g:
             continue
         if s == WIN:
             return c
-        sc = extra[g, i] + qbuf[i]
-        if sv[g, i] == considered and sc > best:
-            best = sc
+        score = gumbel_logits[g, i] + score_buf[i]
+        if search_visits[g, i] == considered and score > best:
+            best = score
             best_c = c
-        if sc > fb:
-            fb = sc
-            fb_c = c
+        if score > fallback:
+            fallback = score
+            fallback_c = c
     if best_c >= 0:
         return best_c
-    return fb_c
+    return fallback_c
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def init_gumbel_root(T, GM, cfg, g: int, f: int, nc: int) -> None:
+def init_gumbel_root(trees, games, cfg, g: int, f: int, nc: int) -> None:
     """Prepare the Gumbel root of game ``g`` for a new search (root children ``f .. f + nc``):
-    the Sequential Halving schedule of ``min(gumbel_m, nc)`` actions into ``seq`` and, per child,
-    ``extra = gumbel + log P`` (the Gumbel draw only when the search has noise)."""
-    ext = GM.extra[g]
+    the Sequential Halving schedule of ``min(gumbel_m, nc)`` actions into ``considered_visits``
+    and, per child, ``gumbel_logits = g + log P`` (the Gumbel draw g only when the search has
+    noise, else 0)."""
+    logits = games.gumbel_logits[g]
     m = min(cfg["gumbel_m"], nc)
-    considered_sequence(m, GM.target[g], GM.seq[g])
+    considered_sequence(m, games.target[g], games.considered_visits[g])
     for i in range(nc):
-        gz = 0.0
-        if GM.noise[g]:
-            gz = rand_gumbel(GM.rng, g)
-        ext[i] = gz + np.log(max(np.float64(T.p[g, f + i]), 1e-30))
+        gumbel = 0.0
+        if games.noise[g]:
+            gumbel = rand_gumbel(games.rng, g)
+        logits[i] = gumbel + np.log(max(np.float64(trees.prior[g, f + i]), 1e-30))

@@ -133,14 +133,14 @@ class BatchedMCTS:
         if cfg.node_budget < a + 1:
             raise ValueError(f"node_budget {cfg.node_budget} is below num_actions + 1 = {a + 1}")
         rng = np.array([game_seed(seed, g) for g in range(g_count)], dtype=np.uint64)
-        self._T = new_trees(g_count, cfg.node_budget)
-        self._GM = new_games(rng, a, cfg.max_simulations)
-        self._LV = new_leaves(g_count * cfg.leaves_per_step)
+        self._trees = new_trees(g_count, cfg.node_budget)
+        self._games = new_games(rng, a, cfg.max_simulations)
+        self._leaves = new_leaves(g_count * cfg.leaves_per_step)
         self._settings = pack_settings(cfg)
         #: packed settings by leaves per step (``begin_search(leaves=...)``)
         self._packed = {cfg.leaves_per_step: self._settings}
-        self._moves = np.empty(a, dtype=np.int32)
-        self._qbuf = np.empty(a, dtype=np.float64)
+        self._move_buf = np.empty(a, dtype=np.int32)  # kernel scratch: legal moves
+        self._float_buf = np.empty(a, dtype=np.float64)  # root scores; priors of a new node
         self._scratch: Scratch | None = None
         self._pending = 0
         self._search_games = np.arange(g_count, dtype=np.int32)
@@ -155,50 +155,50 @@ class BatchedMCTS:
         st = _as_state(state)
         if int(st[I_SIZE]) != self.size:
             raise ValueError(f"position of size {int(st[I_SIZE])} in a size-{self.size} search")
-        gm, t = self._GM, self._T
-        gm.root[g] = st
-        gm.searching[g] = False
-        gm.overflow[g] = 0
-        alive = terminal_status(gm.root[g], self.config.max_plies) == UNKNOWN
-        clear_tree(t, g, alive)
-        gm.active[g] = alive
+        games = self._games
+        games.root_state[g] = st
+        games.searching[g] = False
+        games.overflow[g] = 0
+        alive = terminal_status(games.root_state[g], self.config.max_plies) == UNKNOWN
+        clear_tree(self._trees, g, alive)
+        games.active[g] = alive
         if seed is not None:
-            gm.rng[g] = np.uint64(stream_state(seed))
+            games.rng[g] = np.uint64(stream_state(seed))
 
     def free(self, g: int) -> None:
         """Drop slot ``g``'s tree and mark it inactive."""
         self._check_idle()
-        self._GM.active[g] = False
-        self._GM.searching[g] = False
-        clear_tree(self._T, g, False)
+        self._games.active[g] = False
+        self._games.searching[g] = False
+        clear_tree(self._trees, g, False)
 
     def active_games(self) -> np.ndarray:
         """Indices (int64) of the slots holding an unfinished position."""
-        return np.flatnonzero(self._GM.active)
+        return np.flatnonzero(self._games.active)
 
     def is_active(self, g: int) -> bool:
-        return bool(self._GM.active[g])
+        return bool(self._games.active[g])
 
     def root_state(self, g: int) -> np.ndarray:
         """Copy of slot ``g``'s root position ((STATE_LEN,) int64)."""
-        return self._GM.root[g].copy()
+        return self._games.root_state[g].copy()
 
     def tree_size(self, g: int) -> int:
         """Nodes in use in slot ``g``'s tree."""
-        return int(self._T.count[g])
+        return int(self._trees.num_nodes[g])
 
     def overflow(self, g: int) -> int:
         """Leaves left unexpanded in slot ``g`` because its tree was full (since ``reset``)."""
-        return int(self._GM.overflow[g])
+        return int(self._games.overflow[g])
 
     def is_full_search(self, g: int) -> bool:
         """True if the last search of ``g`` was a full one (always, without playout caps): its
         policy target is meant to be recorded."""
-        return bool(self._GM.full[g])
+        return bool(self._games.full[g])
 
     def simulations_done(self, g: int) -> int:
         """Simulations completed in the current/last search of ``g``."""
-        return int(self._GM.done[g])
+        return int(self._games.done[g])
 
     # -- the search --------------------------------------------------------------------------
 
@@ -237,7 +237,7 @@ class BatchedMCTS:
             self._packed[k] = pack_settings(replace(cfg, leaves_per_step=k))
         self._settings = self._packed[k]
         if games is None:
-            games = np.flatnonzero(self._GM.active)
+            games = np.flatnonzero(self._games.active)
         games = np.ascontiguousarray(np.asarray(games, dtype=np.int32).reshape(-1))
         if games.size and (games.min() < 0 or games.max() >= self.num_games):
             raise ValueError("game index out of range")
@@ -255,13 +255,14 @@ class BatchedMCTS:
             full = cfg.full_simulations if cap else cfg.simulations
             cheap = cfg.cheap_sims
         need = max(full, cheap)
-        if need > self._GM.seq.shape[1]:
-            self._GM = self._GM._replace(seq=np.zeros((self.num_games, need), dtype=np.int32))
+        if need > self._games.considered_visits.shape[1]:
+            schedule = np.zeros((self.num_games, need), dtype=np.int32)
+            self._games = self._games._replace(considered_visits=schedule)
         begin_kernel(
-            self._T, self._GM, self._settings, games, full, cheap, cfg.full_prob, cap, noise
+            self._trees, self._games, self._settings, games, full, cheap, cfg.full_prob, cap, noise
         )
         self._search_games = games
-        return self._GM.full[games].copy()
+        return self._games.full[games].copy()
 
     def select_leaves(self) -> tuple[np.ndarray, np.ndarray]:
         """One selection per searching game (``leaves_per_step`` with virtual loss).
@@ -278,10 +279,11 @@ class BatchedMCTS:
         if self._pending:
             raise RuntimeError("expand_backup must be called before selecting again")
         n = select_kernel(
-            self._T, self._GM, self._LV, self._settings, self._search_games, self._qbuf
+            self._trees, self._games, self._leaves, self._settings, self._search_games,
+            self._float_buf,
         )
         self._pending = n
-        return self._LV.states[:n], self._LV.game[:n]
+        return self._leaves.states[:n], self._leaves.game[:n]
 
     def expand_backup(self, priors: np.ndarray, values: np.ndarray) -> None:
         """Expand the pending leaves and back up their values.
@@ -308,14 +310,14 @@ class BatchedMCTS:
                 flat = np.ascontiguousarray(priors, dtype=np.float32).reshape(-1)
                 stride = self.num_actions
             expand_backup_kernel(
-                self._T, self._GM, self._LV, self._settings, n, flat, stride, values,
-                self._moves, self._qbuf,
+                self._trees, self._games, self._leaves, self._settings, n, flat, stride, values,
+                self._move_buf, self._float_buf,
             )  # fmt: skip
         self._pending = 0
 
     def searching(self) -> bool:
         """True while some game of the current search still has budget or pending leaves."""
-        return bool(self._GM.searching[self._search_games].any())
+        return bool(self._games.searching[self._search_games].any())
 
     def run(
         self,
@@ -363,17 +365,17 @@ class BatchedMCTS:
 
         Raises ValueError for an illegal move or an inactive slot."""
         self._check_idle()
-        if not self._GM.active[g]:
+        if not self._games.active[g]:
             raise ValueError(f"game {g} is not active")
         code = self._move_code(move)
         legal = np.empty(self.num_actions, dtype=np.int64)
-        nl = generate_moves(self._GM.root[g], legal)
+        nl = generate_moves(self._games.root_state[g], legal)
         if code not in set(legal[:nl].tolist()):
             raise ValueError(f"move {move!r} is not legal in game {g}")
         if self._scratch is None:
             self._scratch = new_scratch(self.config.node_budget)
         advance_kernel(
-            self._T, self._GM, self._scratch, g, code, self.config.reuse_tree,
+            self._trees, self._games, self._scratch, g, code, self.config.reuse_tree,
             self.config.max_plies,
         )  # fmt: skip
 
@@ -381,48 +383,52 @@ class BatchedMCTS:
 
     def root_moves(self, g: int) -> np.ndarray:
         """(k,) int64 move codes of the root's children (``readout.root_moves``)."""
-        return readout.root_moves(self._T, g)
+        return readout.root_moves(self._trees, g)
 
     def root_visits(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """(moves (k,) int64, visits (k,) int32) of the root's children."""
-        return readout.root_visits(self._T, g)
+        return readout.root_visits(self._trees, g)
 
     def root_q(self, g: int) -> np.ndarray:
         """(k,) float32 Q of each root child, root mover's view (``readout.root_q``)."""
-        return readout.root_q(self._T, g)
+        return readout.root_q(self._trees, g)
 
     def root_priors(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(moves, network priors, priors the search used) of the root's children."""
-        return readout.root_priors(self._T, self._GM, self.config, g)
+        return readout.root_priors(self._trees, self._games, self.config, g)
 
     def root_proven(self, g: int) -> int | None:
         """Proven result for the side to move at the root: 1 win, 0 draw, -1 loss, None unknown."""
-        return readout.root_proven(self._T, g)
+        return readout.root_proven(self._trees, g)
 
     def root_value(self, g: int) -> float:
         """Value of the root for its side to move (``readout.root_value``)."""
-        return readout.root_value(self._T, g)
+        return readout.root_value(self._trees, g)
 
     def principal_variation(
         self, g: int, first_move: int | None = None, limit: int = 32
     ) -> list[int]:
         """Move codes of the most visited line (``readout.principal_variation``)."""
-        return readout.principal_variation(self._T, g, first_move, limit)
+        return readout.principal_variation(self._trees, g, first_move, limit)
 
     def policy_target(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """Training policy target (actions (k,) int64, probs (k,) float32) of the root
         (``readout.policy_target``: visit counts, or the Gumbel improved policy)."""
-        return readout.policy_target(self._T, self._GM, self._settings, self.config, self.size, g)
+        return readout.policy_target(
+            self._trees, self._games, self._settings, self.config, self.size, g
+        )
 
     def policy_dense(self, g: int) -> np.ndarray:
         """The policy target as a dense (A,) float32 vector over action indices."""
-        return readout.policy_dense(self._T, self._GM, self._settings, self.config, self.size, g)
+        return readout.policy_dense(
+            self._trees, self._games, self._settings, self.config, self.size, g
+        )
 
     def choose_move(self, g: int, temperature: float | None = None, rng=None) -> int:
         """Move code to play at slot ``g``'s root after a search (``readout.choose_move``: a proven
         win, else visit counts with the temperature schedule, or the Gumbel winner)."""
         return readout.choose_move(
-            self._T, self._GM, self._settings, self.config, g, temperature, rng
+            self._trees, self._games, self._settings, self.config, g, temperature, rng
         )
 
     # -- helpers -----------------------------------------------------------------------------

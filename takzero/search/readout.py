@@ -1,6 +1,6 @@
 """Readouts of a searched root: visit counts, Q values, priors, proofs, policy targets, the move
 to play and the principal variation. Plain numpy functions over the pools of
-``takzero.search.tree`` (``T``: ``Trees``, ``GM``: ``Games``, ``settings``: the packed settings,
+``takzero.search.tree`` (``trees``: ``Trees``, ``games``: ``Games``, ``settings``: the packed settings,
 ``config``: the ``SearchConfig``), for game ``g``; ``BatchedMCTS`` delegates its readout methods
 here. Values are from the view of the side to move at the root; move codes are core codes
 (int64), action indices those of ``takzero.nn.actions``.
@@ -14,7 +14,7 @@ from takzero.game.core import I_PLY, num_actions
 from takzero.nn.actions import move_to_action
 from takzero.search.config import SearchConfig
 from takzero.search.gumbel import root_sigma_q
-from takzero.search.puct import exploration, forced_playouts, puct_score
+from takzero.search.puct import exploration, forced_playouts, pruned_visit_count, puct_score
 from takzero.search.rng import rand_uniform
 from takzero.search.tree import DRAW, LOSS, UNKNOWN, WIN, Games, Trees
 
@@ -35,114 +35,113 @@ __all__ = [
 ]
 
 
-def _children(T: Trees, g: int) -> slice:
+def _children(trees: Trees, g: int) -> slice:
     """Pool slots of the root's children."""
-    f = int(T.first[g, 0])
-    return slice(f, f + int(T.nch[g, 0]))
+    f = int(trees.first_child[g, 0])
+    return slice(f, f + int(trees.num_children[g, 0]))
 
 
-def root_moves(T: Trees, g: int) -> np.ndarray:
+def root_moves(trees: Trees, g: int) -> np.ndarray:
     """(k,) int64 move codes of the root's children (the legal moves once the root is expanded;
     empty before)."""
-    return T.mv[g, _children(T, g)].astype(np.int64)
+    return trees.move[g, _children(trees, g)].astype(np.int64)
 
 
-def root_visits(T: Trees, g: int) -> tuple[np.ndarray, np.ndarray]:
+def root_visits(trees: Trees, g: int) -> tuple[np.ndarray, np.ndarray]:
     """(moves (k,) int64, visits (k,) int32) of the root's children."""
-    sl = _children(T, g)
-    return T.mv[g, sl].astype(np.int64), T.n[g, sl].copy()
+    sl = _children(trees, g)
+    return trees.move[g, sl].astype(np.int64), trees.visits[g, sl].copy()
 
 
-def root_q(T: Trees, g: int) -> np.ndarray:
+def root_q(trees: Trees, g: int) -> np.ndarray:
     """(k,) float32 mean value of each root child from the root mover's view (NaN if unvisited;
     the exact value if proven)."""
-    sl = _children(T, g)
-    n = T.n[g, sl].astype(np.float64)
+    sl = _children(trees, g)
+    visits = trees.visits[g, sl].astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        q = np.where(n > 0, T.w[g, sl] / n, np.nan)
-    st = T.status[g, sl]
-    q = np.where(st == WIN, 1.0, np.where(st == LOSS, -1.0, np.where(st == DRAW, 0.0, q)))
+        q = np.where(visits > 0, trees.value_sum[g, sl] / visits, np.nan)
+    status = trees.status[g, sl]
+    q = np.where(status == WIN, 1.0, np.where(status == LOSS, -1.0, np.where(status == DRAW, 0.0, q)))
     return q.astype(np.float32)
 
 
 def root_priors(
-    T: Trees, GM: Games, config: SearchConfig, g: int
+    trees: Trees, games: Games, config: SearchConfig, g: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(moves (k,) int64, priors (k,) float32, mixed (k,) float32): the network priors of the
     root's children and the priors the search used (with Dirichlet noise when it is on:
     ``(1 - noise_weight) * P + noise_weight * eta``, in float32)."""
-    sl = _children(T, g)
-    p = T.p[g, sl].copy()
-    k = p.shape[0]
-    mixed = p
+    sl = _children(trees, g)
+    prior = trees.prior[g, sl].copy()
+    k = prior.shape[0]
+    mixed = prior
     eps = config.noise_weight
-    if GM.noise[g] and not config.gumbel and eps > 0 and k:
-        mixed = ((1.0 - eps) * p + eps * GM.extra[g, :k]).astype(np.float32)
-    return T.mv[g, sl].astype(np.int64), p, mixed
+    if games.noise[g] and not config.gumbel and eps > 0 and k:
+        mixed = ((1.0 - eps) * prior + eps * games.dirichlet_noise[g, :k]).astype(np.float32)
+    return trees.move[g, sl].astype(np.int64), prior, mixed
 
 
-def root_proven(T: Trees, g: int) -> int | None:
+def root_proven(trees: Trees, g: int) -> int | None:
     """Proven result for the side to move at the root: 1 win, 0 draw, -1 loss, None unknown."""
-    s = int(T.status[g, 0])
+    s = int(trees.status[g, 0])
     return {UNKNOWN: None, WIN: -1, LOSS: 1, DRAW: 0}[s]
 
 
-def root_value(T: Trees, g: int) -> float:
+def root_value(trees: Trees, g: int) -> float:
     """Value of the root for its side to move: the exact value if proven, else the mean of the
     backed-up values (in [-1, 1]); 0 before any evaluation."""
-    proven = root_proven(T, g)
+    proven = root_proven(trees, g)
     if proven is not None:
         return float(proven)
-    n = int(T.n[g, 0])
-    return float(-T.w[g, 0] / n) if n else 0.0
+    visits = int(trees.visits[g, 0])
+    return float(-trees.value_sum[g, 0] / visits) if visits else 0.0
 
 
-def sigma_q(T: Trees, GM: Games, settings: np.ndarray, g: int) -> np.ndarray:
+def sigma_q(trees: Trees, games: Games, settings: np.ndarray, g: int) -> np.ndarray:
     """(k,) float64 ``sigma(completed Q)`` of the root's children (``gumbel.sigma_q``)."""
-    k = int(T.nch[g, 0])
+    k = int(trees.num_children[g, 0])
     out = np.empty(max(k, 1), dtype=np.float64)
     if k:
-        root_sigma_q(T, GM, settings, g, out)
+        root_sigma_q(trees, games, settings, g, out)
     return out[:k]
 
 
-def pruned_visits(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
+def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig,
                   g: int) -> np.ndarray:  # fmt: skip
     """(k,) float64 visit counts of the root's children after policy target pruning (KataGo, Wu
     2019, section 3.2; formula in ``takzero.search.config``): c* = the most visited child (first
     on ties) keeps its visits; every other visited child c keeps the least ``N'`` with
-    ``N(c) - n_forced(c) <= N' <= N(c)`` and ``Q(c) + c(s) P(c) / (1 + N') <= PUCT(c*)``
-    (``c(s)`` the exploration term ``puct.exploration`` of the root, P the priors the search
-    used: noised when the search had noise), and is dropped when ``N' <= 1``. Children proven
+    ``N(c) - n_forced(c) <= N' <= N(c)`` at which its PUCT score with ``N'`` visits and the same
+    Q is at most PUCT(c*) (``puct.pruned_visit_count``, which evaluates ``puct.puct_score``; the
+    exploration term is ``puct.exploration`` of the root, P the priors the search used: noised
+    when the search had noise), and is dropped when ``N' <= 1``. Children proven
     won, lost or drawn keep their visits (``target_probs`` handles them)."""
-    sl = _children(T, g)
-    n = T.n[g, sl].astype(np.float64)
-    k = n.shape[0]
-    if k == 0 or n.sum() <= 0:
-        return n
+    sl = _children(trees, g)
+    visits = trees.visits[g, sl].astype(np.float64)
+    k = visits.shape[0]
+    if k == 0 or visits.sum() <= 0:
+        return visits
     cfg = settings[0]
-    w = T.w[g, sl].astype(np.float64)
-    prior = GM.mixp[g, :k].astype(np.float64)
-    total = n.sum()
-    cs = exploration(cfg, np.float64(T.n[g, 0]))
-    best = int(np.argmax(n))
-    best_score = puct_score(w[best], n[best], cs, prior[best], 0.0)
-    out = n.copy()
+    value_sum = trees.value_sum[g, sl].astype(np.float64)
+    prior = games.mixed_prior[g, :k].astype(np.float64)
+    total = visits.sum()
+    exploration_term = exploration(cfg, np.float64(trees.visits[g, 0]))
+    best = int(np.argmax(visits))
+    bar = puct_score(value_sum[best], visits[best], exploration_term, prior[best], 0.0)
+    out = visits.copy()
     for c in range(k):
-        if c == best or n[c] <= 0 or T.status[g, sl.start + c] != UNKNOWN:
+        if c == best or visits[c] <= 0 or trees.status[g, sl.start + c] != UNKNOWN:
             continue
-        q = w[c] / n[c]
-        # whole playouts are taken away: at most floor(n_forced) of them
-        floor = max(0.0, np.ceil(n[c] - forced_playouts(config.forced_k, prior[c], total)))
-        gap = best_score - q
-        # PUCT(c) with N' visits is q + cs * P / (1 + N'); it stays <= PUCT(c*) from N' = wanted
-        wanted = cs * prior[c] / gap - 1.0 if gap > 0 else np.inf
-        kept = min(n[c], max(floor, np.ceil(wanted)))
+        # whole playouts are taken away: at most floor(n_forced) of them; keeping 1 or none
+        # both drop the child, so the search starts at 1
+        forced = forced_playouts(config.forced_k, prior[c], total)
+        least = max(1.0, np.ceil(visits[c] - forced))
+        kept = pruned_visit_count(value_sum[c], visits[c], least, exploration_term, prior[c], bar)
         out[c] = 0.0 if kept <= 1.0 else kept
     return out
 
 
-def target_probs(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
+def target_probs(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig,
                  g: int) -> np.ndarray:  # fmt: skip
     """Policy target over the root's child slots ((k,) float64, sums to 1): uniform over the
     proven wins if any; else, children proven lost excluded (unless all are), the Gumbel improved
@@ -152,61 +151,64 @@ def target_probs(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig
     Raises:
         ValueError: the root is not expanded.
     """
-    sl = _children(T, g)
-    st = T.status[g, sl]
-    k = st.shape[0]
+    sl = _children(trees, g)
+    status = trees.status[g, sl]
+    k = status.shape[0]
     if k == 0:
         raise ValueError(f"game {g} has no expanded root (run a search first)")
-    win = st == WIN
+    win = status == WIN
     if win.any():
         return win / win.sum()
-    keep = st != LOSS
+    keep = status != LOSS
     if not keep.any():
         keep = np.ones(k, dtype=bool)
     if config.gumbel:
-        logits = np.log(np.maximum(T.p[g, sl].astype(np.float64), 1e-30))
-        z = np.where(keep, logits + sigma_q(T, GM, settings, g), -np.inf)
+        logits = np.log(np.maximum(trees.prior[g, sl].astype(np.float64), 1e-30))
+        z = np.where(keep, logits + sigma_q(trees, games, settings, g), -np.inf)
         z = np.exp(z - z.max())
         return z / z.sum()
-    visits = pruned_visits(T, GM, settings, config, g) if config.policy_target_pruning else T.n[g, sl]
-    v = np.where(keep, visits, 0).astype(np.float64)
-    if v.sum() <= 0:
-        v = np.where(keep, T.p[g, sl], 0).astype(np.float64) + keep * 1e-12
-    return v / v.sum()
+    if config.policy_target_pruning:
+        visits = pruned_visits(trees, games, settings, config, g)
+    else:
+        visits = trees.visits[g, sl]
+    weights = np.where(keep, visits, 0).astype(np.float64)
+    if weights.sum() <= 0:
+        weights = np.where(keep, trees.prior[g, sl], 0).astype(np.float64) + keep * 1e-12
+    return weights / weights.sum()
 
 
-def policy_target(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig, size: int,
+def policy_target(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig, size: int,
                   g: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Training policy target of the root: (actions (k,) int64 action indices, probs (k,)
     float32 summing to 1) over the legal moves (``target_probs``)."""
-    probs = target_probs(T, GM, settings, config, g)
-    moves = root_moves(T, g)
+    probs = target_probs(trees, games, settings, config, g)
+    moves = root_moves(trees, g)
     actions = np.array([move_to_action(int(m), size) for m in moves], dtype=np.int64)
     return actions, probs.astype(np.float32)
 
 
-def policy_dense(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig, size: int,
+def policy_dense(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig, size: int,
                  g: int) -> np.ndarray:  # fmt: skip
     """The policy target as a dense (A,) float32 vector over action indices."""
-    actions, probs = policy_target(T, GM, settings, config, size, g)
+    actions, probs = policy_target(trees, games, settings, config, size, g)
     out = np.zeros(num_actions(size), dtype=np.float32)
     out[actions] = probs
     return out
 
 
-def principal_variation(T: Trees, g: int, first_move: int | None = None,
+def principal_variation(trees: Trees, g: int, first_move: int | None = None,
                         limit: int = 32) -> list[int]:  # fmt: skip
     """Move codes of the most visited line from the root (starting with ``first_move`` when
     given, e.g. the move actually chosen), at most ``limit`` plies."""
     pv: list[int] = []
     node = 0
     for depth in range(limit):
-        f, k = int(T.first[g, node]), int(T.nch[g, node])
+        f, k = int(trees.first_child[g, node]), int(trees.num_children[g, node])
         if k <= 0:
             break
-        visits = T.n[g, f : f + k]
+        visits = trees.visits[g, f : f + k]
         if depth == 0 and first_move is not None:
-            idx = np.flatnonzero(T.mv[g, f : f + k] == first_move)
+            idx = np.flatnonzero(trees.move[g, f : f + k] == first_move)
             if idx.size == 0:
                 break
             j = int(idx[0])
@@ -214,12 +216,12 @@ def principal_variation(T: Trees, g: int, first_move: int | None = None,
             j = int(np.argmax(visits))
             if visits[j] <= 0:
                 break
-        pv.append(int(T.mv[g, f + j]))
+        pv.append(int(trees.move[g, f + j]))
         node = f + j
     return pv
 
 
-def choose_move(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig, g: int,
+def choose_move(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig, g: int,
                 temperature: float | None = None, rng=None) -> int:  # fmt: skip
     """Move code to play at the root after a search.
 
@@ -239,43 +241,44 @@ def choose_move(T: Trees, GM: Games, settings: np.ndarray, config: SearchConfig,
     Raises:
         ValueError: the root is not expanded.
     """
-    sl = _children(T, g)
+    sl = _children(trees, g)
     k = sl.stop - sl.start
     if k == 0:
         raise ValueError(f"game {g} has no expanded root (run a search first)")
-    mv = T.mv[g, sl]
-    n = T.n[g, sl].astype(np.float64)
-    st = T.status[g, sl]
-    win = st == WIN
+    moves = trees.move[g, sl]
+    visits = trees.visits[g, sl].astype(np.float64)
+    status = trees.status[g, sl]
+    win = status == WIN
     if win.any():
-        return int(mv[np.argmax(np.where(win, n, -1.0))])
-    keep = st != LOSS
+        return int(moves[np.argmax(np.where(win, visits, -1.0))])
+    keep = status != LOSS
     if not keep.any():
         keep = np.ones(k, dtype=bool)
     if config.gumbel:
-        score = GM.extra[g, :k].astype(np.float64) + sigma_q(T, GM, settings, g)
-        sv = GM.sv[g, :k]
-        top = sv[keep].max()
-        cand = keep & (sv == top)
-        return int(mv[np.argmax(np.where(cand, score, -np.inf))])
-    tau = config.temperature_at(int(GM.root[g, I_PLY])) if temperature is None else temperature
+        score = games.gumbel_logits[g, :k].astype(np.float64) + sigma_q(trees, games, settings, g)
+        search_visits = games.search_visits[g, :k]
+        top = search_visits[keep].max()
+        cand = keep & (search_visits == top)
+        return int(moves[np.argmax(np.where(cand, score, -np.inf))])
+    ply = int(games.root_state[g, I_PLY])
+    tau = config.temperature_at(ply) if temperature is None else temperature
     if config.policy_target_pruning:  # KataGo plays from the pruned counts too
-        n = pruned_visits(T, GM, settings, config, g)
-    visits = np.where(keep, n, 0.0)
-    if visits.sum() <= 0:
-        visits = np.where(keep, T.p[g, sl].astype(np.float64) + 1e-12, 0.0)
+        visits = pruned_visits(trees, games, settings, config, g)
+    weights = np.where(keep, visits, 0.0)
+    if weights.sum() <= 0:
+        weights = np.where(keep, trees.prior[g, sl].astype(np.float64) + 1e-12, 0.0)
     if tau <= 1e-6:
-        best = visits.max()
-        cand = np.flatnonzero(visits == best)
+        best = weights.max()
+        cand = np.flatnonzero(weights == best)
         if cand.size > 1:
-            q = root_q(T, g)[cand]
+            q = root_q(trees, g)[cand]
             q = np.where(np.isnan(q), -np.inf, q)
-            pri = T.p[g, sl][cand]
-            cand = cand[np.lexsort((-pri, -q))]
-        return int(mv[cand[0]])
+            prior = trees.prior[g, sl][cand]
+            cand = cand[np.lexsort((-prior, -q))]
+        return int(moves[cand[0]])
     with np.errstate(divide="ignore"):
-        z = np.log(visits) / tau
+        z = np.log(weights) / tau
     z = np.exp(z - z.max())
     cdf = np.cumsum(z / z.sum())
-    u = rng.random() if rng is not None else rand_uniform(GM.rng, g)
-    return int(mv[min(int(np.searchsorted(cdf, u, side="right")), k - 1)])
+    u = rng.random() if rng is not None else rand_uniform(games.rng, g)
+    return int(moves[min(int(np.searchsorted(cdf, u, side="right")), k - 1)])

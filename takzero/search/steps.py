@@ -87,69 +87,70 @@ def _copy_state(src: np.ndarray, i: int, dst: np.ndarray, j: int) -> None:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _expand(n, w, p, mv, first, nch, status, flags, count, overflow, cfg, g: int, x: int,
-            state: np.ndarray, priors: np.ndarray, offset: int, moves: np.ndarray,
-            pbuf: np.ndarray) -> None:  # fmt: skip
-    """Create the children of node ``x`` (position ``state``) with priors gathered from
-    ``priors[offset + action]`` and renormalised over the legal moves (non-finite or negative
-    entries count as 0; an all-zero row becomes uniform). Children are stored by decreasing prior
+def _expand(visits, value_sum, prior, move, first_child, num_children, status, flags, num_nodes,
+            overflow, cfg, g: int, x: int, state: np.ndarray, net_priors: np.ndarray, offset: int,
+            move_buf: np.ndarray, prior_buf: np.ndarray) -> None:  # fmt: skip
+    """Create the children of node ``x`` (position ``state``) with priors gathered from the
+    network's ``net_priors[offset + action]`` (flat float32) and renormalised over the legal
+    moves (non-finite or negative entries count as 0; an all-zero row becomes uniform). Children are stored by decreasing prior
     (stable), which keeps the visited children of a non-root node a prefix (``select_prefix``).
     If the tree has no room, flag FLAG_NOEXPAND instead. With the road check on, winning
-    placements (``road_win_squares``) are marked and ``x`` is proven at once. ``moves`` (int32)
-    and ``pbuf`` (float64) are scratch arrays of length >= A."""
-    nm = generate_moves(state, moves)
+    placements (``road_win_squares``) are marked and ``x`` is proven at once. ``move_buf``
+    (int32) and ``prior_buf`` (float64) are scratch arrays of length >= A; the pools are those of
+    ``takzero.search.tree.Trees``, ``overflow`` the (G,) count of ``Games``."""
+    nm = generate_moves(state, move_buf)
     if nm == 0:
         flags[g, x] |= FLAG_NOEXPAND
         return
-    f = count[g]
-    if f + nm > n.shape[1]:
+    f = num_nodes[g]
+    if f + nm > visits.shape[1]:
         flags[g, x] |= FLAG_NOEXPAND
         overflow[g] += 1
         return
-    count[g] = f + nm
+    num_nodes[g] = f + nm
     size = state[I_SIZE]
     total = 0.0
     ordered = True
     prev = np.inf
     for i in range(nm):
-        m = moves[i]
-        pr = np.float64(priors[np.uint64(offset + move_to_action(m, size))])
-        if not (pr > 0.0 and pr < np.inf):
-            pr = 0.0
-        pbuf[i] = pr
-        total += pr
-        if pr > prev:
+        m = move_buf[i]
+        child_prior = np.float64(net_priors[np.uint64(offset + move_to_action(m, size))])
+        if not (child_prior > 0.0 and child_prior < np.inf):
+            child_prior = 0.0
+        prior_buf[i] = child_prior
+        total += child_prior
+        if child_prior > prev:
             ordered = False
-        prev = pr
+        prev = child_prior
     ug = np.uint64(g)
     if not (total > 0.0 and total < np.inf):
         u = 1.0 / nm
         for i in range(nm):
-            p[ug, np.uint64(f + i)] = u
-            mv[ug, np.uint64(f + i)] = moves[i]
+            prior[ug, np.uint64(f + i)] = u
+            move[ug, np.uint64(f + i)] = move_buf[i]
     elif ordered:
         inv = 1.0 / total
         for i in range(nm):
-            p[ug, np.uint64(f + i)] = pbuf[i] * inv
-            mv[ug, np.uint64(f + i)] = moves[i]
+            prior[ug, np.uint64(f + i)] = prior_buf[i] * inv
+            move[ug, np.uint64(f + i)] = move_buf[i]
     else:
         inv = 1.0 / total
         for i in range(nm):
-            pbuf[i] = pbuf[i] * inv
-        order = np.argsort(-pbuf[:nm], kind="mergesort")
+            prior_buf[i] = prior_buf[i] * inv
+        order = np.argsort(-prior_buf[:nm], kind="mergesort")
         for j in range(nm):
             i = np.uint64(order[j])
-            p[ug, np.uint64(f + j)] = pbuf[i]
-            mv[ug, np.uint64(f + j)] = moves[i]
+            prior[ug, np.uint64(f + j)] = prior_buf[i]
+            move[ug, np.uint64(f + j)] = move_buf[i]
     # new slots already have zero statistics (the free-slot invariant, see ``clear_tree``), and
-    # first[] is only read when nch > 0
-    first[g, x] = f
-    nch[g, x] = nm
+    # first_child is only read when num_children > 0
+    first_child[g, x] = f
+    num_children[g, x] = nm
     if cfg["road_check"] and state[I_PLY] >= 2:
         win = road_win_squares(state)
         if win != 0:
             for c in range(f, f + nm):
-                m = mv[g, c]
+                m = move[g, c]
                 kind = (m >> 6) & 3
                 if (kind == FLAT or kind == CAP) and (win >> np.uint64(m & 63)) & np.uint64(1):
                     status[g, c] = WIN
@@ -158,42 +159,44 @@ def _expand(n, w, p, mv, first, nch, status, flags, count, overflow, cfg, g: int
 
 
 @njit(cache=True, error_model="numpy")
-def _init_root(T, GM, cfg, g: int) -> None:
+def _init_root(trees, games, cfg, g: int) -> None:
     """Prepare an expanded root for a new search: per-search visits, root terminal check, the
     root's value estimate (v_raw), then the Gumbel draw and schedule (``init_gumbel_root``) or the
     Dirichlet draw and mixed priors (``mix_root_noise``)."""
-    nc = T.nch[g, 0]
+    nc = trees.num_children[g, 0]
     if nc == 0:
         return
-    f = T.first[g, 0]
-    n0 = T.n[g, 0]
-    GM.raw[g] = -T.w[g, 0] / n0 if n0 > 0 else 0.0
+    f = trees.first_child[g, 0]
+    root_visits = trees.visits[g, 0]
+    games.raw_value[g] = -trees.value_sum[g, 0] / root_visits if root_visits > 0 else 0.0
     for i in range(nc):
-        GM.sv[g, i] = 0
+        games.search_visits[g, i] = 0
     if cfg["root_terminal_check"]:
-        st = GM.root[g]
+        state = games.root_state[g]
         max_plies = cfg["max_plies"]
         changed = False
         for i in range(nc):
             c = f + i
-            if T.status[g, c] != UNKNOWN or T.flags[g, c] != 0 or T.n[g, c] != 0:
+            if trees.status[g, c] != UNKNOWN or trees.flags[g, c] != 0 or trees.visits[g, c] != 0:
                 continue
-            if T.nch[g, c] != 0:
+            if trees.num_children[g, c] != 0:
                 continue
-            m = T.mv[g, c]
-            undo = make_move(st, m)
-            ts = terminal_status(st, max_plies)
-            unmake_move(st, m, undo)
-            if ts != UNKNOWN:
-                T.status[g, c] = ts
-                T.flags[g, c] = FLAG_TERMINAL
+            m = trees.move[g, c]
+            undo = make_move(state, m)
+            end_status = terminal_status(state, max_plies)
+            unmake_move(state, m, undo)
+            if end_status != UNKNOWN:
+                trees.status[g, c] = end_status
+                trees.flags[g, c] = FLAG_TERMINAL
                 changed = True
         if changed:
-            T.status[g, 0] = compute_status(T.nch, T.first, T.status, g, 0)
+            trees.status[g, 0] = compute_status(
+                trees.num_children, trees.first_child, trees.status, g, 0
+            )
     if cfg["gumbel"]:
-        init_gumbel_root(T, GM, cfg, g, f, nc)
+        init_gumbel_root(trees, games, cfg, g, f, nc)
     else:
-        mix_root_noise(T, GM, cfg, g, f, nc)
+        mix_root_noise(trees, games, cfg, g, f, nc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,27 +205,29 @@ def _init_root(T, GM, cfg, g: int) -> None:
 
 
 @njit(cache=True, error_model="numpy")
-def begin_kernel(T, GM, settings: np.ndarray, games: np.ndarray, full_sims: int, cheap_sims: int,
-                 full_prob: float, playout_cap: bool, add_noise: bool) -> None:  # fmt: skip
-    """Start a search for each game in ``games`` (int32): budget (playout cap draw), noise flag,
-    root preparation for already expanded roots. Inactive games are skipped."""
+def begin_kernel(trees, games, settings: np.ndarray, game_ids: np.ndarray, full_sims: int,
+                 cheap_sims: int, full_prob: float, playout_cap: bool,
+                 add_noise: bool) -> None:  # fmt: skip
+    """Start a search for each game in ``game_ids`` (int32): budget (playout cap draw), noise
+    flag, root preparation for already expanded roots. Inactive games are skipped. ``trees``,
+    ``games``: the pools (``takzero.search.tree``)."""
     cfg = settings[0]
-    for gi in range(games.shape[0]):
-        g = np.int64(games[gi])
-        if not GM.active[g]:
-            GM.searching[g] = False
+    for gi in range(game_ids.shape[0]):
+        g = np.int64(game_ids[gi])
+        if not games.active[g]:
+            games.searching[g] = False
             continue
         full = True
         if playout_cap:
-            full = rand_uniform(GM.rng, g) < full_prob
-        GM.full[g] = full
-        GM.target[g] = full_sims if full else cheap_sims
-        GM.done[g] = 0
-        GM.inflight[g] = 0
-        GM.noise[g] = add_noise and full
-        GM.searching[g] = True
-        if T.nch[g, 0] > 0:
-            _init_root(T, GM, cfg, g)
+            full = rand_uniform(games.rng, g) < full_prob
+        games.full[g] = full
+        games.target[g] = full_sims if full else cheap_sims
+        games.done[g] = 0
+        games.inflight[g] = 0
+        games.noise[g] = add_noise and full
+        games.searching[g] = True
+        if trees.num_children[g, 0] > 0:
+            _init_root(trees, games, cfg, g)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,86 +236,101 @@ def begin_kernel(T, GM, settings: np.ndarray, games: np.ndarray, full_sims: int,
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _count_root_visit(sv, path, slot: int, g: int, f0: int, gumbel: bool) -> None:
-    """Count a simulation for the root child it went through (``sv``: Gumbel's Sequential
-    Halving; PUCT does not use it)."""
+def _count_root_visit(search_visits, path, slot: int, g: int, root_first: int,
+                      gumbel: bool) -> None:  # fmt: skip
+    """Count a simulation for the root child it went through (``search_visits``: Gumbel's
+    Sequential Halving; PUCT does not use it)."""
     if gumbel:
-        sv[g, path[slot, 1] - f0] += 1
+        search_visits[g, path[slot, 1] - root_first] += 1
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _descend(n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mixp, sv, raw, seq,
-             states, path, cfg, g: int, slot: int, qbuf: np.ndarray) -> tuple[int, int]:  # fmt: skip
+def _descend(visits, value_sum, prior, move, first_child, num_children, status, flags,
+             virtual_visits, root_state, noise, gumbel_logits, mixed_prior, search_visits,
+             raw_value, considered_visits, states, path, cfg, g: int, slot: int,
+             score_buf: np.ndarray) -> tuple[int, int]:  # fmt: skip
     """One selection from the root of game ``g`` into leaf slot ``slot``. Returns (code, depth):
     code 0 if a leaf was recorded for evaluation (virtual visits added along its path), 1 if a
     value was backed up at once (terminal, proven, full tree), 2 if nothing could be done (a
     pending leaf was hit, or no child can be selected). With one leaf per game per step no virtual
-    visit is pending during a descent, so ``vl`` is neither read nor written."""
-    _copy_state(root, g, states, slot)
-    st = unowned_row(states, slot)
+    visit is pending during a descent, so ``virtual_visits`` is neither read nor written."""
+    _copy_state(root_state, g, states, slot)
+    state = unowned_row(states, slot)
     path[slot, 0] = 0
     x = 0
     depth = 0
     gumbel = cfg["gumbel"]
     max_plies = cfg["max_plies"]
-    f0 = first[g, 0]
-    use_vl = cfg["leaves_per_step"] > 1
+    root_first = first_child[g, 0]
+    use_virtual = cfg["leaves_per_step"] > 1
     while True:
         if depth > 0:
-            c = select_prefix(n, w, p, mv, status, vl, first, nch, cfg, g, x, use_vl)
+            c = select_prefix(
+                visits, value_sum, prior, move, status, virtual_visits, first_child, num_children,
+                cfg, g, x, use_virtual,
+            )  # fmt: skip
         elif gumbel:
-            c = select_gumbel_root(n, w, p, status, first, nch, raw, extra, sv, seq, cfg, g, qbuf)
+            c = select_gumbel_root(
+                visits, value_sum, prior, status, first_child, num_children, raw_value,
+                gumbel_logits, search_visits, considered_visits, cfg, g, score_buf,
+            )  # fmt: skip
         else:
-            c = select_root(n, w, status, vl, first, nch, noise, mixp, cfg, g, qbuf, use_vl)
+            c = select_root(
+                visits, value_sum, status, virtual_visits, first_child, num_children, noise,
+                mixed_prior, cfg, g, score_buf, use_virtual,
+            )  # fmt: skip
         if c < 0:
-            propagate(nch, first, status, path, slot, g, depth)
+            propagate(num_children, first_child, status, path, slot, g, depth)
             return 2, depth
-        if nch[g, c] > 0:
+        if num_children[g, c] > 0:
             # the next selection scans c's children: start loading them while the move is played
-            fc = first[g, c]
-            prefetch(status, g, fc)
-            prefetch(n, g, fc)
-            prefetch(p, g, fc)
-            prefetch(w, g, fc)
+            next_first = first_child[g, c]
+            prefetch(status, g, next_first)
+            prefetch(visits, g, next_first)
+            prefetch(prior, g, next_first)
+            prefetch(value_sum, g, next_first)
             # an expanded node's position goes on (a finished one has no moves), so its result
             # stays RESULT_NONE, as the root's: skip the road and flat-count tests
-            apply_move(st, mv[g, c])
+            apply_move(state, move[g, c])
         else:
-            make_move(st, mv[g, c])
+            make_move(state, move[g, c])
         depth += 1
         path[slot, depth] = c
         s = status[g, c]
         # a flagged node (terminal, or not expandable) is proven or has visits, so flags[g, c] need
         # not be read here
-        if s == UNKNOWN and nch[g, c] == 0 and n[g, c] == 0 and (not use_vl or vl[g, c] == 0):
-            ts = terminal_status(st, max_plies)
-            if ts != UNKNOWN:
-                status[g, c] = ts
+        if (
+            s == UNKNOWN and num_children[g, c] == 0 and visits[g, c] == 0
+            and (not use_virtual or virtual_visits[g, c] == 0)
+        ):  # fmt: skip
+            end_status = terminal_status(state, max_plies)
+            if end_status != UNKNOWN:
+                status[g, c] = end_status
                 flags[g, c] = FLAG_TERMINAL
-                s = ts
-                propagate(nch, first, status, path, slot, g, depth - 1)
+                s = end_status
+                propagate(num_children, first_child, status, path, slot, g, depth - 1)
         if s != UNKNOWN:
-            _count_root_visit(sv, path, slot, g, f0, gumbel)
-            backup(n, w, path, slot, g, depth, status_value(s))
+            _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
+            backup(visits, value_sum, path, slot, g, depth, status_value(s))
             return 1, depth
-        if nch[g, c] > 0:
+        if num_children[g, c] > 0:
             if depth < MAX_DEPTH - 1:
                 x = c
                 continue
-            _count_root_visit(sv, path, slot, g, f0, gumbel)
-            backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
+            _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
+            backup(visits, value_sum, path, slot, g, depth, value_sum[g, c] / visits[g, c])
             return 1, depth
-        if use_vl and vl[g, c] > 0:
+        if use_virtual and virtual_visits[g, c] > 0:
             return 2, depth
-        if n[g, c] > 0:
+        if visits[g, c] > 0:
             # evaluated but not expandable (tree full, or at MAX_DEPTH): back up its mean again
-            _count_root_visit(sv, path, slot, g, f0, gumbel)
-            backup(n, w, path, slot, g, depth, w[g, c] / n[g, c])
+            _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
+            backup(visits, value_sum, path, slot, g, depth, value_sum[g, c] / visits[g, c])
             return 1, depth
-        if use_vl:
+        if use_virtual:
             for i in range(depth + 1):
-                vl[g, path[slot, i]] += 1
-        _count_root_visit(sv, path, slot, g, f0, gumbel)
+                virtual_visits[g, path[slot, i]] += 1
+        _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
         return 0, depth
 
 
@@ -323,96 +343,107 @@ def _prefetch_position(states, i: int) -> None:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_root_node(n, w, first, nch, status, g: int) -> None:
+def _prefetch_root_node(visits, value_sum, first_child, num_children, status, g: int) -> None:
     """Prefetch the fields of game ``g``'s root node that a descent reads first."""
-    prefetch(first, g, 0)
-    prefetch(nch, g, 0)
-    prefetch(n, g, 0)
-    prefetch(w, g, 0)
+    prefetch(first_child, g, 0)
+    prefetch(num_children, g, 0)
+    prefetch(visits, g, 0)
+    prefetch(value_sum, g, 0)
     prefetch(status, g, 0)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_root_children(n, w, first, nch, status, mixp, root, g: int, gumbel: bool) -> None:
+def _prefetch_root_children(visits, value_sum, first_child, num_children, status, mixed_prior,
+                            root_state, g: int, gumbel: bool) -> None:  # fmt: skip
     """Prefetch what the root scan of game ``g`` reads (its root node must be cached: see
     ``_prefetch_root_node``): the children's statistics, the mixed priors and the root position's
     header and square fields."""
-    f = first[g, 0]
-    nc = nch[g, 0]
+    f = first_child[g, 0]
+    nc = num_children[g, 0]
     for i in range(0, nc, 16):  # 4-byte fields: 16 per cache line
-        prefetch(n, g, f + i)
-        prefetch(w, g, f + i)
+        prefetch(visits, g, f + i)
+        prefetch(value_sum, g, f + i)
     for i in range(0, nc, 64):
         prefetch(status, g, f + i)
     if not gumbel:
         for i in range(0, nc, 16):
-            prefetch(mixp, g, i)
-    _prefetch_position(root, g)
+            prefetch(mixed_prior, g, i)
+    _prefetch_position(root_state, g)
 
 
 @njit(cache=True, error_model="numpy")
-def select_kernel(T, GM, LV, settings: np.ndarray, games: np.ndarray, qbuf: np.ndarray) -> int:
-    """Pick up to ``leaves_per_step`` leaves per searching game of ``games`` (int32, in order) and
-    write them to ``LV``; terminal and proven leaves are backed up here at once (a game keeps
+def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarray,
+                  score_buf: np.ndarray) -> int:  # fmt: skip
+    """Pick up to ``leaves_per_step`` leaves per searching game of ``game_ids`` (int32, in
+    order) and write them to ``leaves`` (``takzero.search.tree.Leaves``); terminal and proven leaves are backed up here at once (a game keeps
     descending until it finds a leaf to evaluate or its budget is spent). A game that produced
     nothing and has nothing pending is finished (``searching`` cleared). Returns the leaf count.
-    ``qbuf``: float64 scratch of length >= A."""
+    ``score_buf``: float64 scratch of length >= A."""
     cfg = settings[0]
-    n, w, p, mv = unowned(T.n), unowned(T.w), unowned(T.p), unowned(T.mv)
-    first, nch, status = unowned(T.first), unowned(T.nch), unowned(T.status)
-    flags, vl = unowned(T.flags), unowned(T.vl)
-    root, noise, extra = unowned(GM.root), unowned(GM.noise), unowned(GM.extra)
-    mixp = unowned(GM.mixp)
-    sv, raw, seq = unowned(GM.sv), unowned(GM.raw), unowned(GM.seq)
-    searching, done = unowned(GM.searching), unowned(GM.done)
-    inflight, target = unowned(GM.inflight), unowned(GM.target)
-    states, path = unowned(LV.states), unowned(LV.path)
-    lgame, ldepth = unowned(LV.game), unowned(LV.depth)
-    k = cfg["leaves_per_step"]
+    visits, value_sum = unowned(trees.visits), unowned(trees.value_sum)
+    prior, move = unowned(trees.prior), unowned(trees.move)
+    first_child, num_children = unowned(trees.first_child), unowned(trees.num_children)
+    status, flags = unowned(trees.status), unowned(trees.flags)
+    virtual_visits = unowned(trees.virtual_visits)
+    root_state, noise = unowned(games.root_state), unowned(games.noise)
+    gumbel_logits, mixed_prior = unowned(games.gumbel_logits), unowned(games.mixed_prior)
+    search_visits, raw_value = unowned(games.search_visits), unowned(games.raw_value)
+    considered_visits = unowned(games.considered_visits)
+    searching, done = unowned(games.searching), unowned(games.done)
+    inflight, target = unowned(games.inflight), unowned(games.target)
+    states, path = unowned(leaves.states), unowned(leaves.path)
+    leaf_game, leaf_depth = unowned(leaves.game), unowned(leaves.depth)
+    per_game = cfg["leaves_per_step"]
     gumbel = cfg["gumbel"]
-    L = 0
-    ng = games.shape[0]
+    num_leaves = 0
+    ng = game_ids.shape[0]
     for gi in range(ng):
-        g = np.int64(games[gi])
+        g = np.int64(game_ids[gi])
         # the games are independent: load the next games' root data while this one is searched
         # (the root node of the game after next, the root's children and position of the next)
         if gi + 2 < ng:
-            _prefetch_root_node(n, w, first, nch, status, np.int64(games[gi + 2]))
+            _prefetch_root_node(
+                visits, value_sum, first_child, num_children, status, np.int64(game_ids[gi + 2])
+            )
         if gi + 1 < ng:
-            g1 = np.int64(games[gi + 1])
+            g1 = np.int64(game_ids[gi + 1])
             if searching[g1]:
-                _prefetch_root_children(n, w, first, nch, status, mixp, root, g1, gumbel)
+                _prefetch_root_children(
+                    visits, value_sum, first_child, num_children, status, mixed_prior, root_state,
+                    g1, gumbel,
+                )  # fmt: skip
         if not searching[g]:
             continue
         got = 0
         misses = 0
-        while got < k:
+        while got < per_game:
             if status[g, 0] != UNKNOWN:
                 break
-            if nch[g, 0] == 0:
-                if vl[g, 0] > 0 or flags[g, 0] != 0:
+            if num_children[g, 0] == 0:
+                if virtual_visits[g, 0] > 0 or flags[g, 0] != 0:
                     break
-                _copy_state(root, g, states, L)
-                path[L, 0] = 0
-                ldepth[L] = 0
-                lgame[L] = g
-                vl[g, 0] += 1
-                L += 1
+                _copy_state(root_state, g, states, num_leaves)
+                path[num_leaves, 0] = 0
+                leaf_depth[num_leaves] = 0
+                leaf_game[num_leaves] = g
+                virtual_visits[g, 0] += 1
+                num_leaves += 1
                 got += 1
                 break
             if done[g] + inflight[g] >= target[g]:
                 break
-            r, depth = _descend(
-                n, w, p, mv, first, nch, status, flags, vl, root, noise, extra, mixp, sv, raw,
-                seq, states, path, cfg, g, L, qbuf,
+            code, depth = _descend(
+                visits, value_sum, prior, move, first_child, num_children, status, flags,
+                virtual_visits, root_state, noise, gumbel_logits, mixed_prior, search_visits,
+                raw_value, considered_visits, states, path, cfg, g, num_leaves, score_buf,
             )  # fmt: skip
-            if r == 0:
-                lgame[L] = g
-                ldepth[L] = depth
-                L += 1
+            if code == 0:
+                leaf_game[num_leaves] = g
+                leaf_depth[num_leaves] = depth
+                num_leaves += 1
                 got += 1
                 inflight[g] += 1
-            elif r == 1:
+            elif code == 1:
                 done[g] += 1
             else:
                 misses += 1
@@ -420,7 +451,7 @@ def select_kernel(T, GM, LV, settings: np.ndarray, games: np.ndarray, qbuf: np.n
                     break
         if got == 0 and inflight[g] == 0:
             searching[g] = False
-    return L
+    return num_leaves
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,26 +460,26 @@ def select_kernel(T, GM, LV, settings: np.ndarray, games: np.ndarray, qbuf: np.n
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_leaf(n, w, p, mv, first, nch, status, flags, count, path, lgame, ldepth,
-                   j: int) -> None:  # fmt: skip
+def _prefetch_leaf(visits, value_sum, prior, move, first_child, num_children, status, flags,
+                   num_nodes, path, leaf_game, leaf_depth, j: int) -> None:  # fmt: skip
     """Prefetch what expanding and backing up leaf ``j`` touches in the tree (its path must be
     cached: see ``_prefetch_leaf_path``): the leaf node, the pool slots its children will take
     (priors and moves, about 80 of them) and the statistics along its path."""
-    g = np.int64(lgame[j])
-    depth = np.int64(ldepth[j])
+    g = np.int64(leaf_game[j])
+    depth = np.int64(leaf_depth[j])
     x = np.int64(path[j, depth])
-    prefetch_write(first, g, x)
-    prefetch_write(nch, g, x)
+    prefetch_write(first_child, g, x)
+    prefetch_write(num_children, g, x)
     prefetch(status, g, x)
     prefetch(flags, g, x)
-    f = np.int64(count[g])
+    f = np.int64(num_nodes[g])
     for i in range(0, 80, 16):
-        prefetch_write(p, g, f + i)
-        prefetch_write(mv, g, f + i)
+        prefetch_write(prior, g, f + i)
+        prefetch_write(move, g, f + i)
     for i in range(depth):
         x = np.int64(path[j, i])
-        prefetch(n, g, x)
-        prefetch(w, g, x)
+        prefetch(visits, g, x)
+        prefetch(value_sum, g, x)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -459,58 +490,63 @@ def _prefetch_leaf_path(states, path, j: int) -> None:
 
 
 @njit(cache=True, error_model="numpy")
-def expand_backup_kernel(T, GM, LV, settings: np.ndarray, num: int, priors: np.ndarray,
-                         stride: int, values: np.ndarray, moves: np.ndarray,
-                         pbuf: np.ndarray) -> None:  # fmt: skip
-    """Expand the ``num`` pending leaves with the priors of leaf ``j`` at ``priors[j * stride:]``
-    (``priors`` flat float32; stride A for a (num, A) array, 0 for one row shared by all) and back
-    up ``values`` (num,) (view of the side to move at each leaf; NaN counts as 0, clipped to
-    [-1, 1]). A leaf proven by the road check backs up its exact value instead. Root leaves
-    (depth 0) then get their root preparation and do not count as simulations. ``moves`` (int32)
-    and ``pbuf`` (float64): scratch of length >= A."""
+def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves: int,
+                         net_priors: np.ndarray, stride: int, values: np.ndarray,
+                         move_buf: np.ndarray, prior_buf: np.ndarray) -> None:  # fmt: skip
+    """Expand the ``num_leaves`` pending leaves with the network priors of leaf ``j`` at
+    ``net_priors[j * stride:]`` (flat float32; stride A for a (num_leaves, A) array, 0 for one
+    row shared by all) and back up ``values`` (num_leaves,) (view of the side to move at each
+    leaf; NaN counts as 0, clipped to [-1, 1]). A leaf proven by the road check backs up its exact value instead. Root leaves
+    (depth 0) then get their root preparation and do not count as simulations. ``move_buf``
+    (int32) and ``prior_buf`` (float64): scratch of length >= A."""
     cfg = settings[0]
-    n, w, p, mv = unowned(T.n), unowned(T.w), unowned(T.p), unowned(T.mv)
-    first, nch, status = unowned(T.first), unowned(T.nch), unowned(T.status)
-    flags, vl = unowned(T.flags), unowned(T.vl)
-    count, overflow = unowned(T.count), unowned(GM.overflow)
-    done, inflight = unowned(GM.done), unowned(GM.inflight)
-    states, path = unowned(LV.states), unowned(LV.path)
-    lgame, ldepth = unowned(LV.game), unowned(LV.depth)
-    prior_u, moves_u, pbuf_u = unowned(priors), unowned(moves), unowned(pbuf)
-    use_vl = cfg["leaves_per_step"] > 1
-    for j in range(num):
-        g = np.int64(lgame[j])
-        depth = np.int64(ldepth[j])
+    visits, value_sum = unowned(trees.visits), unowned(trees.value_sum)
+    prior, move = unowned(trees.prior), unowned(trees.move)
+    first_child, num_children = unowned(trees.first_child), unowned(trees.num_children)
+    status, flags = unowned(trees.status), unowned(trees.flags)
+    virtual_visits = unowned(trees.virtual_visits)
+    num_nodes, overflow = unowned(trees.num_nodes), unowned(games.overflow)
+    done, inflight = unowned(games.done), unowned(games.inflight)
+    states, path = unowned(leaves.states), unowned(leaves.path)
+    leaf_game, leaf_depth = unowned(leaves.game), unowned(leaves.depth)
+    net_priors_view, move_buf_view = unowned(net_priors), unowned(move_buf)
+    prior_buf_view = unowned(prior_buf)
+    use_virtual = cfg["leaves_per_step"] > 1
+    for j in range(num_leaves):
+        g = np.int64(leaf_game[j])
+        depth = np.int64(leaf_depth[j])
         x = np.int64(path[j, depth])
-        if j + 2 < num:
+        if j + 2 < num_leaves:
             _prefetch_leaf_path(states, path, j + 2)
-        if j + 1 < num:
+        if j + 1 < num_leaves:
             _prefetch_leaf(
-                n, w, p, mv, first, nch, status, flags, count, path, lgame, ldepth, j + 1
-            )
-        if use_vl or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
+                visits, value_sum, prior, move, first_child, num_children, status, flags,
+                num_nodes, path, leaf_game, leaf_depth, j + 1,
+            )  # fmt: skip
+        if use_virtual or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
             for i in range(depth + 1):
-                vl[g, path[j, i]] -= 1
-        v = np.float64(values[j])
-        if not (v == v):
-            v = 0.0
-        v = min(1.0, max(-1.0, v))
+                virtual_visits[g, path[j, i]] -= 1
+        value = np.float64(values[j])
+        if not (value == value):
+            value = 0.0
+        value = min(1.0, max(-1.0, value))
         if depth >= MAX_DEPTH - 1:
             flags[g, x] |= FLAG_NOEXPAND
-        elif nch[g, x] == 0:
+        elif num_children[g, x] == 0:
             _expand(
-                n, w, p, mv, first, nch, status, flags, count, overflow, cfg, g, x,
-                unowned_row(states, j), prior_u, j * stride, moves_u, pbuf_u,
+                visits, value_sum, prior, move, first_child, num_children, status, flags,
+                num_nodes, overflow, cfg, g, x, unowned_row(states, j), net_priors_view,
+                j * stride, move_buf_view, prior_buf_view,
             )  # fmt: skip
-        vb = -v
+        backed = -value  # the leaf's value for the player who moved into it
         s = status[g, x]
         if s != UNKNOWN:
-            vb = status_value(s)
+            backed = status_value(s)
             if depth > 0:
-                propagate(nch, first, status, path, j, g, depth - 1)
-        backup(n, w, path, j, g, depth, vb)
+                propagate(num_children, first_child, status, path, j, g, depth - 1)
+        backup(visits, value_sum, path, j, g, depth, backed)
         if depth == 0:
-            _init_root(T, GM, cfg, g)
+            _init_root(trees, games, cfg, g)
         else:
             done[g] += 1
             inflight[g] -= 1

@@ -5,30 +5,36 @@ Python. ``takzero.search.mcts.BatchedMCTS`` owns the arrays (made by the ``new_*
 below) and calls the kernels once per batch; nothing runs per node in Python.
 
 Trees (``Trees``; structure of arrays, one row per game, ``B = node_budget`` columns; node 0 is
-the root)::
+the root; the names are those of DeepMind's ``mctx`` where it has one)::
 
-    n       (G, B) int32    visits (completed backups)
-    w       (G, B) float32  sum of backed-up values, from the view of the player who made the
-                            move INTO the node (so Q(child) = w / n is the parent mover's view)
-    p       (G, B) float32  prior of the move into the node (normalised over the parent's moves)
-    mv      (G, B) int32    core move code of the move into the node (unused at the root)
-    first   (G, B) int32    index of the first child; children of a node are contiguous
-    nch     (G, B) int32    number of children (0 = not expanded)
-    status  (G, B) int8     proof status for the player who moved into the node: UNKNOWN, WIN,
-                            DRAW, LOSS (exact game-theoretic value under the rules + ply limit)
-    flags   (G, B) int8     FLAG_TERMINAL (game over or ply limit), FLAG_NOEXPAND (tree was full)
-    vl      (G, B) int16    in-flight visits (pending leaves below; virtual loss)
-    count   (G,)   int32    nodes in use
+    visits          (G, B) int32    visit count N (completed backups)
+    value_sum       (G, B) float32  sum of backed-up values, from the view of the player who made
+                                    the move INTO the node (so Q(child) = value_sum / visits is the
+                                    parent mover's view)
+    prior           (G, B) float32  prior P of the move into the node (normalised over the
+                                    parent's moves)
+    move            (G, B) int32    core move code of the move into the node (unused at the root)
+    first_child     (G, B) int32    index of the first child; children of a node are contiguous
+    num_children    (G, B) int32    number of children (0 = not expanded)
+    status          (G, B) int8     proof status for the player who moved into the node:
+                                    UNKNOWN, WIN, DRAW, LOSS (exact game-theoretic value under the
+                                    rules + ply limit)
+    flags           (G, B) int8     FLAG_TERMINAL (game over or ply limit), FLAG_NOEXPAND (tree
+                                    was full)
+    virtual_visits  (G, B) int16    in-flight visits (pending leaves below; virtual loss)
+    num_nodes       (G,)   int32    nodes in use
 
-Per game (``Games``): root states ``root (G, STATE_LEN) int64``, flags ``active`` (holds a live
-position), ``searching`` (in the current search), budgets ``target``/``done``/``inflight``, the
-search's ``noise`` and ``full`` (playout cap) flags, the per-game random stream ``rng`` (uint64,
-``takzero.search.rng``), root arrays indexed by child slot ``extra (G, A) float32`` (Dirichlet
-noise, or Gumbel + log prior in Gumbel mode), ``mixp (G, A) float32`` (PUCT: the root priors mixed
-with the noise, set once per search) and ``sv (G, A) int32`` (Gumbel: visits of this search, for
-Sequential Halving), ``raw (G,) float32`` (the root's value estimate before this search, for
-v_mix), ``seq (G, S) int32`` (the Gumbel considered-visit schedule) and ``overflow (G,) int32``
-(leaves left unexpanded because the tree was full).
+Per game (``Games``): root positions ``root_state (G, STATE_LEN) int64``, flags ``active`` (holds
+a live position), ``searching`` (in the current search), simulation budgets ``target`` / ``done``
+/ ``inflight`` (G,) int32, the search's ``noise`` (root noise on) and ``full`` (a full search of
+the playout cap) (G,) bool, the per-game random stream ``rng`` (uint64, ``takzero.search.rng``),
+and root arrays indexed by child slot: ``dirichlet_noise (G, A) float32`` (PUCT: the Dirichlet
+draw eta of this search), ``mixed_prior (G, A) float32`` (PUCT: the root priors mixed with that
+noise, set once per search), ``gumbel_logits (G, A) float32`` (Gumbel: the Gumbel draw plus the
+log prior, ``g + log P``) and ``search_visits (G, A) int32`` (Gumbel: visits of this search, for
+Sequential Halving); ``raw_value (G,) float32`` (the root's value estimate before this search,
+for v_mix), ``considered_visits (G, S) int32`` (the Gumbel considered-visit schedule) and
+``overflow (G,) int32`` (leaves left unexpanded because the tree was full).
 
 Leaves of one step (``Leaves``): ``states (L, STATE_LEN) int64`` (handed to the evaluator),
 ``game (L,) int32``, ``depth (L,) int32``, ``path (L, MAX_DEPTH) int32`` (node indices, root first).
@@ -46,9 +52,10 @@ Invariants the kernels rely on:
 * children are stored by decreasing prior, so the visited children of a non-root node form a prefix
   (``takzero.search.puct.select_prefix`` stops at the first unvisited one; the root is always
   scanned in full);
-* every slot at or past ``count[g]`` has zero statistics (``clear_tree``, ``advance_kernel``), so
+* every slot at or past ``num_nodes[g]`` has zero statistics (``clear_tree``, ``advance_kernel``), so
   an expansion writes only priors and moves;
-* ``vl`` is zero everywhere between steps, and with one leaf per game per step (the default) it
+* ``virtual_visits`` is zero everywhere between steps, and with one leaf per game per step (the
+  default) it
   stays zero during a descent too, so it is then neither read nor written;
 * a flagged node (FLAG_TERMINAL or FLAG_NOEXPAND) is proven or has visits.
 """
@@ -74,17 +81,31 @@ LOSS = 3
 FLAG_TERMINAL = 1
 FLAG_NOEXPAND = 2
 
-Trees = namedtuple("Trees", ["n", "w", "p", "mv", "first", "nch", "status", "flags", "vl", "count"])
+Trees = namedtuple(
+    "Trees",
+    [
+        "visits", "value_sum", "prior", "move", "first_child", "num_children", "status", "flags",
+        "virtual_visits", "num_nodes",
+    ],
+)  # fmt: skip
 Games = namedtuple(
     "Games",
     [
-        "root", "active", "searching", "target", "done", "inflight", "noise", "full", "rng",
-        "extra", "mixp", "sv", "raw", "seq", "overflow",
+        "root_state", "active", "searching", "target", "done", "inflight", "noise", "full", "rng",
+        "dirichlet_noise", "mixed_prior", "gumbel_logits", "search_visits", "raw_value",
+        "considered_visits", "overflow",
     ],
 )  # fmt: skip
 Leaves = namedtuple("Leaves", ["states", "game", "depth", "path"])
-#: One tree's worth of scratch columns for the compaction in ``advance_kernel``.
-Scratch = namedtuple("Scratch", ["n", "w", "p", "mv", "first", "nch", "status", "flags", "old"])
+#: One tree's worth of scratch columns for the compaction in ``advance_kernel`` (``source``: the
+#: old index of each copied node).
+Scratch = namedtuple(
+    "Scratch",
+    [
+        "visits", "value_sum", "prior", "move", "first_child", "num_children", "status", "flags",
+        "source",
+    ],
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,16 +118,16 @@ def new_trees(games: int, budget: int) -> Trees:
     docstring; memory is committed by the OS only when touched)."""
     shape = (games, budget)
     return Trees(
-        n=np.zeros(shape, dtype=np.int32),
-        w=np.zeros(shape, dtype=np.float32),
-        p=np.zeros(shape, dtype=np.float32),
-        mv=np.zeros(shape, dtype=np.int32),
-        first=np.zeros(shape, dtype=np.int32),
-        nch=np.zeros(shape, dtype=np.int32),
+        visits=np.zeros(shape, dtype=np.int32),
+        value_sum=np.zeros(shape, dtype=np.float32),
+        prior=np.zeros(shape, dtype=np.float32),
+        move=np.zeros(shape, dtype=np.int32),
+        first_child=np.zeros(shape, dtype=np.int32),
+        num_children=np.zeros(shape, dtype=np.int32),
         status=np.zeros(shape, dtype=np.int8),
         flags=np.zeros(shape, dtype=np.int8),
-        vl=np.zeros(shape, dtype=np.int16),
-        count=np.zeros(games, dtype=np.int32),
+        virtual_visits=np.zeros(shape, dtype=np.int16),
+        num_nodes=np.zeros(games, dtype=np.int32),
     )
 
 
@@ -115,7 +136,7 @@ def new_games(rng: np.ndarray, actions: int, schedule: int) -> Games:
     arrays of ``actions`` child slots, a Gumbel schedule of ``schedule`` simulations."""
     g = rng.shape[0]
     return Games(
-        root=np.zeros((g, STATE_LEN), dtype=np.int64),
+        root_state=np.zeros((g, STATE_LEN), dtype=np.int64),
         active=np.zeros(g, dtype=np.bool_),
         searching=np.zeros(g, dtype=np.bool_),
         target=np.zeros(g, dtype=np.int32),
@@ -124,11 +145,12 @@ def new_games(rng: np.ndarray, actions: int, schedule: int) -> Games:
         noise=np.zeros(g, dtype=np.bool_),
         full=np.ones(g, dtype=np.bool_),
         rng=rng,
-        extra=np.zeros((g, actions), dtype=np.float32),
-        mixp=np.zeros((g, actions), dtype=np.float32),
-        sv=np.zeros((g, actions), dtype=np.int32),
-        raw=np.zeros(g, dtype=np.float32),
-        seq=np.zeros((g, max(1, schedule)), dtype=np.int32),
+        dirichlet_noise=np.zeros((g, actions), dtype=np.float32),
+        mixed_prior=np.zeros((g, actions), dtype=np.float32),
+        gumbel_logits=np.zeros((g, actions), dtype=np.float32),
+        search_visits=np.zeros((g, actions), dtype=np.int32),
+        raw_value=np.zeros(g, dtype=np.float32),
+        considered_visits=np.zeros((g, max(1, schedule)), dtype=np.int32),
         overflow=np.zeros(g, dtype=np.int32),
     )
 
@@ -146,15 +168,15 @@ def new_leaves(rows: int) -> Leaves:
 def new_scratch(budget: int) -> Scratch:
     """Scratch columns of one tree of ``budget`` nodes for ``advance_kernel``."""
     return Scratch(
-        n=np.zeros(budget, dtype=np.int32),
-        w=np.zeros(budget, dtype=np.float32),
-        p=np.zeros(budget, dtype=np.float32),
-        mv=np.zeros(budget, dtype=np.int32),
-        first=np.zeros(budget, dtype=np.int32),
-        nch=np.zeros(budget, dtype=np.int32),
+        visits=np.zeros(budget, dtype=np.int32),
+        value_sum=np.zeros(budget, dtype=np.float32),
+        prior=np.zeros(budget, dtype=np.float32),
+        move=np.zeros(budget, dtype=np.int32),
+        first_child=np.zeros(budget, dtype=np.int32),
+        num_children=np.zeros(budget, dtype=np.int32),
         status=np.zeros(budget, dtype=np.int8),
         flags=np.zeros(budget, dtype=np.int8),
-        old=np.zeros(budget, dtype=np.int32),
+        source=np.zeros(budget, dtype=np.int32),
     )
 
 
@@ -180,11 +202,11 @@ def terminal_status(state: np.ndarray, max_plies: int) -> int:
     (or the ply limit ``max_plies`` > 0 is reached: DRAW), else UNKNOWN."""
     res = state[I_RESULT]
     if res != 0:
-        w = result_winner(res)
+        winner = result_winner(res)
         mover = (state[I_PLY] - 1) & 1
-        if w == -1:
+        if winner == -1:
             return DRAW
-        if w == mover:
+        if winner == mover:
             return WIN
         return LOSS
     if max_plies > 0 and state[I_PLY] >= max_plies:
@@ -193,14 +215,15 @@ def terminal_status(state: np.ndarray, max_plies: int) -> int:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def compute_status(nch: np.ndarray, first: np.ndarray, status: np.ndarray, g: int, x: int) -> int:
+def compute_status(num_children: np.ndarray, first_child: np.ndarray, status: np.ndarray, g: int,
+                   x: int) -> int:  # fmt: skip
     """Proof status of node ``x`` of game ``g`` from its children (its own if not expanded): LOSS
     if a child is a WIN (for the player moving from ``x``), else UNKNOWN while a child is, else
     DRAW if a child is, else WIN (every child lost)."""
-    nc = nch[g, x]
+    nc = num_children[g, x]
     if nc == 0:
         return status[g, x]
-    f = first[g, x]
+    f = first_child[g, x]
     all_proven = True
     any_draw = False
     for c in range(f, f + nc):
@@ -219,25 +242,25 @@ def compute_status(nch: np.ndarray, first: np.ndarray, status: np.ndarray, g: in
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def propagate(nch, first, status, path, slot: int, g: int, d: int) -> None:
+def propagate(num_children, first_child, status, path, slot: int, g: int, d: int) -> None:
     """Recompute proof statuses from ``path[slot, d]`` up to the root, stopping at the first node
     whose status does not change."""
     for i in range(d, -1, -1):
         x = np.int64(path[slot, i])
-        s = compute_status(nch, first, status, g, x)
+        s = compute_status(num_children, first_child, status, g, x)
         if s == status[g, x]:
             return
         status[g, x] = s
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def backup(n, w, path, slot: int, g: int, depth: int, v: float) -> None:
+def backup(visits, value_sum, path, slot: int, g: int, depth: int, v: float) -> None:
     """Add one visit and value ``v`` (view of the player who moved into ``path[slot, depth]``) to
-    every node of the path, negating at each ply."""
+    ``visits`` and ``value_sum`` of every node of the path, negating at each ply."""
     for i in range(depth, -1, -1):
         x = path[slot, i]
-        n[g, x] += 1
-        w[g, x] += v
+        visits[g, x] += 1
+        value_sum[g, x] += v
         v = -v
 
 
@@ -247,93 +270,94 @@ def backup(n, w, path, slot: int, g: int, depth: int, v: float) -> None:
 
 
 @njit(cache=True, error_model="numpy")
-def _zero_slots(T, g: int, lo: int, hi: int) -> None:
+def _zero_slots(trees, g: int, lo: int, hi: int) -> None:
     """Zero the statistics of node slots [lo, hi) of game ``g`` (see the free-slot invariant)."""
-    hi = min(hi, T.n.shape[1])
+    hi = min(hi, trees.visits.shape[1])
     for i in range(lo, hi):
-        T.n[g, i] = 0
+        trees.visits[g, i] = 0
     for i in range(lo, hi):
-        T.w[g, i] = 0.0
+        trees.value_sum[g, i] = 0.0
     for i in range(lo, hi):
-        T.nch[g, i] = 0
+        trees.num_children[g, i] = 0
     for i in range(lo, hi):
-        T.status[g, i] = UNKNOWN
+        trees.status[g, i] = UNKNOWN
     for i in range(lo, hi):
-        T.flags[g, i] = 0
+        trees.flags[g, i] = 0
     for i in range(lo, hi):
-        T.vl[g, i] = 0
+        trees.virtual_visits[g, i] = 0
 
 
 @njit(cache=True, error_model="numpy")
-def clear_tree(T, g: int, keep_root: bool = True) -> None:
+def clear_tree(trees, g: int, keep_root: bool = True) -> None:
     """Make game ``g``'s tree a single unexpanded root (or empty: ``keep_root=False``). Zeroes the
-    used slots, keeping the free-slot invariant: every slot at or past ``count`` has zero
-    statistics (n, w, nch, status, flags, vl), so an expansion only writes priors and moves."""
-    _zero_slots(T, g, 0, max(T.count[g], 1))
-    T.p[g, 0] = 1.0
-    T.mv[g, 0] = 0
-    T.first[g, 0] = 0
-    T.count[g] = 1 if keep_root else 0
+    used slots, keeping the free-slot invariant: every slot at or past ``num_nodes`` has zero
+    statistics (visits, value_sum, num_children, status, flags, virtual_visits), so an expansion
+    only writes priors and moves."""
+    _zero_slots(trees, g, 0, max(trees.num_nodes[g], 1))
+    trees.prior[g, 0] = 1.0
+    trees.move[g, 0] = 0
+    trees.first_child[g, 0] = 0
+    trees.num_nodes[g] = 1 if keep_root else 0
 
 
 @njit(cache=True, error_model="numpy")
-def advance_kernel(T, GM, S, g: int, move: int, reuse: bool, max_plies: int) -> int:
+def advance_kernel(trees, games, scratch, g: int, move: int, reuse: bool, max_plies: int) -> int:
     """Play ``move`` (legal, checked by the caller) at game ``g``'s root. With ``reuse`` and an
     expanded child for the move, that child's subtree becomes the tree (compacted to the front of
-    the pool, breadth first, through the scratch ``S``); otherwise the tree is cleared. A finished
+    the pool, breadth first, through the columns ``scratch``); otherwise the tree is cleared. A finished
     game (or the ply limit) deactivates the game. Returns the number of nodes kept."""
-    f = T.first[g, 0]
-    nc = T.nch[g, 0]
+    f = trees.first_child[g, 0]
+    nc = trees.num_children[g, 0]
     c = -1
     for i in range(nc):
-        if T.mv[g, f + i] == move:
+        if trees.move[g, f + i] == move:
             c = f + i
             break
-    st = GM.root[g]
-    make_move(st, move)
-    GM.searching[g] = False
-    if terminal_status(st, max_plies) != UNKNOWN:
-        GM.active[g] = False
-        clear_tree(T, g, False)
+    state = games.root_state[g]
+    make_move(state, move)
+    games.searching[g] = False
+    if terminal_status(state, max_plies) != UNKNOWN:
+        games.active[g] = False
+        clear_tree(trees, g, False)
         return 0
-    if c < 0 or not reuse or T.nch[g, c] == 0:
-        clear_tree(T, g)
+    if c < 0 or not reuse or trees.num_children[g, c] == 0:
+        clear_tree(trees, g)
         return 1
     # breadth-first copy of the subtree of c into the scratch columns
-    S.old[0] = c
-    S.first[0] = 0
+    scratch.source[0] = c
+    scratch.first_child[0] = 0
     head = 0
     tail = 1
     while head < tail:
-        o = S.old[head]
-        S.n[head] = T.n[g, o]
-        S.w[head] = T.w[g, o]
-        S.p[head] = T.p[g, o]
-        S.mv[head] = T.mv[g, o]
-        S.status[head] = T.status[g, o]
-        S.flags[head] = T.flags[g, o]
-        k = T.nch[g, o]
-        S.nch[head] = k
+        o = scratch.source[head]
+        scratch.visits[head] = trees.visits[g, o]
+        scratch.value_sum[head] = trees.value_sum[g, o]
+        scratch.prior[head] = trees.prior[g, o]
+        scratch.move[head] = trees.move[g, o]
+        scratch.status[head] = trees.status[g, o]
+        scratch.flags[head] = trees.flags[g, o]
+        k = trees.num_children[g, o]
+        scratch.num_children[head] = k
         if k > 0:
-            fo = T.first[g, o]
-            S.first[head] = tail
+            fo = trees.first_child[g, o]
+            scratch.first_child[head] = tail
             for j in range(k):
-                S.old[tail + j] = fo + j
+                scratch.source[tail + j] = fo + j
             tail += k
         else:
-            S.first[head] = 0
+            scratch.first_child[head] = 0
         head += 1
-    old_count = T.count[g]
+    old_count = trees.num_nodes[g]
     for i in range(tail):
-        T.n[g, i] = S.n[i]
-        T.w[g, i] = S.w[i]
-        T.p[g, i] = S.p[i]
-        T.mv[g, i] = S.mv[i]
-        T.first[g, i] = S.first[i]
-        T.nch[g, i] = S.nch[i]
-        T.status[g, i] = S.status[i]
-        T.flags[g, i] = S.flags[i]
-        T.vl[g, i] = 0
-    _zero_slots(T, g, tail, old_count)
-    T.count[g] = tail
+        trees.visits[g, i] = scratch.visits[i]
+        trees.value_sum[g, i] = scratch.value_sum[i]
+        trees.prior[g, i] = scratch.prior[i]
+        trees.move[g, i] = scratch.move[i]
+        trees.first_child[g, i] = scratch.first_child[i]
+        trees.num_children[g, i] = scratch.num_children[i]
+        trees.status[g, i] = scratch.status[i]
+        trees.flags[g, i] = scratch.flags[i]
+        trees.virtual_visits[g, i] = 0
+    _zero_slots(trees, g, tail, old_count)
+    trees.num_nodes[g] = tail
     return tail
