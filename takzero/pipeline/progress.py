@@ -374,14 +374,16 @@ def summary_lines(
     strength_label: str = "",
     skipped: list[str] | None = None,
     owed_again: list[str] | None = None,
+    init_from: str = "",
 ) -> list[str]:
     """The end-of-run summary: why it stopped, the counters, the best generation and its last
     scores (``best_results``: the evaluation line of each baseline, else ``best_scores``, else
     why there are none: ``not_measured``), the last three points of the Elo curve against the
     strongest baseline (``strength_points``: ``[generation, elo, lower, upper]``, against
     ``strength_label``), the evaluations not run and why (``skipped``, the last five named),
-    those a Ctrl-C cut that the next session runs (``owed_again``), where everything is, and how
-    to continue."""
+    those a Ctrl-C cut that the next session runs (``owed_again``), the run's initial weights
+    (``init_from``: ``train.init_from`` at its first start, "" for random ones), where everything
+    is, and how to continue."""
     run_dir = Path(run_dir)
     if best_results:
         head = "  its last scores against the baselines:"
@@ -410,6 +412,7 @@ def summary_lines(
         f"  steps {snap.step}, generation {snap.generation}, self-play games {snap.games}, "
         f"positions {snap.positions}, training time {snap.minutes:.1f} min"
         + (f" (this session {session_seconds / 60:.1f} min)" if session_seconds is not None else ""),
+        *([f"  initial weights (train.init_from): {init_from}"] if init_from else []),
         f"  best model: generation {best_generation} (last gating: {snap.gating})",
         *([f"  {_later_generations(best_generation, snap.generation)} not promoted: rejected by "
            "gating, or made while the evaluator was busy or as the run stopped (never gated)"]

@@ -125,6 +125,7 @@ from takzero.pipeline.scalars import (
 from takzero.pipeline.schedule import Check, EvaluationSchedule
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
+from takzero.pipeline.warm_start import load_init_weights, warm_start_lines
 from takzero.players.registry import spec_label
 
 __all__ = ["Run", "RunDirError", "run_training", "EVAL_WAIT_AT_END_S"]
@@ -321,6 +322,7 @@ class Run:
             strength_label=self._strongest(),
             skipped=self.c.skipped_checks,
             owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
+            init_from=self.c.init_from,
         ):
             reporter.line(text)
 
@@ -352,6 +354,8 @@ class Run:
 
         cfg = self.cfg
         self._check_run_dir()
+        # train.init_from: checked before anything starts (ConfigError); a resume ignores it
+        init = load_init_weights(cfg) if cfg.train.init_from and self.resume_from is None else None
         if self.resume_from is not None:
             self.resume_notes = set_aside_rejected(self.resume_from)
             for note in self.resume_notes:
@@ -382,10 +386,15 @@ class Run:
         trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
         torch.set_num_threads(cfg.train.threads)
         self._restore(trainer)
+        if init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh
+            trainer.model.load_state_dict(init.model_state)
+            self.c.init_from = init.describe()
         reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
         for note in self.resume_notes:
+            reporter.line(note)
+        for note in warm_start_lines(cfg, init, self.resume_from):
             reporter.line(note)
         if state is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
