@@ -106,6 +106,7 @@ from takzero.pipeline.progress import (
     strength_text,
     summary_lines,
 )
+from takzero.pipeline.reanalyse import ReanalyseWorker, reanalyse_counts, reanalyse_text
 from takzero.pipeline.resume import (
     STREAMS_PER_LAUNCH,
     ResumePoint,
@@ -205,6 +206,9 @@ class Run:
         self.replay: Any = None
         self.evaluator: Any = None
         self.pool: SelfPlayPool | None = None
+        self.reanalyser: ReanalyseWorker | None = None  # replay.reanalyse_fraction > 0
+        #: Reanalyse's counters as last read from the replay actor (``reanalyse.reanalyse_counts``)
+        self.reanalysed: dict[str, int] = {"issued": 0, "applied": 0, "dropped": 0, "sampled": 0}
         self.weights = PublishedWeights()
         self.promoted: Promoted | None = None
         self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
@@ -254,6 +258,7 @@ class Run:
             games_in_flight=int(sum(g for g, _ in self.inflight.values())),
             positions_in_flight=int(sum(p for _, p in self.inflight.values())),
             replay_positions=replay_positions,
+            reanalysed=self.reanalysed["applied"] if self.cfg.replay.reanalyse_fraction > 0 else -1,
             gating=self.c.last_gating,
             strength=self.c.last_strength,
         )
@@ -323,6 +328,7 @@ class Run:
             skipped=self.c.skipped_checks,
             owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
             init_from=self.c.init_from,
+            reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
         ):
             reporter.line(text)
 
@@ -501,6 +507,8 @@ class Run:
             cfg.replay, cfg.board.size, self.run_dir / "replay", cfg.seed, cfg.replay_opponent_top_k()
         )
         rstate = state.get("replay") if state else None
+        if rstate is not None:
+            self.reanalysed = reanalyse_counts(rstate)
         loaded = ray.get(self.replay.load.remote(rstate))
         rstats = ray.get(self.replay.stats.remote())
         if rstate is not None:
@@ -526,8 +534,9 @@ class Run:
 
         gpus = cluster_gpus() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
-        self.pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share),
-                                 self.coordinator, self.replay)  # fmt: skip
+        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
+        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        self.reanalyser = ReanalyseWorker.start(cfg, options, self.coordinator, self.replay)
         self.evaluator = (
             ray.remote(EvaluatorActor)
             .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
@@ -569,6 +578,8 @@ class Run:
                 rstats = ray.get(replay.stats.remote())
                 for k, v in rstats.items():
                     scalars.add(k, v, trainer.step)
+                self.reanalysed = {k: int(rstats.get(f"reanalyse/{k}", 0)) for k in ("issued", "applied", "dropped")}
+                self.reanalysed["sampled"] = int(rstats.get("replay/total_sampled", 0))
                 scalars.add("train/samples_per_s", samples_per_s, trainer.step)
                 if not first_games_said and self.inflight:
                     first_games_said = True
@@ -576,6 +587,8 @@ class Run:
                                   "(kernels ready, first searches done)")  # fmt: skip
                 reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
                 self.pool.check()  # raises a worker's own error; replaces a worker gone for good
+                if self.reanalyser is not None:
+                    self.reanalyser.check()
 
     def _new_generation(self, trainer: Trainer) -> None:
         """A checkpoint step: count a generation, write the checkpoint, publish the weights,
@@ -690,6 +703,8 @@ class Run:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
             self.pool.finish()
+        if self.reanalyser is not None:
+            self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None:
             try:
                 self._checkpoint(trainer)
@@ -792,6 +807,7 @@ class Run:
         state = trainer.state_dict()
         state["tb_step"] = max(self.scalars.last_step(), trainer.step)
         state["replay"] = rstate
+        self.reanalysed = reanalyse_counts(rstate)
         self.c.promoted_generation = self.promoted[0]
         state["run"] = {**self.c.to_checkpoint(), "minutes": self.minutes()}
         state["promoted"] = self.promoted
