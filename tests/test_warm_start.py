@@ -171,3 +171,21 @@ def test_resume_ignores_init_from(tmp_path: Path) -> None:
     assert f"train.init_from={src} ignored: the run folder has checkpoints" in log
     assert "warm start: weights from" not in log
     assert run.c.init_from == ""
+
+
+def test_cli_refuses_a_file_of_another_board_size_before_making_the_run_folder(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cfg0 = load_config(_raw(tmp_path))
+    src, _ = _source_file(tmp_path, cfg0.model_config())
+    root = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=five", "board.size=5",
+         f"checkpoint_root={root}", f"train.init_from={src}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "config error: train.init_from: another network" in proc.stderr
+    assert "board.size: file 4, config 5" in proc.stderr
+    assert not (root / "five").exists(), "a refused warm start left a run folder"

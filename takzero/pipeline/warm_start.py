@@ -29,7 +29,7 @@ from takzero.nn.model import ModelConfig, model_from_config
 from takzero.pipeline.checkpoints import CheckpointError, load_checked
 from takzero.pipeline.resume import model_config_diff
 
-__all__ = ["InitWeights", "load_init_weights", "warm_start_lines"]
+__all__ = ["InitWeights", "check_init_from", "load_init_weights", "warm_start_lines"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,16 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         run_name=str(d.get("run_name", "")),
         half_komi=None if hk is None else int(hk),
     )
+
+
+def check_init_from(cfg: TrainConfig) -> None:
+    """The command line's early check of ``train.init_from`` (before the run folder is made):
+    :func:`load_init_weights` unless the key is empty or the run folder has checkpoints (the run
+    resumes and ignores it). Raises ConfigError as :func:`load_init_weights` does."""
+    from takzero.pipeline.checkpoints import list_checkpoints
+
+    if cfg.train.init_from and not list_checkpoints(Path(cfg.checkpoint_root) / cfg.run_name):
+        load_init_weights(cfg)
 
 
 def warm_start_lines(cfg: TrainConfig, init: InitWeights | None, resumed: Any) -> list[str]:
