@@ -266,3 +266,27 @@ def test_reanalyse_actor_refreshes_the_replay_actor() -> None:
         worker.finish()
     finally:
         ray.shutdown()
+
+
+def test_progress_field_and_summary_line(tmp_path: Path) -> None:
+    """With Reanalyse on the progress line shows the refreshes so far (the first field a narrow
+    bar drops) and the summary its line; off, neither."""
+    import io
+
+    from takzero.pipeline.progress import RunReporter, Snapshot, StopRule, fit_fields, summary_lines
+
+    rep = RunReporter(tmp_path, StopRule(1000), Snapshot(0, 0, 0, 0, 0.0), bar=False, console=io.StringIO())
+    on = Snapshot(10, 1, 5, 300, 1.0, reanalysed=1234)
+    assert rep.progress_text(on).endswith("| reanalysed 1234")
+    assert "reanalysed" not in rep.progress_text(Snapshot(10, 1, 5, 300, 1.0))
+    fields = rep.progress_fields(on)  # (the rates in them move with the clock: fitted once)
+    full = len(fit_fields(fields, list(rep.SHORTEN_ORDER), 10_000))
+    assert "reanalysed" in fit_fields(fields, list(rep.SHORTEN_ORDER), full)
+    assert "reanalysed" not in fit_fields(fields, list(rep.SHORTEN_ORDER), full - 1)
+    text = reanalyse_text({"issued": 640, "applied": 600, "dropped": 8, "sampled": 1280}, 0.5)
+    args = {"reason": "done", "run_dir": tmp_path, "snap": on, "best_generation": 1, "best_scores": {},
+            "resume_cmd": "x", "finished": True}  # fmt: skip
+    assert f"  {text}" in summary_lines(**args, reanalyse=text)
+    assert text.startswith("reanalyse: 600 targets refreshed, 8 dropped") and "0.500 per trainer sample" in text
+    assert not any("reanalyse" in line for line in summary_lines(**args))
+    assert reanalyse_text({"issued": 0, "applied": 0, "dropped": 0, "sampled": 0}, 0.0) == ""
