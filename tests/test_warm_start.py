@@ -86,11 +86,16 @@ def _planes(mc: ModelConfig, n: int = 6) -> torch.Tensor:
 def test_init_from_loads_the_weights_with_a_fresh_optimiser(tmp_path: Path) -> None:
     """The trainer's network gives the source network's outputs exactly; the optimiser has no
     state, step and generation are 0; generation 0's promoted weights (best.pt, what self-play
-    starts with) are the loaded ones; the start-up lines, config.yaml and the run counters record
-    the file."""
+    starts with) are the loaded ones, also over a best.pt an earlier start left; the start-up
+    lines, config.yaml and the run counters record the file."""
     cfg0 = load_config(_raw(tmp_path))
     src, net = _source_file(tmp_path, cfg0.model_config())
     cfg = load_config(_raw(tmp_path, **{"train.init_from": str(src)}))
+    # an earlier start of the run that was killed before its first checkpoint left a best.pt
+    # of its own generation 0 (random weights): the warm start replaces it
+    stale = model_from_config(cfg.model_config()).state_dict()
+    atomic_torch_save({"model_config": cfg.model_config().to_dict(), "model_state": stale, "generation": 0},
+                      Path(cfg.checkpoint_root) / "warm" / "best.pt")  # fmt: skip
     run, kept = _run_setup(cfg)
     trainer: Trainer = kept["trainer"]
     trainer.model.eval()

@@ -753,13 +753,16 @@ class Run:
         """The promoted model: ``best.pt`` when it verifies (it may be newer than the checkpoint:
         a promotion after it); else, for a resumed run, the gated copy of ``generation`` that
         :func:`takzero.pipeline.resume.recover_promoted` finds; for a new run, the initial
-        weights (generation 0). Rewrites ``best.pt`` when it was missing or damaged.
+        weights (generation 0; with ``train.init_from`` always those, replacing any best.pt).
+        Rewrites ``best.pt`` when it was missing or damaged.
 
         Raises:
             RunDirError: a resumed run with no gated copy left (never promotes ungated weights).
         """
         best = self.run_dir / "best.pt"
-        if best.exists():
+        # (a new run from train.init_from: a best.pt left by an earlier start that wrote no
+        # checkpoint holds that start's generation 0, not these weights: replaced below)
+        if best.exists() and not (state is None and self.c.init_from):
             try:
                 d = load_checked(best, require_checksum=True)
                 return int(d.get("generation", generation)), d["model_state"]
