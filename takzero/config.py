@@ -147,6 +147,13 @@ class ReplayConfig:
     samples_per_position: float = 4.0  # reuse cap: samples trained per new position
     max_ahead: int = 50_000  # positions workers may run ahead of the trainer before they wait
     shard_positions: int = 5_000
+    # Reanalyse (MuZero Reanalyse, Schrittwieser et al. 2021; takzero.pipeline.reanalyse): a worker
+    # re-searches replay positions with the latest weights and refreshes their policy target.
+    # The rate: positions handed out for reanalysis <= reanalyse_fraction * samples the trainer
+    # drew (over the run; 0 = off, no worker).
+    reanalyse_fraction: float = 0.0
+    reanalyse_value_weight: float = 0.0  # w: value target (1 - w) z + w v (v: reanalysed root value)
+    reanalyse_batch: int = 64  # positions searched together (one batched network call per step)
 
     def __post_init__(self) -> None:
         self.check()
@@ -164,6 +171,11 @@ class ReplayConfig:
         _check(r.fixed_window >= 0, "replay.fixed_window", "must be >= 0", r.fixed_window)
         _check(r.max_ahead >= 1, "replay.max_ahead", "must be >= 1", r.max_ahead)
         _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
+        _check(_finite(r.reanalyse_fraction) and r.reanalyse_fraction >= 0, "replay.reanalyse_fraction",
+               "must be >= 0 and finite (0 = off)", r.reanalyse_fraction)  # fmt: skip
+        _check(_finite(r.reanalyse_value_weight) and 0 <= r.reanalyse_value_weight <= 1,
+               "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)  # fmt: skip
+        _check(r.reanalyse_batch >= 1, "replay.reanalyse_batch", "must be >= 1", r.reanalyse_batch)
 
 
 @dataclass
@@ -182,6 +194,9 @@ class TrainSection:
     keep_checkpoints: int = 5
     amp: bool = True  # bf16 autocast on GPU (ignored on CPU)
     threads: int = 1  # torch threads of the trainer
+    # a new run starts from these weights (a ckpt_*.pt, best.pt or shipped model file; "" = random
+    # initial weights); optimiser, steps and replay start fresh; ignored when the run resumes
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         self.check()
@@ -202,6 +217,9 @@ class TrainSection:
         _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)", t.grad_clip)
         _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
         _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
+        _check(not t.init_from or Path(t.init_from).is_file(), "train.init_from",
+               "must be a model or checkpoint file (a ckpt_*.pt, best.pt or checkpoints/pretrained/*.pt)",
+               t.init_from)  # fmt: skip
 
 
 @dataclass

@@ -25,6 +25,7 @@ from takzero.pipeline.checkpoints import CheckpointWriteError
 from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.progress import resume_command
 from takzero.pipeline.run import DISK_FULL, RunDirError, run_training
+from takzero.pipeline.warm_start import check_init_from
 
 
 def _hydra_output_dir() -> Path | None:
@@ -149,6 +150,7 @@ def main() -> None:
         try:
             pin_run_name(dcfg, _hydra_output_dir())
             cfg = load_config(dcfg)
+            check_init_from(cfg)  # a file that does not fit: refused before any folder is made
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             _remove_empty_run_dir(str(dcfg.get("checkpoint_root", "checkpoints")))

@@ -94,6 +94,7 @@ class Snapshot:
     games_in_flight: int = 0
     positions_in_flight: int = 0
     replay_positions: int = 0
+    reanalysed: int = -1  # Reanalyse: policy targets refreshed so far (-1: Reanalyse off)
     gating: str = "none yet"
     strength: str = ""  # latest Elo against the strongest baseline (strength_text), "" before
     extra: dict[str, Any] = field(default_factory=dict)
@@ -297,11 +298,12 @@ class RunReporter:
              f"({r['positions_per_s']:.1f}/s)", f"{r['positions_per_s']:.1f} pos/s", ""],
             [f"replay {snap.replay_positions}", ""],
             [f"gating: {snap.gating}", ""],
+            [f"reanalysed {snap.reanalysed}", ""] if snap.reanalysed >= 0 else [""],
         ]
 
-    #: The order in which the bar shortens the fields of :meth:`progress_fields` (gating first,
-    #: the stop condition and ETA never).
-    SHORTEN_ORDER = (7, 6, 5, 4, 2, 1, 3)
+    #: The order in which the bar shortens the fields of :meth:`progress_fields` (Reanalyse
+    #: first, then gating; the stop condition and ETA never).
+    SHORTEN_ORDER = (8, 7, 6, 5, 4, 2, 1, 3)
 
     def progress_text(self, snap: Snapshot, width: int | None = None) -> str:
         """The progress line: every field whole (the log file and a plain console), or fitted
@@ -374,13 +376,17 @@ def summary_lines(
     strength_label: str = "",
     skipped: list[str] | None = None,
     owed_again: list[str] | None = None,
+    init_from: str = "",
+    reanalyse: str = "",
 ) -> list[str]:
     """The end-of-run summary: why it stopped, the counters, the best generation and its last
     scores (``best_results``: the evaluation line of each baseline, else ``best_scores``, else
     why there are none: ``not_measured``), the last three points of the Elo curve against the
     strongest baseline (``strength_points``: ``[generation, elo, lower, upper]``, against
     ``strength_label``), the evaluations not run and why (``skipped``, the last five named),
-    those a Ctrl-C cut that the next session runs (``owed_again``), where everything is, and how
+    those a Ctrl-C cut that the next session runs (``owed_again``), the run's initial weights
+    (``init_from``: ``train.init_from`` at its first start, "" for random ones), the Reanalyse
+    line (``reanalyse``: ``reanalyse.reanalyse_text``, "" when off), where everything is, and how
     to continue."""
     run_dir = Path(run_dir)
     if best_results:
@@ -410,12 +416,14 @@ def summary_lines(
         f"  steps {snap.step}, generation {snap.generation}, self-play games {snap.games}, "
         f"positions {snap.positions}, training time {snap.minutes:.1f} min"
         + (f" (this session {session_seconds / 60:.1f} min)" if session_seconds is not None else ""),
+        *([f"  initial weights (train.init_from): {init_from}"] if init_from else []),
         f"  best model: generation {best_generation} (last gating: {snap.gating})",
         *([f"  {_later_generations(best_generation, snap.generation)} not promoted: rejected by "
            "gating, or made while the evaluator was busy or as the run stopped (never gated)"]
           if snap.generation > best_generation else []),
         *score_lines,
         *curve,
+        *([f"  {reanalyse}"] if reanalyse else []),
         *not_run,
         *([f"  evaluations cut by the stop, run again when the run goes on: {', '.join(owed_again)}"]
           if owed_again else []),

@@ -20,10 +20,28 @@ own_valid      bool                       the game ended on the board (False: re
 opp_index      int32 (K2,)                opponent-policy target: the next recorded position's
 opp_prob       float16 (K2,)              policy target (all -1 / 0: none); K2 = 0 unless the
                                           run trains the opponent-policy head
+search_value   float16                    root value of the last Reanalyse search, mover's view
+                                          (NaN: never reanalysed)
 =============  =========================  ===================================================
 
 Shards written before the ownership and opponent-policy fields existed load with ownership
-invalid and no opponent-policy target.
+invalid and no opponent-policy target; shards without ``search_value`` load as never reanalysed.
+The packed board holds everything a search needs to rebuild the position (stacks, reserves, ply,
+hence the side to move, and the half-komi), so Reanalyse needs no other field.
+
+Reanalyse (MuZero Reanalyse, Schrittwieser et al. 2021, "Online and Offline Reinforcement
+Learning by Planning with a Learned Model"; the worker is ``takzero.pipeline.reanalyse``): the
+buffer hands out batches of positions drawn uniformly without replacement from the window
+(:meth:`ReplayBuffer.reanalyse_take`, its own random stream) and takes back their new targets
+(:meth:`ReplayBuffer.reanalyse_apply`), which replace the policy target and ``search_value`` of
+the same records in place: a refresh never adds a record and never changes ``total_added``, the
+window or the reuse cap, so no position is counted twice. A record that left the window (or the
+buffer) while it was searched is dropped, never written elsewhere. Rate: positions handed out
+<= ``reanalyse_fraction`` x the samples the trainer drew (``total_sampled``), and a batch of n is
+handed out only while at least n remain in that budget, so a worker that keeps up stays within
+n of it. The value target of a sampled record is :func:`blend_value`. Refreshes live in memory:
+the shards keep the self-play targets, so a resumed run's reloaded records start unrefreshed
+(the counters and the random stream continue from the checkpoint).
 
 The buffer is a plain class so it can be tested without Ray; ``train.py`` wraps it as a Ray actor.
 
@@ -143,10 +161,11 @@ class Records:
     own_valid: np.ndarray | None = None
     opp_index: np.ndarray | None = None  # None: no opponent-policy target (width 0)
     opp_prob: np.ndarray | None = None
+    search_value: np.ndarray | None = None  # None: never reanalysed (NaN)
 
     FIELDS = (
         "board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation", "ply",
-        "ownership", "own_valid", "opp_index", "opp_prob",
+        "ownership", "own_valid", "opp_index", "opp_prob", "search_value",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -158,6 +177,8 @@ class Records:
         if self.opp_index is None or self.opp_prob is None:
             self.opp_index = np.zeros((n, 0), np.int32)
             self.opp_prob = np.zeros((n, 0), np.float16)
+        if self.search_value is None:
+            self.search_value = np.full(n, np.nan, np.float16)
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -177,6 +198,7 @@ class Records:
             own_valid=np.zeros(0, np.bool_),
             opp_index=np.zeros((0, opponent_top_k), np.int32),
             opp_prob=np.zeros((0, opponent_top_k), np.float16),
+            search_value=np.zeros(0, np.float16),
         )
 
     @classmethod
@@ -186,9 +208,11 @@ class Records:
         target; the opponent-policy width is set to ``opponent_top_k`` (``with_opponent_width``).
 
         Raises KeyError if one of the original fields is missing."""
-        extra = {f: arrays[f] for f in cls.FIELDS[8:] if f in arrays}
+        extra = {f: arrays[f] for f in cls.FIELDS[8:12] if f in arrays}
         if len(extra) < 4:  # written before these fields (or a partial write): fill them in
             extra = {}
+        if "search_value" in arrays:
+            extra["search_value"] = arrays["search_value"]
         recs = cls(**{f: arrays[f] for f in cls.FIELDS[:8]}, **extra)
         return recs.with_opponent_width(opponent_top_k)
 
@@ -269,6 +293,61 @@ def dense_policy(index: np.ndarray, prob: np.ndarray, num_actions: int) -> np.nd
     return out
 
 
+def blend_value(outcome: np.ndarray, search_value: np.ndarray, weight: float) -> np.ndarray:
+    """Value targets of records: ``z' = (1 - w) z + w v`` where the record was reanalysed
+    (``v`` = ``search_value`` not NaN), else ``z``; ``z`` the game outcome (or proven value),
+    ``w`` = ``replay.reanalyse_value_weight``, both from the mover's view. (B,) float32.
+    (The target mixes the outcome with a search value as MuZero Reanalyse's n-step targets mix
+    a bootstrap value in; Schrittwieser et al. 2021.)"""
+    z = outcome.astype(np.float32)
+    if weight <= 0:
+        return z
+    v = search_value.astype(np.float32)
+    return np.where(np.isnan(v), z, (1.0 - weight) * z + weight * v).astype(np.float32)
+
+
+@dataclass
+class ReanalyseJob:
+    """Positions handed to the Reanalyse worker (:meth:`ReplayBuffer.reanalyse_take`), n rows.
+
+    Attributes:
+        position: (n,) int64 index of each record among all positions ever added (0 = the first).
+        game_id, ply: (n,) int64 / int16 of each record (checked again when the refresh lands).
+        board: (n, R) uint8 packed positions (:func:`unpack_states`).
+        seeds: (n,) int64 seed of each search's random stream (root noise), from the buffer's
+            reanalyse stream, so that a refresh is reproducible and the stream is checkpointed.
+    """
+
+    position: np.ndarray
+    game_id: np.ndarray
+    ply: np.ndarray
+    board: np.ndarray
+    seeds: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.position.shape[0])
+
+
+@dataclass
+class ReanalyseRefresh:
+    """The new targets of a :class:`ReanalyseJob` (n rows, in its order).
+
+    Attributes:
+        position, game_id, ply: as in the job.
+        policy_index, policy_prob: (n, K) int32 / float16 sparse policy targets of the searches.
+        value: (n,) float32 root value of each search, mover's view.
+        valid: (n,) bool: searched (False: the position could not be searched, e.g. over).
+    """
+
+    position: np.ndarray
+    game_id: np.ndarray
+    ply: np.ndarray
+    policy_index: np.ndarray
+    policy_prob: np.ndarray
+    value: np.ndarray
+    valid: np.ndarray
+
+
 def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
     """Write an .npz through a temporary file in the same folder and rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -297,6 +376,10 @@ class ReplayBuffer:
         opponent_top_k: opponent-policy entries kept per record (0: none; the width of the
             records the buffer holds, shards of another width are padded or cut to it; a run
             passes :meth:`takzero.config.TrainConfig.replay_opponent_top_k`).
+
+    Reanalyse reads ``cfg.reanalyse_fraction`` (positions handed out per sample drawn by the
+    trainer, 0: none; see the module docstring) and ``cfg.reanalyse_value_weight`` (``w`` of
+    :func:`blend_value` for the sampled value targets).
     """
 
     def __init__(
@@ -320,6 +403,10 @@ class ReplayBuffer:
         self.games_added = 0
         self.next_shard = 0
         self.shard_sizes: list[tuple[Path, int]] = []  # shards on disk, oldest first
+        self.reanalyse_rng = np.random.default_rng([seed, 0x5EA])  # its own stream
+        self.reanalyse_issued = 0  # positions handed out (reanalyse_take)
+        self.reanalyse_applied = 0  # refreshes written into records
+        self.reanalyse_dropped = 0  # refreshes of records gone from the window (or unsearched)
 
     # -- window and budget -------------------------------------------------------------------
 
@@ -378,12 +465,84 @@ class ReplayBuffer:
         idx = len(self.data) - w + self.rng.integers(0, w, size=batch_size)
         self.total_sampled += batch_size
         self.last_sample_age = float(np.mean(len(self.data) - idx))
-        return self.data.take(idx)
+        out = self.data.take(idx)
+        if self.cfg.reanalyse_value_weight > 0:
+            out.value = blend_value(out.value, out.search_value, self.cfg.reanalyse_value_weight)
+        return out
+
+    # -- Reanalyse -----------------------------------------------------------------------------
+
+    def _first_index(self) -> int:
+        """Index (among all positions ever added) of ``data``'s first record."""
+        return self.total_added - len(self.data)
+
+    def reanalyse_budget(self) -> int:
+        """Positions that may still be handed out: ``floor(reanalyse_fraction * total_sampled)``
+        less those handed out so far."""
+        return int(self.cfg.reanalyse_fraction * self.total_sampled) - self.reanalyse_issued
+
+    def reanalyse_take(self, n: int) -> ReanalyseJob | None:
+        """``n`` distinct positions drawn uniformly from the window for Reanalyse, or None while
+        the budget (:meth:`reanalyse_budget`) holds fewer than ``n`` or the window fewer than
+        ``n`` positions. Counts them as handed out. Raises ValueError for n < 1."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        w = min(self.window(), len(self.data))
+        if self.reanalyse_budget() < n or w < n:
+            return None
+        rows = len(self.data) - w + self.reanalyse_rng.choice(w, size=n, replace=False)
+        seeds = self.reanalyse_rng.integers(0, 1 << 62, size=n, dtype=np.int64)
+        self.reanalyse_issued += n
+        d = self.data
+        return ReanalyseJob(
+            position=(self._first_index() + rows).astype(np.int64),
+            game_id=d.game_id[rows].copy(),
+            ply=d.ply[rows].copy(),
+            board=d.board[rows].copy(),
+            seeds=seeds,
+        )
+
+    def reanalyse_apply(self, refresh: ReanalyseRefresh) -> tuple[int, int]:
+        """Write the new targets into the same records (policy target and ``search_value``),
+        in place; rows whose record left the window meanwhile, or that were not searched, are
+        dropped. Nothing is added and no position count changes. Returns (applied, dropped)."""
+        d = self.data
+        w = min(self.window(), len(d))
+        rows = np.asarray(refresh.position, np.int64) - self._first_index()
+        inside = (rows >= len(d) - w) & (rows < len(d))
+        safe = np.where(inside, rows, 0)
+        ok = inside & np.asarray(refresh.valid, bool)
+        if len(d):
+            ok &= (d.game_id[safe] == refresh.game_id) & (d.ply[safe] == refresh.ply)
+        else:
+            ok[:] = False
+        r = rows[ok]
+        k = min(d.policy_index.shape[1], refresh.policy_index.shape[1])
+        d.policy_index[r] = -1
+        d.policy_prob[r] = 0
+        d.policy_index[r, :k] = refresh.policy_index[ok, :k]
+        d.policy_prob[r, :k] = refresh.policy_prob[ok, :k]
+        d.search_value[r] = refresh.value[ok]
+        applied = int(ok.sum())
+        self.reanalyse_applied += applied
+        self.reanalyse_dropped += len(rows) - applied
+        return applied, len(rows) - applied
+
+    def reanalyse_counters(self) -> dict[str, int]:
+        """Positions handed out, refreshes applied and dropped (in flight: the rest)."""
+        return {"issued": self.reanalyse_issued, "applied": self.reanalyse_applied,
+                "dropped": self.reanalyse_dropped}  # fmt: skip
 
     def stats(self) -> dict[str, float]:
         """Numbers for logging: sizes, window, mean age of the last sampled batch (in positions added
-        since), bytes/position."""
+        since), bytes/position; with Reanalyse on, its counters (``reanalyse/issued``,
+        ``reanalyse/applied``, ``reanalyse/dropped``) and ``reanalyse/per_sample`` (positions
+        handed out per sample the trainer drew, at most ``reanalyse_fraction``)."""
         w = min(self.window(), len(self.data))
+        extra: dict[str, float] = {}
+        if self.cfg.reanalyse_fraction > 0:
+            extra = {f"reanalyse/{k}": float(v) for k, v in self.reanalyse_counters().items()}
+            extra["reanalyse/per_sample"] = self.reanalyse_issued / max(self.total_sampled, 1)
         return {
             "replay/positions": float(len(self.data)),
             "replay/window": float(w),
@@ -392,6 +551,7 @@ class ReplayBuffer:
             "replay/games": float(self.games_added),
             "replay/sample_age": self.last_sample_age,
             "replay/bytes_per_position": self.data.nbytes_per_position(),
+            **extra,
         }
 
     # -- disk --------------------------------------------------------------------------------
@@ -430,7 +590,8 @@ class ReplayBuffer:
         return removed
 
     def state_dict(self) -> dict[str, int | dict]:
-        """Counters and RNG saved in the trainer's checkpoint (the records live in the shards)."""
+        """Counters and RNGs saved in the trainer's checkpoint (the records live in the shards),
+        Reanalyse's counters and stream under ``"reanalyse"``."""
         self.flush()
         return {
             "total_added": self.total_added,
@@ -438,6 +599,7 @@ class ReplayBuffer:
             "games_added": self.games_added,
             "next_shard": self.next_shard,
             "rng": self.rng.bit_generator.state,
+            "reanalyse": {**self.reanalyse_counters(), "rng": self.reanalyse_rng.bit_generator.state},
         }
 
     def load(self, state: dict | None = None) -> int:
@@ -451,6 +613,12 @@ class ReplayBuffer:
             self.rng.bit_generator.state = state["rng"]
             self.total_added = int(state["total_added"])
             self.games_added = int(state["games_added"])
+            ra = state.get("reanalyse")  # None: a checkpoint from before Reanalyse existed
+            if ra is not None:
+                self.reanalyse_issued = int(ra["issued"])
+                self.reanalyse_applied = int(ra["applied"])
+                self.reanalyse_dropped = int(ra["dropped"])
+                self.reanalyse_rng.bit_generator.state = ra["rng"]
         if self.shard_dir is None or not self.shard_dir.exists():
             return 0
         shards = sorted(p for p in self.shard_dir.iterdir() if SHARD_RE.match(p.name))

@@ -91,17 +91,26 @@ def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> ResumePoint | Non
         )
     saved = found[1].get("model_config")
     if saved is not None:
-        want = cfg.model_config().to_dict()
-        diff = {k: (saved.get(k), v) for k, v in want.items() if saved.get(k, v) != v}
-        if diff:
-            keys = ", ".join(
-                f"model.{k}: checkpoint {a!r}, config {b!r}" for k, (a, b) in sorted(diff.items())
-            ).replace("model.size", "board.size")
+        keys = model_config_diff(saved, cfg, "checkpoint")
+        if keys:
             raise RunDirError(
                 f"{found[0]} was trained with another network than this config builds ({keys}); "
                 "set those keys to the checkpoint's values to resume, or choose a new run_name"
             )
     return ResumePoint(found[0], found[1], rejected)
+
+
+def model_config_diff(saved: dict[str, Any], cfg: TrainConfig, source: str) -> str:
+    """The keys where the network ``saved`` (a file's ``model_config`` dict) differs from the one
+    ``cfg`` builds, each with both values (``'model.channels: checkpoint 8, config 32'``;
+    ``source`` names the file's side), "" when they are the same network. A key missing from
+    ``saved`` counts as equal (files written before it existed). ``size`` is named
+    ``board.size``, the key that sets it."""
+    want = cfg.model_config().to_dict()
+    diff = {k: (saved.get(k), v) for k, v in want.items() if saved.get(k, v) != v}
+    return ", ".join(
+        f"model.{k}: {source} {a!r}, config {b!r}" for k, (a, b) in sorted(diff.items())
+    ).replace("model.size", "board.size")
 
 
 def set_aside_rejected(point: ResumePoint) -> list[str]:
@@ -144,6 +153,8 @@ class RunCounters:
         skipped_checks: the evaluations not run and why (``schedule.EvaluationSchedule``).
         owed_checks: the checks a Ctrl-C cut or left owed, ``[generation, step, [kinds]]``,
             owed again by the next session (the weights come from ``ckpt_<step>.pt``).
+        init_from: where the run's initial weights came from (``train.init_from`` at its first
+            start, :func:`takzero.pipeline.warm_start.load_init_weights`), "" for random ones.
     """
 
     games: int = 0
@@ -161,6 +172,7 @@ class RunCounters:
     strength_points: list[list[float]] = dataclasses.field(default_factory=list)
     skipped_checks: list[str] = dataclasses.field(default_factory=list)
     owed_checks: list[list[Any]] = dataclasses.field(default_factory=list)
+    init_from: str = ""
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any] | None) -> RunCounters:
@@ -182,6 +194,7 @@ class RunCounters:
             strength_points=[list(x) for x in extra.get("strength_points", [])],
             skipped_checks=list(extra.get("skipped_checks", [])),
             owed_checks=[list(x) for x in extra.get("owed_checks", [])],
+            init_from=str(extra.get("init_from", "")),
         )
 
     def to_checkpoint(self) -> dict[str, Any]:

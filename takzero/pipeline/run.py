@@ -106,6 +106,7 @@ from takzero.pipeline.progress import (
     strength_text,
     summary_lines,
 )
+from takzero.pipeline.reanalyse import ReanalyseWorker, reanalyse_counts, reanalyse_text
 from takzero.pipeline.resume import (
     STREAMS_PER_LAUNCH,
     ResumePoint,
@@ -125,6 +126,7 @@ from takzero.pipeline.scalars import (
 from takzero.pipeline.schedule import Check, EvaluationSchedule
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
 from takzero.pipeline.trainer import Trainer
+from takzero.pipeline.warm_start import load_init_weights, warm_start_lines
 from takzero.players.registry import spec_label
 
 __all__ = ["Run", "RunDirError", "run_training", "EVAL_WAIT_AT_END_S"]
@@ -204,6 +206,9 @@ class Run:
         self.replay: Any = None
         self.evaluator: Any = None
         self.pool: SelfPlayPool | None = None
+        self.reanalyser: ReanalyseWorker | None = None  # replay.reanalyse_fraction > 0
+        #: Reanalyse's counters as last read from the replay actor (``reanalyse.reanalyse_counts``)
+        self.reanalysed: dict[str, int] = {"issued": 0, "applied": 0, "dropped": 0, "sampled": 0}
         self.weights = PublishedWeights()
         self.promoted: Promoted | None = None
         self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
@@ -253,6 +258,7 @@ class Run:
             games_in_flight=int(sum(g for g, _ in self.inflight.values())),
             positions_in_flight=int(sum(p for _, p in self.inflight.values())),
             replay_positions=replay_positions,
+            reanalysed=self.reanalysed["applied"] if self.cfg.replay.reanalyse_fraction > 0 else -1,
             gating=self.c.last_gating,
             strength=self.c.last_strength,
         )
@@ -321,6 +327,8 @@ class Run:
             strength_label=self._strongest(),
             skipped=self.c.skipped_checks,
             owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
+            init_from=self.c.init_from,
+            reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
         ):
             reporter.line(text)
 
@@ -352,6 +360,8 @@ class Run:
 
         cfg = self.cfg
         self._check_run_dir()
+        # train.init_from: checked before anything starts (ConfigError); a resume ignores it
+        init = load_init_weights(cfg) if cfg.train.init_from and self.resume_from is None else None
         if self.resume_from is not None:
             self.resume_notes = set_aside_rejected(self.resume_from)
             for note in self.resume_notes:
@@ -382,10 +392,15 @@ class Run:
         trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
         torch.set_num_threads(cfg.train.threads)
         self._restore(trainer)
+        if init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh
+            trainer.model.load_state_dict(init.model_state)
+            self.c.init_from = init.describe()
         reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
         for note in self.resume_notes:
+            reporter.line(note)
+        for note in warm_start_lines(cfg, init, self.resume_from):
             reporter.line(note)
         if state is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
@@ -492,6 +507,8 @@ class Run:
             cfg.replay, cfg.board.size, self.run_dir / "replay", cfg.seed, cfg.replay_opponent_top_k()
         )
         rstate = state.get("replay") if state else None
+        if rstate is not None:
+            self.reanalysed = reanalyse_counts(rstate)
         loaded = ray.get(self.replay.load.remote(rstate))
         rstats = ray.get(self.replay.stats.remote())
         if rstate is not None:
@@ -517,8 +534,9 @@ class Run:
 
         gpus = cluster_gpus() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
-        self.pool = SelfPlayPool(cfg, selfplay_options(cfg.ray.selfplay_resources or {}, share),
-                                 self.coordinator, self.replay)  # fmt: skip
+        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
+        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        self.reanalyser = ReanalyseWorker.start(cfg, options, self.coordinator, self.replay)
         self.evaluator = (
             ray.remote(EvaluatorActor)
             .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
@@ -560,6 +578,8 @@ class Run:
                 rstats = ray.get(replay.stats.remote())
                 for k, v in rstats.items():
                     scalars.add(k, v, trainer.step)
+                self.reanalysed = {k: int(rstats.get(f"reanalyse/{k}", 0)) for k in ("issued", "applied", "dropped")}
+                self.reanalysed["sampled"] = int(rstats.get("replay/total_sampled", 0))
                 scalars.add("train/samples_per_s", samples_per_s, trainer.step)
                 if not first_games_said and self.inflight:
                     first_games_said = True
@@ -567,6 +587,8 @@ class Run:
                                   "(kernels ready, first searches done)")  # fmt: skip
                 reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
                 self.pool.check()  # raises a worker's own error; replaces a worker gone for good
+                if self.reanalyser is not None:
+                    self.reanalyser.check()
 
     def _new_generation(self, trainer: Trainer) -> None:
         """A checkpoint step: count a generation, write the checkpoint, publish the weights,
@@ -681,6 +703,8 @@ class Run:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
             self.pool.finish()
+        if self.reanalyser is not None:
+            self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None:
             try:
                 self._checkpoint(trainer)
@@ -729,13 +753,16 @@ class Run:
         """The promoted model: ``best.pt`` when it verifies (it may be newer than the checkpoint:
         a promotion after it); else, for a resumed run, the gated copy of ``generation`` that
         :func:`takzero.pipeline.resume.recover_promoted` finds; for a new run, the initial
-        weights (generation 0). Rewrites ``best.pt`` when it was missing or damaged.
+        weights (generation 0; with ``train.init_from`` always those, replacing any best.pt).
+        Rewrites ``best.pt`` when it was missing or damaged.
 
         Raises:
             RunDirError: a resumed run with no gated copy left (never promotes ungated weights).
         """
         best = self.run_dir / "best.pt"
-        if best.exists():
+        # (a new run from train.init_from: a best.pt left by an earlier start that wrote no
+        # checkpoint holds that start's generation 0, not these weights: replaced below)
+        if best.exists() and not (state is None and self.c.init_from):
             try:
                 d = load_checked(best, require_checksum=True)
                 return int(d.get("generation", generation)), d["model_state"]
@@ -783,6 +810,7 @@ class Run:
         state = trainer.state_dict()
         state["tb_step"] = max(self.scalars.last_step(), trainer.step)
         state["replay"] = rstate
+        self.reanalysed = reanalyse_counts(rstate)
         self.c.promoted_generation = self.promoted[0]
         state["run"] = {**self.c.to_checkpoint(), "minutes": self.minutes()}
         state["promoted"] = self.promoted
