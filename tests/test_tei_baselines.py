@@ -40,7 +40,7 @@ PY = shlex.quote(sys.executable)
 GREEDY_ENGINE = f"{PY} -m takzero.tei --player greedy"
 
 #: A TEI engine in a few lines: 'crash' writes to stderr and exits at its first go; 'illegal'
-#: answers every go with a move that is not on the board.
+#: answers every go with a move that is not on the board; 'hang' never answers a go.
 FAKE_ENGINE = textwrap.dedent("""
     import sys
     mode = sys.argv[1]
@@ -57,7 +57,8 @@ FAKE_ENGINE = textwrap.dedent("""
             if mode == "crash":
                 print("fake engine: out of luck at go", file=sys.stderr, flush=True)
                 sys.exit(3)
-            print("bestmove z9", flush=True)
+            if mode == "illegal":
+                print("bestmove z9", flush=True)
         elif cmd[0] == "quit":
             break
 """)
@@ -173,6 +174,21 @@ def test_an_engine_that_fails_mid_match_raises_a_clear_error_and_is_gone(
     assert err.value.reason == reason
     assert "engine fake" in str(err.value) and words in str(err.value)
     assert _gone(pid)
+
+
+@pytest.mark.slow  # waits out the move timeout of movetime=1 (10 s)
+def test_an_engine_that_hangs_times_out_and_is_killed(fake_engine: Path) -> None:
+    engine = EnginePlayer(f"tei:movetime=1:name=stuck:{PY} {shlex.quote(str(fake_engine))} hang")
+    start = Position.start(4)
+    try:
+        engine.reset(4, 0)
+        pid = engine.pid
+        assert pid is not None
+        with pytest.raises(PlayerFailed, match=r"engine stuck .*did not answer bestmove within") as err:
+            play_match(_side(4), engine, start, random_openings(start, 1, plies=2, seed=0), 40)
+    finally:
+        engine.close()
+    assert err.value.reason == "timeout" and _gone(pid)
 
 
 def test_an_engine_that_does_not_start_says_so() -> None:
