@@ -7,9 +7,10 @@
     python scripts/bench_tactics.py --root-cost [--root-positions 150] [--tinue-nodes N]
 
 Positions: ``tests/data/tactics.json`` (the given set, read as it is) and
-``tests/data/tactics_mined.json`` (mined by ``scripts/mine_tactics.py``) unless ``--files`` says
-otherwise. Everything runs on one core (numba code is single-threaded; torch is set to one
-thread).
+``takzero/data/tactics_mined.json`` (mined by ``scripts/mine_tactics.py``; the package's copy,
+which the training run's tactics curve reads too) unless ``--files`` says otherwise; read by
+``takzero.matches.tactics_set.load_entries``. Everything runs on one core (numba code is
+single-threaded; torch is set to one thread).
 
 Solvers (``--solvers``, default ``prover``; one function per solver in ``SOLVERS``, the players'
 built by :func:`player_solver`; each takes the entry, its position and the time budget and
@@ -32,7 +33,9 @@ play):
 
   Each player runs with its root tinuë checks (:mod:`takzero.players.tactics`) at
   ``--tinue-nodes`` prover nodes (default the players' default; 0: the checks off). A player is
-  reset (size, half komi, seed 0) and asked ``choose(position)``. A win kind is solved when the
+  reset (size, half komi, seed 0) and asked ``choose(position)``. The rule that judges its move
+  is ``takzero.matches.tactics_set.solves`` (the training run's tactics curve uses it too): a
+  win kind is solved when the
   move wins: the game ends with the mover winning, or the exhaustive search
   (:func:`takzero.game.exhaustive.forced_win`, all moves of both sides) confirms that the mover
   wins by force after the move within the plies left (the kind's plies minus one; for a move
@@ -76,14 +79,12 @@ from pathlib import Path
 
 from takzero.game import tinue
 from takzero.game.position import Position
+from takzero.matches.tactics_set import TACTICS_FILE, WIN_KINDS, load_entries, solves
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = (ROOT / "tests" / "data" / "tactics.json", ROOT / "tests" / "data" / "tactics_mined.json")
+DEFAULT_FILES = (ROOT / "tests" / "data" / "tactics.json", TACTICS_FILE)
 DEFAULT_MODEL = ROOT / "checkpoints" / "pretrained" / "5x5.pt"
-WIN_KINDS = ("win_in_1", "win_in_3", "win_in_5")
 PLAYER_SOLVERS = ("uct", "net200", "net800")
-#: node budget of the exhaustive check of a player's winning move
-VERIFY_NODES = 20_000_000
 #: games and ply schedule of ``--root-cost``
 ROOT_COST_GAMES = {
     5: ROOT / "tests" / "data" / "games" / "playtak_takai_bot_5x5.ptn",
@@ -92,29 +93,6 @@ ROOT_COST_GAMES = {
 ROOT_COST_FIRST_PLY = 4
 ROOT_COST_EVERY = 6
 ROOT_COST_SIMULATIONS = 200
-
-
-def load_entries(paths: list[Path]) -> list[dict]:
-    """Entries of the tactics files, each with ``set`` (the file's stem), ``position`` and
-    ``expected`` (the moves that solve it: ``winning_moves`` when the file lists them, else
-    ``expected_moves``). Raises OSError/ValueError for a missing or malformed file."""
-    out = []
-    for path in paths:
-        data = json.loads(Path(path).read_text())
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a JSON list of positions")
-        for e in data:
-            pos = Position.from_tps(e["tps"], komi=e.get("komi", 0.0), flats=e.get("flats"), caps=e.get("caps"))
-            expected = e.get("winning_moves") or e.get("expected_moves") or []
-            out.append({**e, "set": Path(path).stem, "position": pos, "expected": list(expected)})
-    return out
-
-
-def kind_plies(entry: dict) -> int:
-    """Plies of a win kind (``plies`` of the entry, else the N of ``win_in_N``)."""
-    if entry.get("plies"):
-        return int(entry["plies"])
-    return int(entry["kind"].rsplit("_", 1)[1])
 
 
 def solve_prover(entry: dict, pos: Position, seconds: float) -> dict:
@@ -168,42 +146,6 @@ def solve_prover(entry: dict, pos: Position, seconds: float) -> dict:
     }
 
 
-#: answers of :func:`move_wins` by (TPS, move code, plies): the players often play the same
-#: proven move, and a deep check can take seconds
-_VERIFIED: dict[tuple[str, int, int], bool | None] = {}
-
-
-def move_wins(entry: dict, pos: Position, code: int, mate: int | None) -> bool | None:
-    """Whether ``code`` wins ``entry``'s win kind: the game ends with the mover winning, or the
-    exhaustive search proves a forced win for the mover after it within the plies left (the
-    kind's plies minus one; if that fails and ``mate`` minus one is larger, deeper searches up
-    to it, two plies more each time; at most 12).
-    None when a search ran out of :data:`VERIFY_NODES` and none proved the win."""
-    from takzero.game.exhaustive import forced_win
-
-    mover = pos.side_to_move
-    after = pos.play(int(code))
-    if after.is_over:
-        return after.result.winner == mover
-    # iterative deepening from the kind's plies to the proof's (a win found at a smaller depth
-    # is a win within the deeper one, and the deep searches are the costly ones)
-    depths = [kind_plies(entry) - 1]
-    if mate is not None:
-        deepest = min(int(mate) - 1, 12)
-        depths += list(range(depths[0] + 2, deepest, 2)) + ([deepest] if deepest > depths[0] else [])
-    answer: bool | None = False
-    for plies in depths:
-        key = (pos.to_tps(), int(code), plies)
-        if key not in _VERIFIED:
-            _VERIFIED[key] = forced_win(after, plies, max_nodes=VERIFY_NODES, attacker=mover)
-        won = _VERIFIED[key]
-        if won:
-            return True
-        if won is None:
-            answer = None
-    return answer
-
-
 def player_solver(player, size: int | None = None) -> Callable[[dict, Position, float], dict]:
     """A solver that asks ``player`` (reset to the entry's size and half komi, seed 0) for its move
     (see the module docstring); positions of another size than ``size`` (when given) are
@@ -225,17 +167,13 @@ def player_solver(player, size: int | None = None) -> Callable[[dict, Position, 
             "by_proof": info.get("tinue") == "win",
             "avoided": bool(info.get("tinue_avoided")),
         }
+        mate = info.get("mate") if info.get("tinue") == "win" else None
+        t1 = time.perf_counter()
+        won = solves(entry, answer.code, mate)  # the library's one rule (tactics_set)
+        res["verify_seconds"] = time.perf_counter() - t1
+        res["solved"] = bool(won)
         if entry["kind"] in WIN_KINDS:
-            mate = info.get("mate") if info.get("tinue") == "win" else None
-            t1 = time.perf_counter()
-            won = move_wins(entry, pos, answer.code, mate)
-            res["verify_seconds"] = time.perf_counter() - t1
-            res["solved"] = bool(won)
             res["unverified"] = won is None
-        elif entry["kind"] == "avoid_loss":
-            res["solved"] = move in entry["expected"]
-        else:
-            raise ValueError(f"{entry.get('id')}: unknown kind {entry['kind']!r}")
         return res
 
     return solve

@@ -27,7 +27,7 @@ Duplicates (same TPS, komi and reserves) are kept once. At most ``--per-kind`` p
 (kind, size) are kept, taken from the games in an order that spreads them over the files (round
 robin over the files, games in file order), and at most ``--max-total`` in all.
 
-Output (``--out``, default ``tests/data/tactics_mined.json``): a JSON list of objects with ``id``,
+Output (``--out``, default ``takzero/data/tactics_mined.json``, the package's copy that the training run's tactics curve and the tests read): a JSON list of objects with ``id``,
 ``size``, ``komi``, ``tps``, ``side_to_move`` (white/black), ``kind``, ``plies`` (the forced win's
 length, or the avoid_loss horizon), ``expected_moves`` (PTN), ``threat`` and
 ``lost_beyond_horizon`` (avoid_loss only; threat ``road_in_one`` or ``tinue``), ``flats``/``caps``
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     """Mine and write the tactics file; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--games", type=Path, default=ROOT / "tests" / "data" / "games", help="folder of PTN files")
-    p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "tactics_mined.json")
+    p.add_argument("--out", type=Path, default=ROOT / "takzero" / "data" / "tactics_mined.json")
     p.add_argument("--per-kind", type=int, default=25, help="at most this many per (kind, size)")
     p.add_argument("--max-total", type=int, default=300, help="at most this many in all")
     p.add_argument("--max-nodes", type=int, default=3_000_000, help="exhaustive search budget per call")

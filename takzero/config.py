@@ -237,6 +237,7 @@ class EvaluatorConfig:
     baseline_games: int = 20
     baselines: list[str] = field(default_factory=lambda: ["random", "greedy", "uct"])
     uct_simulations: int = 200
+    tactics_every: int = 1  # the tactics curve every k-th generation (0: never)
 
     def __post_init__(self) -> None:
         self.check()
@@ -255,14 +256,21 @@ class EvaluatorConfig:
         _check(e.sampling_plies >= 0, "evaluator.sampling_plies", "must be >= 0", e.sampling_plies)
         _check(e.baseline_every >= 0, "evaluator.baseline_every", "must be >= 0", e.baseline_every)
         _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
+        _check(e.tactics_every >= 0, "evaluator.tactics_every", "must be >= 0 (0 = no tactics curve)", e.tactics_every)
         _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
-        from takzero.players.registry import check_spec  # the player specs' one table
+        from takzero.players.registry import check_spec, spec_label  # the player specs' one table
 
+        labels: dict[str, str] = {}
         for name in e.baselines:
             try:
-                check_spec(name)
+                check_spec(name, engines=True)  # tei: engines too (started by the evaluator)
             except ValueError as err:
                 _check(False, "evaluator.baselines", str(err), name)
+            label = spec_label(name)
+            _check(label not in labels, "evaluator.baselines",
+                   f"has the label '{label}' of '{labels.get(label)}' too (one TensorBoard tag, one "
+                   "file name): list each baseline once, give a tei: engine its own name=LABEL", name)  # fmt: skip
+            labels[label] = name
 
 
 @dataclass

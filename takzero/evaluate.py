@@ -6,7 +6,8 @@ carries ('elo', 'elo_lower', 'elo_upper', its model in 'elo_model': pentanomial 
 named (``MatchResult.describe_elo``), or "too few games". Ctrl-C prints the score so far of the baseline in progress (its JSON line with
 ``"interrupted": true`` and its Elo line), writes its finished games (``--ptn-dir``) and exits
 with status 130. A ``model:PATH`` baseline of another board size than the model is refused
-before any game.
+before any game. A ``tei:`` engine baseline (``takzero.protocols.tei.player``) that fails gives
+a JSON line with 'error' and the other baselines are played; the status is then 1.
 
 This module is the command line only (argument checks, then one call); the match logic is
 :func:`takzero.matches.evaluation.evaluate_model`. The evaluator used during training is
@@ -24,6 +25,7 @@ from takzero.io.files import check_writable_folder
 from takzero.matches.evaluation import MAX_THREADS, evaluate_model
 from takzero.nn.inference import EVAL_BACKENDS
 from takzero.players.registry import ModelFileError, help_text, spec_syntax
+from takzero.protocols.tei.player import make_baseline
 
 __all__ = ["main"]
 
@@ -33,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m takzero.evaluate",
         description="Play a model against the baselines on paired openings; one JSON line each.",
-        epilog=help_text(),
+        epilog=help_text(engines=True),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", help="exported model (TorchScript/ONNX) or checkpoint (.pt)")
     p.add_argument(
         "--baselines", nargs="+", default=["random", "greedy", "uct:1000"],
-        help=f"baseline specs: {spec_syntax()} (default: random greedy uct:1000)",
+        help=f"baseline specs: {spec_syntax(engines=True)} (default: random greedy uct:1000)",
     )
     p.add_argument("--pairs", type=int, default=50, help="openings, each played with both colours")
     p.add_argument("--simulations", type=int, default=200, help="network simulations per move")
@@ -74,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             p.error(f"--ptn-dir {args.ptn_dir}: cannot write there: {e.strerror or e}")
     try:
-        evaluate_model(
+        results = evaluate_model(
             args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
-            links=args.links, backend=args.backend,
+            links=args.links, backend=args.backend, make_baseline=make_baseline,  # tei: engines too
         )
     except ModelFileError as e:  # not a usage error: one line, no usage text
         p.exit(2, f"{p.prog}: error: {e}\n")
@@ -87,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # the score so far is printed (MatchInterrupted) or nothing ran yet
         print("takzero.evaluate: interrupted", file=sys.stderr)
         return 130
+    failed = [r["baseline"] for r in results if "error" in r]
+    if failed:  # the other baselines' lines are printed; the status says that not all were played
+        print(f"takzero.evaluate: {len(failed)} baseline(s) failed: {' '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -17,11 +17,12 @@ from takzero.game import core, exhaustive, tinue
 from takzero.game.__main__ import main
 from takzero.game.position import Position
 from takzero.game.ptn import read_ptn, read_ptn_file
+from takzero.matches.tactics_set import TACTICS_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 TACTICS = json.loads((DATA / "tactics.json").read_text())
-MINED = json.loads((DATA / "tactics_mined.json").read_text())
+MINED = json.loads(TACTICS_FILE.read_text())  # the package's mined set (takzero/data)
 
 # Hand-made positions (white to move unless said otherwise).
 # 5x5: white a3 b3 c3 and e4 e2; d2 (or d3) makes three road threats at once.

@@ -16,6 +16,7 @@ import pytest
 from takzero.game import Position
 from takzero.game.exhaustive import forced_win, safe_moves
 from takzero.matches.games import NetSide, play_games
+from takzero.matches.tactics_set import TACTICS_FILE
 from takzero.players import NetworkPlayer, PlayerMove, UCTPlayer
 from takzero.players.tactics import (
     avoid_tinue,
@@ -28,7 +29,7 @@ from takzero.protocols.tei.lines import format_info
 from takzero.search import SearchConfig, UniformEvaluator
 
 DATA = Path(__file__).parent / "data"
-MINED = json.loads((DATA / "tactics_mined.json").read_text())
+MINED = json.loads(TACTICS_FILE.read_text())  # the package's mined set (takzero/data)
 
 
 def _position(entry: dict) -> Position:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
+from takzero.players.base import BasePlayer, PlayerFailed, close_player
 from takzero.players.network import play_evaluator
 from takzero.players.registry import ModelFileError, make_player, spec_label
 from takzero.players.tactics import check_tinue_nodes
@@ -58,6 +60,7 @@ def evaluate_model(
     threads: int = 0,
     links: bool = False,
     backend: str = "auto",
+    make_baseline: Callable[..., BasePlayer] = make_player,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
     move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
@@ -86,6 +89,15 @@ def evaluate_model(
     on the CPU and it is a checkpoint or an ONNX file, else torch, per network. The JSON's
     ``backend`` is the model's resolved one.
 
+    ``make_baseline(spec, seed=...)`` builds each baseline (default
+    ``takzero.players.registry.make_player``; the command line passes
+    ``takzero.protocols.tei.player.make_baseline``, which also builds ``tei:`` engines, started at
+    their first game and closed after their match, whatever happens). A baseline whose player
+    fails (:class:`~takzero.players.base.PlayerFailed`: an engine that does not start, refuses
+    the size, crashes, hangs or plays an illegal move) fails alone: its dict (and JSON line) is
+    ``{'baseline', 'error', 'seconds'}``, ``progress`` gets ``vs SPEC: FAILED: ...``, and the
+    other baselines are played.
+
     Ctrl-C: the games of the baseline in progress that are finished are summarised (a JSON line
     with ``"interrupted": true``, and the Elo line) and written as PTN, then
     :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
@@ -104,7 +116,7 @@ def evaluate_model(
     if backend not in (*EVAL_BACKENDS, "auto"):
         raise ValueError(f"backend must be one of auto, {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
-    players = [make_player(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
+    players = [make_baseline(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
     if threads:  # after the players: a model baseline sets one thread when it loads
         torch.set_num_threads(threads)
     given_half_komi = None if komi is None else komi_to_half_komi(komi)
@@ -154,6 +166,14 @@ def evaluate_model(
 
         try:
             match = play_match(side, player, start, openings, ply_limit, seed=seed, on_game=finished)
+        except PlayerFailed as err:  # a tei: engine: this baseline fails, not the others
+            failed = {"baseline": spec, "error": " ".join(str(err).split()),
+                      "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+            out.append(failed)
+            say(json.dumps(failed))
+            if progress is not None:
+                progress(f"vs {spec}: FAILED: {failed['error']}")
+            continue
         except MatchInterrupted as stop:
             partial = stop.result
             if partial.num_games:
@@ -167,6 +187,8 @@ def evaluate_model(
                 progress(f"interrupted: vs {spec} after {partial.num_games} of {total} games; "
                          f"{_elo_line(partial)}")
             raise
+        finally:
+            close_player(player)  # a tei: engine's process, always (nothing for in-process players)
         summary = _summary(spec, match, t0)
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,

@@ -251,12 +251,14 @@ class EvaluatorActor:
         incumbent: dict[str, torch.Tensor],
         play_baselines: bool,
         seed: int | None = None,
+        tactics: bool = False,
     ) -> dict[str, Any]:
         """:meth:`GatingEvaluator.evaluate` of the two generations (pass ObjectRefs: Ray resolves
         them from the node's object store). The candidate's weights are not sent back (the
         driver has them)."""
         out = self.evaluator.evaluate(
-            (candidate_generation, candidate), (incumbent_generation, incumbent), play_baselines, seed
+            (candidate_generation, candidate), (incumbent_generation, incumbent), play_baselines, seed,
+            tactics=tactics,
         )
         out.pop("candidate_weights", None)
         return out

@@ -9,7 +9,7 @@ replay buffer.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,10 +20,12 @@ from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import MatchResult
 from takzero.matches.stats import EloEstimate, SPRTResult
+from takzero.matches.tactics_set import TACTICS_FILE, load_entries, network_moves, solve_rates
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, model_from_config
-from takzero.players.base import Player
-from takzero.players.registry import check_spec, make_player, spec_label
+from takzero.players.base import Player, PlayerFailed, close_player
+from takzero.players.registry import check_spec, spec_label
+from takzero.protocols.tei.player import make_baseline
 
 # ---------------------------------------------------------------------------------------------
 # The decision
@@ -112,13 +114,57 @@ def match_record(kind: str, opponent: str, match: MatchResult, seconds: float) -
     }
 
 
+def failed_record(opponent: str, error: str, seconds: float) -> dict[str, Any]:
+    """The record of a baseline match that could not be played to its end (a ``tei:`` engine
+    that did not start, refused the size, crashed, hung or played an illegal move):
+    ``kind`` 'baseline', ``opponent``, ``error`` (one line), ``games`` 0 and ``seconds``; the run
+    prints it (``progress.evaluation_line``) and lists it among the checks not run."""
+    return {"kind": "baseline", "opponent": opponent, "error": " ".join(error.split()),
+            "games": 0, "seconds": seconds}  # fmt: skip
+
+
 def baseline_player(spec: str, uct_simulations: int, seed: int) -> Player:
     """The player of one ``evaluator.baselines`` entry (a player spec,
-    ``takzero.players.registry``). A ``uct`` without a count searches ``uct_simulations``
+    ``takzero.players.registry``; a ``tei:`` engine is an
+    :class:`~takzero.protocols.tei.player.EnginePlayer`, started at its first game: close it with
+    ``close_player``). A ``uct`` without a count searches ``uct_simulations``
     (``evaluator.uct_simulations``) per move: the one place of that rule. Raises ValueError for
     a bad spec."""
-    simulations = uct_simulations if check_spec(spec) == "uct" else None
-    return make_player(spec, seed=seed, simulations=simulations)
+    simulations = uct_simulations if check_spec(spec, engines=True) == "uct" else None
+    return make_baseline(spec, seed=seed, simulations=simulations)
+
+
+#: Node budget of the exhaustive check of a move in the tactics curve (a check that runs out
+#: counts as unsolved; ``tactics_set.VERIFY_NODES``, the benchmark's, is 10 times more: a slow
+#: check would hold up the run's evaluations).
+TACTICS_VERIFY_NODES = 2_000_000
+
+
+def tactics_entries(size: int) -> list[dict[str, Any]]:
+    """The positions of the tactics curve for ``size``: the entries of the package's mined set
+    (``takzero.matches.tactics_set.TACTICS_FILE``) of that board size, [] for a size it has
+    none of."""
+    return load_entries([TACTICS_FILE], size=size)
+
+
+def tactics_plan(cfg: Any) -> tuple[int, str]:
+    """(the tactics curve's rate, its start-up line) for the run's config: ``evaluator.tactics_every``
+    and what it measures, or 0 and why it is off when the set has no positions of
+    ``board.size`` (or ``evaluator.tactics_every`` is 0: line "")."""
+    every = cfg.evaluator.tactics_every
+    if every == 0:
+        return 0, ""
+    entries = tactics_entries(cfg.board.size)
+    size = f"{cfg.board.size}x{cfg.board.size}"
+    if not entries:
+        return 0, (f"tactics curve: off (the tactics set {TACTICS_FILE.name} has no {size} positions; "
+                   "it has 4x4 to 6x6)")  # fmt: skip
+    kinds: dict[str, int] = {}
+    for e in entries:
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+    counts = ", ".join(f"{k} {n}" for k, n in kinds.items())
+    return every, (f"tactics curve: every {every} generation(s), {len(entries)} {size} positions "
+                   f"({counts}), the network alone at {cfg.evaluation_simulations()} simulations")  # fmt: skip
 
 
 class GatingEvaluator:
@@ -145,6 +191,8 @@ class GatingEvaluator:
         self.search = cfg.evaluation_search_config()
         self.simulations = cfg.evaluation_simulations()
         self.rounds = 0
+        #: the tactics curve's positions (none when evaluator.tactics_every is 0)
+        self.tactics = tactics_entries(cfg.board.size) if cfg.evaluator.tactics_every > 0 else []
 
     def _side(self, name: str, weights: dict[str, torch.Tensor]) -> NetSide:
         return NetSide(
@@ -161,14 +209,19 @@ class GatingEvaluator:
         incumbent: tuple[int, dict[str, torch.Tensor]],
         play_baselines: bool,
         seed: int | None = None,
+        tactics: bool = False,
     ) -> dict[str, Any]:
         """Gating match of ``candidate`` (generation, weights) against ``incumbent``, then (if
-        ``play_baselines``) the baselines. Returns a dict with 'decision' ('promote' | 'reject' |
+        ``play_baselines``) the baselines, then (if ``tactics`` and the set has positions of the
+        board size) the tactics curve's point (:meth:`tactics_point`: 'tactics' and the
+        ``tactics/<kind>`` scalars). Returns a dict with 'decision' ('promote' | 'reject' |
         None when gating is off), 'scalars' for TensorBoard ('elo/vs_<label>' and
         'score/vs_<label>' per baseline, the label from
         ``takzero.players.registry.spec_label``), 'ptn' (file name -> PTN text), 'summary',
         'candidate_generation', 'candidate_weights' and 'matches' (one :func:`match_record`
-        per match played, gating first, then the baselines in ``evaluator.baselines`` order). ``seed`` draws the openings and the
+        per match played, gating first, then the baselines in ``evaluator.baselines`` order; a
+        baseline whose ``tei:`` engine failed has a :func:`failed_record` and no scalars, and
+        the other baselines are still played). ``seed`` draws the openings and the
         sampled plies (default: from ``seed`` and the count of evaluations of this object; a
         training run passes one per launch and generation, so a resumed run plays new
         openings)."""
@@ -225,7 +278,13 @@ class GatingEvaluator:
                 player = baseline_player(built, e.uct_simulations, seed)
                 pairs = e.baseline_games // 2
                 openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
-                match = play_match(cand_side, player, self.start, openings, ply_limit, seed)
+                try:
+                    match = play_match(cand_side, player, self.start, openings, ply_limit, seed)
+                except PlayerFailed as err:  # a tei: engine that failed: recorded as failed
+                    out["matches"].append(failed_record(label, str(err), time.perf_counter() - t0))
+                    continue
+                finally:
+                    close_player(player)  # a tei: engine's process, always
                 est = match.elo()
                 scalars[f"elo/vs_{label}"] = float(np.clip(est.elo, -1000, 1000))
                 scalars[f"score/vs_{label}"] = match.score
@@ -233,14 +292,40 @@ class GatingEvaluator:
                 ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = "\n".join(
                     g.to_ptn() for g in match.games
                 )
+        if tactics and self.tactics:
+            out["tactics"] = self.tactics_point(weights, seed)
+            scalars.update({f"tactics/{k}": v for k, v in out["tactics"]["rates"].items()})
         return out
+
+    def tactics_point(self, weights: dict[str, torch.Tensor], seed: int = 0) -> dict[str, Any]:
+        """The network ``weights`` alone (tinuë checks off: no prover) at the evaluation
+        simulations on the tactics positions of the run's size, all searched at once
+        (``tactics_set.network_moves``), judged by ``tactics_set.solves`` with
+        :data:`TACTICS_VERIFY_NODES`. The positions keep the set's own komi (0) and reserves
+        whatever the run's: the set's answers were mined for them. Returns 'rates', 'solved',
+        'positions' (by kind, and 'all'; rates in [0, 1]), 'unverified' (ids) and 'seconds'."""
+        t0 = time.perf_counter()
+        side = NetSide(
+            name="tactics",
+            evaluator=evaluator_from_weights(self.model_config, weights),
+            config=replace(self.search, tinue_nodes=0, max_plies=0),  # no prover, no ply limit
+            simulations=self.simulations,
+        )
+        moves = network_moves(side, [e["position"] for e in self.tactics], seed)
+        score = solve_rates(self.tactics, moves, max_nodes=TACTICS_VERIFY_NODES)
+        return {"rates": score.rates, "solved": score.solved, "positions": score.positions,
+                "unverified": score.unverified, "seconds": time.perf_counter() - t0}  # fmt: skip
 
 
 __all__ = [
     "GateDecision",
+    "TACTICS_VERIFY_NODES",
     "GatingEvaluator",
     "baseline_player",
     "evaluator_from_weights",
+    "failed_record",
     "gate",
     "match_record",
+    "tactics_entries",
+    "tactics_plan",
 ]

@@ -113,12 +113,29 @@ def evaluation_line(generation: int, record: dict[str, Any], decision: str | Non
     12-2-6 (W-D-L), score 0.650, Elo +107.5 [-20.3, +250.1] (95%, pentanomial score-test
     interval, 10 game pairs), 20 games, 35 s'``. ``record``: a
     :func:`takzero.pipeline.gating.match_record`; ``decision``: the gating decision of a gating
-    match ('promote' or 'reject'), appended."""
+    match ('promote' or 'reject'), appended. A failed baseline (a
+    :func:`~takzero.pipeline.gating.failed_record`: a ``tei:`` engine that failed): ``'evaluation:
+    gen 8 vs tei-x-n200: FAILED after 3 s: <error>'``."""
     r = record
     what = f"{r['opponent']} (gating)" if r["kind"] == "gating" else r["opponent"]
+    if r.get("error"):
+        return f"evaluation: gen {generation} vs {what}: FAILED after {r['seconds']:.0f} s: {r['error']}"
     text = (f"evaluation: gen {generation} vs {what}: {r['wins']}-{r['draws']}-{r['losses']} (W-D-L), "
             f"score {r['score']:.3f}, Elo {r['elo_text']}, {r['games']} games, {r['seconds']:.0f} s")  # fmt: skip
     return text + (f": {decision}" if decision else "")
+
+
+def tactics_line(generation: int, point: dict[str, Any]) -> str:
+    """The line of one tactics-curve point when it lands: ``'tactics: gen 8 solved 41/100
+    (41%): win_in_1 20/25, win_in_3 9/25, win_in_5 4/25, avoid_loss 8/25, 12 s'``. ``point``: a
+    :meth:`takzero.pipeline.gating.GatingEvaluator.tactics_point` (and its 'unverified' ids,
+    counted unsolved, named by number)."""
+    solved, positions = point["solved"], point["positions"]
+    kinds = ", ".join(f"{k} {solved[k]}/{positions[k]}" for k in positions if k != "all")
+    text = (f"tactics: gen {generation} solved {solved['all']}/{positions['all']} "
+            f"({100 * point['rates']['all']:.0f}%): {kinds}, {point['seconds']:.0f} s")  # fmt: skip
+    unverified = point.get("unverified") or []
+    return text + (f" ({len(unverified)} unverified, counted unsolved)" if unverified else "")
 
 
 def strength_text(generation: int, record: dict[str, Any]) -> str:

@@ -87,6 +87,7 @@ from takzero.pipeline.checkpoints import (
     remove_stale_temp_files,
     set_aside,
 )
+from takzero.pipeline.gating import tactics_plan
 from takzero.pipeline.placement import (
     check_resources,
     cluster_gpus,
@@ -105,6 +106,7 @@ from takzero.pipeline.progress import (
     resume_command,
     strength_text,
     summary_lines,
+    tactics_line,
 )
 from takzero.pipeline.reanalyse import ReanalyseWorker, reanalyse_counts, reanalyse_text
 from takzero.pipeline.resume import (
@@ -212,8 +214,9 @@ class Run:
         self.weights = PublishedWeights()
         self.promoted: Promoted | None = None
         self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
+        self.tactics_every, self.tactics_line = tactics_plan(cfg)  # 0: no tactics of this size
         self.schedule = EvaluationSchedule(cfg.evaluator.gating != "off", cfg.evaluator.baseline_every,
-                                           skipped=self.c.skipped_checks)  # fmt: skip
+                                           skipped=self.c.skipped_checks, tactics_every=self.tactics_every)  # fmt: skip
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.loop_started = False
 
@@ -274,6 +277,8 @@ class Run:
         say(f"  {cfg.board.size}x{cfg.board.size}, {cfg.selfplay.workers} self-play worker(s) x "
             f"{cfg.selfplay.games_per_worker} games, {cfg.mcts.simulations} simulations, "
             f"batch {cfg.train.batch_size}, training starts at {cfg.replay.min_positions} positions")  # fmt: skip
+        if self.tactics_line:
+            say(f"  {self.tactics_line}")
 
     def _finished_already(self, state: dict[str, Any] | None) -> str | None:
         if state is None:
@@ -294,7 +299,7 @@ class Run:
         if best_gen == 0:
             return "the initial weights are not measured"
         for text in reversed(self.c.skipped_checks):  # 'gen 4, 6 baselines: ...' (schedule.py)
-            m = re.match(r"gen ([\d, ]+) (?:gating and )?baselines: ", text)
+            m = re.match(r"gen ([\d, ]+) (?:gating and )?baselines(?: and tactics)?: ", text)
             if m and str(best_gen) in m.group(1).split(", "):
                 return f"its check was not run: {text}"
         if best_gen % every:
@@ -641,7 +646,7 @@ class Run:
         self.eval_task = self.evaluator.evaluate.remote(
             check.generation, self.weights.ref(check.weights),
             self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
-            seed=self._eval_seed(check.generation),
+            seed=self._eval_seed(check.generation), tactics=check.tactics,
         )  # fmt: skip
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
@@ -837,7 +842,11 @@ class Run:
         for rec in records:
             decision = result["decision"] if rec["kind"] == "gating" and gating_on else None
             self.reporter.line(evaluation_line(cand_gen, rec, decision))
-        baselines = {r["opponent"]: r for r in records if r["kind"] == "baseline"}
+            if rec.get("error"):  # a tei: engine that failed: the check is not lost silently
+                self.c.skipped_checks.append(f"gen {cand_gen} baseline {rec['opponent']}: failed ({rec['error']})")
+        if result.get("tactics"):
+            self.reporter.line(tactics_line(cand_gen, result["tactics"]))
+        baselines = {r["opponent"]: r for r in records if r["kind"] == "baseline" and not r.get("error")}
         strongest = baselines.get(self._strongest())
         if strongest is not None:
             self.c.last_strength = strength_text(cand_gen, strongest)

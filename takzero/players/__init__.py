@@ -9,7 +9,8 @@ network player and the table of player specs.
 * :mod:`takzero.players.network` -- :class:`NetworkPlayer` (MCTS guided by a network) and
   :class:`NetworkSearch` (the one search path of a network in play);
 * :mod:`takzero.players.registry` -- player specs (``random``, ``greedy``, ``uct[:N]``,
-  ``model:PATH[:N]``): :func:`make_player`, :func:`check_spec`, :func:`help_text`.
+  ``model:PATH[:N]``; ``tei:[OPTS:]CMD`` engines are parsed there and started by
+  ``takzero.protocols.tei.player``): :func:`make_player`, :func:`check_spec`, :func:`help_text`.
 
 The names below are re-exported so that ``from takzero.players import make_player, UCTPlayer``
 works.

@@ -114,6 +114,27 @@ class BatchSearch(Protocol):
         ...
 
 
+class PlayerFailed(RuntimeError):
+    """A player that cannot answer any more: an external engine (``tei:``,
+    ``takzero.protocols.tei.player``) that did not start, refused the board size, crashed, hung
+    or played an illegal move. The match it plays is void (a yardstick that fails measures
+    nothing): callers record the baseline as failed. ``reason``: short ('crash', 'timeout',
+    'protocol', 'illegal move', 'refused'); the message says more."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def close_player(player: object) -> None:
+    """Stop what ``player`` started: its ``close()`` when it has one (a ``tei:`` engine's
+    process, ``takzero.protocols.tei.player.EnginePlayer``); nothing for an in-process player
+    or None. Callers of a baseline call it in a ``finally``."""
+    close = getattr(player, "close", None)
+    if close is not None:
+        close()
+
+
 def is_integer(x: object) -> bool:
     """True for an integer (Python or numpy), False for a bool or anything else: the check of
     every integer setting of a player."""
@@ -249,9 +270,11 @@ __all__ = [
     "BatchSearch",
     "Limit",
     "Player",
+    "PlayerFailed",
     "PlayerMove",
     "Progress",
     "as_player_move",
+    "close_player",
     "is_integer",
     "stop_flag",
 ]

@@ -9,14 +9,28 @@ A spec is ``KIND`` or ``KIND:ARG`` (the kind is case-insensitive):
 ``uct[:N]``          UCT with random rollouts, N simulations per move (default 1000)
 ``model:PATH[:N]``   a fixed network (exported model or checkpoint) with N MCTS simulations per
                      move (default 400); the last ``:N`` is read as the count when it is digits
+``tei:[OPTS:]CMD``   an external TEI engine, started with the command line CMD (any TEI engine,
+                     e.g. ``tei:nodes=1000:python -m takzero.tei --player uct:1000``); OPTS, each
+                     followed by a colon, before CMD: ``nodes=N`` (``go nodes N``) or
+                     ``movetime=MS`` (``go movetime MS``; the default, 1000 ms), and
+                     ``name=LABEL`` (its name in TensorBoard tags and files)
 ===================  ============================================================================
 
 Adding a player kind is one row of :data:`KINDS` (and the player's own module); every help string
 and the config check read this table.
+
+A ``tei:`` spec is an *engine* kind (``PlayerKind.engine``): the engine is a process that the
+protocols layer starts and stops (``takzero.protocols.tei.player``, over the TEI client of
+``takzero.protocols.tei.match``), so it is a baseline of ``takzero.evaluate`` and of the training
+evaluator (``evaluator.baselines``) only. Here it is parsed and checked (:func:`engine_spec`,
+``check_spec(spec, engines=True)``) and labelled; :func:`make_player` refuses it, and so does
+:func:`check_spec` unless asked with ``engines=True``.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +49,8 @@ class PlayerKind:
     texts. ``parse(arg)``: checks the text after the colon (None: no colon) and returns what
     ``build`` needs, raising ValueError for a bad argument. ``build(parsed, seed, simulations)``:
     the player; ``simulations`` is the count to use when the spec gives none (None: the kind's
-    default; kinds that do not search ignore it).
+    default; kinds that do not search ignore it). ``engine``: an external process started by the
+    protocols layer (``tei:``), not built here (see the module doc).
     """
 
     name: str
@@ -43,6 +58,7 @@ class PlayerKind:
     help: str
     parse: Callable[[str | None], object]
     build: Callable[[object, int, int | None], BasePlayer]
+    engine: bool = False
 
 
 def _no_argument(kind: str) -> Callable[[str | None], None]:
@@ -113,6 +129,88 @@ def _build_model(parsed: object, seed: int, simulations: int | None) -> BasePlay
     return player
 
 
+#: ``go movetime`` of a ``tei:`` engine whose spec gives no limit (ms).
+DEFAULT_ENGINE_MOVETIME_MS = 1000
+
+_ENGINE_OPTION = re.compile(r"(nodes|movetime|name)=([^:\s]*):")
+_LABEL_TEXT = re.compile(r"[A-Za-z0-9._+-]+")
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """A parsed ``tei:[OPTS:]CMD`` spec (see the module doc).
+
+    ``command``: the engine's command line (split with ``shlex.split`` when started);
+    ``nodes``: ``go nodes N`` per move, or None; ``movetime``: ``go movetime MS`` per move (ms),
+    or None (with ``nodes`` None too: :data:`DEFAULT_ENGINE_MOVETIME_MS`); ``name``: the label
+    given with ``name=``, or None."""
+
+    command: str
+    nodes: int | None = None
+    movetime: int | None = None
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The name of the engine in TensorBoard tags, PTN tags and file names: ``name=`` when
+        given, else ``tei-`` + the command's words (the program without its folder; characters
+        other than letters, digits and ``._+-`` as ``-``; at most 40 characters) + the limit
+        (``-n1000`` for nodes, ``-mt1000`` for movetime): ``tei:nodes=200:python -m
+        takzero.tei --player uct:200`` -> ``tei-python-m-takzero.tei-player-uct-200-n200``."""
+        if self.name:
+            return self.name
+        words = shlex.split(self.command)
+        words[0] = Path(words[0]).name
+        slug = "-".join(w for w in (re.sub(r"[^A-Za-z0-9._+]+", "-", x).strip("-") for x in words) if w)
+        limit = f"n{self.nodes}" if self.nodes is not None else f"mt{self.movetime}"
+        return f"tei-{slug[:40].rstrip('-')}-{limit}"
+
+
+def _parse_engine(arg: str | None) -> EngineSpec:
+    """``[nodes=N:|movetime=MS:][name=LABEL:]CMD`` -> :class:`EngineSpec`. Raises ValueError for
+    an option given twice, both limits, a limit that is not a whole number >= 1, a bad label, an
+    empty command or one that ``shlex`` cannot split (unbalanced quotes)."""
+    rest = (arg or "").lstrip()
+    opts: dict[str, str] = {}
+    while (m := _ENGINE_OPTION.match(rest)) is not None:
+        key, value = m.group(1), m.group(2)
+        if key in opts:
+            raise ValueError(f"'{key}=' is given twice")
+        opts[key] = value
+        rest = rest[m.end():].lstrip()
+    if not rest:
+        raise ValueError("'tei' needs the engine's command: tei:[nodes=N:|movetime=MS:][name=LABEL:]COMMAND")
+    try:
+        words = shlex.split(rest)
+    except ValueError as e:
+        raise ValueError(f"the engine command cannot be split ({e}): {rest}") from None
+    if not words:
+        raise ValueError("'tei' needs the engine's command")
+    if "nodes" in opts and "movetime" in opts:
+        raise ValueError("give nodes= or movetime=, not both")
+    limits: dict[str, int] = {}
+    for key in ("nodes", "movetime"):
+        if key in opts:
+            if not _is_count_text(opts[key]) or int(opts[key]) < 1:
+                raise ValueError(f"{key}= must be a whole number >= 1, got '{opts[key]}'")
+            limits[key] = int(opts[key])
+    name = opts.get("name")
+    if name is not None and _LABEL_TEXT.fullmatch(name) is None:
+        raise ValueError(f"name= must be letters, digits and ._+- only, got '{name}'")
+    if not limits:
+        limits["movetime"] = DEFAULT_ENGINE_MOVETIME_MS
+    return EngineSpec(rest, limits.get("nodes"), limits.get("movetime"), name)
+
+
+def _build_engine(parsed: object, seed: int, simulations: int | None) -> BasePlayer:
+    raise ValueError(_engine_refused(f"tei:{parsed.command}"))  # type: ignore[attr-defined]
+
+
+def _engine_refused(spec: str) -> str:
+    return (f"'{spec}' is an external TEI engine: it plays as a baseline of takzero.evaluate "
+            "(--baselines) and of the training evaluator (evaluator.baselines) only")
+
+
 #: Every player kind, in the order help texts list them.
 KINDS: tuple[PlayerKind, ...] = (
     PlayerKind(
@@ -135,46 +233,71 @@ KINDS: tuple[PlayerKind, ...] = (
         f"(default {DEFAULT_NETWORK_SIMULATIONS})",
         _parse_model, _build_model,
     ),
+    PlayerKind(
+        "tei", "tei:[OPTS:]CMD",
+        "an external TEI engine started with the command CMD; OPTS (each followed by ':'): "
+        f"nodes=N or movetime=MS per move (default movetime={DEFAULT_ENGINE_MOVETIME_MS}), name=LABEL",
+        _parse_engine, _build_engine, engine=True,
+    ),
 )  # fmt: skip
 
 _BY_NAME = {k.name: k for k in KINDS}
 
 
-def spec_syntax() -> str:
-    """The specs in one line for help strings: ``'random, greedy, uct[:N], model:PATH[:N]'``."""
-    return ", ".join(k.syntax for k in KINDS)
+def _kinds(engines: bool) -> tuple[PlayerKind, ...]:
+    return tuple(k for k in KINDS if engines or not k.engine)
 
 
-def help_text() -> str:
-    """Every kind with its syntax and one line of help (for ``--help`` epilogs)."""
-    width = max(len(k.syntax) for k in KINDS) + 2
-    return "player specs:\n" + "\n".join(f"  {k.syntax:<{width}}{k.help}" for k in KINDS)
+def spec_syntax(engines: bool = False) -> str:
+    """The specs in one line for help strings: ``'random, greedy, uct[:N], model:PATH[:N]'``
+    (``engines``: with ``tei:[OPTS:]CMD``, for the command lines that play engines)."""
+    return ", ".join(k.syntax for k in _kinds(engines))
 
 
-def _parse(spec: str) -> tuple[PlayerKind, object]:
+def help_text(engines: bool = False) -> str:
+    """Every kind with its syntax and one line of help (for ``--help`` epilogs; ``engines``: the
+    engine kinds too)."""
+    kinds = _kinds(engines)
+    width = max(len(k.syntax) for k in kinds) + 2
+    return "player specs:\n" + "\n".join(f"  {k.syntax:<{width}}{k.help}" for k in kinds)
+
+
+def _parse(spec: str, engines: bool = True) -> tuple[PlayerKind, object]:
     name, colon, arg = str(spec).partition(":")
     kind = _BY_NAME.get(name.strip().lower())
     if kind is None:
-        raise ValueError(f"unknown player '{spec}'; expected one of: {spec_syntax()}")
+        raise ValueError(f"unknown player '{spec}'; expected one of: {spec_syntax(engines)}")
     try:
-        return kind, kind.parse(arg if colon else None)
+        parsed = kind.parse(arg if colon else None)
     except ValueError as e:
-        known = spec_syntax()
+        known = spec_syntax(engines)
         raise ValueError(f"unknown player '{spec}' ({e}); expected one of: {known}") from None
+    if kind.engine and not engines:
+        raise ValueError(_engine_refused(str(spec).strip()))
+    return kind, parsed
 
 
-def check_spec(spec: str) -> str:
+def check_spec(spec: str, engines: bool = False) -> str:
     """Check a player spec without building the player (a ``model`` file must exist, it is not
-    loaded). Returns the kind's name. Raises ValueError naming the known kinds."""
-    return _parse(spec)[0].name
+    loaded; a ``tei`` command is not started). Returns the kind's name. ``engines``: accept the
+    engine kinds (``tei:``; for the evaluator's baselines). Raises ValueError naming the known
+    kinds, or saying where an engine plays when ``engines`` is False."""
+    return _parse(spec, engines)[0].name
+
+
+def engine_spec(spec: str) -> EngineSpec | None:
+    """The :class:`EngineSpec` of a ``tei:`` spec, None for a spec of another kind. Raises
+    ValueError for a bad spec."""
+    kind, parsed = _parse(spec)
+    return parsed if kind.engine else None  # type: ignore[return-value]
 
 
 def make_player(spec: str, seed: int = 0, simulations: int | None = None) -> BasePlayer:
     """The player of a spec (see the module doc), seeded with ``seed``. ``simulations``: the
     count for a searching kind whose spec gives none (``uct``, ``model:PATH``; None: the kind's
-    default). Raises ValueError naming the known kinds for a bad spec, or for a model file that
-    cannot be loaded."""
-    kind, parsed = _parse(spec)
+    default). Raises ValueError naming the known kinds for a bad spec, for a model file that
+    cannot be loaded, or for an engine spec (``tei:``, started by ``takzero.protocols.tei.player``)."""
+    kind, parsed = _parse(spec, engines=False)
     return kind.build(parsed, seed, simulations)
 
 
@@ -190,19 +313,25 @@ def model_spec_path(spec: str) -> str | None:
 def spec_label(spec: str) -> str:
     """A short name of a spec for file names and TensorBoard tags: the spec without colons
     (``uct:200`` -> ``uct200``); a model spec uses the file's stem (``model:runs/g5.pt:100`` ->
-    ``model-g5-100``). Raises ValueError for a bad spec."""
+    ``model-g5-100``); an engine spec its :attr:`EngineSpec.label`. Raises ValueError for a bad
+    spec."""
     kind, parsed = _parse(spec)
     if kind.name == "model":
         path, sims = parsed  # type: ignore[misc]
         return f"model-{Path(path).stem}" + (f"-{sims}" if sims is not None else "")
+    if kind.engine:
+        return parsed.label  # type: ignore[attr-defined]
     return spec.strip().replace(":", "")
 
 
 __all__ = [
+    "DEFAULT_ENGINE_MOVETIME_MS",
     "KINDS",
+    "EngineSpec",
     "ModelFileError",
     "PlayerKind",
     "check_spec",
+    "engine_spec",
     "help_text",
     "make_player",
     "model_spec_path",
