@@ -12,9 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
-from takzero.config import load_config
+from takzero.config import compose_preset
 from takzero.matches.games import NetSide
 from takzero.matches.tactics_set import (
     TACTICS_FILE,
@@ -116,13 +115,9 @@ def test_network_moves_search_all_positions_at_once() -> None:
 
 
 def _cfg(tmp_path: Path, **overrides):
-    raw = OmegaConf.merge(OmegaConf.load(ROOT / "configs/train.yaml"),
-                          OmegaConf.load(ROOT / "configs/config/smoke.yaml"))  # fmt: skip
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return load_config(raw)
+    """The smoke preset as the training command composes it, in ``tmp_path``, with overrides."""
+    keys = [f"checkpoint_root={tmp_path}", *(f"{k}={v}" for k, v in overrides.items())]
+    return compose_preset("smoke", keys, run_name="r")
 
 
 def test_the_tactics_plan_per_size(tmp_path: Path) -> None:
