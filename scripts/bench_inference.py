@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from takzero.nn.actions import legal_mask, num_actions  # noqa: E402
 from takzero.nn.features import FEATURE_VERSIONS, encode, new_planes, random_states  # noqa: E402
 from takzero.nn.inference import Evaluator, masked_softmax_np  # noqa: E402
-from takzero.nn.model import ModelConfig, masked_softmax, model_from_config, total_loss  # noqa: E402
+from takzero.nn.model import ModelConfig, TakNet, masked_softmax, total_loss  # noqa: E402
 
 
 def timeit(fn: Callable[[], object], min_time: float, sync: Callable[[], None]) -> float:
@@ -132,7 +132,7 @@ def bench_device(
     """Network, evaluator and train-step figures on one device."""
     size = cfg.size
     device = torch.device(dev)
-    model = model_from_config(cfg).to(device).eval()
+    model = TakNet(cfg).to(device).eval()
     sync = torch.cuda.synchronize if dev == "cuda" else _no_sync
     modes = [("network", False)] + ([("network_bf16", True)] if dev == "cuda" else [])
     for name, bf16 in modes:
@@ -154,7 +154,7 @@ def bench_device(
     b = 256
     if args.no_train or len(states_all) < b:
         return
-    train_model = model_from_config(cfg).to(device).train()
+    train_model = TakNet(cfg).to(device).train()
     opt = torch.optim.SGD(train_model.parameters(), lr=0.01, momentum=0.9)
     planes = new_planes(b, size, cfg.layers)
     encode(states_all[:b], planes)
@@ -191,7 +191,7 @@ def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> Non
     for name in FEATURE_MODELS:
         cfg = config_model(name)
         size = cfg.size
-        model = model_from_config(cfg).eval()
+        model = TakNet(cfg).eval()
         states_all = random_states(size, max(batches), seed=1, min_plies=3 * size,
                                    max_plies=12 * size)  # fmt: skip
         for b in batches:

@@ -169,12 +169,12 @@ def bench_network(positions, sims: int, budget: int, seed: int, threads: int | N
     import torch
 
     from takzero.nn.inference import Evaluator
-    from takzero.nn.model import ModelConfig, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet
 
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    ev = Evaluator(model_from_config(ModelConfig()), device="cpu")
+    ev = Evaluator(TakNet(ModelConfig()), device="cpu")
     states = np.stack(positions)
     ev.evaluate(states)
     times = []

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from takzero.nn.features import random_states  # noqa: E402
 from takzero.nn.inference import Evaluator, onnx_evaluator  # noqa: E402
-from takzero.nn.model import ModelConfig, model_from_config  # noqa: E402
+from takzero.nn.model import ModelConfig, TakNet  # noqa: E402
 
 MODELS = {"5x5_cpu": (5, 32, 4), "6x6": (6, 64, 6)}
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.models:
         size, channels, blocks = MODELS[name]
         torch.manual_seed(0)
-        model = model_from_config(ModelConfig(size=size, channels=channels, blocks=blocks)).eval()
+        model = TakNet(ModelConfig(size=size, channels=channels, blocks=blocks)).eval()
         t0 = time.perf_counter()
         onnx = onnx_evaluator(model, threads=1)
         export_s = time.perf_counter() - t0

@@ -344,11 +344,11 @@ def six_by_six_evaluator():
     import yaml
 
     from takzero.nn.inference import Evaluator
-    from takzero.nn.model import ModelConfig, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet
 
     cfg = yaml.safe_load((ROOT / "configs" / "config" / "6x6.yaml").read_text())
     torch.manual_seed(0)
-    model = model_from_config(ModelConfig(size=6, channels=cfg["model"]["channels"], blocks=cfg["model"]["blocks"]))
+    model = TakNet(ModelConfig(size=6, channels=cfg["model"]["channels"], blocks=cfg["model"]["blocks"]))
     return Evaluator(model, device="cpu"), cfg["model"]
 
 

@@ -99,10 +99,10 @@ class Checks:
         emit(check=name, **out, seconds=round(time.perf_counter() - t0, 2))
 
     def model(self) -> Any:
-        from takzero.nn.model import model_from_config
+        from takzero.nn.model import TakNet
 
         torch.manual_seed(0)
-        return model_from_config(self.cfg.model_config())
+        return TakNet(self.cfg.model_config())
 
     # -- the checks --------------------------------------------------------------------------
 
@@ -238,9 +238,9 @@ class Checks:
             never_train = dataclasses.replace(cfg.replay, max_ahead=10**9, min_positions=10**9)
             replay = ray.remote(ReplayActor).remote(never_train, cfg.board.size)
             weights = PublishedWeights()
-            from takzero.nn.model import model_from_config
+            from takzero.nn.model import TakNet
 
-            state = model_from_config(cfg.model_config()).state_dict()
+            state = TakNet(cfg.model_config()).state_dict()
             weights.publish(coordinator, "promoted", 0, state)
             gpu = ray.get(ray.remote(num_gpus=share)(_gpu_view).remote())
             pool = SelfPlayPool(cfg, selfplay_options({}, share), coordinator, replay)

@@ -31,6 +31,7 @@ from takzero.game.position import komi_to_half_komi
 from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
 from takzero.nn.model import LossWeights, ModelConfig
+from takzero.nn.trunks import TRUNKS
 from takzero.search.config import SearchConfig
 
 
@@ -70,6 +71,8 @@ class ModelSection:
     layers: int | None = None  # stack layers encoded (None: the feature default for the size)
     feature_version: int = FEATURE_VERSION  # input planes (takzero.nn.features); 1 for old runs
     global_pool: bool = True
+    trunk: str = "resnet"  # the network's body: a row of takzero.nn.trunks.TRUNKS (resnet, transformer)
+    attention_heads: int = 4  # heads of the transformer trunk (channels must be divisible by it)
     value_weight: float = 1.0
     aux_weight: float = 0.1
     # optional KataGo auxiliary heads (takzero.nn.model; 0 = head absent): the weight of each loss
@@ -87,6 +90,10 @@ class ModelSection:
         if self.layers is not None:
             _check(1 <= self.layers <= 64, "model.layers", "must be 1..64", self.layers)
         _check(self.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", self.feature_version)
+        _check(self.trunk in TRUNKS, "model.trunk", f"must be one of {sorted(TRUNKS)}", self.trunk)
+        if self.trunk == "transformer":
+            _check(self.attention_heads >= 1 and self.channels % self.attention_heads == 0, "model.attention_heads",
+                   f"must be >= 1 and divide model.channels ({self.channels})", self.attention_heads)  # fmt: skip
         _check(self.value_weight >= 0, "model.value_weight", "must be >= 0", self.value_weight)
         _check(self.aux_weight >= 0, "model.aux_weight", "must be >= 0", self.aux_weight)
         for key in ("ownership_weight", "opponent_policy_weight", "soft_policy_weight"):
@@ -351,6 +358,8 @@ class TrainConfig:
             layers=m.layers,
             global_pool=m.global_pool,
             feature_version=m.feature_version,
+            trunk=m.trunk,
+            attention_heads=m.attention_heads,
             ownership_head=m.ownership_weight > 0,
             opponent_policy_head=m.opponent_policy_weight > 0,
             soft_policy_head=m.soft_policy_weight > 0,

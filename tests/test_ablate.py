@@ -21,10 +21,10 @@ def _load_script():
 
 
 def _tiny_model(path: Path, seed: int) -> None:
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 
     torch.manual_seed(seed)
-    model = model_from_config(ModelConfig(size=4, channels=8, blocks=1))
+    model = TakNet(ModelConfig(size=4, channels=8, blocks=1))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint_dict(model), path)
 

@@ -19,8 +19,8 @@ from takzero.nn.model import (
     AuxTargets,
     LossWeights,
     ModelConfig,
+    TakNet,
     model_from_checkpoint,
-    model_from_config,
     opponent_policy_loss,
     ownership_loss,
     soft_policy_target,
@@ -220,7 +220,7 @@ def test_batch_augments_targets_with_the_planes(played):
 
 def _net(**heads):
     torch.manual_seed(0)
-    return model_from_config(ModelConfig(size=SIZE, channels=8, blocks=2, **heads))
+    return TakNet(ModelConfig(size=SIZE, channels=8, blocks=2, **heads))
 
 
 def test_heads_shapes_and_forward_unchanged():

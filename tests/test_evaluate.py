@@ -11,13 +11,13 @@ import torch
 
 from takzero.evaluate import main
 from takzero.matches.evaluation import evaluate_model
-from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 
 
 @pytest.fixture
 def tiny_model(tmp_path: Path) -> Path:
     torch.manual_seed(0)
-    net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
+    net = TakNet(ModelConfig(size=3, channels=8, blocks=1))
     path = tmp_path / "tiny.pt"
     d = checkpoint_dict(net)
     d["half_komi"] = 1
@@ -185,7 +185,7 @@ def test_cli_ctrl_c_exits_130(tiny_model: Path, monkeypatch: pytest.MonkeyPatch,
 def test_a_baseline_network_of_another_size_is_refused(tiny_model: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
     other = tmp_path / "other.pt"
-    torch.save(checkpoint_dict(model_from_config(ModelConfig(size=4, channels=8, blocks=1))), other)
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1))), other)
     with pytest.raises(ValueError, match=r"baseline model:.* plays 4x4, not the model's 3x3"):
         evaluate_model(str(tiny_model), ["random", f"model:{other}"], pairs=1, simulations=2, ply_limit=10)
 

@@ -17,7 +17,7 @@ from takzero.export import export_checkpoint, main, read_metadata
 from takzero.game import Position
 from takzero.nn.features import FEATURE_VERSION
 from takzero.nn.inference import Evaluator
-from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 from takzero.players import NetworkPlayer, Player
 from takzero.search.limit import Limit
 
@@ -28,7 +28,7 @@ def tiny_checkpoint(size: int = 4, **extra) -> dict:
     """A tiny untrained network (8 channels, 1 block) whose policy is made peaked (policy layer
     scaled up) so that search results do not hinge on float ties."""
     torch.manual_seed(0)
-    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    model = TakNet(ModelConfig(size=size, channels=8, blocks=1))
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "policy" in name and p.dim() > 1:

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from takzero.config import ConfigError, load_config
 from takzero.matches.results import MatchResult
-from takzero.nn.model import model_from_config
+from takzero.nn.model import TakNet
 from takzero.pipeline.gating import GatingEvaluator, baseline_player, gate
 from takzero.players import GreedyPlayer, UCTPlayer
 
@@ -88,7 +88,7 @@ def test_gating_evaluator_plays_gating_and_baselines() -> None:
     }))  # fmt: skip
     ev = GatingEvaluator(cfg)
     torch.manual_seed(0)
-    weights = model_from_config(cfg.model_config()).state_dict()
+    weights = TakNet(cfg.model_config()).state_dict()
     out = ev.evaluate((2, weights), (1, weights), play_baselines=True)
     assert out["decision"] in ("promote", "reject") and out["candidate_generation"] == 2
     assert "over 2 games" in out["summary"]

@@ -62,9 +62,9 @@ def _files(folder: Path) -> set[str]:
 def test_hydra_options_keep_the_run_folder_and_relative_paths(
     tmp_path: Path, args: list[str], hydra_files: str | None
 ) -> None:
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 
-    torch.save(checkpoint_dict(model_from_config(ModelConfig(size=4, channels=8, blocks=1))),
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1))),
                tmp_path / "m.pt")  # fmt: skip
     proc, note = _train(tmp_path, "evaluator.baselines=[random,model:m.pt]", *args)
     assert proc.returncode == 0, proc.stderr

@@ -36,10 +36,10 @@ def tiny_model(tmp_path: Path, size: int = 4) -> Path:
     import torch
 
     from takzero.export import export_checkpoint
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 
     torch.manual_seed(0)
-    model = model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    model = TakNet(ModelConfig(size=size, channels=8, blocks=1))
     out = tmp_path / "model.pt"
     export_checkpoint(checkpoint_dict(model, generation=1, run_name="tiny", half_komi=0), out)
     return out

@@ -16,7 +16,7 @@ from takzero.game.moves import square_name
 from takzero.nn import actions as A
 from takzero.nn import features as F
 from takzero.nn.inference import Evaluator, export_torchscript
-from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config, total_loss
+from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict, total_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "features_v1.npz"
@@ -268,7 +268,7 @@ def test_shipped_version_1_model_loads_and_plays() -> None:
 
 
 def test_evaluator_reads_a_missing_version_as_1() -> None:
-    model = model_from_config(ModelConfig(size=4, channels=8, blocks=1, feature_version=1))
+    model = TakNet(ModelConfig(size=4, channels=8, blocks=1, feature_version=1))
     meta = {"size": 4, "in_channels": model.config.in_channels}
     ev = Evaluator(model, device="cpu", metadata=meta)
     assert ev.feature_version == 1
@@ -283,7 +283,7 @@ def test_version_2_model_builds_trains_and_exports(tmp_path: Path) -> None:
     assert cfg.feature_version == F.FEATURE_VERSION == 2
     assert cfg.in_channels == F.num_channels(7, 2) == 38
     torch.manual_seed(0)
-    model = model_from_config(cfg)
+    model = TakNet(cfg)
     states = F.random_states(5, 16, seed=3, min_plies=4, max_plies=40)
     planes = v2_planes(states)
     mask = np.zeros((16, A.num_actions(5)), bool)
@@ -299,7 +299,7 @@ def test_version_2_model_builds_trains_and_exports(tmp_path: Path) -> None:
     assert torch.isfinite(loss)
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     # checkpoint and TorchScript round trips evaluate like the eager model
-    eager = Evaluator(model_from_config(cfg), device="cpu")
+    eager = Evaluator(TakNet(cfg), device="cpu")
     eager.load_state_dict(model.state_dict())
     expected = eager.evaluate(states)
     ckpt = tmp_path / "v2.pt"

@@ -24,9 +24,9 @@ from takzero.nn.model import (
     AuxTargets,
     LossWeights,
     ModelConfig,
+    TakNet,
     masked_log_softmax,
     masked_softmax,
-    model_from_config,
     ownership_loss,
     policy_loss,
     total_loss,
@@ -136,7 +136,7 @@ def test_model_config_and_loss_errors_name_what_is_wrong() -> None:
 @pytest.fixture(scope="module")
 def net():
     torch.manual_seed(0)
-    return model_from_config(ModelConfig(size=4, channels=8, blocks=1)).eval()
+    return TakNet(ModelConfig(size=4, channels=8, blocks=1)).eval()
 
 
 def test_evaluator_construction_and_input_errors(net) -> None:

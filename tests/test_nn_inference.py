@@ -20,7 +20,7 @@ from takzero.nn.inference import (
     read_torchscript_metadata,
     resolve_device,
 )
-from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict, masked_softmax, model_from_config
+from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict, masked_softmax
 
 SIZE = 5
 
@@ -37,7 +37,7 @@ def one_torch_thread():
 def model() -> TakNet:
     """A small net with non-trivial weights and BN statistics (not the identity at init)."""
     torch.manual_seed(1)
-    net = model_from_config(ModelConfig(size=SIZE, channels=16, blocks=3, gpool_every=2))
+    net = TakNet(ModelConfig(size=SIZE, channels=16, blocks=3, gpool_every=2))
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.2 * torch.randn_like(p))
@@ -88,7 +88,7 @@ def test_evaluator_outputs(model: TakNet, states: np.ndarray) -> None:
 
 
 def test_evaluator_edge_cases(model: TakNet, states: np.ndarray) -> None:
-    ev = Evaluator(model_from_config(model.config), device="cpu")
+    ev = Evaluator(TakNet(model.config), device="cpu")
     finished = states[:2].copy()
     finished[0, core.I_RESULT] = core.RESULT_ROAD_WHITE
     priors, values, _ = ev.evaluate(finished)
@@ -109,11 +109,11 @@ def test_evaluator_edge_cases(model: TakNet, states: np.ndarray) -> None:
     two = ev.evaluate_planes(planes, mask)
     assert np.allclose(one[0][0], two[0][0], atol=1e-6)
     assert str(resolve_device("auto")) == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert Evaluator(model_from_config(model.config), device="cpu", bf16=True).bf16 is False
+    assert Evaluator(TakNet(model.config), device="cpu", bf16=True).bf16 is False
 
 
 def test_evaluator_takes_new_weights(model: TakNet, states: np.ndarray) -> None:
-    fresh = model_from_config(model.config)
+    fresh = TakNet(model.config)
     ev = Evaluator(fresh, device="cpu")
     before = ev.evaluate(states)[0]
     ev.load_state_dict(model.state_dict())
@@ -135,7 +135,7 @@ def test_torchscript_export_parity(model: TakNet, states: np.ndarray, tmp_path: 
     for a, b in zip(out, eager, strict=True):
         assert np.abs(a.numpy() - b).max() < 1e-4
     ev = Evaluator.load(path, device="cpu")
-    ref = Evaluator(model_from_config(model.config), device="cpu")
+    ref = Evaluator(TakNet(model.config), device="cpu")
     ref.load_state_dict(model.state_dict())
     for a, b in zip(ev.evaluate(states), ref.evaluate(states), strict=True):
         assert np.abs(a - b).max() < 1e-4
@@ -179,7 +179,7 @@ def test_onnx_export_parity(model: TakNet, states: np.ndarray, tmp_path: Path, o
     for a, b in zip(out, eager, strict=True):
         assert a.shape == b.shape and np.abs(a - b).max() < 1e-4
     ev = Evaluator.load(path)
-    ref = Evaluator(model_from_config(model.config), device="cpu")
+    ref = Evaluator(TakNet(model.config), device="cpu")
     ref.load_state_dict(model.state_dict())
     for a, b in zip(ev.evaluate(states), ref.evaluate(states), strict=True):
         assert np.abs(a - b).max() < 1e-4

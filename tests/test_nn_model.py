@@ -20,7 +20,6 @@ from takzero.nn.model import (
     masked_log_softmax,
     masked_softmax,
     model_from_checkpoint,
-    model_from_config,
     outcome_to_wdl,
     policy_loss,
     total_loss,
@@ -42,7 +41,7 @@ def one_torch_thread():
 def small(size: int = 5, **kw) -> TakNet:
     torch.manual_seed(0)
     cfg = {"size": size, "channels": 16, "blocks": 2, "gpool_every": 2, **kw}
-    return model_from_config(ModelConfig(**cfg))
+    return TakNet(ModelConfig(**cfg))
 
 
 @pytest.mark.parametrize("size", [3, 4, 5, 6, 7, 8])
@@ -92,7 +91,7 @@ def test_config_round_trip_and_checkpoint() -> None:
 
 
 def test_default_model_is_small() -> None:
-    model = model_from_config(ModelConfig())
+    model = TakNet(ModelConfig())
     n_params = sum(p.numel() for p in model.parameters())
     assert 2e5 < n_params < 1e6
 
@@ -224,7 +223,7 @@ def test_small_net_overfits_a_fixed_batch() -> None:
     value = torch.from_numpy(rng.choice([-1.0, 0.0, 1.0], size=batch).astype(np.float32))
     flat = torch.from_numpy(rng.integers(-5, 6, size=batch).astype(np.float32))
     x, m, t = torch.from_numpy(planes), torch.from_numpy(mask), torch.from_numpy(target)
-    model = model_from_config(ModelConfig(size=size, channels=16, blocks=2, gpool_every=2))
+    model = TakNet(ModelConfig(size=size, channels=16, blocks=2, gpool_every=2))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     model.train()
     losses = []

@@ -10,7 +10,7 @@ import torch
 from takzero.config import load_config
 from takzero.game import Position
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
-from takzero.nn.model import ModelConfig, model_from_config
+from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.selfplay import SelfPlayWorker
 
 pytest.importorskip("onnxruntime")
@@ -39,7 +39,7 @@ def _positions(size: int, count: int, seed: int) -> np.ndarray:
 @pytest.mark.parametrize(("size", "channels", "blocks"), [(5, 32, 4), (6, 16, 3)])
 def test_onnx_matches_torch(size, channels, blocks):
     torch.manual_seed(size)
-    model = model_from_config(ModelConfig(size=size, channels=channels, blocks=blocks))
+    model = TakNet(ModelConfig(size=size, channels=channels, blocks=blocks))
     # trained-looking batch-norm statistics, so the test does not pass on an identity
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
@@ -69,11 +69,11 @@ def test_worker_with_onnx_backend_follows_new_weights():
     assert worker.backend == "onnx"
     states = _positions(4, 6, seed=1)
     torch.manual_seed(7)
-    new = model_from_config(cfg.model_config()).state_dict()
+    new = TakNet(cfg.model_config()).state_dict()
     before = worker.evaluator.evaluate(states)[0]
     worker.set_weights(new, generation=1)
     after = worker.evaluator.evaluate(states)[0]
-    reference = Evaluator(model_from_config(cfg.model_config()), device="cpu")
+    reference = Evaluator(TakNet(cfg.model_config()), device="cpu")
     reference.load_state_dict(new)
     np.testing.assert_allclose(after, reference.evaluate(states)[0], atol=1e-5)
     assert np.abs(after - before).max() > 1e-4

@@ -167,11 +167,11 @@ def test_opponent_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     # A pretrained model for the size is picked up; a model of another size falls back.
     import torch
 
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
     from takzero.players import NetworkPlayer
 
     torch.manual_seed(0)
-    net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
+    net = TakNet(ModelConfig(size=3, channels=8, blocks=1))
     (tmp_path / "checkpoints" / "pretrained").mkdir(parents=True)
     torch.save(checkpoint_dict(net), tmp_path / "checkpoints" / "pretrained" / "3x3.pt")
     p, size = make_opponent(None, None, 3, 12, 0, said.append, pretrained_roots=roots)
@@ -188,13 +188,13 @@ def test_opponent_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_komi_defaults_to_the_networks_and_model_excludes_a_baseline(tmp_path: Path) -> None:
     import torch
 
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
     from takzero.play import main
     from takzero.players import NetworkPlayer
     from takzero.protocols.terminal import start_position
 
     torch.manual_seed(0)
-    net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
+    net = TakNet(ModelConfig(size=3, channels=8, blocks=1))
     player = NetworkPlayer.load(checkpoint_dict(net, half_komi=3), simulations=8)
     said: list[str] = []
     assert start_position(3, None, player, said.append).half_komi == 3
@@ -211,11 +211,11 @@ def test_komi_defaults_to_the_networks_and_model_excludes_a_baseline(tmp_path: P
 def test_network_opponent_shows_win_draw_loss(tmp_path: Path) -> None:
     import torch
 
-    from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
     from takzero.players import NetworkPlayer
 
     torch.manual_seed(0)
-    net = model_from_config(ModelConfig(size=3, channels=8, blocks=1))
+    net = TakNet(ModelConfig(size=3, channels=8, blocks=1))
     player = NetworkPlayer.load(checkpoint_dict(net), simulations=8)
     out: list[str] = []
     session = PlaySession(

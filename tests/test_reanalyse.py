@@ -234,7 +234,7 @@ def test_reanalyse_actor_refreshes_the_replay_actor() -> None:
     import ray
     import torch
 
-    from takzero.nn.model import model_from_config
+    from takzero.nn.model import TakNet
     from takzero.pipeline.actors import Coordinator, ReplayActor
     from takzero.pipeline.reanalyse import ReanalyseWorker
 
@@ -246,7 +246,7 @@ def test_reanalyse_actor_refreshes_the_replay_actor() -> None:
         replay = ray.remote(ReplayActor).remote(rcfg, SIZE)
         ray.get(replay.add.remote(_records(30, seed=8), 30))
         torch.manual_seed(0)
-        state = model_from_config(cfg.model_config()).state_dict()
+        state = TakNet(cfg.model_config()).state_dict()
         ray.get(coordinator.publish.remote("latest", 1, [ray.put(state)]))
         worker = ReanalyseWorker.start(cfg, {"num_cpus": 1}, coordinator, replay)
         assert worker is not None

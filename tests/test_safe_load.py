@@ -25,7 +25,6 @@ from takzero.nn.model import (
     TakNet,
     checkpoint_dict,
     model_from_checkpoint,
-    model_from_config,
 )
 from takzero.nn.safe_load import (
     UnsafeFileError,
@@ -64,7 +63,7 @@ class OpenCall:
 
 def _model(size: int = 4) -> TakNet:
     torch.manual_seed(0)
-    return model_from_config(ModelConfig(size=size, channels=8, blocks=1))
+    return TakNet(ModelConfig(size=size, channels=8, blocks=1))
 
 
 def _evil(folder: Path, name: str = "evil.pt", kind: type = SystemCall) -> tuple[Path, Path]:

@@ -217,10 +217,10 @@ def test_no_caller_outside_players_asks_for_the_network_players_class() -> None:
 def _checkpoint(tmp_path: Path) -> Path:
     import torch
 
-    from takzero.nn.model import ModelConfig, model_from_config
+    from takzero.nn.model import ModelConfig, TakNet
 
     torch.manual_seed(0)
-    net = model_from_config(ModelConfig(size=4, channels=8, blocks=1))
+    net = TakNet(ModelConfig(size=4, channels=8, blocks=1))
     path = tmp_path / "tiny.pt"
     torch.save({"model_config": net.config.to_dict(), "model_state": net.state_dict(), "half_komi": 2}, path)
     return path

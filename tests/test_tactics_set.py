@@ -23,7 +23,7 @@ from takzero.matches.tactics_set import (
     solves,
 )
 from takzero.nn.inference import Evaluator
-from takzero.nn.model import ModelConfig, model_from_config
+from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.gating import GatingEvaluator, tactics_plan
 from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
 from takzero.pipeline.scalars import ScalarLog
@@ -90,7 +90,7 @@ def test_the_benchmark_uses_the_librarys_rule() -> None:
 
 def _side(size: int) -> NetSide:
     torch.manual_seed(0)
-    net = Evaluator(model_from_config(ModelConfig(size=size, channels=8, blocks=1)), device="cpu")
+    net = Evaluator(TakNet(ModelConfig(size=size, channels=8, blocks=1)), device="cpu")
     return NetSide("net", net, SearchConfig(simulations=4, tinue_nodes=0).evaluation(), simulations=4)
 
 
@@ -176,7 +176,7 @@ def test_the_evaluators_tactics_point_lands_at_its_generations_step(tmp_path: Pa
                             "mcts.simulations": 4, "evaluator.simulations": 4})  # fmt: skip
     ev = GatingEvaluator(cfg)
     torch.manual_seed(0)
-    weights = model_from_config(cfg.model_config()).state_dict()
+    weights = TakNet(cfg.model_config()).state_dict()
     out = ev.evaluate((8, weights), (7, weights), play_baselines=False, tactics=True)
     point = out["tactics"]
     assert point["positions"] == {"win_in_1": 11, "win_in_3": 12, "win_in_5": 4, "avoid_loss": 3, "all": 30}

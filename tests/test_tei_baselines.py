@@ -25,7 +25,7 @@ from takzero.game.position import Position
 from takzero.matches.games import NetSide, play_match
 from takzero.matches.openings import random_openings
 from takzero.nn.inference import Evaluator
-from takzero.nn.model import ModelConfig, checkpoint_dict, model_from_config
+from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 from takzero.pipeline.gating import GatingEvaluator
 from takzero.pipeline.progress import evaluation_line
 from takzero.players import GreedyPlayer, make_player
@@ -95,7 +95,7 @@ def _children() -> set[int]:
 
 def _side(size: int) -> NetSide:
     torch.manual_seed(0)
-    net = Evaluator(model_from_config(ModelConfig(size=size, channels=8, blocks=1)), device="cpu")
+    net = Evaluator(TakNet(ModelConfig(size=size, channels=8, blocks=1)), device="cpu")
     cfg = SearchConfig(simulations=4, tinue_nodes=0).evaluation()
     return NetSide(name="net", evaluator=net, config=cfg, simulations=4)
 
@@ -240,7 +240,7 @@ def test_the_training_evaluator_plays_engines_and_records_a_failed_one(fake_engi
     before = _children()
     ev = GatingEvaluator(cfg)
     torch.manual_seed(0)
-    weights = model_from_config(cfg.model_config()).state_dict()
+    weights = TakNet(cfg.model_config()).state_dict()
     out = ev.evaluate((3, weights), (2, weights), play_baselines=True)
     assert _children() <= before  # every engine stopped
     assert [(m["kind"], m["opponent"]) for m in out["matches"]] == [
@@ -262,7 +262,7 @@ def test_the_training_evaluator_plays_engines_and_records_a_failed_one(fake_engi
 def tiny_model(tmp_path: Path) -> Path:
     torch.manual_seed(0)
     path = tmp_path / "tiny.pt"
-    torch.save(checkpoint_dict(model_from_config(ModelConfig(size=4, channels=8, blocks=1))), path)
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1))), path)
     return path
 
 

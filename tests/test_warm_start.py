@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from takzero.config import ConfigError, load_config
 from takzero.nn.features import encode, num_channels
-from takzero.nn.model import ModelConfig, model_from_config
+from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.checkpoints import atomic_torch_save, load_checked
 from takzero.pipeline.run import Run
 from takzero.pipeline.trainer import Trainer
@@ -38,7 +38,7 @@ def _raw(tmp_path: Path, **overrides: Any):
 def _source_file(tmp_path: Path, mc: ModelConfig, name: str = "source.pt") -> tuple[Path, torch.nn.Module]:
     """A model file like a run's best.pt, with weights unlike any fresh network's."""
     torch.manual_seed(1234)
-    net = model_from_config(mc)
+    net = TakNet(mc)
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.05 * torch.randn_like(p))
@@ -93,7 +93,7 @@ def test_init_from_loads_the_weights_with_a_fresh_optimiser(tmp_path: Path) -> N
     cfg = load_config(_raw(tmp_path, **{"train.init_from": str(src)}))
     # an earlier start of the run that was killed before its first checkpoint left a best.pt
     # of its own generation 0 (random weights): the warm start replaces it
-    stale = model_from_config(cfg.model_config()).state_dict()
+    stale = TakNet(cfg.model_config()).state_dict()
     atomic_torch_save({"model_config": cfg.model_config().to_dict(), "model_state": stale, "generation": 0},
                       Path(cfg.checkpoint_root) / "warm" / "best.pt")  # fmt: skip
     run, kept = _run_setup(cfg)

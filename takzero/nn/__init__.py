@@ -37,7 +37,6 @@ _LAZY = {
     "ModelConfig": "takzero.nn.model",
     "TakNet": "takzero.nn.model",
     "LossWeights": "takzero.nn.model",
-    "model_from_config": "takzero.nn.model",
     "masked_log_softmax": "takzero.nn.model",
     "total_loss": "takzero.nn.model",
     "Evaluator": "takzero.nn.inference",

@@ -50,7 +50,6 @@ from takzero.nn.model import (
     TakNet,
     masked_softmax,
     model_from_checkpoint,
-    model_from_config,
 )
 from takzero.nn.safe_load import load_weights_only, one_line_reason
 
@@ -298,7 +297,7 @@ def read_onnx_metadata(path: str | Path) -> dict[str, Any]:
 
 def _cpu_eval_copy(model: TakNet) -> TakNet:
     """Float32 CPU copy of ``model`` in eval mode (the caller's model is left untouched)."""
-    fresh = model_from_config(model.config)
+    fresh = TakNet(model.config)
     fresh.load_state_dict({k: v.detach().float().cpu() for k, v in model.state_dict().items()})
     return fresh.eval()
 

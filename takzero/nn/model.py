@@ -1,4 +1,4 @@
-"""Policy/value network (residual tower, optional KataGo-style global pooling) and its losses.
+"""Policy/value network (a trunk from the registry, the policy/value heads) and its losses.
 
 ``TakNet.forward(planes)`` takes (B, C, N, N) float32 planes from ``takzero.nn.features.encode``
 (of the net's ``config.feature_version``) and returns three tensors:
@@ -27,21 +27,20 @@ search and exports see the three outputs above); ``forward_all`` returns them fo
 The scalar value is ``W - L`` of ``softmax(wdl_logits)`` (``wdl_to_value``), in [-1, 1] from the
 mover's view, matching game outcomes win +1, draw 0, loss -1.
 
-Architecture: stem conv3x3 -> BN -> ReLU, then ``blocks`` residual blocks
-(conv3x3-BN-ReLU-conv3x3-BN, skip, ReLU). With ``global_pool`` every ``gpool_every``-th block
-(blocks gpool_every-1, 2*gpool_every-1, ...) is a global-pooling block as in KataGo: its first conv
-also produces ``gpool_channels`` extra channels whose mean and max over the board go through a
-linear layer and are added as a per-channel bias before the second conv; the policy head gets a
-pooled bias the same way. Policy head: conv1x1 -> BN -> ReLU [-> pooled bias] -> conv1x1 to the
-action channels, flattened. Value head: conv1x1 -> BN -> ReLU -> mean and max over the board -> FC
--> ReLU -> FC to WDL logits and FC to the auxiliary output. Pooling over the whole N x N board is
-fine for single-size nets; a net serving several sizes on padded boards would need pooling masked by
-the board plane.
+Architecture: a trunk, ``ModelConfig.trunk``, one row of :data:`takzero.nn.trunks.TRUNKS`
+(``resnet``: a residual tower with optional KataGo global pooling; ``transformer``: attention over
+the squares), maps the planes to (B, channels, N, N) hidden planes; the heads read those. Policy
+head: conv1x1 -> BN -> ReLU [-> pooled bias, with ``global_pool``: mean and max over the board
+through a linear layer, added per channel] -> conv1x1 to the action channels, flattened. Value
+head: conv1x1 -> BN -> ReLU -> mean and max over the board -> FC -> ReLU -> FC to WDL logits and
+FC to the auxiliary output. Pooling over the whole N x N board is fine for single-size nets; a net
+serving several sizes on padded boards would need pooling masked by the board plane.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -54,10 +53,10 @@ from takzero.nn.features import (
     FEATURE_VERSION,
     FEATURE_VERSIONS,
     default_layers,
-    layers_from_channels,
     num_channels,
 )
 from takzero.nn.safe_load import load_weights_only
+from takzero.nn.trunks import TRUNKS, build_trunk, pool_mean_max
 
 __all__ = [
     "LossWeights",
@@ -70,7 +69,6 @@ __all__ = [
     "masked_softmax",
     "model_from_checkpoint",
     "outcome_to_wdl",
-    "model_from_config",
     "opponent_policy_loss",
     "ownership_loss",
     "policy_loss",
@@ -104,6 +102,16 @@ class ModelConfig:
         soft_policy_head: build the soft-policy head.
         The three head flags default to off: a stored config without them (every checkpoint from
         before they existed) rebuilds the same network.
+        trunk: the body between the input planes and the heads, a name of
+            :data:`takzero.nn.trunks.TRUNKS` (``resnet``, the default and every checkpoint from
+            before the registry; ``transformer``). ``channels`` and ``blocks`` size either trunk;
+            ``global_pool``, ``gpool_channels`` and ``gpool_every`` shape the ResNet's blocks (the
+            policy head's pooled bias is on with ``global_pool`` for both).
+        attention_heads: heads of the transformer trunk's attention (``channels`` must be
+            divisible by it); unused by the ResNet.
+
+    Raises ValueError (naming the field) for a size outside 3..8, an unknown trunk or feature
+    version, or a value a trunk refuses.
     """
 
     size: int = 6
@@ -120,6 +128,8 @@ class ModelConfig:
     ownership_head: bool = False
     opponent_policy_head: bool = False
     soft_policy_head: bool = False
+    trunk: str = "resnet"
+    attention_heads: int = 4
 
     def __post_init__(self) -> None:
         if not 3 <= self.size <= 8:
@@ -135,6 +145,12 @@ class ModelConfig:
                 f"model built for feature version {self.feature_version}, this code encodes "
                 f"versions {FEATURE_VERSIONS}"
             )
+        row = TRUNKS.get(self.trunk)
+        if row is None:
+            raise ValueError(f"trunk: unknown trunk {self.trunk!r}; the trunks are {sorted(TRUNKS)}")
+        why = row.check(self)
+        if why:
+            raise ValueError(f"trunk {self.trunk!r}: {why}")
 
     @property
     def in_channels(self) -> int:
@@ -160,137 +176,45 @@ class ModelConfig:
         return cls(**d)
 
 
-def _pool(x: Tensor) -> Tensor:
-    """(B, C, N, N) -> (B, 2C): mean and max over the board."""
-    # adaptive pools export to ONNX GlobalAveragePool/GlobalMaxPool (no opset-dependent axes)
-    return torch.cat(
-        [F.adaptive_avg_pool2d(x, 1).flatten(1), F.adaptive_max_pool2d(x, 1).flatten(1)], dim=1
-    )
-
-
-class ResBlock(nn.Module):
-    """conv3x3-BN-ReLU-conv3x3-BN + skip, ReLU."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-
-    def forward(self, x: Tensor) -> Tensor:
-        y = F.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return F.relu(x + y)
-
-
-class GlobalPoolBlock(nn.Module):
-    """Residual block whose first conv also yields ``gpool`` channels pooled (mean, max) over the
-    board into a per-channel bias of the other channels (KataGo's global pooling bias)."""
-
-    def __init__(self, channels: int, gpool: int) -> None:
-        super().__init__()
-        self.channels = channels
-        self.conv1 = nn.Conv2d(channels, channels + gpool, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels + gpool)
-        self.pool_fc = nn.Linear(2 * gpool, channels)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-
-    def forward(self, x: Tensor) -> Tensor:
-        y = F.relu(self.bn1(self.conv1(x)))
-        a = y[:, : self.channels]
-        g = y[:, self.channels :]
-        a = a + self.pool_fc(_pool(g))[:, :, None, None]
-        y = self.bn2(self.conv2(a))
-        return F.relu(x + y)
+_OLD_TRUNK_PREFIXES = ("stem.", "tower.")
 
 
 class TakNet(nn.Module):
-    """Residual policy/value network for one board size (see the module docstring).
+    """Policy/value network for one board size: a trunk from :data:`takzero.nn.trunks.TRUNKS`
+    (``cfg.trunk``) and the heads of the module docstring.
 
     Args:
-        size: board size N.
-        channels: tower width.
-        blocks: residual blocks.
-        in_channels: input planes C (must be ``features.num_channels(L, feature_version)`` for
-            some L >= 1).
-        global_pool: KataGo-style pooling bias blocks on/off.
-        gpool_channels, gpool_every, policy_channels, value_channels, value_hidden: see
-            ``ModelConfig``.
-        feature_version: input feature version (``features.FEATURE_VERSIONS``).
-        ownership_head, opponent_policy_head, soft_policy_head: the optional auxiliary heads.
+        cfg: the :class:`ModelConfig` (kept as ``self.config``; checkpoints store its dict).
 
-    The built configuration is ``self.config`` (a ``ModelConfig``).
+    Raises ValueError when the trunk refuses the config (``trunks.build_trunk``).
     """
 
-    def __init__(
-        self,
-        size: int,
-        channels: int,
-        blocks: int,
-        in_channels: int,
-        global_pool: bool = True,
-        gpool_channels: int | None = None,
-        gpool_every: int = 3,
-        policy_channels: int = 32,
-        value_channels: int = 32,
-        value_hidden: int = 128,
-        feature_version: int = FEATURE_VERSION,
-        ownership_head: bool = False,
-        opponent_policy_head: bool = False,
-        soft_policy_head: bool = False,
-    ) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        cfg = ModelConfig(
-            size=size,
-            channels=channels,
-            blocks=blocks,
-            layers=layers_from_channels(in_channels, feature_version),
-            global_pool=global_pool,
-            gpool_channels=gpool_channels,
-            gpool_every=gpool_every,
-            policy_channels=policy_channels,
-            value_channels=value_channels,
-            value_hidden=value_hidden,
-            feature_version=feature_version,
-            ownership_head=ownership_head,
-            opponent_policy_head=opponent_policy_head,
-            soft_policy_head=soft_policy_head,
-        )
         self.config = cfg
-        self.size = size
+        self.size = cfg.size
         self.num_actions = cfg.num_actions
-        self.stem = nn.Sequential(
-            nn.Conv2d(in_channels, channels, 3, padding=1, bias=False),
-            nn.BatchNorm2d(channels),
-            nn.ReLU(inplace=True),
-        )
-        tower: list[nn.Module] = []
-        for i in range(blocks):
-            if global_pool and i % gpool_every == gpool_every - 1:
-                tower.append(GlobalPoolBlock(channels, cfg.gpool_channels))
-            else:
-                tower.append(ResBlock(channels))
-        self.tower = nn.Sequential(*tower)
+        channels, size = cfg.channels, cfg.size
+        policy_channels, value_channels = cfg.policy_channels, cfg.value_channels
+        self.trunk = build_trunk(cfg)
         self.policy_conv = nn.Conv2d(channels, policy_channels, 1, bias=False)
         self.policy_bn = nn.BatchNorm2d(policy_channels)
         self.policy_pool_fc = (
-            nn.Linear(2 * policy_channels, policy_channels) if global_pool else None
+            nn.Linear(2 * policy_channels, policy_channels) if cfg.global_pool else None
         )
         self.policy_out = nn.Conv2d(policy_channels, action_channels(size), 1)
         self.value_conv = nn.Conv2d(channels, value_channels, 1, bias=False)
         self.value_bn = nn.BatchNorm2d(value_channels)
-        self.value_fc = nn.Linear(2 * value_channels, value_hidden)
-        self.wdl_out = nn.Linear(value_hidden, 3)
-        self.aux_out = nn.Linear(value_hidden, 1)
+        self.value_fc = nn.Linear(2 * value_channels, cfg.value_hidden)
+        self.wdl_out = nn.Linear(cfg.value_hidden, 3)
+        self.aux_out = nn.Linear(cfg.value_hidden, 1)
         # optional auxiliary heads (absent unless configured: old checkpoints load unchanged)
-        self.ownership_out = nn.Conv2d(value_channels, 1, 1) if ownership_head else None
+        self.ownership_out = nn.Conv2d(value_channels, 1, 1) if cfg.ownership_head else None
         self.opponent_policy_out = (
-            nn.Conv2d(policy_channels, action_channels(size), 1) if opponent_policy_head else None
+            nn.Conv2d(policy_channels, action_channels(size), 1) if cfg.opponent_policy_head else None
         )
         self.soft_policy_out = (
-            nn.Conv2d(policy_channels, action_channels(size), 1) if soft_policy_head else None
+            nn.Conv2d(policy_channels, action_channels(size), 1) if cfg.soft_policy_head else None
         )
         self._init_weights()
 
@@ -298,15 +222,26 @@ class TakNet(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
-        # residual branches start near identity
-        for block in self.tower:
-            nn.init.zeros_(block.bn2.weight)
+        init_trunk = getattr(self.trunk, "init_weights", None)
+        if init_trunk is not None:
+            init_trunk()
         nn.init.normal_(self.policy_out.weight, std=1.0 / math.sqrt(self.policy_out.in_channels))
         nn.init.zeros_(self.policy_out.bias)
         for head in (self.opponent_policy_out, self.soft_policy_out):
             if head is not None:
                 nn.init.normal_(head.weight, std=1.0 / math.sqrt(head.in_channels))
                 nn.init.zeros_(head.bias)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
+        """``nn.Module.load_state_dict``, first renaming the keys of a checkpoint from before the
+        trunk registry (top-level ``stem.*``/``tower.*`` -> ``trunk.stem.*``/``trunk.tower.*``),
+        so every ResNet checkpoint ever written loads unchanged."""
+        if not any(k.startswith("trunk.") for k in state_dict):
+            state_dict = {
+                (f"trunk.{k}" if k.startswith(_OLD_TRUNK_PREFIXES) else k): v
+                for k, v in state_dict.items()
+            }
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @property
     def has_extra_heads(self) -> bool:
@@ -316,21 +251,21 @@ class TakNet(nn.Module):
             for h in (self.ownership_out, self.opponent_policy_out, self.soft_policy_out)
         )
 
-    def _trunk(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """Tower and heads' hidden planes: (policy_logits, wdl_logits, aux, policy hidden p
+    def _heads(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Trunk and heads' hidden planes: (policy_logits, wdl_logits, aux, policy hidden p
         (B, policy_channels, N, N), value hidden v (B, value_channels, N, N))."""
-        x = self.tower(self.stem(planes))
+        x = self.trunk(planes)
         p = F.relu(self.policy_bn(self.policy_conv(x)))
         if self.policy_pool_fc is not None:
-            p = p + self.policy_pool_fc(_pool(p))[:, :, None, None]
+            p = p + self.policy_pool_fc(pool_mean_max(p))[:, :, None, None]
         policy = self.policy_out(p).flatten(1)
         v = F.relu(self.value_bn(self.value_conv(x)))
-        h = F.relu(self.value_fc(_pool(v)))
+        h = F.relu(self.value_fc(pool_mean_max(v)))
         return policy, self.wdl_out(h), self.aux_out(h), p, v
 
     def forward(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(B, C, N, N) float -> (policy_logits (B, A), wdl_logits (B, 3), aux (B, 1))."""
-        policy, wdl, aux, _, _ = self._trunk(planes)
+        policy, wdl, aux, _, _ = self._heads(planes)
         return policy, wdl, aux
 
     def forward_all(self, planes: Tensor) -> dict[str, Tensor]:
@@ -338,7 +273,7 @@ class TakNet(nn.Module):
         each head the net has: ``ownership`` (B, N, N) tanh values with ``ownership_logit``
         (B, N, N) (the pre-tanh value the loss reads), ``opponent_policy`` (B, A) logits,
         ``soft_policy`` (B, A) logits."""
-        policy, wdl, aux, p, v = self._trunk(planes)
+        policy, wdl, aux, p, v = self._heads(planes)
         out = {"policy": policy, "wdl": wdl, "aux": aux}
         if self.ownership_out is not None:
             z = self.ownership_out(v)[:, 0]
@@ -349,28 +284,6 @@ class TakNet(nn.Module):
         if self.soft_policy_out is not None:
             out["soft_policy"] = self.soft_policy_out(p).flatten(1)
         return out
-
-
-def model_from_config(config: ModelConfig | dict[str, Any]) -> TakNet:
-    """Build a freshly initialised ``TakNet`` from a ``ModelConfig`` (or its dict)."""
-    if isinstance(config, dict):
-        config = ModelConfig.from_dict(config)
-    return TakNet(
-        size=config.size,
-        channels=config.channels,
-        blocks=config.blocks,
-        in_channels=config.in_channels,
-        global_pool=config.global_pool,
-        gpool_channels=config.gpool_channels,
-        gpool_every=config.gpool_every,
-        policy_channels=config.policy_channels,
-        value_channels=config.value_channels,
-        value_hidden=config.value_hidden,
-        feature_version=config.feature_version,
-        ownership_head=config.ownership_head,
-        opponent_policy_head=config.opponent_policy_head,
-        soft_policy_head=config.soft_policy_head,
-    )
 
 
 def checkpoint_dict(model: TakNet, **extra: Any) -> dict[str, Any]:
@@ -390,7 +303,7 @@ def model_from_checkpoint(checkpoint: dict[str, Any] | str, map_location: str = 
     if not isinstance(checkpoint, dict):
         checkpoint = load_weights_only(checkpoint, map_location=map_location)
     cfg = checkpoint["model_config"]
-    model = model_from_config(cfg)
+    model = TakNet(cfg if isinstance(cfg, ModelConfig) else ModelConfig.from_dict(cfg))
     model.load_state_dict(checkpoint["model_state"])
     return model
 

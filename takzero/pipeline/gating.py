@@ -22,7 +22,7 @@ from takzero.matches.results import MatchResult
 from takzero.matches.stats import EloEstimate, SPRTResult
 from takzero.matches.tactics_set import TACTICS_FILE, load_entries, network_moves, solve_rates
 from takzero.nn.inference import Evaluator
-from takzero.nn.model import ModelConfig, model_from_config
+from takzero.nn.model import ModelConfig, TakNet
 from takzero.players.base import Player, PlayerFailed, close_player
 from takzero.players.registry import check_spec, spec_label
 from takzero.protocols.tei.player import make_baseline
@@ -85,7 +85,7 @@ def evaluator_from_weights(
     model_config: ModelConfig, state_dict: dict[str, torch.Tensor], device: str = "cpu"
 ) -> Evaluator:
     """An inference evaluator of ``model_config`` loaded with ``state_dict``."""
-    model = model_from_config(model_config)
+    model = TakNet(model_config)
     model.load_state_dict(state_dict)
     return Evaluator(model, device=device)
 

@@ -137,9 +137,9 @@ class ReanalyseActor:
         import ray
 
         from takzero.nn.inference import Evaluator
-        from takzero.nn.model import model_from_config
+        from takzero.nn.model import TakNet
 
-        evaluator = Evaluator(model_from_config(self.cfg.model_config()), device=self.cfg.device)
+        evaluator = Evaluator(TakNet(self.cfg.model_config()), device=self.cfg.device)
         worker = Reanalyser(self.cfg, evaluator)
         generation = -1
         last_check = 0.0

@@ -47,7 +47,7 @@ from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
-from takzero.nn.model import ModelConfig, model_from_config
+from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS, SearchConfig
@@ -141,7 +141,7 @@ class SelfPlayWorker:
         seed = stream_seed(seed, self.stream)
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
-        model = model_from_config(model_config)
+        model = TakNet(model_config)
         self.evaluator = Evaluator(model, device=device)
         self._torch_evaluator = self.evaluator
         self.backend = self._resolve_backend(self.cfg.backend)

@@ -27,7 +27,6 @@ from takzero.nn.model import (
     LossWeights,
     ModelConfig,
     TakNet,
-    model_from_config,
     total_loss,
 )
 from takzero.pipeline.replay import Records, dense_policy, unpack_states
@@ -152,7 +151,7 @@ class Trainer:
         self.cfg = cfg
         self.device = resolve_device(device)
         torch.manual_seed(seed)
-        self.model: TakNet = model_from_config(model_config).to(self.device)
+        self.model: TakNet = TakNet(model_config).to(self.device)
         self.model_config = self.model.config
         self.weights = weights or LossWeights()
         params = self.model.parameters()

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from takzero.config import ConfigError, TrainConfig
-from takzero.nn.model import ModelConfig, model_from_config
+from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.checkpoints import CheckpointError, load_checked
 from takzero.pipeline.resume import model_config_diff
 
@@ -67,7 +67,7 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
     """Read ``cfg.train.init_from`` weights-only and check that it fits the run's network.
 
     Returns:
-        the :class:`InitWeights` (its ``model_state`` loads into ``model_from_config(
+        the :class:`InitWeights` (its ``model_state`` loads into ``TakNet(
         cfg.model_config())`` with every key and shape matching).
 
     Raises:
@@ -93,7 +93,7 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         raise _fail(path, f"another network than this config builds ({keys}); set those keys to "
                           "the file's values, or start without train.init_from")  # fmt: skip
     state = {k: v.detach().to("cpu") for k, v in d["model_state"].items()}
-    model = model_from_config(cfg.model_config())
+    model = TakNet(cfg.model_config())
     want = model.state_dict()
     missing = sorted(set(want) - set(state))
     extra = sorted(set(state) - set(want))
