@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from takzero.export import export_checkpoint, main, read_metadata
+from takzero.export import main
 from takzero.game import Position
 from takzero.nn.features import FEATURE_VERSION
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+from takzero.pipeline.export import export_checkpoint, read_metadata
 from takzero.players import NetworkPlayer, Player
 from takzero.search.limit import Limit
 

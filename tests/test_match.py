@@ -35,8 +35,8 @@ def tei(*args: str) -> str:
 def tiny_model(tmp_path: Path, size: int = 4) -> Path:
     import torch
 
-    from takzero.export import export_checkpoint
     from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.pipeline.export import export_checkpoint
 
     torch.manual_seed(0)
     model = TakNet(ModelConfig(size=size, channels=8, blocks=1))

@@ -111,8 +111,8 @@ def test_the_malicious_file_runs_code_when_fully_unpickled(tmp_path: Path, kind:
 
 
 def _load_paths():
-    from takzero.export import export_checkpoint, load_checkpoint, read_metadata
     from takzero.nn.inference import Evaluator
+    from takzero.pipeline.export import export_checkpoint, load_checkpoint, read_metadata
     from takzero.players.network import NetworkPlayer
     from takzero.players.registry import make_player
 
@@ -410,7 +410,7 @@ def test_convert_command_makes_a_trusted_file_weights_only(tmp_path: Path) -> No
 
 
 def test_convert_a_run_folder_in_place_keeps_checksums(tmp_path: Path) -> None:
-    from takzero.export import convert_paths
+    from takzero.pipeline.export import convert_paths
 
     run = tmp_path / "r"
     run.mkdir()
@@ -466,7 +466,8 @@ def test_unreadable_files_are_one_line_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_export_and_convert_errors_name_what_is_wrong(tmp_path: Path, capsys) -> None:
-    from takzero.export import convert_paths, export_checkpoint, main
+    from takzero.export import main
+    from takzero.pipeline.export import convert_paths, export_checkpoint
     from takzero.players.registry import make_player
 
     good = tmp_path / "good.pt"
@@ -511,7 +512,7 @@ def test_a_pickle_dressed_as_torchscript_is_refused_without_running(evil, tmp_pa
 
 
 def test_convert_to_another_file_and_what_cannot_be_converted(tmp_path: Path) -> None:
-    from takzero.export import convert_file
+    from takzero.pipeline.export import convert_file
 
     src = tmp_path / "old.pt"
     _old_style(src, sidecar=True)

@@ -31,16 +31,32 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:  # the config is built in model.py, which imports this module
-    from takzero.nn.model import ModelConfig
+__all__ = [
+    "TRUNKS", "Trunk", "TrunkSettings", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk",
+]
 
-__all__ = ["TRUNKS", "Trunk", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk"]
+
+class TrunkSettings(Protocol):
+    """What a trunk reads of :class:`takzero.nn.model.ModelConfig` (which imports this module, so
+    the builders take this interface rather than the class)."""
+
+    size: int
+    channels: int
+    blocks: int
+    global_pool: bool
+    gpool_channels: int | None
+    gpool_every: int
+    attention_heads: int
+    trunk: str
+
+    @property
+    def in_channels(self) -> int: ...
 
 
 def pool_mean_max(x: Tensor) -> Tensor:
@@ -98,7 +114,7 @@ class ResNetTrunk(nn.Module):
     from before the registry, with top-level ``stem.*``/``tower.*``, are renamed on load by
     ``TakNet.load_state_dict``)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: TrunkSettings) -> None:
         super().__init__()
         c = cfg.channels
         self.stem = nn.Sequential(
@@ -154,7 +170,7 @@ class TransformerTrunk(nn.Module):
     """The ``transformer`` row (module docstring): (B, C_in, N, N) -> (B, channels, N, N), with
     ``channels`` divisible by ``attention_heads``."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: TrunkSettings) -> None:
         super().__init__()
         c, n = cfg.channels, cfg.size
         self.stem = nn.Sequential(
@@ -198,16 +214,16 @@ class Trunk:
     """
 
     name: str
-    build: Callable[[ModelConfig], nn.Module]
-    check: Callable[[ModelConfig], str | None]
+    build: Callable[[TrunkSettings], nn.Module]
+    check: Callable[[TrunkSettings], str | None]
     description: str
 
 
-def _check_resnet(cfg: ModelConfig) -> str | None:
+def _check_resnet(cfg: TrunkSettings) -> str | None:
     return None
 
 
-def _check_transformer(cfg: ModelConfig) -> str | None:
+def _check_transformer(cfg: TrunkSettings) -> str | None:
     if cfg.attention_heads < 1 or cfg.channels % cfg.attention_heads:
         return (f"the transformer trunk needs channels ({cfg.channels}) divisible by "
                 f"attention_heads ({cfg.attention_heads})")
@@ -225,7 +241,7 @@ TRUNKS: dict[str, Trunk] = {
 }
 
 
-def build_trunk(cfg: ModelConfig) -> nn.Module:
+def build_trunk(cfg: TrunkSettings) -> nn.Module:
     """The trunk of ``cfg.trunk``. Raises ValueError for an unknown name (naming the rows) or a
     config the trunk refuses (its ``check``)."""
     row = TRUNKS.get(cfg.trunk)
