@@ -10,7 +10,8 @@ alternating rounds are). Prints the JSON lines of every round (with ``checkout``
 folder as the working directory and first on PYTHONPATH, so it imports that checkout's code;
 the order old/new flips each round). Rates are the numeric fields whose name ends in ``_per_s``
 or ``_per_s_median``; lines are matched by their ``bench``, ``phase``, ``position`` and ``size``
-fields. Each checkout must have compiled its kernels once (run the script once before).
+fields. Each checkout must have compiled its kernels once (``--warmup`` runs the script once from
+each before the rounds).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def main() -> None:
     ap.add_argument("--old", required=True, help="the old checkout (a git worktree)")
     ap.add_argument("--new", default=str(ROOT), help="the new checkout (default: this one)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", action="store_true",
+                    help="run the script once from each checkout first, not counted (compiles the kernels)")
     ap.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT ARGS, relative to each checkout")
     args = ap.parse_args()
     script = args.script[1:] if args.script[:1] == ["--"] else args.script
@@ -65,6 +68,9 @@ def main() -> None:
         ap.error("give the benchmark after --, e.g. -- scripts/bench_perft.py --quick")
     sides = {"old": Path(args.old).resolve(), "new": Path(args.new).resolve()}
     got: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    if args.warmup:
+        for side in ("old", "new"):
+            run_script(sides[side], script)
     for r in range(args.rounds):
         order = ("old", "new") if r % 2 == 0 else ("new", "old")
         for side in order:
