@@ -30,6 +30,7 @@ from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import komi_to_half_komi
 from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
+from takzero.nn.heads import HEADS
 from takzero.nn.model import LossWeights, ModelConfig
 from takzero.nn.trunks import TRUNKS
 from takzero.search.config import SearchConfig
@@ -75,7 +76,8 @@ class ModelSection:
     attention_heads: int = 4  # heads of the transformer trunk (channels must be divisible by it)
     value_weight: float = 1.0
     aux_weight: float = 0.1
-    # optional KataGo auxiliary heads (takzero.nn.model; 0 = head absent): the weight of each loss
+    # the optional auxiliary heads (rows of takzero.nn.heads.HEADS; 0 = head absent): the weight
+    # of each one's loss, one field per row, named by its weight_key
     ownership_weight: float = 0.0  # final owner of each top piece; KataGo: 1.5 (1/N^2 inside the loss)
     opponent_policy_weight: float = 0.0  # the opponent's reply policy target; KataGo: 0.15
     soft_policy_weight: float = 0.0  # policy target ** (1/4), renormalised
@@ -96,9 +98,18 @@ class ModelSection:
                    f"must be >= 1 and divide model.channels ({self.channels})", self.attention_heads)  # fmt: skip
         _check(self.value_weight >= 0, "model.value_weight", "must be >= 0", self.value_weight)
         _check(self.aux_weight >= 0, "model.aux_weight", "must be >= 0", self.aux_weight)
-        for key in ("ownership_weight", "opponent_policy_weight", "soft_policy_weight"):
-            w = getattr(self, key)
-            _check(_finite(w) and w >= 0, f"model.{key}", "must be >= 0 and finite (0 = head off)", w)
+        for row in HEADS.values():
+            w = self.head_weight(row.name)
+            _check(_finite(w) and w >= 0, f"model.{row.weight_key}", "must be >= 0 and finite (0 = head off)", w)
+
+    def head_weight(self, name: str) -> float:
+        """The loss weight of head ``name`` (a row of :data:`takzero.nn.heads.HEADS`): the field
+        its ``weight_key`` names. Raises AttributeError when this section has no such field (a
+        row added without its ``model.<weight_key>`` field)."""
+        key = HEADS[name].weight_key
+        if not hasattr(self, key):
+            raise AttributeError(f"head {name!r}: ModelSection has no field {key!r} (its loss weight, model.{key})")
+        return getattr(self, key)
 
 
 @dataclass
@@ -349,7 +360,8 @@ class TrainConfig:
     # -- translations to the settings of the parts of a run (the one place that maps keys) ------
 
     def model_config(self) -> ModelConfig:
-        """The network's :class:`takzero.nn.model.ModelConfig` (``board.size`` and ``model.*``)."""
+        """The network's :class:`takzero.nn.model.ModelConfig` (``board.size`` and ``model.*``;
+        ``heads``: the rows of :data:`takzero.nn.heads.HEADS` whose weight is > 0)."""
         m = self.model
         return ModelConfig(
             size=self.board.size,
@@ -360,9 +372,7 @@ class TrainConfig:
             feature_version=m.feature_version,
             trunk=m.trunk,
             attention_heads=m.attention_heads,
-            ownership_head=m.ownership_weight > 0,
-            opponent_policy_head=m.opponent_policy_weight > 0,
-            soft_policy_head=m.soft_policy_weight > 0,
+            heads=[name for name in HEADS if m.head_weight(name) > 0],
         )
 
     def half_komi(self) -> int:
@@ -370,21 +380,23 @@ class TrainConfig:
         return komi_to_half_komi(self.board.komi)
 
     def loss_weights(self) -> LossWeights:
-        """The loss weights of ``model.value_weight``, ``model.aux_weight`` and the optional
-        heads' ``model.*_weight``."""
+        """The loss weights of ``model.value_weight``, ``model.aux_weight`` and each head's
+        ``model.<weight_key>`` (every row of :data:`takzero.nn.heads.HEADS`, 0 included)."""
         m = self.model
         return LossWeights(
             value=m.value_weight,
             aux=m.aux_weight,
-            ownership=m.ownership_weight,
-            opponent_policy=m.opponent_policy_weight,
-            soft_policy=m.soft_policy_weight,
+            heads={name: m.head_weight(name) for name in HEADS},
         )
 
     def replay_opponent_top_k(self) -> int:
-        """Opponent-policy entries stored per record: ``replay.top_k`` when the opponent-policy
-        head is trained (``model.opponent_policy_weight`` > 0), else 0 (nothing stored)."""
-        return self.replay.top_k if self.model.opponent_policy_weight > 0 else 0
+        """Opponent-policy entries stored per record: ``replay.top_k`` when a head that trains on
+        the ``opponent_policy`` target (a row of :data:`takzero.nn.heads.HEADS`) has a weight > 0
+        (``model.opponent_policy_weight``), else 0 (nothing stored)."""
+        trained = any(
+            self.model.head_weight(name) > 0 for name, row in HEADS.items() if row.target == "opponent_policy"
+        )
+        return self.replay.top_k if trained else 0
 
     def mcts_keys_given(self) -> frozenset[str]:
         """The ``mcts.*`` keys the composed config set (recorded by :func:`load_config`; empty for

@@ -16,7 +16,6 @@ from takzero.game.symmetry import NUM_SYMMETRIES, transform_squares, transform_s
 from takzero.nn.actions import legal_mask, num_actions
 from takzero.nn.features import encode, num_channels
 from takzero.nn.model import (
-    AuxTargets,
     LossWeights,
     ModelConfig,
     TakNet,
@@ -201,30 +200,33 @@ def test_batch_augments_targets_with_the_planes(played):
         t = int(ts[r])
         mover = int(states[r][1]) & 1
         expect = ownership(transform_state(finals[r], t), mover)
-        np.testing.assert_array_equal(batch.ownership[r].numpy(), expect.astype(np.float32))
+        np.testing.assert_array_equal(batch.targets["ownership"][r].numpy(), expect.astype(np.float32))
         moved = transform_state(unpack_states(recs.board[r : r + 1], SIZE)[0], t)
         planes = np.zeros((1, num_channels(layers, 2), SIZE, SIZE), np.float32)
         encode(moved[None], planes, layers, 2)
         np.testing.assert_array_equal(batch.planes[r].numpy(), planes[0])
-        if batch.opponent_valid[r]:
+        if batch.targets["opponent_policy_valid"][r]:
             legal = np.zeros((1, a), np.bool_)
             legal_mask(transform_state(nexts[r], t)[None], legal)
-            opp = batch.opponent_policy[r].numpy()
+            opp = batch.targets["opponent_policy"][r].numpy()
             assert opp.sum() == pytest.approx(1.0, abs=1e-3)
             assert opp[~legal[0]].sum() == 0
-    assert batch.opponent_valid.any() and batch.ownership_valid.all()
+    assert batch.targets["opponent_policy_valid"].any() and batch.targets["ownership_valid"].all()
 
 
 # -- model and losses -------------------------------------------------------------------------
 
 
-def _net(**heads):
+ALL_HEADS = ["ownership", "opponent_policy", "soft_policy"]
+
+
+def _net(heads=()):
     torch.manual_seed(0)
-    return TakNet(ModelConfig(size=SIZE, channels=8, blocks=2, **heads))
+    return TakNet(ModelConfig(size=SIZE, channels=8, blocks=2, heads=list(heads)))
 
 
 def test_heads_shapes_and_forward_unchanged():
-    net = _net(ownership_head=True, opponent_policy_head=True, soft_policy_head=True).eval()
+    net = _net(ALL_HEADS).eval()
     x = torch.rand(5, net.config.in_channels, SIZE, SIZE)
     out = net.forward_all(x)
     a = num_actions(SIZE)
@@ -238,7 +240,7 @@ def test_heads_shapes_and_forward_unchanged():
 
 
 def test_losses_finite_and_masked():
-    net = _net(ownership_head=True, opponent_policy_head=True, soft_policy_head=True)
+    net = _net(ALL_HEADS)
     b, a = 6, num_actions(SIZE)
     x = torch.rand(b, net.config.in_channels, SIZE, SIZE)
     heads = net.forward_all(x)
@@ -250,18 +252,18 @@ def test_losses_finite_and_masked():
     valid = torch.tensor([True, True, False, True, False, True])
     opp = torch.softmax(torch.randn(b, a), 1)
     opp_valid = torch.tensor([True, False, True, True, False, False])
-    weights = LossWeights(ownership=1.5, opponent_policy=0.15, soft_policy=0.1)
-    targets = AuxTargets(own, valid, opp, opp_valid)
+    weights = LossWeights(heads={"ownership": 1.5, "opponent_policy": 0.15, "soft_policy": 0.1})
+    targets = {"ownership": own, "ownership_valid": valid, "opponent_policy": opp, "opponent_policy_valid": opp_valid}
     loss, parts = total_loss(
         (heads["policy"], heads["wdl"], heads["aux"]), mask, target, torch.zeros(b),
-        weights=weights, heads=heads, aux_targets=targets,
+        weights=weights, heads=heads, targets=targets,
     )  # fmt: skip
     assert torch.isfinite(loss)
     for name in ("ownership", "opponent_policy", "soft_policy"):
         assert torch.isfinite(parts[name]) and parts[name] > 0
     loss.backward()
-    for head in (net.ownership_out, net.opponent_policy_out, net.soft_policy_out):
-        assert head.weight.grad is not None and head.weight.grad.abs().sum() > 0
+    for head in net.heads.values():
+        assert head.conv.weight.grad is not None and head.conv.weight.grad.abs().sum() > 0
     # masked rows do not count: changing their targets changes nothing
     z = heads["ownership_logit"].detach()
     own2 = own.clone()
@@ -285,7 +287,7 @@ def test_missing_head_or_target_is_an_error():
     mask = torch.ones(2, num_actions(SIZE), dtype=torch.bool)
     t = torch.full((2, num_actions(SIZE)), 1.0 / num_actions(SIZE))
     with pytest.raises(ValueError, match="ownership"):
-        total_loss(net(x), mask, t, torch.zeros(2), weights=LossWeights(ownership=1.0), heads=heads)
+        total_loss(net(x), mask, t, torch.zeros(2), weights=LossWeights(heads={"ownership": 1.0}), heads=heads)
 
 
 def test_soft_policy_target_is_the_quarter_power():
@@ -334,10 +336,7 @@ def test_shards_keep_the_targets_and_old_shards_load(tmp_path, played):
 
 def test_config_keys_are_checked():
     cfg = _cfg()
-    assert not any(
-        [cfg.model_config().ownership_head, cfg.model_config().opponent_policy_head,
-         cfg.model_config().soft_policy_head, cfg.replay_opponent_top_k()]
-    )  # fmt: skip
+    assert not cfg.model_config().heads and not cfg.replay_opponent_top_k()
     for key in ("ownership_weight", "opponent_policy_weight", "soft_policy_weight"):
         with pytest.raises(ConfigError, match=f"model.{key}"):
             load_config({"model": {key: -0.5}})
@@ -352,7 +351,6 @@ def test_config_keys_are_checked():
 def test_shipped_model_loads_without_heads():
     net = model_from_checkpoint(str(PRETRAINED))
     cfg = net.config
-    assert not (cfg.ownership_head or cfg.opponent_policy_head or cfg.soft_policy_head)
-    assert not net.has_extra_heads
+    assert not cfg.heads and not net.heads
     x = torch.zeros(1, cfg.in_channels, cfg.size, cfg.size)
     assert set(net.eval().forward_all(x)) == {"policy", "wdl", "aux"}

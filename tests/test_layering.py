@@ -8,7 +8,8 @@ hides a cycle from Python but not from this test) and checks:
   only ``game``; ``search`` only ``game`` and ``nn``; ``players``, ``matches``, ``protocols`` and
   ``pipeline`` only the floors below them (and ``config``), never a command-line module;
   ``config`` nothing above ``players``;
-* no import cycle between modules.
+* no import cycle between modules (imports under ``if TYPE_CHECKING:``, for annotations only,
+  never run and are left out of this check; the floors count them).
 """
 
 from __future__ import annotations
@@ -58,12 +59,29 @@ def _room(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _imports(path: Path) -> set[str]:
+def _type_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports for annotations only,
+    which never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def _imports(path: Path, run_only: bool = False) -> set[str]:
     """The takzero modules ``path`` imports (``from takzero.x import y`` counts as ``takzero.x``
-    and, when ``takzero.x.y`` is a module, as that too)."""
+    and, when ``takzero.x.y`` is a module, as that too); with ``run_only``, without those under
+    ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    skip = _type_only(tree) if run_only else set()
     out: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.startswith("takzero"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -82,14 +100,18 @@ def _exists(module: str) -> bool:
     return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(run_only: bool = False) -> dict[str, set[str]]:
     graph = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        graph[_module_name(path)] = {m for m in _imports(path) if _exists(m)}
+        graph[_module_name(path)] = {m for m in _imports(path, run_only) if _exists(m)}
     return graph
 
 
+#: Every import (the floors are checked on these, type-only ones included) ...
 GRAPH = _graph()
+#: ... and those that run (cycles are checked on these: a module may name its importer's types
+#: under ``if TYPE_CHECKING:``, as ``nn/trunks.py`` and ``nn/heads.py`` name ``ModelConfig``).
+RUN_GRAPH = _graph(run_only=True)
 
 
 def test_graph_is_read() -> None:
@@ -116,7 +138,7 @@ def test_no_import_cycle() -> None:
     def visit(m: str) -> None:
         state[m] = 1
         path.append(m)
-        for n in sorted(GRAPH.get(m, ())):
+        for n in sorted(RUN_GRAPH.get(m, ())):
             if n == m or n == "takzero":
                 continue
             # A package's __init__ importing its own submodules is not a cycle through the room.
@@ -129,7 +151,7 @@ def test_no_import_cycle() -> None:
         path.pop()
         state[m] = 2
 
-    for m in sorted(GRAPH):
+    for m in sorted(RUN_GRAPH):
         if m not in state:
             visit(m)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
@@ -140,3 +162,11 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from takzero.train import main\n    return main\n")
     assert "takzero.train" in _imports(src)
+
+
+def test_type_only_imports_count_for_the_floors_not_for_cycles(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from takzero.train import main\n"
+                   "import takzero.game\n")  # fmt: skip
+    assert {"takzero.train", "takzero.game"} <= _imports(src)
+    assert "takzero.train" not in _imports(src, run_only=True) and "takzero.game" in _imports(src, run_only=True)

@@ -21,7 +21,6 @@ from takzero.nn.inference import (
     with_backend,
 )
 from takzero.nn.model import (
-    AuxTargets,
     LossWeights,
     ModelConfig,
     TakNet,
@@ -123,11 +122,11 @@ def test_model_config_and_loss_errors_name_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="size is needed for the auxiliary loss"):
         total_loss(outputs, mask, pol, val, target_flat_diff=torch.zeros(2))
     with pytest.raises(ValueError, match="the ownership loss weight is 1.5 but the model has no ownership head"):
-        total_loss(outputs, mask, pol, val, weights=LossWeights(ownership=1.5))
+        total_loss(outputs, mask, pol, val, weights=LossWeights(heads={"ownership": 1.5}))
     heads = {"ownership_logit": torch.zeros(2, 9), "ownership": torch.zeros(2, 9)}
     with pytest.raises(ValueError, match="the ownership loss weight is 1.5 but the batch has no ownership target"):
-        total_loss(outputs, mask, pol, val, weights=LossWeights(ownership=1.5), heads=heads,
-                   aux_targets=AuxTargets())  # fmt: skip
+        total_loss(outputs, mask, pol, val, weights=LossWeights(heads={"ownership": 1.5}), heads=heads,
+                   targets={})  # fmt: skip
 
 
 # -- error messages of nn/inference.py --------------------------------------------------------------
@@ -140,7 +139,7 @@ def net():
 
 
 def test_evaluator_construction_and_input_errors(net) -> None:
-    with pytest.raises(ValueError, match="metadata is required unless model is a TakNet"):
+    with pytest.raises(ValueError, match="metadata is required unless model is a PolicyValueNet"):
         Evaluator(torch.nn.Linear(2, 2), device="cpu")
     meta = Evaluator(net, device="cpu").metadata
     with pytest.raises(ValueError, match="metadata num_actions does not match"):
@@ -168,7 +167,7 @@ def test_files_without_takzero_metadata_and_other_kinds_are_refused(net, tmp_pat
     ts = tmp_path / "model.pt"
     export_torchscript(net, ts)
     ev = Evaluator.load(ts, device="cpu")
-    with pytest.raises(TypeError, match="only an eager TakNet evaluator can take new weights"):
+    with pytest.raises(TypeError, match=r"only an eager network \(PolicyValueNet\) evaluator can take new weights"):
         ev.load_state_dict(net.state_dict())
     with pytest.raises(ValueError, match="the onnx backend needs a checkpoint"):
         with_backend(ev, "onnx")

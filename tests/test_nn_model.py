@@ -54,7 +54,7 @@ def test_forward_shapes(size: int, global_pool: bool) -> None:
     logits, wdl, aux = model(x)
     assert logits.shape == (3, A.num_actions(size)) and wdl.shape == (3, 3) and aux.shape == (3, 1)
     assert logits.dtype == torch.float32
-    has_pool = any(type(b).__name__ == "GlobalPoolBlock" for b in model.tower)
+    has_pool = any(type(b).__name__ == "GlobalPoolBlock" for b in model.trunk.tower)
     assert has_pool == global_pool
 
 

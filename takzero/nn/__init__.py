@@ -3,7 +3,13 @@
 * ``takzero.nn.features``: positions -> (B, C, N, N) float32 planes (``encode``, channel tables,
   ``FEATURE_VERSION`` for new models, ``FEATURE_VERSIONS`` encoded).
 * ``takzero.nn.actions``: move code <-> action index, legal masks, symmetry permutations.
-* ``takzero.nn.model``: ``TakNet``, ``ModelConfig``, masked softmax and the losses.
+* ``takzero.nn.trunks``: the trunk registry (``TRUNKS``: resnet, transformer).
+* ``takzero.nn.heads``: the auxiliary head table (``HEADS``: ownership, opponent policy, soft
+  policy), their modules and losses.
+* ``takzero.nn.losses``: masked softmax and the policy, value and aux losses.
+* ``takzero.nn.model``: ``TakNet``, ``ModelConfig``, the checkpoint format and ``total_loss``.
+* ``takzero.nn.interface``: ``PolicyValueNet``, the interface inference, export and the trainer
+  rely on.
 * ``takzero.nn.inference``: ``Evaluator`` and TorchScript/ONNX export.
 
 Importing the package loads only the numba parts (features, actions); the torch modules load on
@@ -36,8 +42,10 @@ from takzero.nn.features import (
 _LAZY = {
     "ModelConfig": "takzero.nn.model",
     "TakNet": "takzero.nn.model",
+    "PolicyValueNet": "takzero.nn.interface",
+    "HEADS": "takzero.nn.heads",
     "LossWeights": "takzero.nn.model",
-    "masked_log_softmax": "takzero.nn.model",
+    "masked_log_softmax": "takzero.nn.losses",
     "total_loss": "takzero.nn.model",
     "Evaluator": "takzero.nn.inference",
     "export_onnx": "takzero.nn.inference",

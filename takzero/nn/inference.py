@@ -13,7 +13,8 @@
 Positions are encoded with the model's feature version (``metadata['feature_version']``, see
 ``takzero.nn.features``): a version-1 model such as the shipped 5x5 one gets version-1 planes.
 
-Backends: a PyTorch module (eager ``TakNet`` from a checkpoint, or TorchScript), run in ``eval()``
+Backends: a PyTorch module (an eager network, any :class:`takzero.nn.interface.PolicyValueNet`
+such as the ``TakNet`` of a checkpoint, or TorchScript), run in ``eval()``
 mode under ``torch.inference_mode()`` on CPU or CUDA (``device="auto"`` picks CUDA when available),
 optionally under bf16 autocast on CUDA; or an ONNX file run by onnxruntime (optional extra
 ``takzero[onnx]``). Input buffers (planes and masks) are preallocated per batch size (pinned memory
@@ -30,6 +31,7 @@ softmax happen in the evaluator.
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
 import zipfile
@@ -45,12 +47,9 @@ from torch import nn
 from takzero.game.core import I_SIZE, STATE_LEN
 from takzero.nn.actions import legal_mask, num_actions
 from takzero.nn.features import check_version, encode, layers_from_channels
-from takzero.nn.model import (
-    ModelConfig,
-    TakNet,
-    masked_softmax,
-    model_from_checkpoint,
-)
+from takzero.nn.interface import PolicyValueNet
+from takzero.nn.losses import masked_softmax
+from takzero.nn.model import ModelConfig, model_from_checkpoint
 from takzero.nn.safe_load import load_weights_only, one_line_reason
 
 __all__ = [
@@ -84,7 +83,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return torch.device(device)
 
 
-def model_metadata(model: TakNet, half_komi: int | None = None, **extra: Any) -> dict[str, Any]:
+def model_metadata(model: PolicyValueNet, half_komi: int | None = None, **extra: Any) -> dict[str, Any]:
     """Metadata dict describing ``model``: size, feature version, layers, channels, action space,
     the model config, and ``half_komi`` (the komi the model was trained for, in half points) if
     given; ``extra`` keys are added (must be JSON-serialisable)."""
@@ -106,7 +105,7 @@ def model_metadata(model: TakNet, half_komi: int | None = None, **extra: Any) ->
     return meta
 
 
-def _merge_metadata(model: TakNet, metadata: dict[str, Any] | None) -> dict[str, Any]:
+def _merge_metadata(model: PolicyValueNet, metadata: dict[str, Any] | None) -> dict[str, Any]:
     meta = model_metadata(model)
     for key in ("size", "feature_version", "layers", "in_channels", "num_actions"):
         if metadata and key in metadata and metadata[key] != meta[key]:
@@ -117,14 +116,14 @@ def _merge_metadata(model: TakNet, metadata: dict[str, Any] | None) -> dict[str,
     return meta
 
 
-def _example_input(model: TakNet, batch: int = 2) -> torch.Tensor:
+def _example_input(model: PolicyValueNet, batch: int = 2) -> torch.Tensor:
     cfg = model.config
     gen = torch.Generator().manual_seed(0)
     return torch.rand(batch, cfg.in_channels, cfg.size, cfg.size, generator=gen)
 
 
 def export_torchscript(
-    model: TakNet, path: str | Path, metadata: dict[str, Any] | None = None
+    model: PolicyValueNet, path: str | Path, metadata: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Trace ``model`` (in eval mode, on CPU, float32) to TorchScript at ``path``.
 
@@ -153,7 +152,7 @@ def read_torchscript_metadata(path: str | Path) -> dict[str, Any]:
 
 
 def export_onnx(
-    model: TakNet,
+    model: PolicyValueNet,
     path: str | Path,
     metadata: dict[str, Any] | None = None,
     opset: int = DEFAULT_ONNX_OPSET,
@@ -201,7 +200,7 @@ def export_onnx(
     return meta
 
 
-def onnx_evaluator(model: TakNet, threads: int = 1, opset: int = DEFAULT_ONNX_OPSET) -> Evaluator:
+def onnx_evaluator(model: PolicyValueNet, threads: int = 1, opset: int = DEFAULT_ONNX_OPSET) -> Evaluator:
     """An ``Evaluator`` running ``model``'s current weights in onnxruntime on the CPU: the model
     (a float32 CPU eval copy) is exported to ONNX in memory (TorchScript-based exporter, opset
     ``opset`` < 18, the graph of ``export_onnx``) and loaded into a session with ``threads``
@@ -248,14 +247,14 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
         raise ValueError(f"backend must be one of {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     if backend == "torch" or ev._session is not None:
         return ev
-    if not isinstance(ev.model, TakNet):
+    if not isinstance(ev.model, PolicyValueNet):
         raise ValueError("the onnx backend needs a checkpoint (or an .onnx file), not a TorchScript export")
     out = onnx_evaluator(ev.model, threads=max(1, int(threads)))
     out.metadata = {**out.metadata, **ev.metadata}  # the checkpoint's komi, run and generation
     return out
 
 
-def choose_backend(model: TakNet, batch: int, threads: int = 1, repeats: int = 5) -> str:
+def choose_backend(model: PolicyValueNet, batch: int, threads: int = 1, repeats: int = 5) -> str:
     """``'onnx'`` if onnxruntime evaluates a (batch, C, N, N) input of ``model`` faster than
     PyTorch on the CPU (best of ``repeats`` calls each, after one warm-up call; PyTorch with its
     current thread count, onnxruntime with ``threads``), else ``'torch'`` (also when onnxruntime
@@ -295,11 +294,10 @@ def read_onnx_metadata(path: str | Path) -> dict[str, Any]:
     raise ValueError(f"{path} has no takzero metadata")
 
 
-def _cpu_eval_copy(model: TakNet) -> TakNet:
+def _cpu_eval_copy(model: PolicyValueNet) -> PolicyValueNet:
     """Float32 CPU copy of ``model`` in eval mode (the caller's model is left untouched)."""
-    fresh = TakNet(model.config)
-    fresh.load_state_dict({k: v.detach().float().cpu() for k, v in model.state_dict().items()})
-    return fresh.eval()
+    fresh = copy.deepcopy(model)
+    return fresh.to("cpu", torch.float32).eval()  # type: ignore[attr-defined]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -362,13 +360,14 @@ class Evaluator:
     """Batched evaluation of positions by one network (see the module docstring).
 
     Args:
-        model: a ``TakNet`` (used as is: it is moved to ``device`` and put in eval mode; pass a copy
+        model: an eager network, a :class:`~takzero.nn.interface.PolicyValueNet` such as
+            ``TakNet`` (used as is: it is moved to ``device`` and put in eval mode; pass a copy
             if it is still being trained), or a TorchScript module with ``metadata``.
         device: ``'auto'`` (CUDA if available, else CPU), ``'cpu'``, ``'cuda'``, ``'cuda:1'``, ...
         bf16: run the network under bf16 autocast (only on CUDA; ignored on CPU).
         metadata: required for a TorchScript module (``size`` and ``in_channels`` at least;
             ``feature_version`` picks the input encoding, 1 when missing: files from before
-            version 2 were all version 1); for a ``TakNet`` it defaults to
+            version 2 were all version 1); for an eager network it defaults to
             ``model_metadata(model)``.
 
     Use the ``from_checkpoint``, ``from_torchscript``, ``from_onnx`` or ``load`` constructors to
@@ -389,8 +388,8 @@ class Evaluator:
         _onnx_session: Any = None,
     ) -> None:
         if metadata is None:
-            if not isinstance(model, TakNet):
-                raise ValueError("metadata is required unless model is a TakNet")
+            if not isinstance(model, PolicyValueNet):
+                raise ValueError("metadata is required unless model is a PolicyValueNet (an eager network)")
             metadata = model_metadata(model)
         self.metadata = dict(metadata)
         self.size = int(metadata["size"])
@@ -485,9 +484,10 @@ class Evaluator:
         return cls.from_checkpoint(path, device=device, bf16=bf16)
 
     def load_state_dict(self, model_state: dict[str, Any]) -> None:
-        """Replace the weights of an eager ``TakNet`` (e.g. a new generation from the trainer)."""
-        if not isinstance(self.model, TakNet):
-            raise TypeError("only an eager TakNet evaluator can take new weights")
+        """Replace the weights of an eager network (a :class:`PolicyValueNet`, e.g. a new
+        generation from the trainer). Raises TypeError for a TorchScript or ONNX evaluator."""
+        if not isinstance(self.model, PolicyValueNet):
+            raise TypeError("only an eager network (PolicyValueNet) evaluator can take new weights")
         self.model.load_state_dict(model_state)
         self.model.eval()
 

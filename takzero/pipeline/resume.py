@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import torch
 
 from takzero.config import TrainConfig
+from takzero.nn.model import ModelConfig
 from takzero.nn.safe_load import CONVERT_COMMAND
 from takzero.pipeline.checkpoints import (
     CheckpointError,
@@ -104,13 +105,15 @@ def model_config_diff(saved: dict[str, Any], cfg: TrainConfig, source: str) -> s
     """The keys where the network ``saved`` (a file's ``model_config`` dict) differs from the one
     ``cfg`` builds, each with both values (``'model.channels: checkpoint 8, config 32'``;
     ``source`` names the file's side), "" when they are the same network. A key missing from
-    ``saved`` counts as equal (files written before it existed). ``size`` is named
-    ``board.size``, the key that sets it."""
+    ``saved`` counts as equal (files written before it existed); the head flags of files from
+    before the head table count as their ``heads`` (``ModelConfig.upgrade_dict``). ``size`` is
+    named ``board.size``, the key that sets it; ``heads`` is set by the ``model.*_weight`` keys."""
+    saved = ModelConfig.upgrade_dict(saved)
     want = cfg.model_config().to_dict()
     diff = {k: (saved.get(k), v) for k, v in want.items() if saved.get(k, v) != v}
     return ", ".join(
         f"model.{k}: {source} {a!r}, config {b!r}" for k, (a, b) in sorted(diff.items())
-    ).replace("model.size", "board.size")
+    ).replace("model.size", "board.size").replace("model.heads", "model.heads (the model.*_weight keys > 0)")
 
 
 def set_aside_rejected(point: ResumePoint) -> list[str]:

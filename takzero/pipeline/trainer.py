@@ -11,92 +11,71 @@ from __future__ import annotations
 import logging
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from takzero.config import TrainSection
-from takzero.game.symmetry import NUM_SYMMETRIES, transform_squares, transform_state
-from takzero.nn.actions import action_permutation, legal_mask, num_actions
+from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
+from takzero.nn.actions import legal_mask, num_actions
 from takzero.nn.features import FEATURE_VERSION, encode, num_channels
+from takzero.nn.heads import HEADS
 from takzero.nn.inference import resolve_device
-from takzero.nn.model import (
-    AuxTargets,
-    LossWeights,
-    ModelConfig,
-    TakNet,
-    total_loss,
-)
+from takzero.nn.interface import PolicyValueNet
+from takzero.nn.model import LossWeights, ModelConfig, TakNet, total_loss
 from takzero.pipeline.replay import Records, dense_policy, unpack_states
+from takzero.pipeline.targets import make_targets, transform_action_rows
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class Batch:
     """Tensors of one training batch: planes (B, C, N, N) float32, mask (B, A) bool, policy
-    (B, A) float32, value (B,) float32 outcome, flat_diff (B,) float32; the auxiliary heads'
-    targets (under the same symmetry as the planes): ownership (B, N*N) float32 in {-1, 0, 1},
-    ownership_valid (B,) bool, opponent_policy (B, A) float32 (zeros where there is none),
-    opponent_valid (B,) bool."""
+    (B, A) float32, value (B,) float32 outcome, flat_diff (B,) float32, and ``targets``: the
+    auxiliary heads' targets (``takzero.pipeline.targets``: name -> tensor and
+    ``heads.valid_key(name)`` -> (B,) bool), under the same symmetry as the planes."""
 
     planes: torch.Tensor
     mask: torch.Tensor
     policy: torch.Tensor
     value: torch.Tensor
     flat_diff: torch.Tensor
-    ownership: torch.Tensor | None = None
-    ownership_valid: torch.Tensor | None = None
-    opponent_policy: torch.Tensor | None = None
-    opponent_valid: torch.Tensor | None = None
+    targets: dict[str, torch.Tensor] = field(default_factory=dict)
 
-    def aux_targets(self, device: torch.device) -> AuxTargets:
-        """The auxiliary heads' targets on ``device``."""
-
-        def to(x: torch.Tensor | None) -> torch.Tensor | None:
-            return None if x is None else x.to(device, non_blocking=True)
-
-        return AuxTargets(
-            ownership=to(self.ownership),
-            ownership_valid=to(self.ownership_valid),
-            opponent_policy=to(self.opponent_policy),
-            opponent_valid=to(self.opponent_valid),
-        )
+    def targets_on(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """``targets`` on ``device``."""
+        return {k: v.to(device, non_blocking=True) for k, v in self.targets.items()}
 
 
 def make_batch(
-    records: Records, size: int, layers: int, rng: np.random.Generator, augment: bool = True, feature_version: int = FEATURE_VERSION
+    records: Records,
+    size: int,
+    layers: int,
+    rng: np.random.Generator,
+    augment: bool = True,
+    feature_version: int = FEATURE_VERSION,
+    targets: Iterable[str] | None = None,
 ) -> Batch:
     """Decode records into training tensors, each sample under a random one of the 8 symmetries
-    (the same transform for its position, legal mask, policy target, ownership target and
-    opponent-policy target)."""
+    (the same transform for its position, legal mask, policy target and every target of
+    ``targets``: names of ``pipeline.targets.TARGETS``, None: all of them; ``augment=False``:
+    every sample as recorded)."""
     states = unpack_states(records.board, size)
-    n_actions = num_actions(size)
-    policy = dense_policy(records.policy_index, records.policy_prob, n_actions)
-    own = records.ownership.astype(np.float32)
-    has_opp = records.opp_index.shape[1] > 0
-    opp = dense_policy(records.opp_index, records.opp_prob, n_actions) if has_opp else None
+    policy = dense_policy(records.policy_index, records.policy_prob, num_actions(size))
     if augment:
         ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))
-        for t in range(1, NUM_SYMMETRIES):
-            rows = np.nonzero(ts == t)[0]
-            if rows.size == 0:
-                continue
-            perm = action_permutation(size, t)
-            for r in rows:
-                states[r] = transform_state(states[r], t)
-            moved = np.zeros((rows.size, n_actions), np.float32)
-            moved[:, perm] = policy[rows]
-            policy[rows] = moved
-            own[rows] = transform_squares(own[rows], size, t)
-            if opp is not None:
-                moved = np.zeros((rows.size, n_actions), np.float32)
-                moved[:, perm] = opp[rows]
-                opp[rows] = moved
+        for r in np.nonzero(ts)[0]:
+            states[r] = transform_state(states[r], int(ts[r]))
+        transform_action_rows(policy, size, ts)
+    else:
+        ts = np.zeros(len(records), np.int64)
     planes = np.zeros((len(records), num_channels(layers, feature_version), size, size), np.float32)
     encode(states, planes, layers, feature_version)
-    mask = np.zeros((len(records), n_actions), np.bool_)
+    mask = np.zeros((len(records), num_actions(size)), np.bool_)
     legal_mask(states, mask)
     return Batch(
         planes=torch.from_numpy(planes),
@@ -104,12 +83,7 @@ def make_batch(
         policy=torch.from_numpy(policy),
         value=torch.from_numpy(records.value.astype(np.float32)),
         flat_diff=torch.from_numpy(records.flat_diff.astype(np.float32)),
-        ownership=torch.from_numpy(own),
-        ownership_valid=torch.from_numpy(records.own_valid.astype(np.bool_)),
-        opponent_policy=None if opp is None else torch.from_numpy(opp),
-        opponent_valid=(
-            None if opp is None else torch.from_numpy((records.opp_index >= 0).any(axis=1))
-        ),
+        targets=make_targets(records, size, ts, targets),
     )
 
 
@@ -138,6 +112,9 @@ class Trainer:
             None: ``LossWeights()``).
         device: ``auto``, ``cpu`` or ``cuda[:N]``.
         seed: seed of the augmentation RNG and torch.
+        build: ``build(model_config)`` -> the network to train, any
+            :class:`takzero.nn.interface.PolicyValueNet` (default ``TakNet``), built after
+            ``torch.manual_seed(seed)``.
     """
 
     def __init__(
@@ -147,13 +124,19 @@ class Trainer:
         weights: LossWeights | None = None,
         device: str = "auto",
         seed: int = 0,
+        build: Callable[[ModelConfig], PolicyValueNet] = TakNet,
     ) -> None:
         self.cfg = cfg
         self.device = resolve_device(device)
         torch.manual_seed(seed)
-        self.model: TakNet = TakNet(model_config).to(self.device)
+        self.model: PolicyValueNet = build(model_config).to(self.device)  # type: ignore[attr-defined]
         self.model_config = self.model.config
         self.weights = weights or LossWeights()
+        #: the batch targets the weighted heads train on (``pipeline.targets``)
+        self.targets = [
+            row.target for name, row in HEADS.items()
+            if row.target is not None and self.weights.heads.get(name, 0.0) > 0
+        ]  # fmt: skip
         params = self.model.parameters()
         if cfg.optimizer == "adamw":
             self.optimizer: torch.optim.Optimizer = torch.optim.AdamW(
@@ -178,7 +161,8 @@ class Trainer:
         value sign accuracy on decisive positions, lr, grad norm). A non-finite loss or gradient
         skips the step (counted in ``skipped_steps``) instead of corrupting the weights."""
         size = self.model_config.size
-        batch = make_batch(records, size, self.model_config.layers, self.rng, feature_version=self.model_config.feature_version)
+        batch = make_batch(records, size, self.model_config.layers, self.rng,
+                           feature_version=self.model_config.feature_version, targets=self.targets)  # fmt: skip
         dev = self.device
         planes = batch.planes.to(dev, non_blocking=True)
         mask = batch.mask.to(dev, non_blocking=True)
@@ -190,16 +174,12 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         use_amp = self.cfg.amp and dev.type == "cuda"
-        heads = None
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
-            if self.model.has_extra_heads:
-                heads = self.model.forward_all(planes)
-                outputs = (heads["policy"], heads["wdl"], heads["aux"])
-            else:
-                outputs = self.model(planes)
+            heads = self.model.forward_all(planes)
+        outputs = (heads["policy"], heads["wdl"], heads["aux"])
         loss, parts = total_loss(
             outputs, mask, target_p, target_v, flat, size, self.weights,
-            heads=heads, aux_targets=batch.aux_targets(dev) if heads is not None else None,
+            heads=heads, targets=batch.targets_on(dev),
         )  # fmt: skip
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
@@ -239,7 +219,7 @@ class Trainer:
                 "train/skipped_steps": float(self.skipped_steps),
             }
         )
-        for name in ("ownership", "opponent_policy", "soft_policy"):
+        for name in HEADS:
             if name in parts:
                 metrics[f"loss/{name}"] = float(parts[name])
         return metrics

@@ -712,7 +712,7 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
     import importlib.util
 
     from takzero.nn.inference import with_backend
-    from takzero.nn.model import TakNet
+    from takzero.nn.interface import PolicyValueNet
 
     if backend not in PLAY_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
@@ -721,7 +721,7 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
         return ev
     if backend == "auto":
         cpu = getattr(getattr(ev, "device", None), "type", "cpu") == "cpu"
-        if not (cpu and isinstance(getattr(ev, "model", None), TakNet)):
+        if not (cpu and isinstance(getattr(ev, "model", None), PolicyValueNet)):
             return ev
         if importlib.util.find_spec("onnxruntime") is None:
             return ev
