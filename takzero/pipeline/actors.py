@@ -252,13 +252,14 @@ class EvaluatorActor:
         play_baselines: bool,
         seed: int | None = None,
         tactics: bool = False,
+        baseline_games: int = 0,
     ) -> dict[str, Any]:
         """:meth:`GatingEvaluator.evaluate` of the two generations (pass ObjectRefs: Ray resolves
         them from the node's object store). The candidate's weights are not sent back (the
         driver has them)."""
         out = self.evaluator.evaluate(
             (candidate_generation, candidate), (incumbent_generation, incumbent), play_baselines, seed,
-            tactics=tactics,
+            tactics=tactics, baseline_games=baseline_games,
         )
         out.pop("candidate_weights", None)
         return out

@@ -215,8 +215,10 @@ class Run:
         self.promoted: Promoted | None = None
         self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
         self.tactics_every, self.tactics_line = tactics_plan(cfg)  # 0: no tactics of this size
-        self.schedule = EvaluationSchedule(cfg.evaluator.gating != "off", cfg.evaluator.baseline_every,
-                                           skipped=self.c.skipped_checks, tactics_every=self.tactics_every)  # fmt: skip
+        e = cfg.evaluator
+        self.schedule = EvaluationSchedule(e.gating != "off", e.baseline_every, skipped=self.c.skipped_checks,
+                                           tactics_every=self.tactics_every, early_generation=e.early_baseline_generation,
+                                           early_games=e.early_baseline_games)  # fmt: skip
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.loop_started = False
 
@@ -294,7 +296,8 @@ class Run:
     def _not_measured(self, best_gen: int) -> str:
         """Why the best generation has no baseline scores of its own (for the summary)."""
         every = self.cfg.evaluator.baseline_every
-        if not self.cfg.evaluator.baselines or every == 0:
+        early = self.cfg.evaluator.early_baseline_generation
+        if not self.cfg.evaluator.baselines or (every == 0 and early == 0):
             return "no baseline checks: evaluator.baseline_every=0 or no evaluator.baselines"
         if best_gen == 0:
             return "the initial weights are not measured"
@@ -302,7 +305,7 @@ class Run:
             m = re.match(r"gen ([\d, ]+) (?:gating and )?baselines(?: and tactics)?: ", text)
             if m and str(best_gen) in m.group(1).split(", "):
                 return f"its check was not run: {text}"
-        if best_gen % every:
+        if best_gen != early and (every == 0 or best_gen % every):
             return f"evaluator.baseline_every={every}: generation {best_gen} owed no check"
         return "its check had not landed when the run stopped"
 
@@ -331,7 +334,7 @@ class Run:
             strength_points=self.c.strength_points,
             strength_label=self._strongest(),
             skipped=self.c.skipped_checks,
-            owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
+            owed_again=[Check.from_list(x).describe() for x in self.c.owed_checks],
             init_from=self.c.init_from,
             reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
         ):
@@ -618,8 +621,8 @@ class Run:
         """Owe again the checks a Ctrl-C cut or left owed in the last session
         (``RunCounters.owed_checks``), each with the weights of its generation's checkpoint
         ``ckpt_<step>.pt``; one whose checkpoint is gone or unreadable is recorded as skipped."""
-        for generation, step, kinds in self.c.owed_checks:
-            check = Check(int(generation), int(step), tuple(kinds))
+        for entry in self.c.owed_checks:
+            check = Check.from_list(entry)  # with its game count: an early check stays cheap
             path = self.run_dir / f"ckpt_{check.step:09d}.pt"
             try:
                 d = load_checked(path, require_checksum=True)
@@ -647,6 +650,7 @@ class Run:
             check.generation, self.weights.ref(check.weights),
             self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
             seed=self._eval_seed(check.generation), tactics=check.tactics,
+            baseline_games=check.baseline_games,
         )  # fmt: skip
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
@@ -699,7 +703,7 @@ class Run:
         if not self.stop_reason:
             self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
         if self.loop_started and self.stop_requested:  # owed again after the resume
-            self.c.owed_checks = [[c.generation, c.step, list(c.kinds)] for c in self.schedule.take_pending()]
+            self.c.owed_checks = [c.to_list() for c in self.schedule.take_pending()]
         elif self.loop_started:  # what is still owed or running is not run: the summary says so
             self.schedule.abandon(f"the run ended ({self.stop_reason})")
         if self.coordinator is not None:
