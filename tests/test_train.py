@@ -383,7 +383,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
         ray.kill(actor, no_restart=False)
         time.sleep(5)
         ray.get(coordinator.stop.remote())
-        assert ray.get(task, timeout=240) >= 0
+        assert ray.get(task, timeout=240)["games"] >= 0
     finally:
         ray.shutdown()
 

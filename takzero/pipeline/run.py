@@ -51,6 +51,7 @@ the newest readable checkpoint, exactly:
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
@@ -70,6 +71,7 @@ from omegaconf import OmegaConf
 from takzero.config import TrainConfig
 from takzero.io.files import atomic_write_text
 from takzero.pipeline.actors import (
+    STARTUP_KEYS,
     Coordinator,
     EvaluatorActor,
     PublishedWeights,
@@ -102,8 +104,10 @@ from takzero.pipeline.progress import (
     Snapshot,
     StopRule,
     evaluation_line,
+    kept_line,
     kernels_cached,
     resume_command,
+    startup_timings,
     strength_text,
     summary_lines,
     tactics_line,
@@ -188,6 +192,11 @@ class Run:
         (self.run_dir / "games").mkdir(exist_ok=True)
         self.command = command or resume_command(sys.argv[1:], cfg.run_name)
         self.started = time.monotonic()
+        #: wall-clock stamps of this start-up (``progress.startup_timings``), said once in
+        #: train.log when the first self-play positions are in; None once said
+        self.startup: dict[str, float] | None = {"run_created": time.time()}
+        #: what the workers' stop kept and dropped (``SelfPlayPool.finish``), for the summary
+        self.kept: dict[str, int] | None = None
         self.stop_requested = False
         self.stop_reason = ""
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
@@ -244,10 +253,8 @@ class Run:
         found = self.resume_from
         if found is None:
             return None
-        path, state = found.path, found.state
-        trainer.load_state_dict(state)
-        log.info("resumed from %s (step %d, generation %d)", path, trainer.step, trainer.generation)
-        return state
+        trainer.load_state_dict(found.state)  # (the one `resumed from` line is the reporter's)
+        return found.state
 
     def _stop_rule(self) -> StopRule:
         c = self.cfg
@@ -337,6 +344,7 @@ class Run:
             owed_again=[Check.from_list(x).describe() for x in self.c.owed_checks],
             init_from=self.c.init_from,
             reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
+            kept=kept_line(self.kept) if self.kept is not None else "",
         ):
             reporter.line(text)
 
@@ -497,13 +505,16 @@ class Run:
 
         cfg = self.cfg
         assert self.reporter is not None
+        stamp = self._stamp
         ray_log = logging.getLogger("ray")  # Ray's start-up warnings: in train.log as well
         to_log = self.reporter.log_handler("ray")
         ray_log.addHandler(to_log)
+        stamp("ray_start")
         try:
             init_ray(cfg)
         finally:
             ray_log.removeHandler(to_log)
+        stamp("ray_ready")
         if self.stop_requested:
             return False
         check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
@@ -517,8 +528,8 @@ class Run:
         rstate = state.get("replay") if state else None
         if rstate is not None:
             self.reanalysed = reanalyse_counts(rstate)
-        loaded = ray.get(self.replay.load.remote(rstate))
-        rstats = ray.get(self.replay.stats.remote())
+        loaded, rstats, seconds = ray.get(self.replay.load_with_stats.remote(rstate))
+        stamp("replay_reload_s", seconds)
         if rstate is not None:
             # Shards written after the checkpoint hold games that were played: they count.
             self.c.games += max(0, int(rstats["replay/games"]) - int(rstate.get("games_added", 0)))
@@ -527,7 +538,7 @@ class Run:
             self.c.games = int(rstats["replay/games"])
             self.c.positions = int(rstats["replay/total_added"])
         if loaded:
-            self.reporter.line(f"replay: reloaded {loaded} positions from shards")
+            self.reporter.line(f"replay: reloaded {loaded} positions from shards in {seconds:.1f} s")
         self.reporter.start = self._snapshot(trainer)
         if self.stop_requested:
             return False
@@ -544,6 +555,7 @@ class Run:
         share = cfg.ray.worker_gpu_share if gpus else 0.0
         options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
         self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        stamp("pool_created")
         self.reanalyser = ReanalyseWorker.start(cfg, options, self.coordinator, self.replay)
         self.evaluator = (
             ray.remote(EvaluatorActor)
@@ -553,6 +565,11 @@ class Run:
         if self.on_started is not None:
             self.on_started()
         return not self.stop_requested
+
+    def _stamp(self, name: str, value: float | None = None) -> None:
+        """Record a start-up stamp (``time.time()``, or ``value``) for the start-up timings."""
+        if self.startup is not None:
+            self.startup[name] = time.time() if value is None else value
 
     def _loop(self, trainer: Trainer) -> None:
         """Train until a stop condition or Ctrl-C: sample, step, checkpoint and hand each new
@@ -711,7 +728,7 @@ class Run:
         if self.pool is not None:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
-            self.pool.finish()
+            self.kept = self.pool.finish()
         if self.reanalyser is not None:
             self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None:
@@ -904,7 +921,13 @@ class Run:
         for s in stats:  # games and positions in flight: the latest report of each worker
             if "inflight/stream" in s:
                 self.inflight[s["inflight/stream"]] = (s["inflight/games"], s["inflight/positions"])
-        stats = [{k: v for k, v in s.items() if not k.startswith("inflight/")} for s in stats]
+            if self.startup is not None and STARTUP_KEYS[-1] in s:  # the first worker's first step
+                assert self.reporter is not None
+                self.startup.update({k: s[k] for k in STARTUP_KEYS})
+                timings = startup_timings(self.startup)
+                self.reporter.line(f"start-up timings (s): {json.dumps(timings)}", console=False)
+                self.startup = None
+        stats = [{k: v for k, v in s.items() if not k.startswith(("inflight/", "startup/"))} for s in stats]
         if stats:
             summary = summarise_worker_stats(stats)
             self.c.games += int(summary.get("count/games", 0))
