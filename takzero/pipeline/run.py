@@ -500,7 +500,12 @@ class Run:
 
     def _start_actors(self, trainer: Trainer, state: dict[str, Any] | None) -> bool:
         """Start Ray and the actors, reload the replay buffer, publish the weights. Returns False
-        when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first)."""
+        when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first).
+
+        Self-play starts before the replay reload is awaited: the replay actor reloads its
+        shards while the workers start their processes and load their kernels (their first
+        records queue behind the reload in the replay actor), so a resume's reload does not
+        delay self-play."""
         import ray
 
         cfg = self.cfg
@@ -528,7 +533,29 @@ class Run:
         rstate = state.get("replay") if state else None
         if rstate is not None:
             self.reanalysed = reanalyse_counts(rstate)
-        loaded, rstats, seconds = ray.get(self.replay.load_with_stats.remote(rstate))
+        reloading = self.replay.load_with_stats.remote(rstate)  # awaited once self-play starts
+
+        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
+        # Weights go to the object store once per generation; actors share the reference.
+        self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
+        self.weights.publish(self.coordinator, "promoted", *self.promoted)
+        self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
+        ray.get(self.coordinator.generation.remote("latest"))
+        if self.stop_requested:  # (the replay actor, killed at shutdown, only reads)
+            return False
+
+        gpus = cluster_gpus() if cfg.device != "cpu" else 0
+        share = cfg.ray.worker_gpu_share if gpus else 0.0
+        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
+        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        stamp("pool_created")
+        self.evaluator = (
+            ray.remote(EvaluatorActor)
+            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
+            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
+        )
+
+        loaded, rstats, seconds = ray.get(reloading)  # the reload's counters, nothing handed in yet
         stamp("replay_reload_s", seconds)
         if rstate is not None:
             # Shards written after the checkpoint hold games that were played: they count.
@@ -540,28 +567,8 @@ class Run:
         if loaded:
             self.reporter.line(f"replay: reloaded {loaded} positions from shards in {seconds:.1f} s")
         self.reporter.start = self._snapshot(trainer)
-        if self.stop_requested:
-            return False
-
-        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
-        # Weights go to the object store once per generation; actors share the reference.
-        self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
         self._restore_owed()
-        self.weights.publish(self.coordinator, "promoted", *self.promoted)
-        self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
-        ray.get(self.coordinator.generation.remote("latest"))
-
-        gpus = cluster_gpus() if cfg.device != "cpu" else 0
-        share = cfg.ray.worker_gpu_share if gpus else 0.0
-        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
-        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
-        stamp("pool_created")
         self.reanalyser = ReanalyseWorker.start(cfg, options, self.coordinator, self.replay)
-        self.evaluator = (
-            ray.remote(EvaluatorActor)
-            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
-            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
-        )
         if self.on_started is not None:
             self.on_started()
         return not self.stop_requested
