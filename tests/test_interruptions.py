@@ -37,12 +37,21 @@ class _Remote:
 
 
 class FakeCoordinator:
-    """Says stop once the replay has refused a step with records in it."""
+    """Hands out ``weights`` as generation 3 (after a few calls without any: the driver may
+    start the workers before it publishes them); says stop once the replay has refused a step
+    with records in it."""
 
-    def __init__(self, replay: FakeReplay) -> None:
+    def __init__(self, replay: FakeReplay, weights: dict[str, Any]) -> None:
         self.replay = replay
+        self.calls = 0
+        self.weights = weights
         self.new_stream = _Remote(lambda worker_id: 7)
-        self.exchange = _Remote(lambda kind, known: (self.replay.refused > 0, None))
+        self.exchange = _Remote(self._exchange)
+
+    def _exchange(self, kind: str, known: int) -> tuple[bool, tuple[int, list[Any]] | None]:
+        self.calls += 1
+        published = self.calls > 3
+        return self.replay.refused > 0, ((3, [self.weights]) if published and known != 3 else None)
 
 
 class FakeReplay:
@@ -70,8 +79,12 @@ def test_the_stop_hands_in_the_refused_games_and_says_what_it_kept(tmp_path: Pat
     monkeypatch.setattr(ray, "get", lambda x, timeout=None: x)
     cfg = _cfg(tmp_path, **{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 4,
                             "selfplay.ply_limit": 12})  # fmt: skip
+    from takzero.nn.model import TakNet
+
     replay = FakeReplay()
-    report = SelfPlayActor(cfg, 0).run(FakeCoordinator(replay), replay)
+    coordinator = FakeCoordinator(replay, TakNet(cfg.model_config()).state_dict())
+    report = SelfPlayActor(cfg, 0).run(coordinator, replay)
+    assert coordinator.calls > 3  # it waited for the weights
     forced = [(r, s) for r, s, f in replay.kept if f]
     assert len(forced) == 1, "the refused step was not handed in at the stop"
     records, stats = forced[0]
@@ -80,6 +93,7 @@ def test_the_stop_hands_in_the_refused_games_and_says_what_it_kept(tmp_path: Pat
     assert report["unfinished_games"] == 8 and report["unfinished_positions"] >= 0
     assert report["games"] >= report["kept_games"]
     first = (replay.kept[0][1] if replay.kept and not replay.kept[0][2] else forced[0][1])
+    assert first["selfplay/generation"] == 3  # no step played before the weights came
     assert all(k in first for k in STARTUP_KEYS)  # the first step carries the start-up times
     assert first["startup/actor_at"] <= first["startup/built_at"] <= first["startup/first_step_at"]
 

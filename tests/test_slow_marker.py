@@ -4,13 +4,12 @@ line at the end of the run."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 import conftest
+import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -213,8 +213,9 @@ class SelfPlayActor:
     def run(self, coordinator: Any, replay: Any) -> dict[str, int]:
         """Play until the coordinator says stop. The worker is built here, with a random stream
         the coordinator hands out, so a restarted actor (whose task Ray retries) plays new games
-        rather than the ones its first life played. Its first step's statistics carry the
-        start-up times (:data:`STARTUP_KEYS`).
+        rather than the ones its first life played; it plays once the coordinator has weights
+        for it (the driver may start the workers before it publishes them). Its first step's
+        statistics carry the start-up times (:data:`STARTUP_KEYS`).
 
         At the stop, a step the buffer refused (backpressure) is handed in anyway
         (``ReplayActor.submit(force=True)``): finished games are never dropped. Returns what this
@@ -233,7 +234,7 @@ class SelfPlayActor:
         last_check = 0.0
         while True:
             now = time.monotonic()
-            if now - last_check > 1.0:
+            if now - last_check > 1.0 or generation < 0:
                 last_check = now
                 stop, w = ray.get(coordinator.exchange.remote(self.kind, generation))
                 if stop:
@@ -241,6 +242,9 @@ class SelfPlayActor:
                 if w is not None:
                     generation = w[0]
                     self.worker.set_weights(ray.get(w[1][0]), generation)
+                elif generation < 0:  # no weights published yet: never play unknown weights
+                    time.sleep(0.05)
+                    continue
             if pending is not None:
                 if ray.get(replay.submit.remote(*pending)):
                     pending = None

@@ -143,7 +143,7 @@ def tactics_line(generation: int, point: dict[str, Any]) -> str:
 STARTUP_PHASES = (
     ("setup", "run_created", "ray_start"),  # run folder, checkpoint verified and loaded, trainer
     ("ray", "ray_start", "ray_ready"),  # ray.init
-    ("to_pool", "ray_ready", "pool_created"),  # coordinator, replay actor, best.pt, weights
+    ("to_pool", "ray_ready", "pool_created"),  # the actors created (processes start meanwhile)
     ("actors", "pool_created", "startup/actor_at"),  # worker processes started, modules imported
     ("worker_build", "startup/actor_at", "startup/built_at"),  # kernels (numba cache), network
     ("first_step", "startup/built_at", "startup/first_step_at"),  # the first search of all games

@@ -142,6 +142,10 @@ log = logging.getLogger("takzero.train")
 #: Seconds the end of a run waits for a pending evaluation (its actor may wait for a lost node).
 EVAL_WAIT_AT_END_S = 600.0
 
+#: Seconds after the self-play workers were created when the evaluator actor starts even if no
+#: worker has searched its first step yet (it starts as soon as one has).
+EVALUATOR_START_S = 60.0
+
 Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) of a model
 
 #: errno values of a full disk: a write that fails with one stops the run (the last checkpoint
@@ -502,10 +506,12 @@ class Run:
         """Start Ray and the actors, reload the replay buffer, publish the weights. Returns False
         when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first).
 
-        Self-play starts before the replay reload is awaited: the replay actor reloads its
-        shards while the workers start their processes and load their kernels (their first
-        records queue behind the reload in the replay actor), so a resume's reload does not
-        delay self-play."""
+        The actors' processes start together, before the weights are published (a self-play
+        worker waits for its first weights) and before the replay reload is awaited: the
+        replay actor reloads its shards while the workers start their processes and load their
+        kernels (their first records queue behind the reload in the replay actor), so neither
+        the coordinator's start nor a resume's reload delays self-play. The evaluator starts
+        later (:meth:`_evaluator_started`)."""
         import ray
 
         cfg = self.cfg
@@ -535,6 +541,13 @@ class Run:
             self.reanalysed = reanalyse_counts(rstate)
         reloading = self.replay.load_with_stats.remote(rstate)  # awaited once self-play starts
 
+        # The actors' processes start together (the workers wait for their first weights).
+        gpus = cluster_gpus() if cfg.device != "cpu" else 0
+        share = cfg.ray.worker_gpu_share if gpus else 0.0
+        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
+        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        stamp("pool_created")
+
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
         # Weights go to the object store once per generation; actors share the reference.
         self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
@@ -543,17 +556,6 @@ class Run:
         ray.get(self.coordinator.generation.remote("latest"))
         if self.stop_requested:  # (the replay actor, killed at shutdown, only reads)
             return False
-
-        gpus = cluster_gpus() if cfg.device != "cpu" else 0
-        share = cfg.ray.worker_gpu_share if gpus else 0.0
-        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
-        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
-        stamp("pool_created")
-        self.evaluator = (
-            ray.remote(EvaluatorActor)
-            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
-            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
-        )
 
         loaded, rstats, seconds = ray.get(reloading)  # the reload's counters, nothing handed in yet
         stamp("replay_reload_s", seconds)
@@ -662,9 +664,26 @@ class Run:
             self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again")
         self.c.owed_checks = []
 
+    def _evaluator_started(self) -> bool:
+        """Whether the evaluator actor exists; it is created once self-play is under way (the
+        first worker's first step drained: its process would take CPU from the workers'
+        start) or ``EVALUATOR_START_S`` after the workers were created."""
+        if self.evaluator is None and self.pool is not None:
+            waited = time.time() - (self.startup or {}).get("pool_created", 0.0)
+            if self.startup is None or waited > EVALUATOR_START_S:
+                import ray
+
+                e = self.cfg.evaluator
+                self.evaluator = (
+                    ray.remote(EvaluatorActor)
+                    .options(**evaluator_options(self.cfg.ray.evaluator_resources or {}))
+                    .remote(self.cfg, model_spec_files(e.baselines))
+                )
+        return self.evaluator is not None
+
     def _start_check(self) -> None:
         """Start the newest owed check (:meth:`EvaluationSchedule.next`) if the evaluator is free."""
-        if self.eval_task is not None or self.evaluator is None:
+        if self.eval_task is not None or not self._evaluator_started():
             return
         check = self.schedule.next()
         if check is None:
