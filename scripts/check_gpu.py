@@ -242,6 +242,7 @@ class Checks:
 
             state = TakNet(cfg.model_config()).state_dict()
             weights.publish(coordinator, "promoted", 0, state)
+            weights.publish(coordinator, "latest", 0, state)  # a worker plays once its kind is published
             gpu = ray.get(ray.remote(num_gpus=share)(_gpu_view).remote())
             pool = SelfPlayPool(cfg, selfplay_options({}, share), coordinator, replay)
             burst = 10.0 if self.args.quick else self.args.selfplay_seconds

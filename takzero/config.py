@@ -256,6 +256,10 @@ class EvaluatorConfig:
     baselines: list[str] = field(default_factory=lambda: ["random", "greedy", "uct"])
     uct_simulations: int = 200
     tactics_every: int = 1  # the tactics curve every k-th generation (0: never)
+    # A cheap first point of the Elo curve: this generation owes a baseline check too (0: none),
+    # of early_baseline_games games per baseline (the later checks play baseline_games)
+    early_baseline_generation: int = 0
+    early_baseline_games: int = 4
 
     def __post_init__(self) -> None:
         self.check()
@@ -275,7 +279,13 @@ class EvaluatorConfig:
         _check(e.baseline_every >= 0, "evaluator.baseline_every", "must be >= 0", e.baseline_every)
         _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
         _check(e.tactics_every >= 0, "evaluator.tactics_every", "must be >= 0 (0 = no tactics curve)", e.tactics_every)
+        _check(e.early_baseline_generation >= 0, "evaluator.early_baseline_generation",
+               "must be >= 0 (0 = no early check)", e.early_baseline_generation)  # fmt: skip
+        _check(e.early_baseline_games >= 2 and e.early_baseline_games % 2 == 0, "evaluator.early_baseline_games",
+               "must be an even number >= 2", e.early_baseline_games)  # fmt: skip
         _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
+        _check(e.early_baseline_generation == 0 or len(e.baselines) > 0, "evaluator.baselines",
+               "must not be empty (or set evaluator.early_baseline_generation=0)", e.baselines)  # fmt: skip
         from takzero.players.registry import check_spec, spec_label  # the player specs' one table
 
         labels: dict[str, str] = {}

@@ -1,10 +1,50 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the default run without the slow tests.
+
+Tests marked ``slow`` (whole training runs, the Ray cluster, kill -9, fuzzing, soaks, long perft)
+are left out of a plain ``python -m pytest -q`` so that it stays within a few minutes; the end
+of the run says how many and how to run them. They run when asked for: any ``-m`` expression
+(``python -m pytest -q -m slow`` runs just them, CI's ``.ci/run`` does after the default run),
+``TAKZERO_SLOW=1`` (everything), or a test named by its node id (``path::name``).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+#: The command that runs the slow tests (said at the end of a default run).
+SLOW_COMMAND = "python -m pytest -q -m slow"
+_SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+def slow_requested(config: pytest.Config) -> bool:
+    """Whether this run keeps the ``slow`` tests: a ``-m`` expression given, ``TAKZERO_SLOW=1``,
+    or a test named by node id on the command line."""
+    return (bool(config.getoption("markexpr", default="")) or os.environ.get("TAKZERO_SLOW") == "1"
+            or any("::" in str(a) for a in config.args))  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests marked ``slow`` unless :func:`slow_requested`."""
+    if slow_requested(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if not slow:
+        return
+    config.hook.pytest_deselected(items=slow)
+    items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    config.stash[_SLOW_LEFT_OUT] = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line at the end: how many slow tests were left out and the command that runs them."""
+    n = config.stash.get(_SLOW_LEFT_OUT, 0)
+    if n:
+        terminalreporter.write_line(f"{n} slow tests left out (whole runs, Ray cluster, kill -9, fuzz); "
+                                    f"run them with: {SLOW_COMMAND}")  # fmt: skip
 
 
 @pytest.fixture

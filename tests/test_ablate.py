@@ -29,6 +29,7 @@ def _tiny_model(path: Path, seed: int) -> None:
     torch.save(checkpoint_dict(model), path)
 
 
+@pytest.mark.slow  # whole ablation evaluations (matches of trained variants)
 def test_eval_only_appends_one_row_per_variant(tmp_path: Path) -> None:
     ablate = _load_script()
     from takzero.pipeline.checkpoints import atomic_torch_save
@@ -156,6 +157,7 @@ def _results(run: Path, pattern: str = "ablation_vs_*.json") -> list[dict]:
     return [json.loads(f.read_text()) for f in sorted(run.glob(pattern))]
 
 
+@pytest.mark.slow  # whole ablation evaluations
 def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monkeypatch, capsys) -> None:
     """--reference ROOT/base/best.pt --eval-seed N: the variant against the baseline run on the
     openings of seed N; its JSON goes beside (not over) the protocol's ablation.json, its row names
@@ -201,6 +203,7 @@ def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monk
     assert len(_results(root / "var")) == 2  # the same evaluation again, into the same file
 
 
+@pytest.mark.slow  # whole ablation evaluations
 def test_references_never_share_a_result_file(tmp_path: Path, monkeypatch) -> None:
     """Two references whose labels agree (the same run name under two roots, odd characters,
     a long name) get two files; a reference outside --root never replaces the protocol's
@@ -229,6 +232,7 @@ def test_references_never_share_a_result_file(tmp_path: Path, monkeypatch) -> No
     assert len(_results(var)) == 2
 
 
+@pytest.mark.slow  # whole ablation evaluations
 def test_pooling_skips_damaged_stray_and_other_network_files(tmp_path: Path, monkeypatch, capsys) -> None:
     """Hand-edited or damaged result files never break an evaluation and are never pooled; nor
     is a stray copy, or an evaluation of another version of the reference or of the variant."""

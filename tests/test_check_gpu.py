@@ -19,6 +19,7 @@ def _lines(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.slow  # the whole check_gpu script in a subprocess
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the GPU path runs instead")
 def test_without_cuda_it_says_so_and_exits_0() -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=300)

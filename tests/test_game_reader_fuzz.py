@@ -86,6 +86,7 @@ def _read(text: str) -> list[PTNGame] | None:
         return None
 
 
+@pytest.mark.slow  # fuzz
 @SETTINGS
 @given(mutated(SEED_PTN, PTN_ALPHABET))
 def test_fuzz_read_ptn_mutated(text: str) -> None:
@@ -105,6 +106,7 @@ def test_fuzz_read_ptn_mutated(text: str) -> None:
             _check_ptn_error(e)
 
 
+@pytest.mark.slow  # fuzz
 @settings(SETTINGS, max_examples=500)
 @given(st.text(PTN_ALPHABET, max_size=300))
 def test_fuzz_read_ptn_alphabet(text: str) -> None:
@@ -119,6 +121,7 @@ def _from_tps(text: str) -> None:
         assert isinstance(e.column, int) and 1 <= e.column <= len(text) + 1, e
 
 
+@pytest.mark.slow  # fuzz
 @settings(SETTINGS, max_examples=800)
 @given(mutated(SEED_TPS, TPS_ALPHABET))
 def test_fuzz_from_tps_mutated(text: str) -> None:
@@ -127,6 +130,7 @@ def test_fuzz_from_tps_mutated(text: str) -> None:
     _read('[TPS "' + text.replace("\n", " ").replace('"', "").replace("\\", "") + '"]\n')
 
 
+@pytest.mark.slow  # fuzz
 @settings(SETTINGS, max_examples=500)
 @given(st.text(TPS_ALPHABET, max_size=120))
 def test_fuzz_from_tps_alphabet(text: str) -> None:

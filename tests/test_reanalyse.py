@@ -228,6 +228,7 @@ def test_resume_keeps_counters_and_stream(tmp_path: Path) -> None:
     assert old.reanalyse_counters() == {"issued": 0, "applied": 0, "dropped": 0}
 
 
+@pytest.mark.slow  # a Ray instance with the actors
 def test_reanalyse_actor_refreshes_the_replay_actor() -> None:
     """The Ray actor with the latest weights from the coordinator refreshes records of the
     replay actor at the configured rate and stops when told (num_cpus=2, no dashboard)."""

@@ -117,6 +117,17 @@ def test_reuse_cap_and_backpressure() -> None:
     assert buf.add(_records(3, 5))
 
 
+def test_a_forced_add_is_never_refused() -> None:
+    """A worker's last step at a run's stop (``force``) is added past the backpressure."""
+    buf = ReplayBuffer(ReplayConfig(top_k=4, min_positions=10, samples_per_position=2.0, max_ahead=20), 3)
+    while buf.add(_records(3, 5)):
+        assert buf.total_added < 1000, "backpressure never engaged"
+    before = buf.total_added
+    assert not buf.add(_records(3, 5))
+    assert buf.add(_records(3, 5), games=1, force=True)
+    assert buf.total_added == before + 5 and buf.games_added == 1
+
+
 def test_shards_reload_and_skip_corrupt(tmp_path) -> None:
     rcfg = ReplayConfig(top_k=4, shard_positions=10, min_positions=1)
     buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)

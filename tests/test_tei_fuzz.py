@@ -214,11 +214,13 @@ def fuzz(engine_kwargs: dict, lines: int, seed: int) -> Driver:
     return drv
 
 
+@pytest.mark.slow  # fuzz
 def test_fuzz_baseline_engine() -> None:
     drv = fuzz({"player": "uct:20", "seed": 1}, LINES, seed=2026)
     assert drv.gos > LINES // 10 and drv.stops > 0 and drv.readies > 0
 
 
+@pytest.mark.slow  # fuzz
 def test_fuzz_network_engine_with_a_model_of_one_size(tmp_path: Path, tiny_tei_model) -> None:
     """The issue's case: a 4x4 model, sizes changing under it, Seed and Fallback mutated."""
     model = tiny_tei_model(tmp_path)

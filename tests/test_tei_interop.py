@@ -193,6 +193,7 @@ def test_an_engine_that_cannot_start_is_told_to_the_client() -> None:
     assert any("cannot start the engine" in m for m in log)
 
 
+@pytest.mark.slow  # the websocket server as a process, a whole session
 def test_websocket_command_line_serves_the_golden_transcript() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "takzero.tei", "--player", "uct:50", "--seed", "7", "--websocket", "127.0.0.1:0"],

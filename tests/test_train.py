@@ -364,6 +364,11 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         coordinator = ray.remote(Coordinator).remote()
+        from takzero.nn.model import TakNet
+
+        weights = ray.put(TakNet(cfg.model_config()).state_dict())  # a worker plays once published
+        for kind in ("promoted", "latest"):
+            ray.get(coordinator.publish.remote(kind, 0, [weights]))
         replay = ray.remote(ReplayActor).remote(
             ReplayConfig(top_k=64, min_positions=50, max_ahead=100, samples_per_position=1.0), 4
         )
@@ -383,7 +388,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
         ray.kill(actor, no_restart=False)
         time.sleep(5)
         ray.get(coordinator.stop.remote())
-        assert ray.get(task, timeout=240) >= 0
+        assert ray.get(task, timeout=240)["games"] >= 0
     finally:
         ray.shutdown()
 

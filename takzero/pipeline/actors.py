@@ -141,12 +141,13 @@ class ReplayActor(ReplayBuffer):
         #: positions received per self-play stream (game id >> 32)
         self.sources: dict[tuple[int, int], int] = {}
 
-    def submit(self, records: Any, stats: dict[str, float], ptn: list[str] | None = None) -> bool:
+    def submit(self, records: Any, stats: dict[str, float], ptn: list[str] | None = None,
+               force: bool = False) -> bool:  # fmt: skip
         """Add ``records`` (may be None) with the step's ``stats`` and sample games. Returns False,
         keeping nothing, when the buffer refuses the records (backpressure: the worker retries
-        the same call later)."""
+        the same call later); ``force``: never refused (a worker's last step at the stop)."""
         if records is not None and len(records):
-            if not self.add(records, int(stats.get("count/games", 0))):
+            if not self.add(records, int(stats.get("count/games", 0)), force=force):
                 return False
             ids = records.game_id
             streams, counts = np.unique(ids >> 32, return_counts=True)
@@ -166,6 +167,13 @@ class ReplayActor(ReplayBuffer):
         self.inbox_stats, self.inbox_games = [], []
         return stats, games
 
+    def load_with_stats(self, state: dict[str, Any] | None = None) -> tuple[int, dict[str, float], float]:
+        """:meth:`load` and :meth:`stats` in one call (no step handed in between: the counters
+        read are those of the shards and the checkpoint alone), with the load's seconds."""
+        t0 = time.perf_counter()
+        loaded = self.load(state)
+        return loaded, self.stats(), time.perf_counter() - t0
+
     def drain_with_state(self) -> tuple[list[dict[str, float]], list[str], dict[str, Any]]:
         """:meth:`drain` and :meth:`state_dict` in one call (for a checkpoint: no step can be
         handed in between, so the counters and the buffer agree)."""
@@ -182,6 +190,13 @@ class ReplayActor(ReplayBuffer):
 # ---------------------------------------------------------------------------------------------
 
 
+#: Keys of a self-play worker's first statistics: wall-clock times (``time.time()``, seconds)
+#: of its start-up, which the driver turns into the run's start-up timings (``Run._startup``):
+#: actor created (process started, modules imported), worker built (search kernels, network,
+#: backend), first step searched (the first new self-play positions).
+STARTUP_KEYS = ("startup/actor_at", "startup/built_at", "startup/first_step_at")
+
+
 class SelfPlayActor:
     """Ray actor around :class:`takzero.pipeline.selfplay.SelfPlayWorker`: plays until told to stop,
     refreshing weights when a new generation appears (one object-store read per generation),
@@ -189,34 +204,47 @@ class SelfPlayActor:
     too far ahead of the trainer). It reads and writes no file."""
 
     def __init__(self, cfg: TrainConfig, worker_id: int) -> None:
+        self.created_at = time.time()
         torch.set_num_threads(cfg.selfplay.threads)
         self.cfg = cfg
         self.worker_id = worker_id
         self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
 
-    def run(self, coordinator: Any, replay: Any) -> int:
-        """Play until the coordinator says stop; returns the games this process finished. The
-        worker is built here, with a random stream the coordinator hands out, so a restarted
-        actor (whose task Ray retries) plays new games rather than the ones its first life played."""
+    def run(self, coordinator: Any, replay: Any) -> dict[str, int]:
+        """Play until the coordinator says stop. The worker is built here, with a random stream
+        the coordinator hands out, so a restarted actor (whose task Ray retries) plays new games
+        rather than the ones its first life played; it plays once the coordinator has weights
+        for it (the driver may start the workers before it publishes them). Its first step's
+        statistics carry the start-up times (:data:`STARTUP_KEYS`).
+
+        At the stop, a step the buffer refused (backpressure) is handed in anyway
+        (``ReplayActor.submit(force=True)``): finished games are never dropped. Returns what this
+        process did: 'games' (finished), 'kept_games' and 'kept_positions' (handed in at the
+        stop), 'unfinished_games' and 'unfinished_positions' (games still being played, and the
+        positions they had recorded: dropped)."""
         import ray
 
         from takzero.pipeline.selfplay import SelfPlayWorker
 
         stream = ray.get(coordinator.new_stream.remote(self.worker_id))
         self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream)
+        startup = {"startup/actor_at": self.created_at, "startup/built_at": time.time()}
         generation = -1
         pending = None  # a step refused by the buffer, retried before playing on
         last_check = 0.0
         while True:
             now = time.monotonic()
-            if now - last_check > 1.0:
+            if now - last_check > 1.0 or generation < 0:
                 last_check = now
                 stop, w = ray.get(coordinator.exchange.remote(self.kind, generation))
-                if stop:  # every finished step was handed in with its statistics
-                    return self.worker.games_finished
+                if stop:
+                    return self._stop(replay, pending)
                 if w is not None:
                     generation = w[0]
                     self.worker.set_weights(ray.get(w[1][0]), generation)
+                elif generation < 0:  # no weights published yet: never play unknown weights
+                    time.sleep(0.05)
+                    continue
             if pending is not None:
                 if ray.get(replay.submit.remote(*pending)):
                     pending = None
@@ -224,9 +252,30 @@ class SelfPlayActor:
                     time.sleep(0.2)
                     continue
             records, stats, ptn = self.worker.play_step()
+            if startup:  # the first step: the start-up times go with its statistics
+                stats, startup = {**stats, **startup, "startup/first_step_at": time.time()}, None
             if records is not None or stats or ptn:
                 if not ray.get(replay.submit.remote(records, stats, ptn)):
                     pending = (records, stats, ptn)
+
+    def _stop(self, replay: Any, pending: tuple[Any, dict[str, float], list[str]] | None) -> dict[str, int]:
+        """Hand in the refused step (if any) whatever the buffer's backpressure; the counts
+        :meth:`run` returns."""
+        import ray
+
+        kept_games = kept_positions = 0
+        if pending is not None:
+            records, stats, ptn = pending
+            ray.get(replay.submit.remote(records, stats, ptn, force=True))
+            kept_games = int(stats.get("count/games", 0))
+            kept_positions = 0 if records is None else len(records)
+        return {
+            "games": self.worker.games_finished,
+            "kept_games": kept_games,
+            "kept_positions": kept_positions,
+            "unfinished_games": len(self.worker.slots),
+            "unfinished_positions": sum(len(slot.states) for slot in self.worker.slots),
+        }
 
 
 class EvaluatorActor:
@@ -252,13 +301,14 @@ class EvaluatorActor:
         play_baselines: bool,
         seed: int | None = None,
         tactics: bool = False,
+        baseline_games: int = 0,
     ) -> dict[str, Any]:
         """:meth:`GatingEvaluator.evaluate` of the two generations (pass ObjectRefs: Ray resolves
         them from the node's object store). The candidate's weights are not sent back (the
         driver has them)."""
         out = self.evaluator.evaluate(
             (candidate_generation, candidate), (incumbent_generation, incumbent), play_baselines, seed,
-            tactics=tactics,
+            tactics=tactics, baseline_games=baseline_games,
         )
         out.pop("candidate_weights", None)
         return out
@@ -342,11 +392,24 @@ class SelfPlayPool:
                 self.workers[i] = w
                 self.tasks[i] = w.run.remote(self.coordinator, self.replay)
 
-    def finish(self, timeout_s: float = 60.0) -> None:
+    def finish(self, timeout_s: float = 60.0) -> dict[str, int]:
         """After the coordinator's stop: wait up to ``timeout_s`` for the tasks of the live
-        workers to return (one that waits for a node never comes), then kill every worker."""
+        workers to return (one that waits for a node never comes), then kill every worker.
+        Returns the sums of what the returned tasks report (:meth:`SelfPlayActor.run`: 'games',
+        'kept_games', 'kept_positions', 'unfinished_games', 'unfinished_positions'; a task that
+        failed or did not return counts nothing)."""
         import ray
 
-        ray.wait(self.tasks, num_returns=len(self.tasks), timeout=timeout_s)
+        ready, _ = ray.wait(self.tasks, num_returns=len(self.tasks), timeout=timeout_s)
+        totals = dict.fromkeys(("games", "kept_games", "kept_positions", "unfinished_games",
+                                "unfinished_positions"), 0)  # fmt: skip
+        for t in ready:
+            try:
+                report = ray.get(t)
+            except Exception:  # noqa: BLE001 - a worker lost at the stop hands in nothing more
+                continue
+            for k in totals:
+                totals[k] += int(report.get(k, 0))
         for w in self.workers:
             ray.kill(w)
+        return totals

@@ -210,10 +210,12 @@ class GatingEvaluator:
         play_baselines: bool,
         seed: int | None = None,
         tactics: bool = False,
+        baseline_games: int = 0,
     ) -> dict[str, Any]:
         """Gating match of ``candidate`` (generation, weights) against ``incumbent``, then (if
-        ``play_baselines``) the baselines, then (if ``tactics`` and the set has positions of the
-        board size) the tactics curve's point (:meth:`tactics_point`: 'tactics' and the
+        ``play_baselines``) the baselines (``baseline_games`` games each, an even number; 0:
+        ``evaluator.baseline_games``; the schedule's ``Check.baseline_games``), then (if
+        ``tactics`` and the set has positions of the board size) the tactics curve's point (:meth:`tactics_point`: 'tactics' and the
         ``tactics/<kind>`` scalars). Returns a dict with 'decision' ('promote' | 'reject' |
         None when gating is off), 'scalars' for TensorBoard ('elo/vs_<label>' and
         'score/vs_<label>' per baseline, the label from
@@ -276,7 +278,7 @@ class GatingEvaluator:
                 label = spec_label(spec)
                 t0 = time.perf_counter()
                 player = baseline_player(built, e.uct_simulations, seed)
-                pairs = e.baseline_games // 2
+                pairs = (baseline_games or e.baseline_games) // 2
                 openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
                 try:
                     match = play_match(cand_side, player, self.start, openings, ply_limit, seed)

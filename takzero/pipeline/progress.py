@@ -138,6 +138,45 @@ def tactics_line(generation: int, point: dict[str, Any]) -> str:
     return text + (f" ({len(unverified)} unverified, counted unsolved)" if unverified else "")
 
 
+#: The phases of a run's start-up, in order, each between two of the wall-clock stamps that
+#: :func:`startup_timings` reads: (phase, from stamp, to stamp).
+STARTUP_PHASES = (
+    ("setup", "run_created", "ray_start"),  # run folder, checkpoint verified and loaded, trainer
+    ("ray", "ray_start", "ray_ready"),  # ray.init
+    ("to_pool", "ray_ready", "pool_created"),  # the actors created (processes start meanwhile)
+    ("actors", "pool_created", "startup/actor_at"),  # worker processes started, modules imported
+    ("worker_build", "startup/actor_at", "startup/built_at"),  # kernels (numba cache), network
+    ("first_step", "startup/built_at", "startup/first_step_at"),  # the first search of all games
+)
+
+
+def startup_timings(stamps: dict[str, float]) -> dict[str, float]:
+    """Seconds per phase of a run's start-up (:data:`STARTUP_PHASES`) from wall-clock stamps
+    (``time.time()`` of the driver, and of the first self-play worker's first step:
+    ``actors.STARTUP_KEYS``); 'total' from the run's creation to the first new self-play
+    positions, 'replay_reload' (the replay actor's reload, ``stamps['replay_reload_s']``: in
+    parallel with the worker start-up) and 'run_created_at' (the epoch of the first stamp, for a
+    caller that times the process from its launch). A phase whose stamps are missing is left out."""
+    out = {}
+    for name, a, b in STARTUP_PHASES:
+        if a in stamps and b in stamps:
+            out[name] = round(stamps[b] - stamps[a], 2)
+    if "run_created" in stamps and "startup/first_step_at" in stamps:
+        out["total"] = round(stamps["startup/first_step_at"] - stamps["run_created"], 2)
+    if "replay_reload_s" in stamps:
+        out["replay_reload"] = round(stamps["replay_reload_s"], 2)
+    if "run_created" in stamps:
+        out["run_created_at"] = stamps["run_created"]
+    return out
+
+
+def kept_line(kept: dict[str, int]) -> str:
+    """The summary's line of what the stop kept (``SelfPlayPool.finish``): ``'kept: 3 games, 240
+    positions handed in at the stop; 61 unfinished games (4,810 positions) dropped'``."""
+    return (f"kept: {kept['kept_games']} games, {kept['kept_positions']} positions handed in at the stop; "
+            f"{kept['unfinished_games']} unfinished games ({kept['unfinished_positions']:,} positions) dropped")
+
+
 def strength_text(generation: int, record: dict[str, Any]) -> str:
     """The progress line's field of the latest Elo against the strongest baseline:
     ``'Elo vs uct +108 [-20, +250] (gen 8)'``."""
@@ -395,6 +434,7 @@ def summary_lines(
     owed_again: list[str] | None = None,
     init_from: str = "",
     reanalyse: str = "",
+    kept: str = "",
 ) -> list[str]:
     """The end-of-run summary: why it stopped, the counters, the best generation and its last
     scores (``best_results``: the evaluation line of each baseline, else ``best_scores``, else
@@ -403,7 +443,8 @@ def summary_lines(
     ``strength_label``), the evaluations not run and why (``skipped``, the last five named),
     those a Ctrl-C cut that the next session runs (``owed_again``), the run's initial weights
     (``init_from``: ``train.init_from`` at its first start, "" for random ones), the Reanalyse
-    line (``reanalyse``: ``reanalyse.reanalyse_text``, "" when off), where everything is, and how
+    line (``reanalyse``: ``reanalyse.reanalyse_text``, "" when off), what the stop kept of the
+    self-play games (``kept``: :func:`kept_line`, "" without workers), where everything is, and how
     to continue."""
     run_dir = Path(run_dir)
     if best_results:
@@ -434,6 +475,7 @@ def summary_lines(
         f"positions {snap.positions}, training time {snap.minutes:.1f} min"
         + (f" (this session {session_seconds / 60:.1f} min)" if session_seconds is not None else ""),
         *([f"  initial weights (train.init_from): {init_from}"] if init_from else []),
+        *([f"  {kept}"] if kept else []),
         f"  best model: generation {best_generation} (last gating: {snap.gating})",
         *([f"  {_later_generations(best_generation, snap.generation)} not promoted: rejected by "
            "gating, or made while the evaluator was busy or as the run stopped (never gated)"]

@@ -436,11 +436,12 @@ class ReplayBuffer:
 
     # -- add / sample ------------------------------------------------------------------------
 
-    def add(self, records: Records, games: int = 0) -> bool:
+    def add(self, records: Records, games: int = 0, force: bool = False) -> bool:
         """Add a batch of records (one or more finished games). Returns False, adding nothing, when
         the workers are more than ``max_ahead`` positions ahead of the trainer: the caller waits
-        and retries (backpressure)."""
-        if len(records) and self.ahead() > self.cfg.max_ahead and self.total_added >= self.cfg.min_positions:
+        and retries (backpressure); ``force``: added anyway (the last games at a run's stop)."""
+        if (not force and len(records) and self.ahead() > self.cfg.max_ahead
+                and self.total_added >= self.cfg.min_positions):  # fmt: skip
             return False
         if len(records) == 0:
             return True

@@ -154,8 +154,9 @@ class RunCounters:
             baseline (``progress.strength_text``), "" before the first.
         strength_points: the last points of that Elo curve, ``[generation, elo, lower, upper]``.
         skipped_checks: the evaluations not run and why (``schedule.EvaluationSchedule``).
-        owed_checks: the checks a Ctrl-C cut or left owed, ``[generation, step, [kinds]]``,
-            owed again by the next session (the weights come from ``ckpt_<step>.pt``).
+        owed_checks: the checks a Ctrl-C cut or left owed, ``[generation, step, [kinds],
+            baseline_games]`` (``schedule.Check.to_list``), owed again by the next session (the
+            weights come from ``ckpt_<step>.pt``).
         init_from: where the run's initial weights came from (``train.init_from`` at its first
             start, :func:`takzero.pipeline.warm_start.load_init_weights`), "" for random ones.
     """

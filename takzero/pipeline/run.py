@@ -51,6 +51,7 @@ the newest readable checkpoint, exactly:
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
@@ -70,6 +71,7 @@ from omegaconf import OmegaConf
 from takzero.config import TrainConfig
 from takzero.io.files import atomic_write_text
 from takzero.pipeline.actors import (
+    STARTUP_KEYS,
     Coordinator,
     EvaluatorActor,
     PublishedWeights,
@@ -102,8 +104,10 @@ from takzero.pipeline.progress import (
     Snapshot,
     StopRule,
     evaluation_line,
+    kept_line,
     kernels_cached,
     resume_command,
+    startup_timings,
     strength_text,
     summary_lines,
     tactics_line,
@@ -137,6 +141,10 @@ log = logging.getLogger("takzero.train")
 
 #: Seconds the end of a run waits for a pending evaluation (its actor may wait for a lost node).
 EVAL_WAIT_AT_END_S = 600.0
+
+#: Seconds after the self-play workers were created when the evaluator actor starts even if no
+#: worker has searched its first step yet (it starts as soon as one has).
+EVALUATOR_START_S = 60.0
 
 Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) of a model
 
@@ -188,6 +196,11 @@ class Run:
         (self.run_dir / "games").mkdir(exist_ok=True)
         self.command = command or resume_command(sys.argv[1:], cfg.run_name)
         self.started = time.monotonic()
+        #: wall-clock stamps of this start-up (``progress.startup_timings``), said once in
+        #: train.log when the first self-play positions are in; None once said
+        self.startup: dict[str, float] | None = {"run_created": time.time()}
+        #: what the workers' stop kept and dropped (``SelfPlayPool.finish``), for the summary
+        self.kept: dict[str, int] | None = None
         self.stop_requested = False
         self.stop_reason = ""
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
@@ -215,8 +228,10 @@ class Run:
         self.promoted: Promoted | None = None
         self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
         self.tactics_every, self.tactics_line = tactics_plan(cfg)  # 0: no tactics of this size
-        self.schedule = EvaluationSchedule(cfg.evaluator.gating != "off", cfg.evaluator.baseline_every,
-                                           skipped=self.c.skipped_checks, tactics_every=self.tactics_every)  # fmt: skip
+        e = cfg.evaluator
+        self.schedule = EvaluationSchedule(e.gating != "off", e.baseline_every, skipped=self.c.skipped_checks,
+                                           tactics_every=self.tactics_every, early_generation=e.early_baseline_generation,
+                                           early_games=e.early_baseline_games)  # fmt: skip
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.loop_started = False
 
@@ -242,10 +257,8 @@ class Run:
         found = self.resume_from
         if found is None:
             return None
-        path, state = found.path, found.state
-        trainer.load_state_dict(state)
-        log.info("resumed from %s (step %d, generation %d)", path, trainer.step, trainer.generation)
-        return state
+        trainer.load_state_dict(found.state)  # (the one `resumed from` line is the reporter's)
+        return found.state
 
     def _stop_rule(self) -> StopRule:
         c = self.cfg
@@ -294,7 +307,8 @@ class Run:
     def _not_measured(self, best_gen: int) -> str:
         """Why the best generation has no baseline scores of its own (for the summary)."""
         every = self.cfg.evaluator.baseline_every
-        if not self.cfg.evaluator.baselines or every == 0:
+        early = self.cfg.evaluator.early_baseline_generation
+        if not self.cfg.evaluator.baselines or (every == 0 and early == 0):
             return "no baseline checks: evaluator.baseline_every=0 or no evaluator.baselines"
         if best_gen == 0:
             return "the initial weights are not measured"
@@ -302,7 +316,7 @@ class Run:
             m = re.match(r"gen ([\d, ]+) (?:gating and )?baselines(?: and tactics)?: ", text)
             if m and str(best_gen) in m.group(1).split(", "):
                 return f"its check was not run: {text}"
-        if best_gen % every:
+        if best_gen != early and (every == 0 or best_gen % every):
             return f"evaluator.baseline_every={every}: generation {best_gen} owed no check"
         return "its check had not landed when the run stopped"
 
@@ -331,9 +345,10 @@ class Run:
             strength_points=self.c.strength_points,
             strength_label=self._strongest(),
             skipped=self.c.skipped_checks,
-            owed_again=[f"gen {g} {' and '.join(k)}" for g, _, k in self.c.owed_checks],
+            owed_again=[Check.from_list(x).describe() for x in self.c.owed_checks],
             init_from=self.c.init_from,
             reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
+            kept=kept_line(self.kept) if self.kept is not None else "",
         ):
             reporter.line(text)
 
@@ -489,18 +504,28 @@ class Run:
 
     def _start_actors(self, trainer: Trainer, state: dict[str, Any] | None) -> bool:
         """Start Ray and the actors, reload the replay buffer, publish the weights. Returns False
-        when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first)."""
+        when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first).
+
+        The actors' processes start together, before the weights are published (a self-play
+        worker waits for its first weights) and before the replay reload is awaited: the
+        replay actor reloads its shards while the workers start their processes and load their
+        kernels (their first records queue behind the reload in the replay actor), so neither
+        the coordinator's start nor a resume's reload delays self-play. The evaluator starts
+        later (:meth:`_evaluator_started`)."""
         import ray
 
         cfg = self.cfg
         assert self.reporter is not None
+        stamp = self._stamp
         ray_log = logging.getLogger("ray")  # Ray's start-up warnings: in train.log as well
         to_log = self.reporter.log_handler("ray")
         ray_log.addHandler(to_log)
+        stamp("ray_start")
         try:
             init_ray(cfg)
         finally:
             ray_log.removeHandler(to_log)
+        stamp("ray_ready")
         if self.stop_requested:
             return False
         check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
@@ -514,8 +539,26 @@ class Run:
         rstate = state.get("replay") if state else None
         if rstate is not None:
             self.reanalysed = reanalyse_counts(rstate)
-        loaded = ray.get(self.replay.load.remote(rstate))
-        rstats = ray.get(self.replay.stats.remote())
+        reloading = self.replay.load_with_stats.remote(rstate)  # awaited once self-play starts
+
+        # The actors' processes start together (the workers wait for their first weights).
+        gpus = cluster_gpus() if cfg.device != "cpu" else 0
+        share = cfg.ray.worker_gpu_share if gpus else 0.0
+        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
+        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        stamp("pool_created")
+
+        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
+        # Weights go to the object store once per generation; actors share the reference.
+        self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
+        self.weights.publish(self.coordinator, "promoted", *self.promoted)
+        self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
+        ray.get(self.coordinator.generation.remote("latest"))
+        if self.stop_requested:  # (the replay actor, killed at shutdown, only reads)
+            return False
+
+        loaded, rstats, seconds = ray.get(reloading)  # the reload's counters, nothing handed in yet
+        stamp("replay_reload_s", seconds)
         if rstate is not None:
             # Shards written after the checkpoint hold games that were played: they count.
             self.c.games += max(0, int(rstats["replay/games"]) - int(rstate.get("games_added", 0)))
@@ -524,32 +567,18 @@ class Run:
             self.c.games = int(rstats["replay/games"])
             self.c.positions = int(rstats["replay/total_added"])
         if loaded:
-            self.reporter.line(f"replay: reloaded {loaded} positions from shards")
+            self.reporter.line(f"replay: reloaded {loaded} positions from shards in {seconds:.1f} s")
         self.reporter.start = self._snapshot(trainer)
-        if self.stop_requested:
-            return False
-
-        # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
-        # Weights go to the object store once per generation; actors share the reference.
-        self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
         self._restore_owed()
-        self.weights.publish(self.coordinator, "promoted", *self.promoted)
-        self.weights.publish(self.coordinator, "latest", trainer.generation, _cpu_state(trainer))
-        ray.get(self.coordinator.generation.remote("latest"))
-
-        gpus = cluster_gpus() if cfg.device != "cpu" else 0
-        share = cfg.ray.worker_gpu_share if gpus else 0.0
-        options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
-        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
         self.reanalyser = ReanalyseWorker.start(cfg, options, self.coordinator, self.replay)
-        self.evaluator = (
-            ray.remote(EvaluatorActor)
-            .options(**evaluator_options(cfg.ray.evaluator_resources or {}))
-            .remote(cfg, model_spec_files(cfg.evaluator.baselines))
-        )
         if self.on_started is not None:
             self.on_started()
         return not self.stop_requested
+
+    def _stamp(self, name: str, value: float | None = None) -> None:
+        """Record a start-up stamp (``time.time()``, or ``value``) for the start-up timings."""
+        if self.startup is not None:
+            self.startup[name] = time.time() if value is None else value
 
     def _loop(self, trainer: Trainer) -> None:
         """Train until a stop condition or Ctrl-C: sample, step, checkpoint and hand each new
@@ -618,8 +647,8 @@ class Run:
         """Owe again the checks a Ctrl-C cut or left owed in the last session
         (``RunCounters.owed_checks``), each with the weights of its generation's checkpoint
         ``ckpt_<step>.pt``; one whose checkpoint is gone or unreadable is recorded as skipped."""
-        for generation, step, kinds in self.c.owed_checks:
-            check = Check(int(generation), int(step), tuple(kinds))
+        for entry in self.c.owed_checks:
+            check = Check.from_list(entry)  # with its game count: an early check stays cheap
             path = self.run_dir / f"ckpt_{check.step:09d}.pt"
             try:
                 d = load_checked(path, require_checksum=True)
@@ -635,9 +664,26 @@ class Run:
             self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again")
         self.c.owed_checks = []
 
+    def _evaluator_started(self) -> bool:
+        """Whether the evaluator actor exists; it is created once self-play is under way (the
+        first worker's first step drained: its process would take CPU from the workers'
+        start) or ``EVALUATOR_START_S`` after the workers were created."""
+        if self.evaluator is None and self.pool is not None:
+            waited = time.time() - (self.startup or {}).get("pool_created", 0.0)
+            if self.startup is None or waited > EVALUATOR_START_S:
+                import ray
+
+                e = self.cfg.evaluator
+                self.evaluator = (
+                    ray.remote(EvaluatorActor)
+                    .options(**evaluator_options(self.cfg.ray.evaluator_resources or {}))
+                    .remote(self.cfg, model_spec_files(e.baselines))
+                )
+        return self.evaluator is not None
+
     def _start_check(self) -> None:
         """Start the newest owed check (:meth:`EvaluationSchedule.next`) if the evaluator is free."""
-        if self.eval_task is not None or self.evaluator is None:
+        if self.eval_task is not None or not self._evaluator_started():
             return
         check = self.schedule.next()
         if check is None:
@@ -647,6 +693,7 @@ class Run:
             check.generation, self.weights.ref(check.weights),
             self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
             seed=self._eval_seed(check.generation), tactics=check.tactics,
+            baseline_games=check.baseline_games,
         )  # fmt: skip
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
@@ -699,7 +746,7 @@ class Run:
         if not self.stop_reason:
             self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
         if self.loop_started and self.stop_requested:  # owed again after the resume
-            self.c.owed_checks = [[c.generation, c.step, list(c.kinds)] for c in self.schedule.take_pending()]
+            self.c.owed_checks = [c.to_list() for c in self.schedule.take_pending()]
         elif self.loop_started:  # what is still owed or running is not run: the summary says so
             self.schedule.abandon(f"the run ended ({self.stop_reason})")
         if self.coordinator is not None:
@@ -707,7 +754,7 @@ class Run:
         if self.pool is not None:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
-            self.pool.finish()
+            self.kept = self.pool.finish()
         if self.reanalyser is not None:
             self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None:
@@ -900,7 +947,13 @@ class Run:
         for s in stats:  # games and positions in flight: the latest report of each worker
             if "inflight/stream" in s:
                 self.inflight[s["inflight/stream"]] = (s["inflight/games"], s["inflight/positions"])
-        stats = [{k: v for k, v in s.items() if not k.startswith("inflight/")} for s in stats]
+            if self.startup is not None and STARTUP_KEYS[-1] in s:  # the first worker's first step
+                assert self.reporter is not None
+                self.startup.update({k: s[k] for k in STARTUP_KEYS})
+                timings = startup_timings(self.startup)
+                self.reporter.line(f"start-up timings (s): {json.dumps(timings)}", console=False)
+                self.startup = None
+        stats = [{k: v for k, v in s.items() if not k.startswith(("inflight/", "startup/"))} for s in stats]
         if stats:
             summary = summarise_worker_stats(stats)
             self.c.games += int(summary.get("count/games", 0))

@@ -1,16 +1,18 @@
 """Which evaluations a run owes, and which it runs next (no Ray here: the run's driver asks).
 
 Every new generation owes checks: ``gating`` (unless ``evaluator.gating=off``), ``baselines``
-(every ``evaluator.baseline_every`` generations) and ``tactics`` (the tactics curve, every
-``evaluator.tactics_every`` generations). An owed check is never dropped because the
+(every ``evaluator.baseline_every`` generations, and at ``evaluator.early_baseline_generation``:
+a cheap first point of the Elo curve, of ``evaluator.early_baseline_games`` games per baseline)
+and ``tactics`` (the tactics curve, every ``evaluator.tactics_every`` generations). An owed check is never dropped because the
 evaluator is busy: when it is free, :meth:`EvaluationSchedule.next` hands out the newest owed
 generation, with the baseline and tactics checks of any older owed generation carried into it
 (the curves get their point, one generation later); what was not run is recorded with the reason
 (:attr:`EvaluationSchedule.skipped`): an older generation's gating superseded by a newer one, a
 baseline check measured at a later generation, or the run ending first (:meth:`abandon`). A run
 stopped by Ctrl-C keeps its running and owed checks instead (:meth:`take_pending`) and owes them
-again after the resume (:meth:`restore`). Each check keeps the trainer step of its generation,
-where its TensorBoard points go.
+again after the resume (:meth:`restore`; :meth:`Check.to_list` and :meth:`Check.from_list` are
+its form in the checkpoint). Each check keeps the trainer step of its generation, where its
+TensorBoard points go, and the game count of its baseline matches.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ __all__ = ["KINDS", "Check", "EvaluationSchedule", "owed_kinds"]
 KINDS = ("gating", "baselines", "tactics")
 
 
-def owed_kinds(generation: int, gating: bool, baseline_every: int, tactics_every: int = 0) -> tuple[str, ...]:
+def owed_kinds(generation: int, gating: bool, baseline_every: int, tactics_every: int = 0,
+               early_baseline_generation: int = 0) -> tuple[str, ...]:  # fmt: skip
     """The checks a new ``generation`` owes: ``gating`` when gating is on, ``baselines`` when
-    ``baseline_every`` > 0 divides it, ``tactics`` when ``tactics_every`` > 0 divides it (0:
-    never)."""
+    ``baseline_every`` > 0 divides it or it is ``early_baseline_generation`` (> 0), ``tactics``
+    when ``tactics_every`` > 0 divides it (0: never)."""
     kinds = ["gating"] if gating else []
-    if baseline_every > 0 and generation % baseline_every == 0:
+    if (baseline_every > 0 and generation % baseline_every == 0) or generation == early_baseline_generation > 0:
         kinds.append("baselines")
     if tactics_every > 0 and generation % tactics_every == 0:
         kinds.append("tactics")
@@ -40,13 +43,31 @@ def owed_kinds(generation: int, gating: bool, baseline_every: int, tactics_every
 class Check:
     """One evaluation: of ``generation`` (made at trainer step ``step``, with ``weights``), the
     ``kinds`` it plays ('gating', 'baselines', 'tactics'); ``carried``: older generations whose
-    baseline check it stands for."""
+    baseline check it stands for; ``baseline_games``: games per baseline match (0: the
+    configured ``evaluator.baseline_games``; the early check's ``evaluator.early_baseline_games``)."""
 
     generation: int
     step: int
     kinds: tuple[str, ...]
     weights: Any = None
     carried: list[int] = field(default_factory=list)
+    baseline_games: int = 0
+
+    def to_list(self) -> list[Any]:
+        """The check as the checkpoint keeps it (``RunCounters.owed_checks``, plain types):
+        ``[generation, step, [kinds], baseline_games]``; the weights come from the generation's
+        checkpoint."""
+        return [self.generation, self.step, list(self.kinds), self.baseline_games]
+
+    @classmethod
+    def from_list(cls, entry: list[Any]) -> Check:
+        """The check of a :meth:`to_list` entry (one of a checkpoint written before the game
+        count was kept, ``[generation, step, [kinds]]``, plays the configured count). Raises
+        ValueError for an entry of another shape."""
+        if len(entry) not in (3, 4):
+            raise ValueError(f"an owed check is [generation, step, [kinds], baseline_games], got {entry!r}")
+        games = int(entry[3]) if len(entry) == 4 else 0
+        return cls(int(entry[0]), int(entry[1]), tuple(str(k) for k in entry[2]), baseline_games=games)
 
     @property
     def baselines(self) -> bool:
@@ -69,17 +90,28 @@ class EvaluationSchedule:
         skipped: the skip reasons of earlier sessions (carried in the checkpoint).
         tactics_every: ``evaluator.tactics_every`` (0: no tactics curve; also for a board size
             the tactics set has no positions of).
+        early_generation: ``evaluator.early_baseline_generation`` (0: no early check).
+        early_games: ``evaluator.early_baseline_games``: games per baseline of the early check
+            (when that generation owes no regular baseline check too).
+
+    Raises ValueError for a negative rate or early generation, or an odd or too small game count.
     """
 
     def __init__(self, gating: bool, baseline_every: int, skipped: list[str] | None = None,
-                 tactics_every: int = 0) -> None:  # fmt: skip
+                 tactics_every: int = 0, early_generation: int = 0, early_games: int = 2) -> None:  # fmt: skip
         if baseline_every < 0:
             raise ValueError(f"evaluator.baseline_every must be >= 0, got {baseline_every}")
         if tactics_every < 0:
             raise ValueError(f"evaluator.tactics_every must be >= 0, got {tactics_every}")
+        if early_generation < 0:
+            raise ValueError(f"evaluator.early_baseline_generation must be >= 0, got {early_generation}")
+        if early_games < 2 or early_games % 2:
+            raise ValueError(f"evaluator.early_baseline_games must be an even number >= 2, got {early_games}")
         self.gating = gating
         self.baseline_every = baseline_every
         self.tactics_every = tactics_every
+        self.early_generation = early_generation
+        self.early_games = early_games
         self.owed: dict[int, Check] = {}
         self.running: Check | None = None
         self.skipped: list[str] = list(skipped or [])
@@ -89,16 +121,19 @@ class EvaluationSchedule:
         Raises ValueError for a generation not newer than every owed one."""
         if self.owed and generation <= max(self.owed):
             raise ValueError(f"generation {generation} is not newer than the owed {max(self.owed)}")
-        kinds = owed_kinds(generation, self.gating, self.baseline_every, self.tactics_every)
+        kinds = owed_kinds(generation, self.gating, self.baseline_every, self.tactics_every, self.early_generation)
         if not kinds:
             return None
-        check = Check(generation, step, kinds, weights)
+        regular = self.baseline_every > 0 and generation % self.baseline_every == 0
+        early = "baselines" in kinds and not regular  # only the early check: its own game count
+        check = Check(generation, step, kinds, weights, baseline_games=self.early_games if early else 0)
         self.owed[generation] = check
         return check
 
     def next(self) -> Check | None:
         """The check to start now that the evaluator is free: the newest owed generation, with
-        the baseline checks of older owed ones carried into it; the older ones are recorded as
+        the baseline checks of older owed ones carried into it (a check that owed none of its
+        own plays the game count of the newest carried one); the older ones are recorded as
         skipped. None when the evaluator is busy or nothing is owed. The caller starts it and
         calls :meth:`finished` when its result (or its loss) arrives."""
         if self.running is not None or not self.owed:
@@ -115,6 +150,8 @@ class EvaluationSchedule:
                                     "evaluator was free, and gated instead")  # fmt: skip
             if old.baselines:
                 carried.append(old.generation)
+                if not check.baselines:
+                    check.baseline_games = old.baseline_games  # the newest carried one's count
             if old.tactics:
                 tactics_carried.append(old.generation)
         if tactics_carried:
