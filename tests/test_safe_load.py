@@ -546,3 +546,33 @@ def test_to_plain_keeps_exactly_what_a_weights_only_load_rebuilds() -> None:
         with pytest.raises(Exception):  # noqa: B017 - torch's UnpicklingError
             torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
     assert to_plain({np.int64(1): {np.float32(2.0)}}) == {1: {2.0}}
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "torchscript", "onnx"])
+@pytest.mark.parametrize("damage", ["truncated", "junk"])
+def test_a_damaged_model_file_is_named_in_one_line_by_every_loader(tmp_path, kind, damage) -> None:
+    """A cut-off or garbage model file of each format: the loader raises ValueError naming the
+    file (torch's zip reader raises an unnamed OSError(EINVAL) for a truncated archive, and
+    onnxruntime its own exception types), never a bare errno or a library's message."""
+    from takzero.nn.inference import Evaluator, export_onnx, export_torchscript
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.nn.safe_load import load_weights_only
+
+    net = TakNet(ModelConfig(size=4, channels=8, blocks=1))
+    good = tmp_path / f"good.{'onnx' if kind == 'onnx' else 'pt'}"
+    if kind == "checkpoint":
+        torch.save(checkpoint_dict(net), good)
+    elif kind == "torchscript":
+        export_torchscript(net, good, metadata={"half_komi": 0})
+    else:
+        pytest.importorskip("onnxruntime")
+        export_onnx(net, good, metadata={"half_komi": 0})
+    data = good.read_bytes()
+    bad = tmp_path / f"bad{good.suffix}"
+    bad.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"\x07not a model" * 100)
+    load = load_weights_only if kind == "checkpoint" else Evaluator.load
+    with pytest.raises(ValueError) as info:
+        load(bad)
+    message = str(info.value)
+    assert str(bad) in message and "\n" not in message, message
+    assert "Errno" not in message.split("(")[0], message

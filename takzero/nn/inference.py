@@ -50,7 +50,7 @@ from takzero.nn.features import check_version, encode, layers_from_channels
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.losses import masked_softmax
 from takzero.nn.model import ModelConfig, model_from_checkpoint
-from takzero.nn.safe_load import load_weights_only, one_line_reason
+from takzero.nn.safe_load import load_weights_only, one_line_reason, unreadable_file_error
 
 __all__ = [
     "ACTION_SPACE",
@@ -454,6 +454,8 @@ class Evaluator:
                 module = torch.jit.load(str(path), map_location=dev, _extra_files=extra)
             except RuntimeError as e:
                 raise ValueError(f"{path}: cannot be read as a TorchScript archive ({one_line_reason(e)})") from None
+            except OSError as e:  # a cut-off archive: torch's zip reader raises EINVAL, unnamed
+                raise unreadable_file_error(path, e) from None
         if not extra["metadata.json"]:
             raise ValueError(f"{path} has no takzero metadata")
         return cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))
@@ -464,7 +466,13 @@ class Evaluator:
         ``providers`` says otherwise). Raises ImportError without onnxruntime."""
         import onnxruntime as ort
 
-        session = ort.InferenceSession(str(path), providers=providers or ["CPUExecutionProvider"])
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        try:
+            session = ort.InferenceSession(str(path), providers=providers or ["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types (InvalidProtobuf, ...)
+            raise ValueError(f"{path}: cannot be read as an ONNX model: truncated, corrupt or another "
+                             f"format ({one_line_reason(e)})") from None  # fmt: skip
         meta_map = session.get_modelmeta().custom_metadata_map
         if "takzero" not in meta_map:
             raise ValueError(f"{path} has no takzero metadata")

@@ -67,6 +67,16 @@ def one_line_reason(e: BaseException) -> str:
     return line.split(". ")[0].rstrip(".")[:200]
 
 
+def unreadable_file_error(path: str | Path, error: OSError) -> OSError | ValueError:
+    """What a model loader raises for an ``OSError`` met while reading an existing ``path``: the
+    error itself when the file system refused (no such file, permissions, a folder), else a
+    ValueError naming the file as truncated or corrupt (torch's zip reader raises
+    ``OSError(EINVAL)`` for a cut-off archive, with no file name in its message)."""
+    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return error
+    return ValueError(f"{path}: cannot be read: truncated or corrupt ({one_line_reason(error)})")
+
+
 def load_weights_only(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
     """Read a ``torch.save`` file with ``torch.load(weights_only=True)``: tensors and plain
     Python values only; no code in the file runs.
@@ -96,8 +106,8 @@ def load_weights_only(path: str | Path, map_location: str | torch.device = "cpu"
                 f"trust where it came from, convert it once with: {CONVERT_COMMAND} {path}"
             ) from None
         raise ValueError(f"{path}: cannot be read: not a torch.save file ({one_line_reason(e)})") from None
-    except OSError:
-        raise
+    except OSError as e:
+        raise unreadable_file_error(path, e) from None
     except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, EOFError, ... for a bad file
         if "TorchScript" in str(e):
             raise ValueError(f"{path}: a TorchScript archive, not a checkpoint") from None
@@ -138,8 +148,8 @@ def load_trusted(path: str | Path) -> Any:
         raise FileNotFoundError(f"{path}: no such file")
     try:
         return torch.load(str(path), map_location="cpu", weights_only=False)
-    except OSError:
-        raise
+    except OSError as e:
+        raise unreadable_file_error(path, e) from None
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
         raise ValueError(f"{path}: cannot be read: not a torch.save file ({one_line_reason(e)})") from None
 
