@@ -56,6 +56,7 @@ ORDERS = [
 
 @pytest.mark.parametrize("ply", [6, 19])
 @pytest.mark.parametrize("who, order, layout", ORDERS)
+@pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_a_drop_at_a_ply_resumes_the_game_and_finishes_it(who: str, order: str, layout: str, ply: int) -> None:
     login = {"user": "TakBot", "password": "secret1"} if who == "account" else {}
     with PlaytakServer(ACCOUNT if login else None, reconnect_seconds=20, rejoin_order=order,

@@ -383,6 +383,7 @@ def test_batch_size_larger_than_the_window_is_refused(tmp_path: Path) -> None:
         load_config(_raw(tmp_path, **{"train.batch_size": 128, "replay.fixed_window": 100}))
 
 
+@pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> None:
     """A ``checkpoint_root`` that is a file and a ``run_name`` with a slash are refused naming the
     key, from the command line before Hydra creates a folder; an unknown key gets the closest
@@ -416,6 +417,7 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
     assert not root.exists() or not any(root.iterdir()), sorted(map(str, root.rglob("*")))
 
 
+@pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_help_shows_the_preset_form() -> None:
     proc = subprocess.run([sys.executable, "-m", "takzero.train", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)  # fmt: skip

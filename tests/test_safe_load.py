@@ -201,6 +201,7 @@ def _cli(args: list[str], stdin: str = "", cwd: Path = ROOT) -> subprocess.Compl
     ],
     ids=["export", "evaluate", "evaluate-baseline", "play", "tei", "playtak"],
 )
+@pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_command_lines_refuse_the_file_in_one_line(evil, tmp_path: Path, args: list[str]) -> None:
     path, marker = evil
     fill = {"evil": str(path), "good": str(PRETRAINED[0]), "tmp": str(tmp_path)}
@@ -211,6 +212,7 @@ def test_command_lines_refuse_the_file_in_one_line(evil, tmp_path: Path, args: l
     assert not (tmp_path / "out.pt").exists()
 
 
+@pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_tei_setoption_model_in_a_real_engine(evil, tmp_path: Path) -> None:
     path, marker = evil
     proc = _cli(["takzero.tei", "--player", "random"],
@@ -390,6 +392,7 @@ def _old_style(path: Path, sidecar: bool) -> dict:
     return state
 
 
+@pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_convert_command_makes_a_trusted_file_weights_only(tmp_path: Path) -> None:
     path = tmp_path / "old.pt"
     before = _old_style(path, sidecar=False)
