@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from smoke_config import smoke_config
 
-from takzero.config import load_config
 from takzero.pipeline import checkpoints as ck
 from takzero.pipeline.checkpoints import (
     CheckpointWriteError,
@@ -23,18 +22,7 @@ from takzero.pipeline.checkpoints import (
     prune_checkpoints,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _cfg(tmp_path: Path, **overrides):
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value)
-    return load_config(raw)
+_cfg = smoke_config
 
 
 def _run_state(cfg, step: int) -> dict:

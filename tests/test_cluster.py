@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
-from omegaconf import OmegaConf
 from ray import cloudpickle
 from ray.cluster_utils import Cluster
+from smoke_config import smoke_config
 
-from takzero.config import ConfigError, TrainConfig, load_config
+from takzero.config import ConfigError, TrainConfig
 from takzero.pipeline.checkpoints import list_checkpoints, load_checked
 from takzero.pipeline.placement import PlacementError, check_resources
 from takzero.pipeline.replay import ReplayBuffer
@@ -40,20 +40,15 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 def _cfg(root: Path, **overrides: object) -> TrainConfig:
     """The smoke config made smaller still (4x4, 8 games per worker, 8 simulations)."""
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
     tiny = {
-        "run_name": "c", "checkpoint_root": str(root), "device": "cpu", "log_every_s": 1.0,
+        "device": "cpu", "log_every_s": 1.0,
         "mcts.simulations": 8, "selfplay.games_per_worker": 8, "selfplay.ply_limit": 40,
         "replay.min_positions": 100, "replay.shard_positions": 60, "replay.samples_per_position": 2.0,
         "train.batch_size": 32, "train.total_steps": 10, "train.checkpoint_every": 5,
         "train.warmup_steps": 2, "evaluator.games": 2, "evaluator.baseline_every": 0,
         "evaluator.simulations": 4,
     }  # fmt: skip
-    for key, value in {**tiny, **overrides}.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return load_config(raw)
+    return smoke_config(root, "c", **{**tiny, **overrides})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,12 +4,14 @@ of a run take their section whole, so a section's value reaches them without a c
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import (
     BoardConfig,
@@ -46,14 +48,7 @@ BAD = [
 ]
 
 
-def _raw(**overrides: object) -> object:
-    base = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    base.run_name = "test"
-    for key, value in overrides.items():
-        OmegaConf.update(base, key, value, force_add=True)
-    return base
+_raw = functools.partial(smoke_raw, run_name="test")
 
 
 @pytest.mark.parametrize(("cls", "section", "key", "value"), BAD)

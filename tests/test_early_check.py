@@ -5,25 +5,14 @@ refuses bad values naming the key; the evaluator plays the count it is given."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, load_config
 from takzero.pipeline.schedule import Check, EvaluationSchedule, owed_kinds
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _raw(**overrides):
-    raw = OmegaConf.merge(OmegaConf.load(ROOT / "configs/train.yaml"),
-                          OmegaConf.load(ROOT / "configs/config/smoke.yaml"))  # fmt: skip
-    raw.run_name = "r"
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return raw
+_raw = smoke_raw
 
 
 def test_the_early_generation_owes_a_baseline_check_with_its_own_game_count() -> None:

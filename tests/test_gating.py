@@ -3,11 +3,12 @@ generation against the incumbent and the baselines."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, load_config
 from takzero.matches.results import MatchResult
@@ -49,15 +50,7 @@ def test_gate_threshold_and_sprt() -> None:
         gate(strong, threshold=1.5)
 
 
-def _cfg(**overrides):
-    base = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"),
-        OmegaConf.load(ROOT / "configs/config/smoke.yaml"),
-    )
-    base.run_name = "test"
-    for key, value in overrides.items():
-        OmegaConf.update(base, key, value, force_add=True)
-    return base
+_cfg = functools.partial(smoke_raw, run_name="test")
 
 
 def test_baseline_specs_and_the_uct_rule() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
+from smoke_config import smoke_config
 
-from takzero.config import ReplayConfig, load_config
+from takzero.config import ReplayConfig
 from takzero.game import Position, core
 from takzero.pipeline.checkpoints import atomic_torch_save, load_checked
 from takzero.pipeline.reanalyse import (
@@ -35,19 +35,11 @@ from takzero.search.driver import SearchDriver
 from takzero.search.evaluators import HashEvaluator
 from takzero.search.limit import Limit
 
-ROOT = Path(__file__).resolve().parent.parent
 SIZE = 4
 
 
 def _cfg(**overrides):
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "reanalyse"
-    for key, value in {"replay.reanalyse_fraction": 0.5, "replay.reanalyse_batch": 16, **overrides}.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return load_config(raw)
-
+    return smoke_config(None, "reanalyse", **{"replay.reanalyse_fraction": 0.5, "replay.reanalyse_batch": 16, **overrides})
 
 def _records(n_games: int, seed: int, first_game: int = 0) -> Records:
     """Records of random games (every position of each, as self-play stores them) with a

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, ReplayConfig, load_config
 from takzero.game import Position
@@ -27,15 +27,7 @@ from takzero.pipeline.replay import Records, ReplayBuffer, pack_states
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _raw(tmp_path: Path, **overrides):
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return raw
+_raw = smoke_raw
 
 
 # -- a checkpoint and its checksum are one unit ---------------------------------------------------

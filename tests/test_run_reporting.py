@@ -12,24 +12,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from omegaconf import OmegaConf
+from smoke_config import smoke_config
 
-from takzero.config import load_config
 from takzero.pipeline.progress import RunReporter, Snapshot, StopRule, fit_fields, summary_lines
 from takzero.pipeline.scalars import ScalarLog
 from takzero.pipeline.schedule import Check, EvaluationSchedule, owed_kinds
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cfg(tmp_path: Path, **overrides):
-    raw = OmegaConf.merge(OmegaConf.load(ROOT / "configs/train.yaml"),
-                          OmegaConf.load(ROOT / "configs/config/smoke.yaml"))  # fmt: skip
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return load_config(raw)
+_cfg = smoke_config
 
 
 class FakeWriter:

@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
+from smoke_config import smoke_config
 
-from takzero.config import load_config
 from takzero.nn.model import (
     ModelConfig,
     TakNet,
@@ -228,13 +227,7 @@ def test_tei_setoption_model_in_a_real_engine(evil, tmp_path: Path) -> None:
 # -- resume of a run folder holding the file ----------------------------------------------------
 
 
-def _cfg(tmp_path: Path):
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
-    return load_config(raw)
+_cfg = smoke_config
 
 
 def _plant(path: Path, marker: Path) -> None:

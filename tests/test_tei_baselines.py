@@ -6,6 +6,7 @@ be gone afterwards, also when its parent is killed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, load_config
 from takzero.game.position import Position
@@ -122,13 +123,7 @@ def test_engine_specs_parse_label_and_are_refused_where_engines_do_not_play() ->
             refuse("tei:x")
 
 
-def _cfg(**overrides):
-    raw = OmegaConf.merge(OmegaConf.load(ROOT / "configs/train.yaml"),
-                          OmegaConf.load(ROOT / "configs/config/smoke.yaml"))  # fmt: skip
-    raw.run_name = "test"
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return raw
+_cfg = functools.partial(smoke_raw, run_name="test")
 
 
 def test_config_rejects_bad_engine_specs_and_twin_labels_with_the_key() -> None:

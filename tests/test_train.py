@@ -3,6 +3,7 @@ targets, evaluation games kept out of the replay buffer, and backpressure with a
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, ReplayConfig, load_config
 from takzero.game import Position
@@ -24,14 +26,7 @@ from takzero.pipeline.replay import ReplayBuffer, unpack_states
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cfg(**overrides):
-    base = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    base.run_name = "test"
-    for key, value in overrides.items():
-        OmegaConf.update(base, key, value, force_add=True)
-    return base
+_cfg = functools.partial(smoke_raw, run_name="test")
 
 
 @pytest.mark.parametrize(
@@ -425,11 +420,7 @@ def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None
     from takzero.pipeline.checkpoints import atomic_torch_save
     from takzero.pipeline.run import Run, RunDirError
 
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
+    raw = smoke_raw(tmp_path)
     run = Run(load_config(raw))
     run._check_run_dir()  # empty folder: a new run
     assert run.resume_from is None
@@ -451,11 +442,7 @@ def test_resume_with_another_network_is_refused_naming_the_keys(tmp_path: Path) 
     from takzero.pipeline.checkpoints import atomic_torch_save
     from takzero.pipeline.run import Run, RunDirError
 
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "r"
-    raw.checkpoint_root = str(tmp_path)
+    raw = smoke_raw(tmp_path)
     cfg = load_config(raw)
     old = {**cfg.model_config().to_dict(), "feature_version": 1, "channels": 8}
     atomic_torch_save({"step": 7, "model_config": old}, tmp_path / "r" / "ckpt_000000007.pt")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, load_config
 from takzero.nn.features import encode, num_channels
@@ -25,15 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _raw(tmp_path: Path, **overrides: Any):
-    raw = OmegaConf.merge(
-        OmegaConf.load(ROOT / "configs/train.yaml"), OmegaConf.load(ROOT / "configs/config/smoke.yaml")
-    )
-    raw.run_name = "warm"
-    raw.checkpoint_root = str(tmp_path / "runs")
-    for key, value in overrides.items():
-        OmegaConf.update(raw, key, value, force_add=True)
-    return raw
-
+    return smoke_raw(tmp_path / "runs", "warm", **overrides)
 
 def _source_file(tmp_path: Path, mc: ModelConfig, name: str = "source.pt") -> tuple[Path, torch.nn.Module]:
     """A model file like a run's best.pt, with weights unlike any fresh network's."""
