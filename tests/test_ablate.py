@@ -79,6 +79,7 @@ def test_missing_best_model_and_bad_arguments(tmp_path: Path) -> None:
         ablate.main(["--name", "x", "--threads", "0", "--reference", str(ref)])
 
 
+@pytest.mark.slow  # the whole queued protocol: an ablation evaluation of two networks
 def test_train_only_then_eval_only_keeps_the_training_wall_time(tmp_path: Path, monkeypatch) -> None:
     """Queued protocol: --train-only records the wall time (adding up over a stopped and continued
     run) and evaluates nothing; --eval-only later reports that wall time in its row's JSON."""

@@ -25,6 +25,7 @@ def tiny_model(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # a whole paired match
 def test_evaluate_model_plays_paired_games(tiny_model: Path, tmp_path: Path) -> None:
     lines: list[str] = []
     out = evaluate_model(
@@ -68,6 +69,7 @@ def test_evaluate_rejects_bad_arguments(tiny_model: Path, capsys: pytest.Capture
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the command line as a process
 def test_evaluate_cli_prints_json_lines(tiny_model: Path, capsys: pytest.CaptureFixture) -> None:
     assert main([str(tiny_model), "--baselines", "greedy", "--pairs", "1", "--simulations", "4",
                  "--komi", "0"]) == 0

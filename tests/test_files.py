@@ -87,6 +87,7 @@ def test_check_writable_folder_touches_no_file(tmp_path: Path) -> None:
         check_writable_folder(tmp_path / "games.ptn")
 
 
+@pytest.mark.slow  # every writer, each failing
 def test_writers_keep_the_old_file_when_the_write_fails(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """annotate -o, write_ptn_file, show -o and scripts/plot_run.py, each with the disk 'full'."""
     game = read_ptn_file(GAME_FILE, check=False, strict_numbers=False)[0]

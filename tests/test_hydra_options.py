@@ -47,6 +47,7 @@ def _files(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow  # six whole command-line launches
 @pytest.mark.parametrize(
     "args,hydra_files",
     [
@@ -81,6 +82,7 @@ def test_hydra_options_keep_the_run_folder_and_relative_paths(
     assert all(f.startswith(("checkpoints/r/hydra", "elsewhere")) or f == "m.pt" for f in files), files
 
 
+@pytest.mark.slow  # the command line as a process
 @pytest.mark.parametrize(
     "args",
     [["-m", "mcts.simulations=16,32"], ["--multirun", "mcts.simulations=16"],

@@ -69,6 +69,7 @@ def _edit_inner(pkg: Path, k: int) -> None:
     (pkg / "inner.py").write_text(INNER.format(k=k))
 
 
+@pytest.mark.slow  # recompiles kernels in fresh processes
 @pytest.mark.parametrize("cache_env", [False, True], ids=["pycache", "NUMBA_CACHE_DIR"])
 def test_guard_recompiles_a_kernel_whose_inlined_function_changed(tmp_path, cache_env):
     pkg = _package(tmp_path, guarded=True)
@@ -121,6 +122,7 @@ def test_guard_clears_only_on_change_and_only_compiled_modules(tmp_path):
     assert numba_cache.guard(pkg) == 1
 
 
+@pytest.mark.slow  # compiles in several processes at once
 def test_processes_starting_at_once(tmp_path):
     """Four fresh processes after an edit: all get the new code, and the cache they leave is
     used (a later run compiles nothing: no new index file is written)."""

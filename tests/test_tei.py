@@ -271,6 +271,7 @@ def test_garbage_never_kills_the_engine() -> None:
     assert sum(1 for ln in lines if ln.startswith("bestmove")) == 3  # three go commands
 
 
+@pytest.mark.slow  # the command line as a process
 def test_unknown_model_file_fails_at_start_with_a_message(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "takzero.tei", "--model", str(tmp_path / "missing.pt")],

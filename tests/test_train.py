@@ -85,6 +85,7 @@ def test_good_configs_load() -> None:
         compose_preset("5x5_cpu_gumbel", ["mcts.simulations=-1"])
 
 
+@pytest.mark.slow  # the command line as a process
 def test_cli_rejects_bad_value_at_startup(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "takzero.train", "+config=smoke", "board.size=9",

@@ -171,6 +171,7 @@ def test_resume_ignores_init_from(tmp_path: Path) -> None:
     assert run.c.init_from == ""
 
 
+@pytest.mark.slow  # the command line as a process
 def test_cli_refuses_a_file_of_another_board_size_before_making_the_run_folder(tmp_path: Path) -> None:
     import subprocess
     import sys
