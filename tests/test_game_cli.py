@@ -20,6 +20,7 @@ GAMES = Path(__file__).parent / "data" / "games"
 INDEX = json.loads((GAMES / "INDEX.json").read_text())
 
 
+@pytest.mark.slow
 def test_perft_size(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["perft", "--size", "5", "--depth", "3"]) == 0
     out = capsys.readouterr().out.splitlines()

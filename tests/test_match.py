@@ -61,6 +61,7 @@ def replay_matches(path: Path, outcomes, ply_limit: int | None) -> None:
             assert out.result in ("1-0", "0-1")
 
 
+@pytest.mark.slow
 def test_network_engine_and_baseline_play_through_the_runner(tmp_path: Path, capsys) -> None:
     model = tiny_model(tmp_path)
     out = tmp_path / "games"
@@ -141,7 +142,7 @@ FAKE_ENGINE = textwrap.dedent(
 @pytest.mark.parametrize(
     "mode, reason",
     [("crash", "crash"), ("garbage", "illegal move"), ("illegal", "illegal move"),
-     ("hang", "timeout")],
+     pytest.param("hang", "timeout", marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_bad_engines_lose_and_the_match_goes_on(tmp_path: Path, mode: str, reason: str) -> None:
     fake = tmp_path / "fake.py"
@@ -352,6 +353,7 @@ def test_interrupt_prints_the_score_so_far(tmp_path: Path) -> None:
     assert len(read_ptn_file(tmp_path / "games.ptn")) == 2
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_with_the_score(tmp_path: Path) -> None:
     """A real SIGINT to ``python -m takzero.match`` while an engine thinks: status 130, the
     score so far on stdout, no traceback."""

@@ -114,6 +114,7 @@ def _clean(bot: PlaytakBot) -> None:
     )
 
 
+@pytest.mark.slow
 def test_whole_games_with_komi_custom_reserves_clock_and_pings() -> None:
     seek = SeekSpec(size=4, time_s=3, increment_s=0, colour="A", half_komi=3, flats=12, caps=1)
     with PlaytakServer(seed=3) as server:
@@ -188,6 +189,7 @@ def test_dropped_connection_resumes_the_game_and_resends_a_move_made_while_away(
     assert server.refused == []
 
 
+@pytest.mark.slow
 def test_drop_mid_game_between_two_bots_and_the_game_ends_normally() -> None:
     with PlaytakServer(reconnect_seconds=20) as server:
         a = _bot(server, make_player("greedy", seed=1), seek=SeekSpec(4, 30, 0), games=1)
@@ -232,6 +234,7 @@ def test_malformed_server_lines_are_logged_and_ignored() -> None:
     assert (a.stats.server_errors, a.stats.internal_errors, a.stats.time_losses) == (0, 0, 0)
 
 
+@pytest.mark.slow
 def test_a_search_that_ignores_its_clock_never_loses_on_time() -> None:
     with PlaytakServer() as server:
         a = _bot(server, SleepyPlayer(0.8, seed=1, deaf=True), seek=SeekSpec(3, 2, 0), games=1)

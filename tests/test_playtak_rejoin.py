@@ -109,6 +109,7 @@ def _left_game(server: PlaytakServer, plies: int) -> tuple[int, PlaytakBot]:
     return game[0], first
 
 
+@pytest.mark.slow
 def test_a_game_the_bot_does_not_know_is_adopted_and_finished() -> None:
     with PlaytakServer(ACCOUNT, reconnect_seconds=30) as server:
         b = _bot(server, SleepyPlayer(0.04, seed=2), accept="", games=1)

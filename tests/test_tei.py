@@ -370,6 +370,7 @@ def test_teinewgame_sets_size_and_half_komi_in_every_form() -> None:
         assert engine.position == Position.start(size, half_komi=hk)
 
 
+@pytest.mark.slow
 def test_clock_never_runs_out() -> None:
     """A UCT engine plays both sides on a 6 s + 0.1 s clock (each side), its clock charged with
     the wall time from ``go`` to ``bestmove`` and given the increment after each move: it must

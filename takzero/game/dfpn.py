@@ -92,7 +92,7 @@ def _tt_usable(tt: np.ndarray, slot: int, reader: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # inlined: its call sites' literal arguments compile no copies
 def _tt_store(tt, key, gen, pn, dn, work, move, depth, taint, ctx) -> None:
     """Write an entry (see the module docstring for the replacement scheme)."""
     i = key & (tt.shape[0] - 2)
@@ -195,7 +195,7 @@ def _expand(state, d, tt, ctr, path, buf, buf2, pool, fr):
                 maxdep = max(maxdep, 1)
             continue
         if is_or:
-            keep = road_moves(state, attacker, buf2, False) > 0
+            keep = road_moves(state, attacker, buf2, bool(False)) > 0  # noqa: UP018 (see road_moves)
         else:
             keep = wins_at_once(state, buf2) < 0
             if not keep:

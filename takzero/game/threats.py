@@ -126,6 +126,8 @@ def road_moves(state: np.ndarray, side: int, out: np.ndarray, list_all: bool) ->
     were ``side``'s turn (whoever is to move): written to ``out`` (int64 move codes, length
     >= ``num_actions(N)``), their number returned; with ``list_all=False`` it stops at the first
     (returns 0 or 1). Nothing is found in a finished position or during the opening plies.
+    Compiled callers pass ``bool(True)``/``bool(False)``: numba compiles one more copy of a
+    function for each literal argument it is called with, ``bool()`` makes it a plain bool.
 
     Placements: :func:`~takzero.game.core.road_win_squares` (flat and capstone per square, as the
     reserve allows). Spreads: nothing to do unless ``side``'s road pieces plus every square any of
@@ -264,7 +266,7 @@ def wins_at_once(state: np.ndarray, buf: np.ndarray) -> int:
     if state[I_RESULT] != RESULT_NONE:
         return -1
     mover = state[I_PLY] & 1
-    if road_moves(state, mover, buf, False) > 0:
+    if road_moves(state, mover, buf, bool(False)) > 0:  # noqa: UP018 (not a literal: road_moves)
         return buf[0]
     size = state[I_SIZE]
     empties = 0

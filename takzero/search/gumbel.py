@@ -154,7 +154,7 @@ def init_gumbel_root(trees, games, cfg, g: int, f: int, nc: int) -> None:
     noise, else 0)."""
     logits = games.gumbel_logits[g]
     m = min(cfg["gumbel_m"], nc)
-    considered_sequence(m, games.target[g], games.considered_visits[g])
+    considered_sequence(m, np.int64(games.target[g]), games.considered_visits[g])
     for i in range(nc):
         gumbel = 0.0
         if games.noise[g]:

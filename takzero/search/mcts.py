@@ -139,7 +139,7 @@ class BatchedMCTS:
         self._settings = pack_settings(cfg)
         #: packed settings by leaves per step (``begin_search(leaves=...)``)
         self._packed = {cfg.leaves_per_step: self._settings}
-        self._move_buf = np.empty(a, dtype=np.int32)  # kernel scratch: legal moves
+        self._move_buf = np.empty(a, dtype=np.int64)  # kernel scratch: legal moves (int64, as generate_moves' other callers)
         self._float_buf = np.empty(a, dtype=np.float64)  # root scores; priors of a new node
         self._scratch: Scratch | None = None
         self._pending = 0
@@ -309,6 +309,12 @@ class BatchedMCTS:
             else:
                 flat = np.ascontiguousarray(priors, dtype=np.float32).reshape(-1)
                 stride = self.num_actions
+            # a read-only array is another numba type: one writeable copy of a row or a batch
+            # here spares a second compilation of the kernel
+            if not flat.flags.writeable:
+                flat = flat.copy()
+            if not values.flags.writeable:
+                values = values.copy()
             expand_backup_kernel(
                 self._trees, self._games, self._leaves, self._settings, n, flat, stride, values,
                 self._move_buf, self._float_buf,

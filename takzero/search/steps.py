@@ -181,7 +181,7 @@ def _init_root(trees, games, cfg, g: int) -> None:
                 continue
             if trees.num_children[g, c] != 0:
                 continue
-            m = trees.move[g, c]
+            m = np.int64(trees.move[g, c])  # int64, as every caller: one compiled make_move
             undo = make_move(state, m)
             end_status = terminal_status(state, max_plies)
             unmake_move(state, m, undo)
@@ -291,9 +291,9 @@ def _descend(visits, value_sum, prior, move, first_child, num_children, status, 
             prefetch(value_sum, g, next_first)
             # an expanded node's position goes on (a finished one has no moves), so its result
             # stays RESULT_NONE, as the root's: skip the road and flat-count tests
-            apply_move(state, move[g, c])
+            apply_move(state, np.int64(move[g, c]))
         else:
-            make_move(state, move[g, c])
+            make_move(state, np.int64(move[g, c]))
         depth += 1
         path[slot, depth] = c
         s = status[g, c]
