@@ -195,7 +195,7 @@ def _expand(state, d, tt, ctr, path, buf, buf2, pool, fr):
                 maxdep = max(maxdep, 1)
             continue
         if is_or:
-            keep = road_moves(state, attacker, buf2, bool(False)) > 0  # noqa: UP018 (see road_moves)
+            keep = road_moves(state, attacker, buf2, bool(False)) > 0  # noqa: UP018 (a plain bool, see threats.road_moves)
         else:
             keep = wins_at_once(state, buf2) < 0
             if not keep:

@@ -208,7 +208,7 @@ def _safe_moves(state, plies, bufs, ctr, out) -> int:
         if r != RESULT_NONE:
             v = 1 if result_winner(r) == opp else 0
         else:
-            v = _search(state, plies, opp, bool(False), bufs, ctr)  # noqa: UP018 (not a literal: road_moves)
+            v = _search(state, plies, opp, bool(False), bufs, ctr)  # noqa: UP018 (a plain bool, see threats.road_moves)
         unmake_move(state, m, u)
         if v < 0:
             return -1

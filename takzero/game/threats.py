@@ -266,7 +266,7 @@ def wins_at_once(state: np.ndarray, buf: np.ndarray) -> int:
     if state[I_RESULT] != RESULT_NONE:
         return -1
     mover = state[I_PLY] & 1
-    if road_moves(state, mover, buf, bool(False)) > 0:  # noqa: UP018 (not a literal: road_moves)
+    if road_moves(state, mover, buf, bool(False)) > 0:  # noqa: UP018 (a plain bool, see threats.road_moves)
         return buf[0]
     size = state[I_SIZE]
     empties = 0

@@ -274,7 +274,7 @@ def spread_road_origins(state: np.ndarray, buf: np.ndarray) -> np.uint64:
     """
     result = state[I_RESULT]
     state[I_RESULT] = 0
-    n = road_moves(state, state[I_PLY] & 1, buf, bool(True))  # noqa: UP018 (see road_moves)
+    n = road_moves(state, state[I_PLY] & 1, buf, bool(True))  # noqa: UP018 (a plain bool, see threats.road_moves)
     state[I_RESULT] = result
     origins = np.uint64(0)
     for j in range(n):

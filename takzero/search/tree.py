@@ -318,10 +318,10 @@ def advance_kernel(trees, games, scratch, g: int, move: int, reuse: bool, max_pl
     games.searching[g] = False
     if terminal_status(state, max_plies) != UNKNOWN:
         games.active[g] = False
-        clear_tree(trees, g, bool(False))  # noqa: UP018 (not a literal: threats.road_moves)
+        clear_tree(trees, g, bool(False))  # noqa: UP018 (a plain bool, see threats.road_moves)
         return 0
     if c < 0 or not reuse or trees.num_children[g, c] == 0:
-        clear_tree(trees, g, bool(True))  # noqa: UP018
+        clear_tree(trees, g, bool(True))  # noqa: UP018 (a plain bool, see threats.road_moves)
         return 1
     # breadth-first copy of the subtree of c into the scratch columns
     scratch.source[0] = c
