@@ -3,8 +3,13 @@
 Tests marked ``slow`` (whole training runs, the Ray cluster, kill -9, fuzzing, soaks, long perft)
 are left out of a plain ``python -m pytest -q`` so that it stays within a few minutes; the end
 of the run says how many and how to run them. They run when asked for: any ``-m`` expression
-(``python -m pytest -q -m slow`` runs just them, CI's ``.ci/run`` does after the default run),
-``TAKZERO_SLOW=1`` (everything), or a test named by its node id (``path::name``).
+(``python -m pytest -q -m slow -n 0`` runs just them, in this process, as CI's ``.ci/run`` does
+after the default run), ``TAKZERO_SLOW=1`` (everything), or a test named by its node id
+(``path::name``).
+
+The default run has two pytest-xdist workers (``addopts`` in pyproject.toml); each worker collects
+and deselects on its own, so the count of slow tests left out travels to the controlling process
+in ``workeroutput`` (xdist's channel for that) to be said once at the end.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from typing import Any
 import pytest
 
 #: The command that runs the slow tests (said at the end of a default run).
-SLOW_COMMAND = "python -m pytest -q -m slow"
+SLOW_COMMAND = "python -m pytest -q -m slow -n 0"
 _SLOW_LEFT_OUT = pytest.StashKey[int]()
+_WORKER_KEY = "takzero_slow_left_out"
 
 
 def slow_requested(config: pytest.Config) -> bool:
@@ -37,6 +43,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.hook.pytest_deselected(items=slow)
     items[:] = [item for item in items if item.get_closest_marker("slow") is None]
     config.stash[_SLOW_LEFT_OUT] = len(slow)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker: hand the count of slow tests left out to the controlling process."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[_WORKER_KEY] = session.config.stash.get(_SLOW_LEFT_OUT, 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """In the xdist controller: keep the count a worker reports (every worker collects all tests,
+    so they report the same count)."""
+    n = getattr(node, "workeroutput", {}).get(_WORKER_KEY, 0)
+    node.config.stash[_SLOW_LEFT_OUT] = max(n, node.config.stash.get(_SLOW_LEFT_OUT, 0))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -48,11 +48,11 @@ def test_a_slow_test_is_left_out_by_default_and_the_end_says_how_to_run_it(monke
     written: list[str] = []
     conftest.pytest_terminal_summary(SimpleNamespace(write_line=written.append), 0, config)
     assert len(written) == 1 and written[0].startswith("1 slow tests left out")
-    assert written[0].endswith("run them with: python -m pytest -q -m slow")
+    assert written[0].endswith("run them with: python -m pytest -q -m slow -n 0")
 
 
 @pytest.mark.parametrize(("markexpr", "args", "env"), [
-    ("slow", (), None),  # python -m pytest -q -m slow (the slow set, in CI)
+    ("slow", (), None),  # python -m pytest -q -m slow -n 0 (the slow set, in CI)
     ("not slow", (), None),  # any -m expression decides on its own
     ("", (), "1"),  # TAKZERO_SLOW=1: everything
     ("", ("tests/test_train.py::test_smoke_run_kill_and_resume",), None),  # named by node id
@@ -76,3 +76,24 @@ def test_the_marker_is_declared_and_ci_runs_the_slow_set() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     commands = [ln.strip() for ln in ci if ln.strip().startswith("python -m pytest")]
     assert commands == ["python -m pytest -q", conftest.SLOW_COMMAND]
+
+
+def test_the_count_travels_from_the_xdist_workers_to_the_end_line(monkeypatch) -> None:
+    """With two xdist workers each collects and deselects on its own; each hands its count over in
+    workeroutput, the controller keeps it and says it once."""
+    monkeypatch.delenv("TAKZERO_SLOW", raising=False)
+    controller = _config(args=("tests",))
+    for _ in range(2):  # two workers, each with all the tests
+        worker = _config(args=("tests",))
+        worker.workeroutput = {}
+        _collect(worker)
+        conftest.pytest_sessionfinish(SimpleNamespace(config=worker))
+        conftest.pytest_testnodedown(SimpleNamespace(config=controller, workeroutput=worker.workeroutput), None)
+    written: list[str] = []
+    conftest.pytest_terminal_summary(SimpleNamespace(write_line=written.append), 0, controller)
+    assert written == ["1 slow tests left out (whole runs, Ray cluster, kill -9, fuzz); "
+                       "run them with: python -m pytest -q -m slow -n 0"]  # fmt: skip
+    quiet = _config(args=("tests",))  # a worker that crashed before its report: nothing is said
+    conftest.pytest_testnodedown(SimpleNamespace(config=quiet, workeroutput={}), "crashed")
+    conftest.pytest_terminal_summary(SimpleNamespace(write_line=written.append), 0, quiet)
+    assert len(written) == 1
