@@ -39,6 +39,59 @@ def _hydra_output_dir() -> Path | None:
         return None
 
 
+#: The sub-folder of Hydra's output sub-folder that its files (config.yaml, hydra.yaml,
+#: overrides.yaml) are written to first: they replace the run's copies only once the run folder
+#: is accepted (``promote_hydra_files``), so a launch that is refused (a config error, a resume
+#: of another network) leaves the run's own record of how it was started as it was.
+HYDRA_STAGING = ".pending"
+
+
+def stage_hydra_files(argv: list[str]) -> list[str]:
+    """``argv`` with ``hydra.output_subdir`` (``.`` unless given; ``null``: Hydra writes nothing,
+    ``argv`` is returned as it is) moved into its :data:`HYDRA_STAGING` sub-folder."""
+    subdir = "."
+    rest = []
+    for a in argv:
+        if a.lstrip("+").startswith("hydra.output_subdir="):
+            subdir = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+    if subdir.strip().lower() in ("null", "~", "none", ""):
+        return argv
+    staged = HYDRA_STAGING if subdir.strip() in (".", "./") else f"{subdir.rstrip('/')}/{HYDRA_STAGING}"
+    return [*rest, f"hydra.output_subdir={staged}"]
+
+
+def _hydra_staging_dir() -> Path | None:
+    """Where Hydra wrote its files in this launch, when :func:`stage_hydra_files` staged them."""
+    from hydra.core.hydra_config import HydraConfig
+
+    out = _hydra_output_dir()
+    subdir = HydraConfig.get().output_subdir if out is not None else None
+    if out is None or subdir is None or Path(subdir).name != HYDRA_STAGING:
+        return None
+    return out / subdir
+
+
+def promote_hydra_files() -> None:
+    """Move Hydra's staged files over the run's copies (each ``os.replace``: atomic)."""
+    staged = _hydra_staging_dir()
+    if staged is None or not staged.is_dir():
+        return
+    for f in staged.iterdir():
+        os.replace(f, staged.parent / f.name)
+    staged.rmdir()
+
+
+def discard_hydra_files() -> None:
+    """Remove Hydra's staged files of a refused launch (the run's copies stay as they were)."""
+    import shutil
+
+    staged = _hydra_staging_dir()
+    if staged is not None:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
 #: Why ``-m`` is refused (``multirun_problem``).
 MULTIRUN_REFUSED = (
     "multirun (-m, --multirun, hydra.mode=MULTIRUN) is not supported: the jobs of a sweep would "
@@ -127,8 +180,9 @@ def main() -> None:
     """Console entry: Hydra composes ``configs/train.yaml`` + overrides, then the run starts."""
     import hydra
 
-    problems = precheck([a for a in sys.argv[1:] if not a.startswith("-")])
-    multirun = multirun_problem(sys.argv[1:])
+    argv = sys.argv[1:]
+    problems = precheck([a for a in argv if not a.startswith("-")])
+    multirun = multirun_problem(argv)
     if multirun is not None:
         problems.append(multirun)
     if problems:
@@ -153,12 +207,14 @@ def main() -> None:
             check_init_from(cfg)  # a file that does not fit: refused before any folder is made
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
+            discard_hydra_files()
             _remove_empty_run_dir(str(dcfg.get("checkpoint_root", "checkpoints")))
             sys.exit(2)
         try:
-            run_training(cfg, resume_command(sys.argv[1:], cfg.run_name))
+            run_training(cfg, resume_command(argv, cfg.run_name), on_accepted=promote_hydra_files)
         except RunDirError as e:
             print(f"run folder error: {e}", file=sys.stderr)
+            discard_hydra_files()
             sys.exit(2)
         except PlacementError as e:
             print(f"placement error: {e}", file=sys.stderr)
@@ -170,6 +226,7 @@ def main() -> None:
             print(f"stopped, a write failed: {e}", file=sys.stderr)
             sys.exit(1)
 
+    sys.argv = [sys.argv[0], *stage_hydra_files(argv)]  # Hydra reads sys.argv
     try:
         _entry()
     except KeyboardInterrupt:

@@ -23,7 +23,8 @@ HARNESS = """
 import json, os, sys
 from pathlib import Path
 import takzero.train as t
-def note(cfg, command):
+def note(cfg, command, on_accepted=None):
+    on_accepted()
     Path(os.environ["NOTE"]).write_text(json.dumps({
         "run_dir": str((Path(cfg.checkpoint_root) / cfg.run_name).resolve()),
         "cwd": os.getcwd(), "baselines": list(cfg.evaluator.baselines)}))
@@ -105,3 +106,34 @@ def test_multirun_check_reads_only_the_multirun_switches() -> None:
     assert multirun_problem(["run_name=-m"]) is None
     assert multirun_problem(["hydra.mode=RUN"]) is None
     assert multirun_problem(["-m"]) is not None and multirun_problem(["hydra.mode=multirun"]) is not None
+
+
+def test_a_refused_launch_leaves_the_runs_hydra_files_as_they_were(tmp_path: Path) -> None:
+    """Hydra writes its config.yaml, hydra.yaml and overrides.yaml before the run's checks; they
+    go to a staging folder first, so a launch refused by a config error or by the run folder
+    (here resume=false on a folder with a checkpoint: RunDirError before Ray) does not overwrite
+    the record of how the run was started."""
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    hydra_dir = tmp_path / "checkpoints" / "r" / "hydra"
+    hydra_dir.mkdir(parents=True)
+    original = {name: f"original {name}\n" for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
+    for name, text in original.items():
+        (hydra_dir / name).write_text(text)
+    atomic_torch_save({"step": 7}, tmp_path / "checkpoints" / "r" / "ckpt_000000007.pt")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args, said in ((["resume=false"], "run folder error:"), (["mcts.simulations=-1"], "config error:")):
+        proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=r", *args],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+        assert {name: (hydra_dir / name).read_text() for name in original} == original
+        assert not (hydra_dir / ".pending").exists()
+
+
+def test_staging_moves_only_the_output_subdir() -> None:
+    from takzero.train import stage_hydra_files
+
+    assert stage_hydra_files(["+config=smoke", "run_name=r"]) == ["+config=smoke", "run_name=r",
+                                                                   "hydra.output_subdir=.pending"]  # fmt: skip
+    assert stage_hydra_files(["hydra.output_subdir=sub/", "x=1"]) == ["x=1", "hydra.output_subdir=sub/.pending"]
+    assert stage_hydra_files(["hydra.output_subdir=null"]) == ["hydra.output_subdir=null"]  # nothing written

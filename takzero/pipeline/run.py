@@ -189,8 +189,12 @@ class Run:
     (KeyboardInterrupt; the last checkpoint on disk is kept).
     """
 
-    def __init__(self, cfg: TrainConfig, command: str | None = None) -> None:
+    def __init__(self, cfg: TrainConfig, command: str | None = None,
+                 on_accepted: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.cfg = cfg
+        #: called once the run folder is accepted (a new run, or a resume that fits), before
+        #: anything in it is written (the command line keeps Hydra's files until then)
+        self.on_accepted = on_accepted
         self.run_dir = Path(cfg.checkpoint_root) / cfg.run_name
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "games").mkdir(exist_ok=True)
@@ -389,6 +393,8 @@ class Run:
         for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
             for p in remove_stale_temp_files(folder):
                 log.info("removed the temp file of an interrupted write: %s", p)
+        if self.on_accepted is not None:
+            self.on_accepted()
         self.launch = next_launch(self.run_dir)
         self._write_config()
         state = self.resume_from[1] if self.resume_from else None
@@ -977,9 +983,11 @@ def _cpu_state(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu").clone() for k, v in trainer.model.state_dict().items()}
 
 
-def run_training(cfg: TrainConfig, command: str | None = None) -> Path:
+def run_training(cfg: TrainConfig, command: str | None = None,
+                 on_accepted: Callable[[], None] | None = None) -> Path:  # fmt: skip
     """Run (or resume) training with a validated config; returns the run folder. ``command``:
     the command line that resumes it (printed at start-up and in the summary; default: built
-    from ``sys.argv``). Raises what :meth:`Run.run` raises (RunDirError, PlacementError,
-    KeyboardInterrupt, the OSError of a full disk after a clean stop)."""
-    return Run(cfg, command).run()
+    from ``sys.argv``). ``on_accepted``: called once the run folder is accepted (no RunDirError),
+    before the run writes anything into it. Raises what :meth:`Run.run` raises (RunDirError,
+    PlacementError, KeyboardInterrupt, the OSError of a full disk after a clean stop)."""
+    return Run(cfg, command, on_accepted).run()
