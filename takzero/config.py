@@ -32,7 +32,7 @@ from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
 from takzero.nn.model import LossWeights, ModelConfig
-from takzero.nn.trunks import TRUNKS
+from takzero.nn.trunks import DEFAULT_ATTENTION_HEADS, TRUNKS
 from takzero.search.config import SearchConfig
 
 
@@ -73,7 +73,9 @@ class ModelSection:
     feature_version: int = FEATURE_VERSION  # input planes (takzero.nn.features); 1 for old runs
     global_pool: bool = True
     trunk: str = "resnet"  # the network's body: a row of takzero.nn.trunks.TRUNKS (resnet, transformer)
-    attention_heads: int = 4  # heads of the transformer trunk (channels must be divisible by it)
+    # heads of the transformer trunk (channels must be divisible by it); null: 4. A trunk's own
+    # settings (a TRUNKS row's ``settings``) are refused with another trunk.
+    attention_heads: int | None = None
     value_weight: float = 1.0
     aux_weight: float = 0.1
     # the optional auxiliary heads (rows of takzero.nn.heads.HEADS; 0 = head absent): the weight
@@ -93,14 +95,26 @@ class ModelSection:
             _check(1 <= self.layers <= 64, "model.layers", "must be 1..64", self.layers)
         _check(self.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", self.feature_version)
         _check(self.trunk in TRUNKS, "model.trunk", f"must be one of {sorted(TRUNKS)}", self.trunk)
+        for row in TRUNKS.values():
+            for key in row.settings if row.name != self.trunk else ():
+                _check(getattr(self, key) is None, f"model.{key}",
+                       f"is a setting of the {row.name} trunk only, and model.trunk is {self.trunk} "
+                       f"(remove it, or set model.trunk={row.name})", getattr(self, key))  # fmt: skip
         if self.trunk == "transformer":
-            _check(self.attention_heads >= 1 and self.channels % self.attention_heads == 0, "model.attention_heads",
-                   f"must be >= 1 and divide model.channels ({self.channels})", self.attention_heads)  # fmt: skip
+            _check(self.blocks >= 1, "model.blocks", "must be >= 1 with model.trunk=transformer (0: no attention)",
+                   self.blocks)  # fmt: skip
+            heads = self.transformer_heads()
+            _check(heads >= 1 and self.channels % heads == 0, "model.attention_heads",
+                   f"must be >= 1 and divide model.channels ({self.channels})", heads)  # fmt: skip
         _check(self.value_weight >= 0, "model.value_weight", "must be >= 0", self.value_weight)
         _check(self.aux_weight >= 0, "model.aux_weight", "must be >= 0", self.aux_weight)
         for row in HEADS.values():
             w = self.head_weight(row.name)
             _check(_finite(w) and w >= 0, f"model.{row.weight_key}", "must be >= 0 and finite (0 = head off)", w)
+
+    def transformer_heads(self) -> int:
+        """``attention_heads``, or its default (``takzero.nn.trunks.DEFAULT_ATTENTION_HEADS``)."""
+        return DEFAULT_ATTENTION_HEADS if self.attention_heads is None else self.attention_heads
 
     def head_weight(self, name: str) -> float:
         """The loss weight of head ``name`` (a row of :data:`takzero.nn.heads.HEADS`): the field
@@ -381,7 +395,7 @@ class TrainConfig:
             global_pool=m.global_pool,
             feature_version=m.feature_version,
             trunk=m.trunk,
-            attention_heads=m.attention_heads,
+            attention_heads=m.transformer_heads(),
             heads=[name for name in HEADS if m.head_weight(name) > 0],
         )
 

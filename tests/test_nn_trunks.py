@@ -127,4 +127,25 @@ def test_bad_trunks_are_refused_by_name() -> None:
         ModelSection(trunk="mlp")
     with pytest.raises(ConfigError, match="model.attention_heads"):
         ModelSection(trunk="transformer", channels=30, attention_heads=4)
-    ModelSection(trunk="resnet", channels=30, attention_heads=4)  # the ResNet ignores the heads
+    with pytest.raises(ConfigError, match="model.attention_heads: is a setting of the transformer trunk only"):
+        ModelSection(trunk="resnet", channels=32, attention_heads=4)  # the ResNet would ignore it
+    ModelSection(trunk="resnet", channels=30)  # unset: fine
+    assert ModelSection(trunk="transformer", channels=32).transformer_heads() == 4  # unset: the default
+    with pytest.raises(ConfigError, match="model.blocks: must be >= 1 with model.trunk=transformer"):
+        ModelSection(trunk="transformer", channels=32, blocks=0)
+    with pytest.raises(ValueError, match="needs blocks >= 1"):
+        ModelConfig(size=5, channels=32, blocks=0, trunk="transformer")
+    ModelSection(trunk="resnet", blocks=0)  # a stem-only ResNet stays allowed
+
+
+def test_every_trunk_setting_is_refused_with_another_trunk() -> None:
+    """The kind, not one key: each row's own settings, set while model.trunk names another row."""
+    from takzero.nn.trunks import TRUNKS
+
+    for row in TRUNKS.values():
+        for key in row.settings:
+            for other in TRUNKS:
+                if other != row.name:
+                    with pytest.raises(ConfigError, match=f"model.{key}: is a setting of the {row.name} trunk"):
+                        ModelSection(trunk=other, channels=32, **{key: 4})
+    assert any(row.settings for row in TRUNKS.values())

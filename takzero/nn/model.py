@@ -76,7 +76,7 @@ from takzero.nn.losses import (
     wdl_to_value,
 )
 from takzero.nn.safe_load import load_weights_only
-from takzero.nn.trunks import TRUNKS, build_trunk, pool_mean_max
+from takzero.nn.trunks import DEFAULT_ATTENTION_HEADS, TRUNKS, build_trunk, pool_mean_max
 
 __all__ = [
     "LossWeights",
@@ -146,7 +146,7 @@ class ModelConfig:
     feature_version: int = FEATURE_VERSION
     heads: list[str] = field(default_factory=list)
     trunk: str = "resnet"
-    attention_heads: int = 4
+    attention_heads: int = DEFAULT_ATTENTION_HEADS
 
     def __post_init__(self) -> None:
         if not 3 <= self.size <= 8:

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [
-    "TRUNKS", "Trunk", "TrunkSettings", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk",
+    "TRUNKS", "DEFAULT_ATTENTION_HEADS", "Trunk", "TrunkSettings", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk",
 ]
 
 
@@ -211,12 +211,21 @@ class Trunk:
             after ``TakNet`` has initialised every conv (Kaiming).
         check: ``check(cfg) -> str | None``: why ``cfg`` does not fit this trunk (None: it fits).
         description: one line for ``--help`` texts and docs.
+        settings: the settings only this trunk reads (``ModelConfig`` fields, ``model.*`` keys
+            in a run's config, where they default to null); a run config that sets one while
+            ``model.trunk`` names another trunk is refused with the key
+            (``takzero.config.ModelSection``), rather than silently ignored.
     """
 
     name: str
     build: Callable[[TrunkSettings], nn.Module]
     check: Callable[[TrunkSettings], str | None]
     description: str
+    settings: tuple[str, ...] = ()
+
+
+#: The transformer's attention heads when ``model.attention_heads`` is not set.
+DEFAULT_ATTENTION_HEADS = 4
 
 
 def _check_resnet(cfg: TrunkSettings) -> str | None:
@@ -224,6 +233,8 @@ def _check_resnet(cfg: TrunkSettings) -> str | None:
 
 
 def _check_transformer(cfg: TrunkSettings) -> str | None:
+    if cfg.blocks < 1:
+        return f"the transformer trunk needs blocks >= 1 (blocks={cfg.blocks}: no attention at all)"
     if cfg.attention_heads < 1 or cfg.channels % cfg.attention_heads:
         return (f"the transformer trunk needs channels ({cfg.channels}) divisible by "
                 f"attention_heads ({cfg.attention_heads})")
@@ -236,7 +247,8 @@ TRUNKS: dict[str, Trunk] = {
         Trunk("resnet", ResNetTrunk, _check_resnet,
               "residual conv tower, optional KataGo global pooling (AlphaZero, KataGo)"),
         Trunk("transformer", TransformerTrunk, _check_transformer,
-              "pre-LN attention over the squares, learned positions (lc0 BT-style, no smolgen)"),
+              "pre-LN attention over the squares, learned positions (lc0 BT-style, no smolgen)",
+              settings=("attention_heads",)),
     )
 }
 
