@@ -183,6 +183,13 @@ def test_tree_reuse_through_observe() -> None:
     assert p._search.root_is(0, after)
     kept = p._search.mcts.tree_size(0)
     assert kept > 1
+    # go nodes N on the kept tree: N new simulations (reported as N), on top of its visits, in
+    # one search and chunked with progress reports (as the TEI engine searches)
+    for progress in (None, lambda move, done: None):
+        before = int(np.sum(p._search.mcts.root_visits(0)[1]))
+        assert before > 0
+        again = p.think(after, Limit(nodes=40), on_progress=progress)
+        assert again.nodes == 40 and int(np.sum(p._search.mcts.root_visits(0)[1])) == before + 40
     # A position the player was not told about starts a fresh tree.
     p.observe(Position.start(4), int(Position.start(4).legal_move_codes()[0]))
     assert not p._search.root_is(0, after)
