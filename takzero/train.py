@@ -56,7 +56,7 @@ def stage_hydra_files(argv: list[str]) -> list[str]:
             subdir = a.split("=", 1)[1]
         else:
             rest.append(a)
-    if subdir.strip().lower() in ("null", "~", "none", ""):
+    if subdir.strip().lower() in ("null", "~", ""):
         return argv
     staged = HYDRA_STAGING if subdir.strip() in (".", "./") else f"{subdir.rstrip('/')}/{HYDRA_STAGING}"
     return [*rest, f"hydra.output_subdir={staged}"]
@@ -67,10 +67,10 @@ def _hydra_staging_dir() -> Path | None:
     from hydra.core.hydra_config import HydraConfig
 
     out = _hydra_output_dir()
-    subdir = HydraConfig.get().output_subdir if out is not None else None
-    if out is None or subdir is None or Path(subdir).name != HYDRA_STAGING:
+    if out is None:
         return None
-    return out / subdir
+    subdir = HydraConfig.get().output_subdir
+    return out / subdir if subdir is not None and Path(subdir).name == HYDRA_STAGING else None
 
 
 def promote_hydra_files() -> None:

@@ -386,6 +386,8 @@ class Run:
         self._check_run_dir()
         # train.init_from: checked before anything starts (ConfigError); a resume ignores it
         init = load_init_weights(cfg) if cfg.train.init_from and self.resume_from is None else None
+        if self.on_accepted is not None:
+            self.on_accepted()
         if self.resume_from is not None:
             self.resume_notes = set_aside_rejected(self.resume_from)
             for note in self.resume_notes:
@@ -393,8 +395,6 @@ class Run:
         for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
             for p in remove_stale_temp_files(folder):
                 log.info("removed the temp file of an interrupted write: %s", p)
-        if self.on_accepted is not None:
-            self.on_accepted()
         self.launch = next_launch(self.run_dir)
         self._write_config()
         state = self.resume_from[1] if self.resume_from else None
