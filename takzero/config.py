@@ -229,6 +229,9 @@ class TrainSection:
     # a new run starts from these weights (a ckpt_*.pt, best.pt or shipped model file; "" = random
     # initial weights); optimiser, steps and replay start fresh; ignored when the run resumes
     init_from: str = ""
+    # > 0: keep the weights every this many minutes of training (over the warm-start chain) in
+    # <run>/snapshots/ (model files, never pruned: a strength curve per CPU-hour); 0 = none
+    snapshot_minutes: float = 0.0
 
     def __post_init__(self) -> None:
         self.check()
@@ -249,6 +252,8 @@ class TrainSection:
         _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)", t.grad_clip)
         _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
         _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
+        _check(_finite(t.snapshot_minutes) and t.snapshot_minutes >= 0, "train.snapshot_minutes",
+               "must be >= 0 and finite (0 = no weight snapshots)", t.snapshot_minutes)  # fmt: skip
         _check(not t.init_from or Path(t.init_from).is_file(), "train.init_from",
                "must be a model or checkpoint file (a ckpt_*.pt, best.pt or checkpoints/pretrained/*.pt)",
                t.init_from)  # fmt: skip

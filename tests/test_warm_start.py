@@ -6,6 +6,7 @@ the real start-up does (``Run._load_best``), then stops."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +189,109 @@ def test_cli_refuses_a_file_of_another_board_size_before_making_the_run_folder(t
     assert "config error: train.init_from: another network" in proc.stderr
     assert "board.size: file 4, config 5" in proc.stderr
     assert not (root / "five").exists(), "a refused warm start left a run folder"
+
+
+# -- lineage: the training behind the weights, carried over the warm-start chain ---------------
+
+
+def test_lineage_counts_add_up_and_round_trip() -> None:
+    from takzero.pipeline.lineage import Lineage
+
+    a = Lineage().plus(30.5, 1000, 20, 400, "first")
+    b = a.plus(15.0, 500, 10, 100, "second")
+    assert b == Lineage(45.5, 1500, 30, 500, ("first", "second"))
+    assert b.plus(1.0, 1, 1, 1, "second").runs == ("first", "second")  # the same run: named once
+    assert Lineage.from_dict(b.to_dict()) == b
+    assert Lineage.from_dict(None) == Lineage() == Lineage.from_dict({})
+    assert "45.5 min, 1,500 positions, 30 games, 500 steps over 2 runs (first, second)" == b.describe()
+    for bad in ({"minutes": -1}, {"positions": "many"}, {"minutes": float("nan")}, {"runs": "a"}):
+        with pytest.raises(ValueError, match="lineage"):
+            Lineage.from_dict(bad)
+
+
+def test_lineage_of_a_file_model_checkpoint_or_bare() -> None:
+    """A model file gives its entry; a checkpoint its run's counters on top of the run's own
+    earlier lineage; a bare model file zero counters and its run name."""
+    from takzero.pipeline.lineage import Lineage
+
+    entry = Lineage(10.0, 100, 5, 50, ("a",))
+    assert Lineage.of_file({"lineage": entry.to_dict()}) == entry
+    ckpt = {"step": 70, "run_name": "b",
+            "run": {"minutes": 12.0, "positions": 300, "games": 9, "earlier": entry.to_dict()}}  # fmt: skip
+    assert Lineage.of_file(ckpt) == Lineage(22.0, 400, 14, 120, ("a", "b"))
+    assert Lineage.of_file({"step": 3, "run_name": "c", "run": {"minutes": 1.0}}) == Lineage(1.0, 0, 0, 3, ("c",))
+    assert Lineage.of_file({"run_name": "v1"}) == Lineage(runs=("v1",))
+    assert Lineage.of_file({}) == Lineage()
+
+
+def _with_lineage(path: Path, lineage: dict[str, Any]) -> None:
+    d = load_checked(path)
+    d["lineage"] = lineage
+    atomic_torch_save(d, path)
+
+
+def test_a_warm_start_carries_the_files_lineage_into_its_model_files(tmp_path: Path) -> None:
+    """The source's lineage is the run's earlier training (counters, start-up line); best.pt
+    carries it plus the run's own, with the run's name appended; the checkpoint's counters carry
+    it to the next start."""
+    from takzero.pipeline.resume import RunCounters
+
+    cfg0 = load_config(_raw(tmp_path))
+    src, _ = _source_file(tmp_path, cfg0.model_config())
+    _with_lineage(src, {"minutes": 45.0, "positions": 200_000, "games": 3000, "steps": 4000, "runs": ["r6"]})
+    run, _ = _run_setup(load_config(_raw(tmp_path, **{"train.init_from": str(src)})))
+    assert run.c.earlier == {"minutes": 45.0, "positions": 200_000, "games": 3000, "steps": 4000, "runs": ["r6"]}
+    best = load_checked(run.run_dir / "best.pt", require_checksum=True)
+    lin = best["lineage"]
+    assert lin["runs"] == ["r6", "warm"] and lin["positions"] == 200_000 and lin["steps"] == 4000
+    assert 45.0 <= lin["minutes"] < 46.0
+    log = (run.run_dir / "train.log").read_text()
+    assert "the training behind it: 45.0 min, 200,000 positions, 3,000 games, 4,000 steps over 1 run (r6)" in log
+    back = RunCounters.from_checkpoint({"run": run.c.to_checkpoint()})
+    assert back.earlier == run.c.earlier and back.snapshot_minutes_at == 45.0
+
+
+def test_a_bad_lineage_in_the_file_is_refused_naming_init_from(tmp_path: Path) -> None:
+    cfg0 = load_config(_raw(tmp_path))
+    src, _ = _source_file(tmp_path, cfg0.model_config())
+    _with_lineage(src, {"minutes": -5})
+    with pytest.raises(ConfigError, match=r"^train\.init_from: lineage: counts must be finite and >= 0"):
+        Run(load_config(_raw(tmp_path, **{"train.init_from": str(src)})), command="test").run()
+
+
+def test_weight_snapshots_at_each_multiple_of_the_chains_minutes(tmp_path: Path) -> None:
+    """With train.snapshot_minutes=60 and 45 minutes behind the initial weights, the first
+    snapshot is due once the chain passes 60 minutes, the next past 120 (not at 61 or 119);
+    each is a model file with its lineage that the player table loads; 0 writes none."""
+    from takzero.players.registry import make_player
+
+    cfg0 = load_config(_raw(tmp_path))
+    src, _ = _source_file(tmp_path, cfg0.model_config())
+    _with_lineage(src, {"minutes": 45.0, "positions": 10, "games": 1, "steps": 5, "runs": ["r6"]})
+    run, kept = _run_setup(load_config(_raw(tmp_path, **{"train.init_from": str(src),
+                                                        "train.snapshot_minutes": 60})))  # fmt: skip
+    run.reporter = None  # closed by the stop; the snapshot's line goes to train.log only through it
+    state = {k: v.clone() for k, v in kept["trainer"].model.state_dict().items()}
+    written = []
+    for own_minutes, generation in ((10.0, 1), (15.5, 2), (16.0, 3), (70.0, 4), (76.0, 5), (500.0, 6)):
+        run.c.minutes, run.started = own_minutes, time.monotonic()
+        path = run._weights_snapshot(generation, state)
+        if path is not None:
+            written.append((generation, path))
+    assert [g for g, _ in written] == [2, 5, 6]  # 60.5, 121, 545 minutes: one per multiple passed
+    for _generation, path in written:
+        assert path.parent == run.run_dir / "snapshots" and path.name.startswith("snapshot_")
+        d = load_checked(path, require_checksum=True)
+        assert d["lineage"]["runs"] == ["r6", "warm"] and d["lineage"]["minutes"] >= 60
+        assert d["generation"] == _generation
+    assert written[0][1].name == "snapshot_00060.5min_gen0002.pt"
+    player = make_player(f"model:{written[0][1]}:2")
+    assert player is not None
+    run.cfg.train.snapshot_minutes = 0.0
+    assert run._weights_snapshot(7, state) is None
+
+
+def test_snapshot_minutes_must_be_finite_and_not_negative(tmp_path: Path) -> None:
+    for bad in (-1.0, float("inf")):
+        with pytest.raises(ConfigError, match=r"train\.snapshot_minutes: must be >= 0 and finite"):
+            load_config(_raw(tmp_path, **{"train.snapshot_minutes": bad}))

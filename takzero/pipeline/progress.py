@@ -433,6 +433,7 @@ def summary_lines(
     skipped: list[str] | None = None,
     owed_again: list[str] | None = None,
     init_from: str = "",
+    lineage: str = "",
     reanalyse: str = "",
     kept: str = "",
 ) -> list[str]:
@@ -442,7 +443,9 @@ def summary_lines(
     strongest baseline (``strength_points``: ``[generation, elo, lower, upper]``, against
     ``strength_label``), the evaluations not run and why (``skipped``, the last five named),
     those a Ctrl-C cut that the next session runs (``owed_again``), the run's initial weights
-    (``init_from``: ``train.init_from`` at its first start, "" for random ones), the Reanalyse
+    (``init_from``: ``train.init_from`` at its first start, "" for random ones), the training
+    behind the weights over the warm-start chain (``lineage``: ``Lineage.describe``, "" for a
+    run with no earlier training), the Reanalyse
     line (``reanalyse``: ``reanalyse.reanalyse_text``, "" when off), what the stop kept of the
     self-play games (``kept``: :func:`kept_line`, "" without workers), where everything is, and how
     to continue."""
@@ -475,6 +478,7 @@ def summary_lines(
         f"positions {snap.positions}, training time {snap.minutes:.1f} min"
         + (f" (this session {session_seconds / 60:.1f} min)" if session_seconds is not None else ""),
         *([f"  initial weights (train.init_from): {init_from}"] if init_from else []),
+        *([f"  lineage (the runs before this one, and this one): {lineage}"] if lineage else []),
         *([f"  {kept}"] if kept else []),
         f"  best model: generation {best_generation} (last gating: {snap.gating})",
         *([f"  {_later_generations(best_generation, snap.generation)} not promoted: rejected by "

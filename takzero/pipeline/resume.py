@@ -159,6 +159,11 @@ class RunCounters:
             weights come from ``ckpt_<step>.pt``).
         init_from: where the run's initial weights came from (``train.init_from`` at its first
             start, :func:`takzero.pipeline.warm_start.load_init_weights`), "" for random ones.
+        earlier: the training before this run in its warm-start chain (the initial weights'
+            :class:`~takzero.pipeline.lineage.Lineage`, ``Lineage.to_dict``; {} for none).
+        snapshot_minutes_at: the chain's training minutes (``earlier`` plus this run's) when
+            the last weight snapshot of ``train.snapshot_minutes`` was written; the next is due
+            once they pass the next multiple (a new run starts at ``earlier``'s minutes).
     """
 
     games: int = 0
@@ -177,6 +182,8 @@ class RunCounters:
     skipped_checks: list[str] = dataclasses.field(default_factory=list)
     owed_checks: list[list[Any]] = dataclasses.field(default_factory=list)
     init_from: str = ""
+    earlier: dict[str, Any] = dataclasses.field(default_factory=dict)
+    snapshot_minutes_at: float = 0.0
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any] | None) -> RunCounters:
@@ -199,6 +206,8 @@ class RunCounters:
             skipped_checks=list(extra.get("skipped_checks", [])),
             owed_checks=[list(x) for x in extra.get("owed_checks", [])],
             init_from=str(extra.get("init_from", "")),
+            earlier=dict(extra.get("earlier", {})),
+            snapshot_minutes_at=float(extra.get("snapshot_minutes_at", 0.0)),
         )
 
     def to_checkpoint(self) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -90,6 +91,7 @@ from takzero.pipeline.checkpoints import (
     set_aside,
 )
 from takzero.pipeline.gating import tactics_plan
+from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.placement import (
     check_resources,
     cluster_gpus,
@@ -216,6 +218,7 @@ class Run:
         #: the failed write (a full disk) that stopped the run; :meth:`run` raises it at the end
         self.write_error: OSError | None = None
         self.launch = 0
+        self.trainer: Trainer | None = None  # set once made (the lineage of best.pt needs its step)
         self.reporter: RunReporter | None = None
         self.scalars: ScalarLog | None = None
         #: called once the actors are created (tests use it to act on a running run)
@@ -242,6 +245,13 @@ class Run:
     def minutes(self) -> float:
         """Training minutes over all sessions of the run."""
         return self.c.minutes + (time.monotonic() - self.started) / 60
+
+    def lineage(self) -> Lineage:
+        """The training behind the trainer's current weights: the warm-start chain's earlier
+        runs (``RunCounters.earlier``) plus this run's minutes, positions, games and steps."""
+        steps = self.trainer.step if self.trainer is not None else 0
+        return Lineage.from_dict(self.c.earlier).plus(self.minutes(), self.c.positions, self.c.games,
+                                                      steps, self.cfg.run_name)  # fmt: skip
 
     # -- set-up (no Ray) ---------------------------------------------------------------------
 
@@ -351,6 +361,9 @@ class Run:
             skipped=self.c.skipped_checks,
             owed_again=[Check.from_list(x).describe() for x in self.c.owed_checks],
             init_from=self.c.init_from,
+            lineage=(Lineage.from_dict(self.c.earlier).plus(snap.minutes, snap.positions, snap.games, snap.step,
+                                                            self.cfg.run_name).describe()
+                     if self.c.earlier else ""),  # fmt: skip
             reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
             kept=kept_line(self.kept) if self.kept is not None else "",
         ):
@@ -418,9 +431,12 @@ class Run:
         trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
         torch.set_num_threads(cfg.train.threads)
         self._restore(trainer)
+        self.trainer = trainer
         if init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh
             trainer.model.load_state_dict(init.model_state)
             self.c.init_from = init.describe()
+            self.c.earlier = init.lineage.to_dict()
+            self.c.snapshot_minutes_at = init.lineage.minutes  # snapshots go on at the chain's next multiple
         reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
@@ -640,6 +656,7 @@ class Run:
         trainer.generation += 1
         self._checkpoint(trainer)
         latest = (trainer.generation, _cpu_state(trainer))
+        self._weights_snapshot(*latest)
         self.weights.publish(self.coordinator, "latest", *latest)
         if cfg.evaluator.gating == "off":
             self.promoted = latest
@@ -840,15 +857,43 @@ class Run:
         self._save_best(*found)
         return found
 
-    def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
-        d = {
+    def _model_file(self, generation: int, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """A model file's contents (``best.pt``, a weight snapshot): the weights, what builds
+        their network, and the training behind them (``"lineage"``, as of now)."""
+        return {
             "model_config": self.cfg.model_config().to_dict(),
             "model_state": state,
             "generation": generation,
             "run_name": self.cfg.run_name,
             "half_komi": self.cfg.half_komi(),
+            "lineage": self.lineage().to_dict(),
         }
-        atomic_torch_save(d, self.run_dir / "best.pt")
+
+    def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
+        atomic_torch_save(self._model_file(generation, state), self.run_dir / "best.pt")
+
+    def _weights_snapshot(self, generation: int, state: dict[str, torch.Tensor]) -> Path | None:
+        """With ``train.snapshot_minutes`` = m > 0: once the chain's training minutes (the
+        lineage's) pass the next multiple of m, keep this generation's weights as
+        ``snapshots/snapshot_<minutes>min_gen<generation>.pt`` (a model file, ``model:PATH``
+        plays it; never pruned), for a strength curve per CPU-hour
+        (``scripts/strength_curve.py``). Written after the generation's checkpoint (so its
+        counters are drained): a kill between the two writes the next generation's snapshot
+        again after the resume, never none. Returns the file written, None when none was due."""
+        every = self.cfg.train.snapshot_minutes
+        if every <= 0:
+            return None
+        d = self._model_file(generation, state)
+        minutes = float(d["lineage"]["minutes"])
+        if math.floor(minutes / every) <= math.floor(self.c.snapshot_minutes_at / every):
+            return None
+        path = self.run_dir / "snapshots" / f"snapshot_{minutes:07.1f}min_gen{generation:04d}.pt"
+        path.parent.mkdir(exist_ok=True)
+        atomic_torch_save(d, path)
+        self.c.snapshot_minutes_at = minutes
+        if self.reporter is not None:
+            self.reporter.line(f"weight snapshot at {minutes:.1f} min of training (lineage): {path}")
+        return path
 
     def _promote(self, promoted: Promoted) -> None:
         self._save_best(*promoted)

@@ -5,7 +5,10 @@ A new machine keeps no replay folder, but the weights are enough to carry on: th
 and verified against its ``.sha256`` sidecar when it has one
 (:func:`takzero.pipeline.checkpoints.load_checked`); only its ``model_state`` is taken. The
 optimiser, the step and generation counters and the replay buffer start fresh; generation 0 (the
-first published and promoted weights, so the first self-play games) is the loaded network.
+first published and promoted weights, so the first self-play games) is the loaded network. The
+file's :class:`~takzero.pipeline.lineage.Lineage` (the training behind it, over its own chain of
+warm starts) becomes the run's earlier training (``RunCounters.earlier``): the run's model files
+carry the chain's totals.
 
 Refused at start-up, before Ray starts, with a :class:`~takzero.config.ConfigError` naming
 ``train.init_from`` and every key where the file's network differs from the one the config builds
@@ -27,6 +30,7 @@ import torch
 from takzero.config import ConfigError, TrainConfig
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.checkpoints import CheckpointError, load_checked
+from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.resume import model_config_diff
 
 __all__ = ["InitWeights", "check_init_from", "load_init_weights", "warm_start_lines"]
@@ -42,6 +46,7 @@ class InitWeights:
         generation: the generation the file records (-1: none).
         run_name: the run that made it ("" when the file does not say).
         half_komi: the half-komi it was trained with (None when the file does not say).
+        lineage: the training behind the file (``Lineage.of_file``).
     """
 
     path: str
@@ -49,6 +54,7 @@ class InitWeights:
     generation: int
     run_name: str
     half_komi: int | None
+    lineage: Lineage = Lineage()
 
     def describe(self) -> str:
         """One line for the start-up lines, the run counters and the summary:
@@ -75,7 +81,7 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
             truncated, checksum mismatch, not weights-only), holds no ``model_state`` and
             ``model_config``, or its network differs from the config's (each differing key with
             the file's and the config's value; tensors that do not fit are named when the
-            configs agree but the weights do not).
+            configs agree but the weights do not), or its ``lineage`` entry is malformed.
     """
     path = cfg.train.init_from
     try:
@@ -102,6 +108,10 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         parts = [f"{name}: {', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''}"
                  for name, ks in (("missing", missing), ("unexpected", extra), ("other shape", shapes)) if ks]  # fmt: skip
         raise _fail(path, f"its weights do not fit the config's network ({'; '.join(parts)})")
+    try:
+        lineage = Lineage.of_file(d)
+    except ValueError as e:
+        raise _fail(path, str(e)) from None
     hk = d.get("half_komi")
     return InitWeights(
         path=str(path),
@@ -109,6 +119,7 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         generation=int(d.get("generation", -1)),
         run_name=str(d.get("run_name", "")),
         half_komi=None if hk is None else int(hk),
+        lineage=lineage,
     )
 
 
@@ -136,6 +147,8 @@ def warm_start_lines(cfg: TrainConfig, init: InitWeights | None, resumed: Any) -
         return []
     lines = [f"  warm start: weights from {init.describe()} (train.init_from); optimiser, "
              "steps and replay start fresh"]  # fmt: skip
+    if init.lineage.minutes > 0 or init.lineage.positions > 0:
+        lines.append(f"  warm start: the training behind it: {init.lineage.describe()}")
     if init.half_komi is not None and init.half_komi != cfg.half_komi():
         lines.append(f"  warm start: the file was trained with komi {init.half_komi / 2:g}, this "
                      f"run plays komi {cfg.board.komi:g}")  # fmt: skip

@@ -1,0 +1,102 @@
+"""Lineage: the training that made a network, summed over a chain of warm starts.
+
+A long run on a machine that keeps no run folder between sessions goes on as a chain of runs,
+each started from the last one's weights (``train.init_from``). Its strength per CPU-hour needs
+the whole chain's compute, not one link's, so every model file a run writes (``best.pt`` and the
+weight snapshots of ``train.snapshot_minutes``) carries a ``"lineage"`` entry: the training
+minutes, self-play positions and games and trainer steps of every run in the chain up to that
+file, and the chain's run names, oldest first. A run started from such a file carries its
+lineage as the counters *before* it (``RunCounters.earlier``) and adds its own.
+
+Files without the entry (shipped networks of earlier code, a checkpoint of a run with no warm
+start) count what they say: a checkpoint ``ckpt_*.pt`` carries its run's own counters
+(``"run"``, ``"step"``), a bare model file nothing (the lineage starts at zero and names its run).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Lineage"]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The training behind a network, over every run of its warm-start chain.
+
+    Attributes:
+        minutes: training wall time, minutes (each run's ``train.max_minutes`` clock).
+        positions: self-play positions made.
+        games: self-play games finished.
+        steps: trainer steps (optimiser updates).
+        runs: the run names of the chain, oldest first ("" where a file named none).
+    """
+
+    minutes: float = 0.0
+    positions: int = 0
+    games: int = 0
+    steps: int = 0
+    runs: tuple[str, ...] = ()
+
+    def plus(self, minutes: float, positions: int, games: int, steps: int, run_name: str) -> Lineage:
+        """This lineage with one more run's own counters added (``run_name`` appended unless it
+        is already the last name: a run's own files all extend the same earlier lineage)."""
+        runs = self.runs if self.runs and self.runs[-1] == run_name else (*self.runs, run_name)
+        return Lineage(self.minutes + float(minutes), self.positions + int(positions),
+                       self.games + int(games), self.steps + int(steps), runs)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types for a model file or checkpoint (``"lineage"`` / ``RunCounters.earlier``)."""
+        return {"minutes": self.minutes, "positions": self.positions, "games": self.games,
+                "steps": self.steps, "runs": list(self.runs)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Lineage:
+        """Read :meth:`to_dict`'s form (None or {}: no earlier training).
+
+        Raises:
+            ValueError: a count that is negative or not a number, or ``runs`` not a list.
+        """
+        if not d:
+            return cls()
+        try:
+            minutes = float(d.get("minutes", 0.0))
+            counts = [int(d.get(k, 0)) for k in ("positions", "games", "steps")]
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"lineage: a count is not a number ({e})") from None
+        if not math.isfinite(minutes) or minutes < 0 or min(counts) < 0:
+            raise ValueError(f"lineage: counts must be finite and >= 0, got minutes {minutes}, "
+                             f"positions/games/steps {counts}")  # fmt: skip
+        runs = d.get("runs", [])
+        if not isinstance(runs, list | tuple):
+            raise ValueError(f"lineage: runs must be a list of run names, got {runs!r}")
+        return cls(minutes, counts[0], counts[1], counts[2], tuple(str(r) for r in runs))
+
+    @classmethod
+    def of_file(cls, d: dict[str, Any]) -> Lineage:
+        """The lineage of a loaded model or checkpoint file ``d``: its ``"lineage"`` entry; else,
+        for a checkpoint, its run's counters (``"run"``: minutes, positions, games; ``"step"``)
+        on top of the run's own earlier lineage (``"run"`` ``"earlier"``); else none (a bare
+        model file: zero counters, its ``run_name`` if it gives one).
+
+        Raises:
+            ValueError: the entry is malformed (:meth:`from_dict`).
+        """
+        if "lineage" in d:
+            return cls.from_dict(d["lineage"])
+        run = d.get("run")
+        name = str(d.get("run_name", ""))
+        if isinstance(run, dict):
+            earlier = cls.from_dict(run.get("earlier"))
+            return earlier.plus(float(run.get("minutes", 0.0)), int(run.get("positions", 0)),
+                                int(run.get("games", 0)), int(d.get("step", 0)), name)  # fmt: skip
+        return cls(runs=(name,) if name else ())
+
+    def describe(self) -> str:
+        """One line: ``'95.3 min, 412,000 positions, 9,800 steps over 2 runs (a, b)'``."""
+        names = ", ".join(r or "?" for r in self.runs)
+        over = f" over {len(self.runs)} run{'s' if len(self.runs) != 1 else ''} ({names})" if self.runs else ""
+        return (f"{self.minutes:.1f} min, {self.positions:,} positions, {self.games:,} games, "
+                f"{self.steps:,} steps{over}")  # fmt: skip

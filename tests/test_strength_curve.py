@@ -1,0 +1,118 @@
+"""scripts/strength_curve.py: weight snapshots against a fixed network, placed by their lineage."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("strength_curve", ROOT / "scripts" / "strength_curve.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _model(path: Path, seed: int, size: int = 4, lineage: dict[str, Any] | None = None) -> Path:
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    torch.manual_seed(seed)
+    extra = {"generation": seed, "run_name": "long"}
+    if lineage is not None:
+        extra["lineage"] = lineage
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_torch_save(checkpoint_dict(TakNet(ModelConfig(size=size, channels=8, blocks=1)), **extra), path)
+    return path
+
+
+def _lineage(minutes: float) -> dict[str, Any]:
+    return {"minutes": minutes, "positions": int(100 * minutes), "games": 1, "steps": int(10 * minutes),
+            "runs": ["a", "long"]}  # fmt: skip
+
+
+def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Folders give their *.pt; files are played in order of the training behind them; a second
+    call with --out plays none of those already there (same bytes, reference and settings) and
+    plays a new one; a changed setting plays them again; --plot draws every point."""
+    sc = _load_script()
+    ref = _model(tmp_path / "ref.pt", 0)
+    snaps = tmp_path / "run" / "snapshots"
+    _model(snaps / "snapshot_00120.0min_gen0009.pt", 2, lineage=_lineage(120.0))
+    _model(snaps / "snapshot_00060.0min_gen0004.pt", 1, lineage=_lineage(60.0))
+    played: list[str] = []
+
+    def fake_evaluate(path, lineage, generation, args, reference_sha):
+        played.append(Path(path).name)
+        return {"model": str(path), "model_sha256": sc.file_sha256(path), "reference_sha256": reference_sha,
+                "pairs": args.pairs, "simulations": args.simulations, "ply_limit": args.ply_limit,
+                "seed": args.seed, "minutes": lineage.minutes, "wins": 3, "draws": 1, "losses": 2,
+                "score": 7 / 12, "elo": 58.0, "elo_lower": -150.0, "elo_upper": 270.0}  # fmt: skip
+
+    monkeypatch.setattr(sc, "evaluate_file", fake_evaluate)
+    out = tmp_path / "curve.jsonl"
+    assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "3", "--out", str(out)]) == 0
+    assert played == ["snapshot_00060.0min_gen0004.pt", "snapshot_00120.0min_gen0009.pt"]
+    assert [json.loads(x)["minutes"] for x in out.read_text().splitlines()] == [60.0, 120.0]
+    new = _model(tmp_path / "best.pt", 3, lineage=_lineage(180.0))
+    played.clear()
+    plot = tmp_path / "curve.png"
+    assert sc.main([str(snaps), str(new), "--reference", str(ref), "--pairs", "3", "--out", str(out),
+                    "--plot", str(plot)]) == 0  # fmt: skip
+    assert played == ["best.pt"]
+    assert len(out.read_text().splitlines()) == 3
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "already in" in capsys.readouterr().err
+    played.clear()
+    assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "4", "--out", str(out)]) == 0
+    assert len(played) == 2  # other pairs: not the same evaluation
+
+
+def test_bad_inputs_are_named_before_any_game(tmp_path: Path, capsys) -> None:
+    sc = _load_script()
+    ref = _model(tmp_path / "ref.pt", 0)
+    other = _model(tmp_path / "five.pt", 1, size=5)
+    (tmp_path / "empty").mkdir()
+    junk = tmp_path / "junk.pt"
+    torch.save({"weights": torch.ones(2)}, junk)
+    bad_lineage = _model(tmp_path / "bad.pt", 2, lineage={"minutes": -1})
+    cases = [
+        ([str(tmp_path / "missing.pt")], "no such file or folder"),
+        ([str(tmp_path / "empty")], "a folder with no \\*.pt model files"),
+        ([str(other)], "plays 5x5, the reference .* plays 4x4"),
+        ([str(junk)], "holds no model_config and model_state"),
+        ([str(bad_lineage)], "lineage: counts must be finite and >= 0"),
+    ]
+    for paths, message in cases:
+        with pytest.raises(SystemExit) as e:
+            sc.main([*paths, "--reference", str(ref)])
+        assert e.value.code == 2
+        assert re.search(message, capsys.readouterr().err), message
+    with pytest.raises(SystemExit):
+        sc.main([str(ref), "--reference", str(ref), "--out", str(tmp_path / "no" / "curve.jsonl")])
+    with pytest.raises(SystemExit):
+        sc.main([str(ref), "--reference", str(ref), "--pairs", "0"])
+
+
+@pytest.mark.slow  # real games (the search and rules kernels)
+def test_a_real_curve_of_two_snapshots(tmp_path: Path) -> None:
+    sc = _load_script()
+    ref = _model(tmp_path / "ref.pt", 0)
+    a = _model(tmp_path / "s" / "a.pt", 1, lineage=_lineage(30.0))
+    b = _model(tmp_path / "s" / "b.pt", 2, lineage=_lineage(90.0))
+    out = tmp_path / "curve.jsonl"
+    assert sc.main([str(a), str(b), "--reference", str(ref), "--pairs", "1", "--simulations", "2",
+                    "--ply-limit", "12", "--out", str(out), "--plot", str(tmp_path / "c.png")]) == 0  # fmt: skip
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["hours"] for r in rows] == [0.5, 1.5]
+    for r in rows:
+        assert r["wins"] + r["draws"] + r["losses"] == 2
+        assert r["runs"] == ["a", "long"] and r["simulations"] == 2
