@@ -64,39 +64,84 @@ def model_files(paths: list[str]) -> list[Path]:
 
 
 def read_model(path: Path) -> tuple[int, int, Lineage]:
-    """(board size, generation, lineage) of a model or checkpoint file, read weights-only.
+    """(board size, generation, lineage) of a model or checkpoint file, read weights-only; its
+    network is built and its weights loaded, so a file that cannot play is refused here.
 
     Raises:
-        ValueError: the file cannot be read or verified, holds no model, or its lineage is
-            malformed.
+        ValueError: naming the file: it cannot be read or verified, holds no model, its network
+            cannot be built from its weights, or its generation or lineage is malformed.
     """
+    from takzero.nn.model import model_from_checkpoint
+
     try:
         d = load_checked(path)
     except CheckpointError as e:
         raise ValueError(f"{path}: cannot be loaded: {e}") from None
-    if not isinstance(d, dict) or "model_config" not in d or "model_state" not in d:
+    if not isinstance(d, dict) or not isinstance(d.get("model_config"), dict) or "model_state" not in d:
         raise ValueError(f"{path}: holds no model_config and model_state (not a takzero model file)")
+    try:
+        net = model_from_checkpoint(d)
+    except Exception as e:  # noqa: BLE001 - any way the weights fail to build a network
+        raise ValueError(f"{path}: its weights do not build a network ({type(e).__name__}: {e})") from None
+    generation = d.get("generation", -1)
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        raise ValueError(f"{path}: its generation must be a whole number, got {generation!r:.40}")
     try:
         lineage = Lineage.of_file(d)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    return int(d["model_config"]["size"]), int(d.get("generation", -1)), lineage
+    return int(net.config.size), generation, lineage
+
+
+#: the keys a line of --out must have to stand for an evaluation (and to be drawn)
+LINE_KEYS = (*SAME, "minutes", "wins", "draws", "losses")
 
 
 def earlier_lines(out: Path | None) -> list[dict[str, Any]]:
-    """The JSON lines already in ``out`` (none when it does not exist; lines that do not parse
-    are skipped with a warning on stderr)."""
+    """The evaluations already in ``out`` (none when it does not exist). Lines that are not JSON
+    objects with :data:`LINE_KEYS` (minutes a number) are skipped with a warning on stderr.
+
+    Raises:
+        ValueError: ``out`` is not a UTF-8 text file.
+    """
     if out is None or not out.is_file():
         return []
+    try:
+        text = out.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"--out {out}: not a JSON lines file (not UTF-8 text)") from None
     lines = []
-    for n, text in enumerate(out.read_text().splitlines(), 1):
-        if not text.strip():
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
             continue
         try:
-            lines.append(json.loads(text))
+            row = json.loads(line)
         except json.JSONDecodeError as e:
             print(f"[strength_curve] {out}:{n}: not a JSON line ({e.msg}); ignored", file=sys.stderr)
+            continue
+        missing = [k for k in LINE_KEYS if k not in row] if isinstance(row, dict) else list(LINE_KEYS)
+        if missing or isinstance(row["minutes"], bool) or not isinstance(row["minutes"], int | float):
+            print(f"[strength_curve] {out}:{n}: not an evaluation line (missing or bad: "
+                  f"{', '.join(missing) or 'minutes'}); ignored", file=sys.stderr)  # fmt: skip
+            continue
+        lines.append(row)
     return lines
+
+
+def check_output(option: str, path: Path | None) -> None:
+    """Refuse an output path before any game: a folder, an empty name, a missing parent folder.
+
+    Raises:
+        ValueError: naming ``option``.
+    """
+    if path is None:
+        return
+    if path.name in ("", ".", ".."):
+        raise ValueError(f"{option} {str(path)!r}: not a file name")
+    if path.is_dir():
+        raise ValueError(f"{option} {path}: is a folder, not a file")
+    if not path.parent.is_dir():
+        raise ValueError(f"{option} {path}: no such folder {path.parent}")
 
 
 def _finite(x: Any) -> Any:
@@ -151,12 +196,13 @@ def plot_curve(points: list[dict[str, Any]], reference: str, path: Path) -> None
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
 
     def clip(x: Any, default: float) -> float:
-        return max(-ELO_CLIP, min(ELO_CLIP, default if x is None else float(x)))
+        v = x if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else default
+        return max(-ELO_CLIP, min(ELO_CLIP, float(v)))
 
     hours = [r["minutes"] / 60 for r in pts]
-    elo = [clip(r["elo"], ELO_CLIP if r["score"] and r["score"] > 0.5 else -ELO_CLIP) for r in pts]
-    lo = [e - clip(r["elo_lower"], -ELO_CLIP) for e, r in zip(elo, pts, strict=True)]
-    hi = [clip(r["elo_upper"], ELO_CLIP) - e for e, r in zip(elo, pts, strict=True)]
+    elo = [clip(r.get("elo"), ELO_CLIP if (r.get("score") or 0) > 0.5 else -ELO_CLIP) for r in pts]
+    lo = [e - clip(r.get("elo_lower"), -ELO_CLIP) for e, r in zip(elo, pts, strict=True)]
+    hi = [clip(r.get("elo_upper"), ELO_CLIP) - e for e, r in zip(elo, pts, strict=True)]
     ax.errorbar(hours, elo, yerr=[lo, hi], marker="o", capsize=3)
     for h, e, r in zip(hours, elo, pts, strict=True):
         ax.annotate(f"{r['wins']}-{r['draws']}-{r['losses']}", (h, e), textcoords="offset points",
@@ -164,8 +210,8 @@ def plot_curve(points: list[dict[str, Any]], reference: str, path: Path) -> None
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("training hours (over the warm-start chain)")
     ax.set_ylabel(f"Elo vs {Path(reference).name}")
-    sims = {r["simulations"] for r in pts}
-    games = {2 * r["pairs"] for r in pts}
+    sims = {int(r["simulations"]) for r in pts}
+    games = {2 * int(r["pairs"]) for r in pts}
     ax.set_title(f"strength per CPU-hour: {'/'.join(map(str, sorted(games)))} games a point, "
                  f"{'/'.join(map(str, sorted(sims)))} simulations a side")  # fmt: skip
     ax.grid(alpha=0.3)
@@ -187,28 +233,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, help="PNG of the curve (every line of --out and of this call)")
     p.add_argument("--verbose", action="store_true", help="a line per finished game on stderr")
     args = p.parse_args(argv)
-    if args.pairs < 1 or args.simulations < 1 or args.threads < 1:
-        p.error("--pairs, --simulations and --threads must be >= 1")
+    from takzero.matches.evaluation import MAX_PAIRS, MAX_PLY_LIMIT, MAX_SIMULATIONS, MAX_THREADS
+
+    for name, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
+                             ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):  # fmt: skip
+        if not 1 <= value <= top:
+            p.error(f"{name} must be in 1..{top}, got {value}")
     try:
+        check_output("--out", args.out)
+        check_output("--plot", args.plot)
         files = model_files(args.paths)
         ref_size, _, _ = read_model(Path(args.reference))
         models = [(f, *read_model(f)) for f in files]
+        done = earlier_lines(args.out)
     except ValueError as e:
         p.error(str(e))
     for f, size, _, _ in models:
         if size != ref_size:
             p.error(f"{f} plays {size}x{size}, the reference {args.reference} plays {ref_size}x{ref_size}")
-    if args.out is not None and not args.out.parent.is_dir():
-        p.error(f"--out {args.out}: no such folder {args.out.parent}")
     reference_sha = file_sha256(args.reference)
-    done = earlier_lines(args.out)
     points: list[dict[str, Any]] = []
     for f, _, generation, lineage in sorted(models, key=lambda m: m[3].minutes):
         key = {"model_sha256": file_sha256(f), "reference_sha256": reference_sha, "pairs": args.pairs,
                "simulations": args.simulations, "ply_limit": args.ply_limit, "seed": args.seed}  # fmt: skip
         old = next((r for r in done if all(r.get(k) == key[k] for k in SAME)), None)
         if old is not None:
-            print(f"[strength_curve] {f}: already in {args.out}, not played again", file=sys.stderr)
+            where = f"in {args.out}" if args.out is not None else f"played above as {old['model']}"
+            print(f"[strength_curve] {f}: the same bytes, reference and settings are already {where}; "
+                  "not played again", file=sys.stderr)  # fmt: skip
+            print(json.dumps(old), flush=True)
             points.append(old)
             continue
         print(f"[strength_curve] {f}: {lineage.describe()}; {2 * args.pairs} games against "

@@ -74,6 +74,13 @@ def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkey
     played.clear()
     assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "4", "--out", str(out)]) == 0
     assert len(played) == 2  # other pairs: not the same evaluation
+    played.clear()
+    with out.open("a") as f:
+        f.write('123\n["a"]\n{"model_sha256": "x"}\nnot json\n')
+    assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "4", "--out", str(out)]) == 0
+    assert played == []  # the good lines still stand; the others are named and skipped
+    err = capsys.readouterr().err
+    assert err.count("not an evaluation line") == 3 and "not a JSON line" in err
 
 
 def test_bad_inputs_are_named_before_any_game(tmp_path: Path, capsys) -> None:
@@ -84,7 +91,19 @@ def test_bad_inputs_are_named_before_any_game(tmp_path: Path, capsys) -> None:
     junk = tmp_path / "junk.pt"
     torch.save({"weights": torch.ones(2)}, junk)
     bad_lineage = _model(tmp_path / "bad.pt", 2, lineage={"minutes": -1})
+    not_a_dict = _model(tmp_path / "str.pt", 2, lineage="abc")  # type: ignore[arg-type]
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    d = torch.load(ref, weights_only=True)
+    atomic_torch_save({**d, "model_state": {"x": torch.ones(1)}}, tmp_path / "state.pt")
+    atomic_torch_save({**d, "generation": "abc"}, tmp_path / "gen.pt")
     cases = [
+        ([str(not_a_dict)], "lineage: must be a dict of counts, got str"),
+        ([str(tmp_path / "state.pt")], "state.pt: its weights do not build a network"),
+        ([str(tmp_path / "gen.pt")], "gen.pt: its generation must be a whole number"),
+        ([str(ref), "--out", str(tmp_path / "empty")], "--out .*: is a folder, not a file"),
+        ([str(ref), "--plot", str(tmp_path / "no" / "c.png")], "--plot .*: no such folder"),
+        ([str(ref), "--ply-limit", "0"], "--ply-limit must be in 1..10000, got 0"),
         ([str(tmp_path / "missing.pt")], "no such file or folder"),
         ([str(tmp_path / "empty")], "a folder with no \\*.pt model files"),
         ([str(other)], "plays 5x5, the reference .* plays 4x4"),

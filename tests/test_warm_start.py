@@ -204,7 +204,9 @@ def test_lineage_counts_add_up_and_round_trip() -> None:
     assert Lineage.from_dict(b.to_dict()) == b
     assert Lineage.from_dict(None) == Lineage() == Lineage.from_dict({})
     assert "45.5 min, 1,500 positions, 30 games, 500 steps over 2 runs (first, second)" == b.describe()
-    for bad in ({"minutes": -1}, {"positions": "many"}, {"minutes": float("nan")}, {"runs": "a"}):
+    for bad in ({"minutes": -1}, {"positions": "many"}, {"minutes": float("nan")}, {"runs": "a"}, "abc", [1],
+                {"minutes": 10**400}, {"positions": float("inf")}, {"positions": 1.9}, {"steps": True},
+                {"runs": [None]}, {"minutes": 1e308}, {"positions": "12"}):  # fmt: skip
         with pytest.raises(ValueError, match="lineage"):
             Lineage.from_dict(bad)
 
@@ -222,6 +224,10 @@ def test_lineage_of_a_file_model_checkpoint_or_bare() -> None:
     assert Lineage.of_file({"step": 3, "run_name": "c", "run": {"minutes": 1.0}}) == Lineage(1.0, 0, 0, 3, ("c",))
     assert Lineage.of_file({"run_name": "v1"}) == Lineage(runs=("v1",))
     assert Lineage.of_file({}) == Lineage()
+    for bad in ({"run": {"minutes": None}}, {"run": {"earlier": "x"}}, {"run": {"minutes": -5}},
+                {"run": {}, "step": -7}, {"run": "x"}):  # fmt: skip
+        with pytest.raises(ValueError, match="lineage"):
+            Lineage.of_file(bad)
 
 
 def _with_lineage(path: Path, lineage: dict[str, Any]) -> None:

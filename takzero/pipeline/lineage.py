@@ -19,7 +19,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Lineage"]
+__all__ = ["MAX_COUNT", "MAX_MINUTES", "Lineage"]
+
+#: bounds of a credible lineage (about 1,900 years; 10^15 positions): beyond them a file is corrupt
+MAX_MINUTES = 1e9
+MAX_COUNT = 10**15
 
 
 @dataclass(frozen=True)
@@ -53,26 +57,34 @@ class Lineage:
                 "steps": self.steps, "runs": list(self.runs)}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Lineage:
+    def from_dict(cls, d: Any) -> Lineage:
         """Read :meth:`to_dict`'s form (None or {}: no earlier training).
 
         Raises:
-            ValueError: a count that is negative or not a number, or ``runs`` not a list.
+            ValueError: ``d`` is not a dict; minutes not a number in [0, MAX_MINUTES]; a count
+                not a whole number in [0, MAX_COUNT] (bools and strings refused); ``runs`` not a
+                list of strings.
         """
-        if not d:
+        if d is None:
             return cls()
-        try:
-            minutes = float(d.get("minutes", 0.0))
-            counts = [int(d.get(k, 0)) for k in ("positions", "games", "steps")]
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"lineage: a count is not a number ({e})") from None
-        if not math.isfinite(minutes) or minutes < 0 or min(counts) < 0:
-            raise ValueError(f"lineage: counts must be finite and >= 0, got minutes {minutes}, "
-                             f"positions/games/steps {counts}")  # fmt: skip
+        if not isinstance(d, dict):
+            raise ValueError(f"lineage: must be a dict of counts, got {type(d).__name__} {d!r:.60}")
+        minutes = d.get("minutes", 0.0)
+        if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 <= minutes <= MAX_MINUTES:
+            raise ValueError(f"lineage: counts must be finite and >= 0 (minutes at most {MAX_MINUTES:g}), "
+                             f"got minutes {minutes!r:.60}")
+        counts = []
+        for key in ("positions", "games", "steps"):
+            x = d.get(key, 0)
+            whole = isinstance(x, int) or (isinstance(x, float) and math.isfinite(x) and x.is_integer())
+            if isinstance(x, bool) or not whole or not 0 <= x <= MAX_COUNT:
+                raise ValueError(f"lineage: counts must be finite and >= 0 whole numbers (at most "
+                                 f"{MAX_COUNT:.0e}), got {key} {x!r:.60}")
+            counts.append(int(x))
         runs = d.get("runs", [])
-        if not isinstance(runs, list | tuple):
-            raise ValueError(f"lineage: runs must be a list of run names, got {runs!r}")
-        return cls(minutes, counts[0], counts[1], counts[2], tuple(str(r) for r in runs))
+        if not isinstance(runs, list | tuple) or not all(isinstance(r, str) for r in runs):
+            raise ValueError(f"lineage: runs must be a list of run names, got {runs!r:.80}")
+        return cls(float(minutes), counts[0], counts[1], counts[2], tuple(runs))
 
     @classmethod
     def of_file(cls, d: dict[str, Any]) -> Lineage:
@@ -82,17 +94,22 @@ class Lineage:
         model file: zero counters, its ``run_name`` if it gives one).
 
         Raises:
-            ValueError: the entry is malformed (:meth:`from_dict`).
+            ValueError: the entry, or the checkpoint's counters, are malformed (:meth:`from_dict`'s
+                rules; ``"run"`` must be a dict).
         """
-        if "lineage" in d:
+        if d.get("lineage") is not None:
             return cls.from_dict(d["lineage"])
+        name = d.get("run_name", "")
+        name = name if isinstance(name, str) else str(name)
         run = d.get("run")
-        name = str(d.get("run_name", ""))
-        if isinstance(run, dict):
-            earlier = cls.from_dict(run.get("earlier"))
-            return earlier.plus(float(run.get("minutes", 0.0)), int(run.get("positions", 0)),
-                                int(run.get("games", 0)), int(d.get("step", 0)), name)  # fmt: skip
-        return cls(runs=(name,) if name else ())
+        if run is None:
+            return cls(runs=(name,) if name else ())
+        if not isinstance(run, dict):
+            raise ValueError(f"lineage: a checkpoint's run counters must be a dict, got {type(run).__name__}")
+        earlier = cls.from_dict(run.get("earlier") or None)
+        own = cls.from_dict({"minutes": run.get("minutes", 0.0), "positions": run.get("positions", 0),
+                             "games": run.get("games", 0), "steps": d.get("step", 0)})  # fmt: skip
+        return earlier.plus(own.minutes, own.positions, own.games, own.steps, name)
 
     def describe(self) -> str:
         """One line: ``'95.3 min, 412,000 positions, 9,800 steps over 2 runs (a, b)'``."""

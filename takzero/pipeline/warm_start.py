@@ -113,12 +113,18 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
     except ValueError as e:
         raise _fail(path, str(e)) from None
     hk = d.get("half_komi")
+    try:
+        generation = int(d.get("generation", -1))
+        half_komi = None if hk is None else int(hk)
+    except (TypeError, ValueError):
+        raise _fail(path, f"its generation {d.get('generation')!r:.40} or half_komi {hk!r:.40} is not "
+                          "a whole number") from None  # fmt: skip
     return InitWeights(
         path=str(path),
         model_state=state,
-        generation=int(d.get("generation", -1)),
+        generation=generation,
         run_name=str(d.get("run_name", "")),
-        half_komi=None if hk is None else int(hk),
+        half_komi=half_komi,
         lineage=lineage,
     )
 
