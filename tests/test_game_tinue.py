@@ -228,25 +228,23 @@ def test_defender_flat_win_refutes() -> None:
 
 
 def test_mined_wins_up_to_five_plies_are_proved() -> None:
-    """Every forced road of 1, 3 or 5 plies of the mined set (sizes 4-6) is proved within 1 s,
-    and every WIN whose proof is at most 5 plies long is confirmed by the exhaustive search."""
+    """Every forced road of 1, 3 or 5 plies of the mined set (sizes 4-6) is proved within
+    20,000 prover nodes (the hardest took 927 on 2026-12-04; a node budget, so the verdict does
+    not depend on the machine's load, where a 1-second budget failed on a loaded machine), and
+    every WIN whose proof is at most 5 plies long is confirmed by the exhaustive search."""
     wins = [e for e in MINED if e["kind"].startswith("win_in_")]
     assert len(wins) >= 100
     by_size = {e["size"] for e in wins}
     assert {5, 6} <= by_size
-    slow = []
     checked = 0
     for e in wins:
         pos = _pos(e)
-        r = tinue.prove_tinue(pos, max_seconds=1.0)
+        r = tinue.prove_tinue(pos, max_nodes=20_000)
         assert r.verdict == tinue.WIN, e["id"]
-        if r.seconds > 1.0:
-            slow.append(e["id"])
         assert _replays_to_win(pos, r), e["id"]
         v = _check_win(pos, r, max_nodes=2_000_000)
         assert v is not False, e["id"]
         checked += v is True
-    assert not slow
     assert checked >= 0.9 * len(wins)
 
 
