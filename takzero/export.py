@@ -17,7 +17,9 @@ metadata dict (JSON) with:
 * ``size``, ``half_komi`` and ``komi`` (the komi the model was trained for), ``feature_version``,
   ``layers``, ``in_channels``, ``num_actions``, ``action_space``, ``model_config``;
 * ``run_name`` and ``generation`` (None when unknown), ``source`` (the checkpoint's file name),
-  ``takzero_version``.
+  ``takzero_version``;
+* ``lineage``: the training behind the weights, summed over a chain of warm starts
+  (``minutes``, ``positions``, ``games``, ``steps``, ``runs``; :mod:`takzero.pipeline.lineage`).
 
 TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
 (see :mod:`takzero.nn.inference`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
@@ -47,6 +49,7 @@ from takzero.pipeline.export import (
     free_name,
     read_metadata,
 )
+from takzero.pipeline.lineage import Lineage
 
 __all__ = ["main"]
 
@@ -103,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"wrote {out} ({args.format}): {meta['size']}x{meta['size']}, komi {meta['komi']:g}, "
         f"feature version {meta['feature_version']}, {meta['num_actions']} actions, "
-        f"run {meta.get('run_name')!r} generation {meta.get('generation')}"
+        f"run {meta.get('run_name')!r} generation {meta.get('generation')}; trained "
+        f"{Lineage.from_dict(meta['lineage']).describe()}"
     )
     return 0
 

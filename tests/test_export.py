@@ -121,6 +121,35 @@ def test_komi_comes_from_the_run_config_or_defaults_with_a_warning(tmp_path: Pat
         export_checkpoint(best, tmp_path / "d.pt", komi=0.3)
 
 
+def test_exported_files_carry_the_lineage(tmp_path: Path, capsys) -> None:
+    """A model file's lineage (or a checkpoint's run counters on top of their earlier lineage)
+    goes into the exported metadata of both formats and the CLI's line; a malformed one is
+    refused naming the file."""
+    lineage = {"minutes": 56.25, "positions": 292493, "games": 5081, "steps": 5400,
+               "runs": ["r6_gumbel32", "long6x6_link2"]}  # fmt: skip
+    best = write_run(tmp_path, generation=6, run_name="long6x6_link2", half_komi=4, lineage=lineage)
+    ts, ox = tmp_path / "m.pt", tmp_path / "m.onnx"
+    assert main([str(best), "-o", str(ts)]) == 0
+    assert "trained 56.2 min, 292,493 positions, 5,081 games, 5,400 steps over 2 runs" in capsys.readouterr().out
+    assert main([str(best), "-o", str(ox), "--format", "onnx"]) == 0
+    for path in (ts, ox, best):
+        assert read_metadata(path)["lineage"] == lineage
+    assert Evaluator.load(ts).metadata["lineage"] == lineage
+    # A checkpoint: its own counters (minutes, positions, games; step) on top of "earlier".
+    ckpt = tiny_checkpoint(run_name="b", step=300, run={"minutes": 10.0, "positions": 1000, "games": 40,
+                           "earlier": {"minutes": 5.0, "positions": 500, "games": 20, "steps": 100, "runs": ["a"]}})  # fmt: skip
+    meta = export_checkpoint(ckpt, tmp_path / "c.pt", komi=2)
+    assert meta["lineage"] == {"minutes": 15.0, "positions": 1500, "games": 60, "steps": 400, "runs": ["a", "b"]}
+    # A bare model file: no counters, its run name.
+    assert export_checkpoint(tiny_checkpoint(run_name="x"), tmp_path / "d.pt", komi=2)["lineage"] == {
+        "minutes": 0.0, "positions": 0, "games": 0, "steps": 0, "runs": ["x"]}  # fmt: skip
+    for bad in ({"minutes": -1.0}, {"positions": "many"}, {"steps": True}, {"runs": "a"}, [1, 2]):
+        torch.save(tiny_checkpoint(half_komi=4, lineage=bad), best)
+        assert main([str(best), "-o", str(tmp_path / "x.pt")]) == 1
+        err = capsys.readouterr().err
+        assert "export failed" in err and str(best) in err and "lineage" in err, err
+
+
 def test_bad_inputs_fail_with_a_message(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path / "missing.pt"), "-o", str(tmp_path / "x.pt")]) == 1
     assert "no such checkpoint" in capsys.readouterr().err

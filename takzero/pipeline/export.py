@@ -155,13 +155,17 @@ def checkpoint_metadata(
     warn=print,
 ) -> dict[str, Any]:
     """Metadata (beyond what ``inference.model_metadata`` derives from the model) for ``ckpt``:
-    ``half_komi``/``komi``, ``run_name``, ``generation``, ``source``, ``takzero_version``.
+    ``half_komi``/``komi``, ``run_name``, ``generation``, ``source``, ``takzero_version`` and
+    ``lineage`` (the training behind the weights over a chain of warm starts:
+    ``takzero.pipeline.lineage.Lineage.to_dict``, read by ``Lineage.of_file``).
 
     Explicit arguments win over the checkpoint's keys; ``run_name`` falls back to the name of the
     checkpoint's folder, the komi to the run folder's ``config.yaml`` and then 0 (``warn`` is
-    called with a message then). Raises ValueError for a komi that is not a multiple of 0.5.
+    called with a message then). Raises ValueError for a komi that is not a multiple of 0.5, or
+    for a malformed lineage entry or run counters (naming the file when ``source`` is given).
     """
     from takzero.game.position import komi_to_half_komi
+    from takzero.pipeline.lineage import Lineage
 
     src = Path(source) if source is not None else None
     if komi is not None:
@@ -180,6 +184,10 @@ def checkpoint_metadata(
             run_name = src.resolve().parent.name
     if generation is None and ckpt.get("generation") is not None:
         generation = int(ckpt["generation"])
+    try:
+        lineage = Lineage.of_file(ckpt)
+    except ValueError as e:
+        raise ValueError(f"{src if src is not None else 'checkpoint'}: {e}") from None
     return {
         "half_komi": half_komi,
         "komi": half_komi / 2,
@@ -187,6 +195,7 @@ def checkpoint_metadata(
         "generation": generation,
         "source": src.name if src is not None else None,
         "takzero_version": _version(),
+        "lineage": lineage.to_dict(),
     }
 
 
