@@ -139,6 +139,7 @@ class SelfPlayConfig:
     threads: int = 1  # torch threads per worker
     proven_value_targets: bool = False  # a proven position's exact value is its value target
     tinue_nodes: int = 0  # with proven_value_targets: prover nodes per recorded position (0: none)
+    tinue_policy_targets: bool = False  # a forced road the prover finds is the policy target too
     backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime) or auto
 
     def __post_init__(self) -> None:
@@ -157,6 +158,8 @@ class SelfPlayConfig:
         _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
         _check(0 <= s.tinue_nodes <= 10**9, "selfplay.tinue_nodes", "must be in 0..10^9 (0: off)", s.tinue_nodes)
         _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
+        _check(not s.tinue_policy_targets or s.tinue_nodes > 0, "selfplay.tinue_policy_targets",
+               "needs selfplay.tinue_nodes > 0 (the prover that finds the forced roads)", s.tinue_policy_targets)  # fmt: skip
         _check(s.backend in ("torch", "onnx", "auto"), "selfplay.backend", "must be torch, onnx or auto", s.backend)
         if s.backend == "onnx":
             import importlib.util

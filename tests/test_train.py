@@ -417,6 +417,58 @@ def test_selfplay_proven_value_targets() -> None:
     assert checked >= 20
 
 
+def _tinue_policy_records(switch: bool, wanted: int = 12) -> tuple[int, int]:
+    """Self-play on 3x3 at 2 simulations with the prover at the recorded roots and
+    ``selfplay.tinue_policy_targets`` = ``switch``; of the recorded positions where the mover
+    forces a road in 3 plies but not in 1 (the plain exhaustive search, independent of the prover;
+    the search's root check proves the wins in 1 itself), returns (how many were seen, how many
+    have a one-hot policy target on a move that forces a road: within 7 plies, since the
+    prover's first move may be a slower forced road than the fastest)."""
+    from takzero.game.exhaustive import winning_moves
+    from takzero.nn.actions import move_to_action
+    from takzero.pipeline.selfplay import SelfPlayWorker
+
+    cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 2,
+                              "mcts.gumbel": False, "selfplay.resign_threshold": -1.0,
+                              "selfplay.tinue_nodes": 5000, "selfplay.tinue_policy_targets": switch,
+                              "mcts.temperature_plies": 100}))  # fmt: skip
+    worker = SelfPlayWorker.from_run(cfg, 0, device="cpu")
+    seen = one_hot_wins = 0
+    for _ in range(400):
+        recs, _, _ = worker.play_step()
+        if recs is None:
+            continue
+        for r, state in enumerate(unpack_states(recs.board, 3)):
+            pos = Position(state.copy())
+            if winning_moves(pos, 1, roads_only=True) or not winning_moves(pos, 3, roads_only=True):
+                continue
+            seen += 1
+            winning = {move_to_action(m, 3) for m in winning_moves(pos, 7, roads_only=True)}
+            used = recs.policy_index[r] >= 0
+            actions, probs = recs.policy_index[r][used], recs.policy_prob[r][used]
+            one_hot_wins += actions.size == 1 and float(probs[0]) == 1.0 and int(actions[0]) in winning
+        if seen >= wanted:
+            break
+    return seen, one_hot_wins
+
+
+def test_selfplay_tinue_policy_targets() -> None:
+    """With ``selfplay.tinue_policy_targets`` every recorded position where the mover forces a
+    road in 3 plies (by the exhaustive search; not in 1, which the search proves itself) has the
+    prover's winning move as its whole policy target; with the switch off, the search's own
+    2-simulation target is one-hot on a winning move in almost none of them."""
+    seen, hits = _tinue_policy_records(True)
+    assert seen >= 12 and hits == seen
+    seen_off, hits_off = _tinue_policy_records(False)
+    assert seen_off >= 12 and hits_off < seen_off / 2
+
+
+def test_tinue_policy_targets_need_the_prover() -> None:
+    """The switch without prover nodes is refused at start-up, naming the key."""
+    with pytest.raises(ConfigError, match="selfplay.tinue_policy_targets.*tinue_nodes"):
+        load_config(_cfg(**{"selfplay.tinue_policy_targets": True, "selfplay.tinue_nodes": 0}))
+
+
 def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None:
     from takzero.pipeline.checkpoints import atomic_torch_save
     from takzero.pipeline.run import Run, RunDirError

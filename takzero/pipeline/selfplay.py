@@ -46,6 +46,7 @@ from takzero.game import core
 from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
+from takzero.nn.actions import move_to_action
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
@@ -226,7 +227,11 @@ class SelfPlayWorker:
                 slot.probs.append(out.policy_probs)
                 slot.movers.append(pos.side_to_move)
                 slot.plies.append(pos.ply)
-                slot.proven.append(self._proven_value(out.proven, pos))
+                exact, winning_move = self._proof(out.proven, pos)
+                slot.proven.append(exact)
+                if winning_move is not None and self.cfg.tinue_policy_targets:
+                    slot.actions[-1] = np.array([move_to_action(winning_move, pos.size)], np.int64)
+                    slot.probs[-1] = np.ones(1, np.float32)
             mover = pos.side_to_move
             if self._resigns(slot, mover, out.value):
                 finished.append((slot, 1 - mover, "resign"))
@@ -241,17 +246,24 @@ class SelfPlayWorker:
                 self.slots[g] = self._new_game(g)
         return self._finish(finished, sstats, sims, len(active), time.perf_counter() - t0)
 
-    def _proven_value(self, proven: int | None, pos: Position) -> int | None:
+    def _proof(self, proven: int | None, pos: Position) -> tuple[int | None, int | None]:
         """The exact value of a recorded position for its side to move, when
         ``selfplay.proven_value_targets`` is on and it is known: the search's own proof of the
         root (MCTS-solver: 1, 0 or -1), else, with ``selfplay.tinue_nodes`` > 0, a forced road
-        proved by the tinue prover (1). None otherwise (the game's outcome is the target)."""
-        if not self.cfg.proven_value_targets:
-            return None
+        proved by the tinue prover (1). None otherwise (the game's outcome is the target).
+
+        Also returns the prover's first move (a move code) when the prover made the proof, else
+        None: with ``selfplay.tinue_policy_targets`` it becomes the position's policy target
+        (one-hot), so the network learns the forced roads its own few simulations miss (the
+        prover as a tactical expert, as in expert iteration, Anthony et al. 2017)."""
+        if not self.cfg.proven_value_targets and not self.cfg.tinue_policy_targets:
+            return None, None
+        move = None
         if proven is None and self.cfg.tinue_nodes > 0:
-            if proven_win(pos, self.cfg.tinue_nodes) is not None:
-                proven = 1
-        return proven
+            answer = proven_win(pos, self.cfg.tinue_nodes)
+            if answer is not None:
+                proven, move = 1, answer.code
+        return (proven if self.cfg.proven_value_targets else None), move
 
     def _resigns(self, slot: _Slot, mover: int, value: float) -> bool:
         sp = self.cfg
