@@ -308,6 +308,10 @@ def test_summary_keys() -> None:
     for key in ("games", "wins", "draws", "losses", "score", "elo", "elo_lower", "elo_upper"):
         assert key in s
     assert s["elo_model"] == "pentanomial"
+    # the pair counts that pool matches on other openings: 2 pairs, A's points add up to its score
+    penta = s["pentanomial"]
+    assert len(penta) == 5 and sum(penta) == 2
+    assert sum(k / 2 * c for k, c in enumerate(penta)) == pytest.approx(m.wins + m.draws / 2)
 
 
 # -- the one game loop reproduces the records of the loops it replaced --------------------------

@@ -225,7 +225,10 @@ class MatchResult:
 
     def summary(self) -> dict[str, float | int | str]:
         """Flat dict for logs: games, W/D/L, score, white win rate, Elo and interval (Elo values are
-        +-inf when a side scored everything or nothing; clip them before plotting)."""
+        +-inf when a side scored everything or nothing; clip them before plotting), and when every
+        game is paired the ``pentanomial`` counts (:meth:`pentanomial`, 5 ints), so that matches
+        on other openings can be pooled (sum the counts, then
+        :func:`takzero.matches.stats.elo_pentanomial`)."""
         out: dict[str, float | int | str] = {
             "player_a": self.player_a,
             "player_b": self.player_b,
@@ -244,6 +247,8 @@ class MatchResult:
                 elo_upper=est.upper,
                 elo_model=est.model,
             )
+        if self.fully_paired:
+            out["pentanomial"] = self.pentanomial()  # type: ignore[assignment]
         return out
 
 
