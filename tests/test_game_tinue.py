@@ -319,11 +319,15 @@ def test_time_budget_is_respected() -> None:
         "x4,1,x/2,2,x2,1,x/2,1,1,x,1,x/21S,2,x,11212,111112C,2/x4,21122211C,x/2,2,2,2,1,1 1 31"
     )
     for budget in (0.05, 0.3):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = tinue.prove_tinue(pos, max_seconds=budget)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert r.verdict == tinue.UNKNOWN and r.note == "seconds"
-        assert budget <= r.seconds < budget + 0.1 and wall < budget + 0.2
+        assert budget <= r.seconds <= wall
+        # The work done after the deadline is one ~5 ms chunk: bounded in CPU time, which a
+        # loaded machine's waits do not inflate (wall time did: 0.50 s for 0.3 s at nice 19
+        # beside a training run).
+        assert cpu < budget + 0.1
         assert r.nodes > 0
 
 
