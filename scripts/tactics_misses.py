@@ -1,7 +1,7 @@
 """Why a network misses the win kinds of the tactics set: one JSON line per missed position.
 
     python scripts/tactics_misses.py --model checkpoints/long6x6/link3.pt [--simulations 200]
-        [--size 6] [--files A.json ...] [--prover-nodes 200000]
+        [--files A.json ...] [--prover-nodes 200000]
 
 For each ``win_in_1`` / ``win_in_3`` / ``win_in_5`` entry of the model's board size (the files of
 ``scripts/bench_tactics.py``), the network alone (``tinue_nodes=0``) chooses a move at
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tactics_misses: {e}", file=sys.stderr)
         return 2
     if not entries:
-        print(f"tactics_misses: no win entries of size {player.model_size} in {args.files}", file=sys.stderr)
+        names = ", ".join(str(f) for f in args.files)
+        print(f"tactics_misses: no win entries of size {player.model_size} in {names}", file=sys.stderr)
         return 2
     misses = []
     for entry in entries:
@@ -148,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         if not solves(entry, code):
             misses.append(miss_report(entry, code, player.evaluator, args.prover_nodes))
             print(json.dumps(misses[-1]), flush=True)
-    print(json.dumps({**summarise(len(entries), misses), "model": str(args.model),
-                      "simulations": args.simulations}), flush=True)  # fmt: skip
+    print(json.dumps({**summarise(len(entries), misses), "model": str(args.model), "simulations": args.simulations,
+                      "prover_nodes": args.prover_nodes, "files": [str(f) for f in args.files]}), flush=True)  # fmt: skip
     return 0
 
 

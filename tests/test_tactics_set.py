@@ -219,3 +219,21 @@ def test_a_failed_engine_is_a_line_and_a_check_not_run(tmp_path: Path) -> None:
     want = "evaluation: gen 4 vs tiltak: FAILED after 0 s: engine tiltak (tiltak): did not start: no such file"
     assert want in console.getvalue().splitlines() and want in (tmp_path / "r" / "train.log").read_text()
     assert run.c.skipped_checks[-1] == "gen 4 baseline tiltak: failed (engine tiltak (tiltak): did not start: no such file)"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("not json", r"t\.json: not JSON"),
+        ('{"a": 1}', r"t\.json: expected a JSON list"),
+        ("[1, 2]", r"t\.json: entry 0: expected an object"),
+        ('[{"size": 4, "kind": "win_in_1", "id": "x"}]', r"t\.json: entry 0 \(x\): missing key 'tps'"),
+        ('[{"size": 4, "tps": "garbage", "kind": "win_in_1", "id": "x"}]', r"t\.json: entry 0 \(x\): TPS"),
+        ('[{"size": 4, "tps": "x4/x4/x4/x4 1 1", "kind": "mate", "id": "x"}]', r"entry 0 \(x\): unknown kind"),
+    ],
+)
+def test_malformed_tactics_files_are_refused_naming_file_and_entry(tmp_path, text: str, message: str) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_entries([path])

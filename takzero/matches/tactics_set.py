@@ -61,18 +61,25 @@ def load_entries(paths: Sequence[str | Path], size: int | None = None) -> list[d
     OSError for an unreadable file, ValueError (naming the file and entry) for a malformed one."""
     out = []
     for path in paths:
-        data = json.loads(Path(path).read_text())
+        try:
+            data = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON: {err}") from None
         if not isinstance(data, list):
             raise ValueError(f"{path}: expected a JSON list of positions")
         for i, e in enumerate(data):
+            if not isinstance(e, dict):
+                raise ValueError(f"{path}: entry {i}: expected an object (size, tps, kind, ...), got {e!r}")
             try:
                 if size is not None and int(e["size"]) != size:
                     continue
                 pos = Position.from_tps(e["tps"], komi=e.get("komi", 0.0), flats=e.get("flats"), caps=e.get("caps"))
                 expected = e.get("winning_moves") or e.get("expected_moves") or []
                 kind = e["kind"]
-            except (KeyError, TypeError, ValueError) as err:
-                raise ValueError(f"{path}: entry {i} ({e.get('id') if isinstance(e, dict) else e!r}): {err}") from None
+            except KeyError as err:
+                raise ValueError(f"{path}: entry {i} ({e.get('id')}): missing key {err}") from None
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{path}: entry {i} ({e.get('id')}): {err}") from None
             if kind not in (*WIN_KINDS, "avoid_loss"):
                 raise ValueError(f"{path}: entry {i} ({e.get('id')}): unknown kind {kind!r}")
             out.append({**e, "set": Path(path).stem, "position": pos, "expected": list(expected)})
