@@ -51,9 +51,9 @@ from takzero.nn.actions import move_to_action  # noqa: E402
 WON = 0.9
 
 
-def _mover_value_after(evaluator: Any, pos: Position, code: int) -> float | None:
-    """The network's value for ``pos``'s mover after ``code`` (None when the game ends)."""
-    after = pos.play(int(code))
+def _mover_value(evaluator: Any, after: Position) -> float | None:
+    """The network's value, for the player who just moved, of ``after`` (None when the game is
+    over)."""
     if after.is_over:
         return None
     return round(-float(evaluator.evaluate(after.state[None].copy())[1][0]), 3)
@@ -70,13 +70,11 @@ def miss_report(entry: dict[str, Any], chosen: int, evaluator: Any, prover_nodes
     rank_of = {codes[i]: r for r, i in enumerate(np.argsort(-prior, kind="stable"))}
     wins = [c for c in codes if pos.ptn(c) in entry["expected"]]
     best = min(wins, key=lambda c: rank_of[c]) if wins else None
-    keeps = False
     after = pos.play(chosen)
-    if not after.is_over and prover_nodes > 0:
-        keeps = prove_tinue(after, max_nodes=prover_nodes, attacker=pos.side_to_move).verdict == WIN
-    elif after.is_over:
+    if after.is_over:
         keeps = after.result.winner == pos.side_to_move
-    value_after = {c: _mover_value_after(evaluator, pos, c) for c in {chosen, *([best] if best is not None else [])}}
+    else:
+        keeps = prover_nodes > 0 and prove_tinue(after, max_nodes=prover_nodes, attacker=pos.side_to_move).verdict == WIN
     return {
         "line": "miss",
         "id": entry.get("id"),
@@ -86,9 +84,9 @@ def miss_report(entry: dict[str, Any], chosen: int, evaluator: Any, prover_nodes
         "root_value": round(float(values[0]), 3),
         "win_prior_rank": rank_of[best] if best is not None else None,
         "win_prior": round(float(prior[codes.index(best)]), 4) if best is not None else None,
-        "value_after_win": value_after.get(best) if best is not None else None,
+        "value_after_win": _mover_value(evaluator, pos.play(best)) if best is not None else None,
         "chosen": pos.ptn(chosen),
-        "value_after_chosen": value_after[chosen],
+        "value_after_chosen": _mover_value(evaluator, after),
         "chosen_keeps_forced_road": bool(keeps),
     }
 

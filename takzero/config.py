@@ -138,7 +138,7 @@ class SelfPlayConfig:
     use_latest: bool = False  # play with the latest trained weights instead of the promoted ones
     threads: int = 1  # torch threads per worker
     proven_value_targets: bool = False  # a proven position's exact value is its value target
-    tinue_nodes: int = 0  # with proven_value_targets: prover nodes per recorded position (0: none)
+    tinue_nodes: int = 0  # with proven_value_targets or tinue_policy_targets: prover nodes per recorded position (0: none)
     tinue_policy_targets: bool = False  # a forced road the prover finds is the policy target too
     backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime) or auto
 
