@@ -189,6 +189,10 @@ class ReplayConfig:
     reanalyse_fraction: float = 0.0
     reanalyse_value_weight: float = 0.0  # w: value target (1 - w) z + w v (v: reanalysed root value)
     reanalyse_batch: int = 64  # positions searched together (one batched network call per step)
+    # gamma in (0, 1]: a decisive outcome's value target is z * gamma ** (plies to the game's end),
+    # so the network and the search prefer the shorter win and the longer loss (1 = off, the
+    # AlphaZero target); replay.discount_value
+    value_discount: float = 1.0
 
     def __post_init__(self) -> None:
         self.check()
@@ -211,6 +215,8 @@ class ReplayConfig:
         _check(_finite(r.reanalyse_value_weight) and 0 <= r.reanalyse_value_weight <= 1,
                "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)  # fmt: skip
         _check(r.reanalyse_batch >= 1, "replay.reanalyse_batch", "must be >= 1", r.reanalyse_batch)
+        _check(_finite(r.value_discount) and 0 < r.value_discount <= 1, "replay.value_discount",
+               "must be in (0, 1] (1 = off)", r.value_discount)  # fmt: skip
 
 
 @dataclass

@@ -12,6 +12,7 @@ from takzero.pipeline.replay import (
     ReplayBuffer,
     board_record_len,
     dense_policy,
+    discount_value,
     pack_states,
     sparse_policy,
     unpack_states,
@@ -146,3 +147,59 @@ def test_shards_reload_and_skip_corrupt(tmp_path) -> None:
     assert 20 not in set(fresh.data.game_id.tolist())
     assert fresh.next_shard == 5
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_discount_value_prefers_the_shorter_win() -> None:
+    z = np.array([1, 1, -1, 0, 1, 1], np.int8)
+    ply = np.array([10, 16, 10, 10, 10, 12], np.int16)
+    end = np.array([13, 17, 13, 13, -1, 11], np.int16)  # -1: end unknown; 11 < 12: inconsistent
+    out = discount_value(z, ply, end, 0.9)
+    assert out.dtype == np.float32
+    assert out == pytest.approx([0.9**3, 0.9, -(0.9**3), 0.0, 1.0, 1.0])
+    assert out[1] > out[0] > 0 > out[2]  # the win 1 ply away beats the win 3 away; a loss is put off
+    assert np.array_equal(discount_value(z, ply, end, 1.0), z.astype(np.float32))
+
+
+def _game_records(size: int, n: int, end_ply: int | None, game: int = 0) -> Records:
+    """``n`` records of one game won by the movers at plies 0..n-1 (``end_ply`` None: unknown)."""
+    recs = _records(size, n)
+    recs.game_id[:] = game
+    recs.ply = np.arange(n, dtype=np.int16)
+    if end_ply is not None:
+        recs.end_ply = np.full(n, end_ply, np.int16)
+    return recs
+
+
+def test_sampled_value_targets_are_discounted_by_plies_to_the_end(tmp_path) -> None:
+    rcfg = ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0, value_discount=0.95)
+    buf = ReplayBuffer(rcfg, 3)
+    buf.add(_game_records(3, 20, end_ply=25))
+    batch = buf.sample(200)
+    assert batch is not None
+    assert batch.value == pytest.approx(0.95 ** (25 - batch.ply.astype(np.float64)))
+    assert len(set(batch.value.tolist())) > 5  # many distances, many targets
+    # value_discount = 1 (the default): the outcome as it was recorded
+    plain = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0), 3)
+    plain.add(_game_records(3, 20, end_ply=25))
+    assert set(plain.sample(50).value.tolist()) == {1}
+
+
+def test_end_ply_survives_shards_and_old_shards_load_undiscounted(tmp_path) -> None:
+    rcfg = ReplayConfig(top_k=4, shard_positions=10, min_positions=1, samples_per_position=100.0,
+                        value_discount=0.9)  # fmt: skip
+    buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
+    buf.add(_game_records(3, 10, end_ply=12, game=1))
+    state = buf.state_dict()
+    fresh = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
+    assert fresh.load(state) == 10
+    assert fresh.data.end_ply.tolist() == [12] * 10
+    # A shard written before end_ply existed: the field is missing, so the end is unknown.
+    shard = next(tmp_path.glob("shard_*.npz"))
+    with np.load(shard) as z:
+        arrays = {k: z[k] for k in z.files if k != "end_ply"}
+    with open(shard, "wb") as f:
+        np.savez(f, **arrays)
+    old = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
+    assert old.load(state) == 10
+    assert old.data.end_ply.tolist() == [-1] * 10
+    assert set(old.sample(30).value.tolist()) == {1.0}

@@ -117,6 +117,9 @@ def test_selfplay_value_targets_have_the_right_sign() -> None:
             if (values == 0).all():
                 results["draw"] += 1
                 continue
+            # Every record of a game knows the ply the game ended at, after its last recorded ply.
+            ends = set(recs.end_ply[rows].tolist())
+            assert len(ends) == 1 and min(ends) > recs.ply[rows].max()
             # Exactly one colour gets +1 everywhere, the other -1 everywhere.
             white = set(values[movers == 0].tolist())
             black = set(values[movers == 1].tolist())

@@ -380,6 +380,7 @@ class SelfPlayWorker:
             generation=np.full(n, self.generation, np.int32),
             ply=np.array(slot.plies, np.int16),
             ownership=own,
+            end_ply=np.full(n, final[core.I_PLY], np.int16),
             own_valid=own_valid,
             opp_index=opp_idx,
             opp_prob=opp_prob,
