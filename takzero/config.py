@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,7 +190,7 @@ class ReplayConfig:
     reanalyse_fraction: float = 0.0
     reanalyse_value_weight: float = 0.0  # w: value target (1 - w) z + w v (v: reanalysed root value)
     reanalyse_batch: int = 64  # positions searched together (one batched network call per step)
-    # gamma in (0, 1]: a decisive outcome's value target is z * gamma ** (plies to the game's end),
+    # gamma in [0.5, 1]: a decisive outcome's value target is z * gamma ** (plies to the game's end),
     # so the network and the search prefer the shorter win and the longer loss (1 = off, the
     # AlphaZero target); replay.discount_value
     value_discount: float = 1.0
@@ -215,8 +216,9 @@ class ReplayConfig:
         _check(_finite(r.reanalyse_value_weight) and 0 <= r.reanalyse_value_weight <= 1,
                "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)  # fmt: skip
         _check(r.reanalyse_batch >= 1, "replay.reanalyse_batch", "must be >= 1", r.reanalyse_batch)
-        _check(_finite(r.value_discount) and 0 < r.value_discount <= 1, "replay.value_discount",
-               "must be in (0, 1] (1 = off)", r.value_discount)  # fmt: skip
+        _check(_finite(r.value_discount) and 0.5 <= r.value_discount <= 1, "replay.value_discount",
+               "must be in [0.5, 1] (1 = off; at 0.5 a win 10 plies away is already worth 0.001)",
+               r.value_discount)  # fmt: skip
 
 
 @dataclass
@@ -551,7 +553,15 @@ def check_run_folder(checkpoint_root: str, run_name: str) -> None:
 
 
 def _finite(x: float) -> bool:
-    return isinstance(x, int | float) and math.isfinite(x)
+    """A finite real number: Python or numpy ints and floats (``numbers.Real``), not booleans
+    (``True`` is an int to Python, never a number in a config), not NaN, not infinite (an int too
+    large for a float is not finite either)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _check(cond: bool, key: str, msg: str, value: object) -> None:

@@ -41,6 +41,7 @@ BAD = [
     (ReplayConfig, "replay", "window_beta", -0.5),
     (ReplayConfig, "replay", "samples_per_position", 0.0),
     (ReplayConfig, "replay", "value_discount", 0.0),
+    (ReplayConfig, "replay", "value_discount", 1e-30),  # would zero every value target
     (ReplayConfig, "replay", "value_discount", 1.5),
     (ReplayConfig, "replay", "value_discount", float("nan")),
     (TrainSection, "train", "lr", 0.0),
@@ -90,3 +91,14 @@ def test_the_buffer_reads_its_section() -> None:
     cfg.window_max = 50
     assert buf.window() == 50
     assert buf.data.policy_index.shape == (0, 4) and buf.data.policy_index.dtype == np.int32
+
+
+@pytest.mark.parametrize("value", [True, 10**400, "0.5", None])
+def test_a_float_key_takes_only_finite_numbers(value: object) -> None:
+    """Booleans are ints to Python and an int too large for a float overflows: neither is a
+    number a float key takes; numpy scalars are."""
+    with pytest.raises(ConfigError, match=r"^replay\.samples_per_position: "):
+        ReplayConfig(samples_per_position=value)
+    import numpy as np
+
+    assert ReplayConfig(samples_per_position=np.float32(2.0), value_discount=np.float64(0.98)).value_discount == 0.98

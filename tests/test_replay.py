@@ -203,3 +203,39 @@ def test_end_ply_survives_shards_and_old_shards_load_undiscounted(tmp_path) -> N
     assert old.load(state) == 10
     assert old.data.end_ply.tolist() == [-1] * 10
     assert set(old.sample(30).value.tolist()) == {1.0}
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [
+        ("end_ply", np.full(7, 12, np.int16)),  # too few rows
+        ("end_ply", np.full(13, 12, np.int16)),  # too many rows: would shift every later record
+        ("end_ply", np.full((10, 1), 12, np.int16)),  # a column, not a row per record
+        ("end_ply", np.array(12, np.int16)),  # 0-d
+        ("end_ply", np.array(["12"] * 10)),  # not a number
+        ("search_value", np.zeros(3, np.float16)),
+        ("value", np.ones(4, np.int8)),
+        ("policy_index", np.zeros((10, 5), np.int32)),  # another replay.top_k
+        ("board", np.zeros((10, 3), np.uint8)),  # another board size
+    ],
+)
+def test_a_shard_with_inconsistent_fields_is_skipped_naming_the_field(tmp_path, caplog, field, bad) -> None:
+    rcfg = ReplayConfig(top_k=4, shard_positions=10, min_positions=1, samples_per_position=100.0,
+                        value_discount=0.9)  # fmt: skip
+    buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
+    buf.add(_game_records(3, 10, end_ply=12, game=0))
+    buf.add(_game_records(3, 10, end_ply=15, game=1))
+    good, bad_shard = sorted(tmp_path.glob("shard_*.npz"))
+    with np.load(bad_shard) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays[field] = bad
+    with open(bad_shard, "wb") as f:
+        np.savez(f, **arrays)
+    fresh = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
+    with caplog.at_level("WARNING"):
+        assert fresh.load(buf.state_dict()) == 10  # the good shard only
+    assert any(bad_shard.name in r.getMessage() and repr(field) in r.getMessage() for r in caplog.records)
+    batch = fresh.sample(32)
+    assert batch.value.shape == (32,) and set(batch.game_id.tolist()) == {0}
+    assert batch.value == pytest.approx(0.9 ** (12 - batch.ply.astype(np.float64)))
+    assert fresh.add(_game_records(3, 5, end_ply=9, game=2))  # the buffer is still usable

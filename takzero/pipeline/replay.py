@@ -214,7 +214,22 @@ class Records:
         ownership and opponent-policy fields existed load with ownership invalid and no opponent
         target; the opponent-policy width is set to ``opponent_top_k`` (``with_opponent_width``).
 
-        Raises KeyError if one of the original fields is missing."""
+        Raises KeyError if one of the original fields is missing, ValueError if a field is not
+        numeric, has the wrong number of dimensions or not one row per record (the first
+        message names the field)."""
+        n = None
+        for f in cls.FIELDS:
+            if f not in arrays:
+                continue
+            a = np.asarray(arrays[f])
+            if a.dtype.kind not in "biuf":
+                raise ValueError(f"replay field {f!r}: dtype {a.dtype} is not numeric")
+            if a.ndim != _FIELD_NDIM[f]:
+                raise ValueError(f"replay field {f!r}: {a.ndim} dimensions, expected {_FIELD_NDIM[f]}")
+            if n is None:
+                n = a.shape[0]
+            elif a.shape[0] != n:
+                raise ValueError(f"replay field {f!r}: {a.shape[0]} rows, expected {n} (one per record)")
         extra = {f: arrays[f] for f in cls.FIELDS[8:12] if f in arrays}
         if len(extra) < 4:  # written before these fields (or a partial write): fill them in
             extra = {}
@@ -250,6 +265,12 @@ class Records:
     def nbytes_per_position(self) -> float:
         n = max(len(self), 1)
         return sum(getattr(self, f).nbytes for f in self.FIELDS) / n
+
+
+#: dimensions of each record field's array (1: one value per record, 2: a row per record)
+_FIELD_NDIM = {"board": 2, "policy_index": 2, "policy_prob": 2, "value": 1, "flat_diff": 1, "game_id": 1,
+               "generation": 1, "ply": 1, "ownership": 2, "own_valid": 1, "opp_index": 2, "opp_prob": 2,
+               "search_value": 1, "end_ply": 1}  # fmt: skip
 
 
 def sparse_policy(dense: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -631,6 +652,17 @@ class ReplayBuffer:
             "reanalyse": {**self.reanalyse_counters(), "rng": self.reanalyse_rng.bit_generator.state},
         }
 
+    def _check_widths(self, recs: Records) -> None:
+        """Raise ValueError when loaded records do not fit this buffer: a packed board of another
+        board size, policy rows of another ``replay.top_k`` or ownership of another size."""
+        want = {"board": board_record_len(self.size), "policy_index": self.cfg.top_k,
+                "policy_prob": self.cfg.top_k, "ownership": self.size * self.size}  # fmt: skip
+        for f, w in want.items():
+            have = getattr(recs, f).shape[1]
+            if have != w:
+                raise ValueError(f"replay field {f!r}: rows of {have}, this run's are {w} (board.size "
+                                 f"{self.size}, replay.top_k {self.cfg.top_k})")  # fmt: skip
+
     def load(self, state: dict | None = None) -> int:
         """Reload records from the shards (newest first, up to ``window_max``) and counters from
         ``state`` (a checkpoint's :meth:`state_dict`) or, where newer, from the shards: shards
@@ -665,6 +697,7 @@ class ReplayBuffer:
                     recs = None
                     if count < self.cfg.window_max:
                         recs = Records.from_arrays({f: z[f] for f in z.files}, self.opponent_top_k)
+                        self._check_widths(recs)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
                 log.warning("replay shard %s is corrupt or truncated, skipped: %s", path, e)
                 continue
