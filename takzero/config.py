@@ -194,6 +194,9 @@ class ReplayConfig:
     # so the network and the search prefer the shorter win and the longer loss (1 = off, the
     # AlphaZero target); replay.discount_value
     value_discount: float = 1.0
+    # f in [0, 1]: the discount factor never falls below f, so only the last plies of a game are
+    # discounted and a distant win keeps f * z (0 = no floor: the plain gamma ** plies)
+    value_discount_floor: float = 0.0
 
     def __post_init__(self) -> None:
         self.check()
@@ -219,6 +222,9 @@ class ReplayConfig:
         _check(_finite(r.value_discount) and 0.5 <= r.value_discount <= 1, "replay.value_discount",
                "must be in [0.5, 1] (1 = off; at 0.5 a win 10 plies away is already worth 0.001)",
                r.value_discount)  # fmt: skip
+        _check(_finite(r.value_discount_floor) and 0 <= r.value_discount_floor <= 1,
+               "replay.value_discount_floor", "must be in [0, 1] (0 = no floor)",
+               r.value_discount_floor)  # fmt: skip
 
 
 @dataclass

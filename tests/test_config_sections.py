@@ -44,6 +44,9 @@ BAD = [
     (ReplayConfig, "replay", "value_discount", 1e-30),  # would zero every value target
     (ReplayConfig, "replay", "value_discount", 1.5),
     (ReplayConfig, "replay", "value_discount", float("nan")),
+    (ReplayConfig, "replay", "value_discount_floor", -0.1),
+    (ReplayConfig, "replay", "value_discount_floor", 1.01),
+    (ReplayConfig, "replay", "value_discount_floor", float("inf")),
     (TrainSection, "train", "lr", 0.0),
     (TrainSection, "train", "optimizer", "rmsprop"),
     (EvaluatorConfig, "evaluator", "games", 3),

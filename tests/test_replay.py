@@ -160,6 +160,20 @@ def test_discount_value_prefers_the_shorter_win() -> None:
     assert np.array_equal(discount_value(z, ply, end, 1.0), z.astype(np.float32))
 
 
+def test_discount_floor_discounts_only_the_last_plies() -> None:
+    z = np.array([1, 1, 1, -1, 0, 1], np.int8)
+    ply = np.array([10, 10, 0, 0, 0, 5], np.int16)
+    end = np.array([11, 13, 60, 60, 60, -1], np.int16)
+    out = discount_value(z, ply, end, 0.9, floor=0.7)
+    # 0.9 ** 1 and 0.9 ** 3 are above the floor; 0.9 ** 60 is not: a distant win keeps 0.7
+    assert out == pytest.approx([0.9, 0.9**3, 0.7, -0.7, 0.0, 1.0])
+    assert out[0] > out[1] > out[2] > out[4] > out[3]  # still: nearer win first, a distant win above a draw
+    # the floor changes nothing where the plain discount stays above it
+    assert np.array_equal(discount_value(z[:2], ply[:2], end[:2], 0.9, floor=0.5), discount_value(z[:2], ply[:2], end[:2], 0.9))
+    # floor 1: no discount at all
+    assert discount_value(z, ply, end, 0.9, floor=1.0) == pytest.approx(z.astype(np.float32))
+
+
 def _game_records(size: int, n: int, end_ply: int | None, game: int = 0) -> Records:
     """``n`` records of one game won by the movers at plies 0..n-1 (``end_ply`` None: unknown)."""
     recs = _records(size, n)
@@ -179,6 +193,12 @@ def test_sampled_value_targets_are_discounted_by_plies_to_the_end(tmp_path) -> N
     assert batch.value == pytest.approx(0.95 ** (25 - batch.ply.astype(np.float64)))
     assert len(set(batch.value.tolist())) > 5  # many distances, many targets
     # value_discount = 1 (the default): the outcome as it was recorded
+    floored = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0, value_discount=0.95,
+                                        value_discount_floor=0.6), 3)  # fmt: skip
+    floored.add(_game_records(3, 20, end_ply=25))
+    batch = floored.sample(200)
+    assert batch.value == pytest.approx(np.maximum(0.95 ** (25 - batch.ply.astype(np.float64)), 0.6))
+    assert (batch.value == np.float32(0.6)).any() and (batch.value > 0.6).any()
     plain = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0), 3)
     plain.add(_game_records(3, 20, end_ply=25))
     assert set(plain.sample(50).value.tolist()) == {1}

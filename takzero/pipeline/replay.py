@@ -322,12 +322,17 @@ def dense_policy(index: np.ndarray, prob: np.ndarray, num_actions: int) -> np.nd
     return out
 
 
-def discount_value(outcome: np.ndarray, ply: np.ndarray, end_ply: np.ndarray, gamma: float) -> np.ndarray:
-    """Value targets discounted by the plies to the game's end: ``z * gamma ** (end_ply - ply)``
-    (``replay.value_discount``), so a win in 3 plies is worth more than a win in 9 and a loss is
-    put off. ``outcome`` (B,) values z from the mover's view, ``ply`` / ``end_ply`` (B,) int16 (the
-    record's ply and its game's final ply, plies); a record whose end is unknown (``end_ply`` < 0)
-    keeps z. ``gamma`` in (0, 1]; 1 returns z. (B,) float32.
+def discount_value(
+    outcome: np.ndarray, ply: np.ndarray, end_ply: np.ndarray, gamma: float, floor: float = 0.0
+) -> np.ndarray:
+    """Value targets discounted by the plies to the game's end:
+    ``z * max(gamma ** (end_ply - ply), floor)`` (``replay.value_discount``,
+    ``replay.value_discount_floor``), so a win in 3 plies is worth more than a win in 9 and a loss
+    is put off; with a floor f > 0 only the last plies are discounted and a distant decisive result
+    keeps f * z, so the value still tells a distant win from a draw. ``outcome`` (B,) values z from
+    the mover's view, ``ply`` / ``end_ply`` (B,) int16 (the record's ply and its game's final ply,
+    plies); a record whose end is unknown (``end_ply`` < 0) keeps z. ``gamma`` in (0, 1]; 1
+    returns z. ``floor`` in [0, 1]. (B,) float32.
 
     (A per-ply discount of the outcome, as the discounted returns of RL, Sutton and Barto 2018,
     ch. 3; Leela Chess Zero gets the same preference from a separate moves-left head.)"""
@@ -336,7 +341,7 @@ def discount_value(outcome: np.ndarray, ply: np.ndarray, end_ply: np.ndarray, ga
         return z
     plies = end_ply.astype(np.int64) - ply.astype(np.int64)
     known = (end_ply >= 0) & (plies >= 0)
-    factor = np.power(np.float64(gamma), np.where(known, plies, 0)).astype(np.float32)
+    factor = np.maximum(np.power(np.float64(gamma), np.where(known, plies, 0)), floor)  # unknown: 1
     return (z * factor).astype(np.float32)
 
 
@@ -515,7 +520,8 @@ class ReplayBuffer:
         self.last_sample_age = float(np.mean(len(self.data) - idx))
         out = self.data.take(idx)
         if self.cfg.value_discount < 1.0:
-            out.value = discount_value(out.value, out.ply, out.end_ply, self.cfg.value_discount)
+            out.value = discount_value(out.value, out.ply, out.end_ply, self.cfg.value_discount,
+                                       self.cfg.value_discount_floor)  # fmt: skip
         if self.cfg.reanalyse_value_weight > 0:
             out.value = blend_value(out.value, out.search_value, self.cfg.reanalyse_value_weight)
         return out
