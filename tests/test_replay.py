@@ -192,13 +192,14 @@ def test_sampled_value_targets_are_discounted_by_plies_to_the_end(tmp_path) -> N
     assert batch is not None
     assert batch.value == pytest.approx(0.95 ** (25 - batch.ply.astype(np.float64)))
     assert len(set(batch.value.tolist())) > 5  # many distances, many targets
-    # value_discount = 1 (the default): the outcome as it was recorded
+    # with a floor: the factor never falls below it
     floored = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0, value_discount=0.95,
                                         value_discount_floor=0.6), 3)  # fmt: skip
     floored.add(_game_records(3, 20, end_ply=25))
     batch = floored.sample(200)
     assert batch.value == pytest.approx(np.maximum(0.95 ** (25 - batch.ply.astype(np.float64)), 0.6))
     assert (batch.value == np.float32(0.6)).any() and (batch.value > 0.6).any()
+    # value_discount = 1 (the default): the outcome as it was recorded
     plain = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0), 3)
     plain.add(_game_records(3, 20, end_ply=25))
     assert set(plain.sample(50).value.tolist()) == {1}
