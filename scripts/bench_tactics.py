@@ -1,7 +1,8 @@
 """Tactics benchmark: solve rate and speed per kind and board size, one JSON object per line.
 
     python scripts/bench_tactics.py [--solvers prover uct net200 net800] [--seconds 1]
-                                    [--uct-simulations 10000] [--model PATH] [--tinue-nodes N]
+                                    [--uct-simulations 10000] [--model PATH] [--gumbel M]
+                                    [--tinue-nodes N]
                                     [--files A.json B.json ...] [--kinds K ...] [--sizes N ...]
                                     [--limit N]
     python scripts/bench_tactics.py --root-cost [--root-positions 150] [--tinue-nodes N]
@@ -30,6 +31,8 @@ play):
 * ``net200``, ``net800`` -- :class:`takzero.players.network.NetworkPlayer` of ``--model``
   (default the shipped ``checkpoints/pretrained/5x5.pt``) at 200 / 800 simulations; only on
   positions of the model's board size, the others are reported as ``skipped`` (not unsolved).
+  ``--gumbel M`` (M >= 1) searches them with the Gumbel root over M moves instead of PUCT (the
+  evaluation copy of the search: no noise; the line's ``gumbel_m``; 0, the default: PUCT).
 
   Each player runs with its root tinuë checks (:mod:`takzero.players.tactics`) at
   ``--tinue-nodes`` prover nodes (default the players' default; 0: the checks off). A player is
@@ -198,8 +201,12 @@ def build_solver(name: str, args: argparse.Namespace) -> Callable[[dict, Positio
         from takzero.players.network import NetworkPlayer
 
         set_torch_threads(1)
+        from takzero.search import SearchConfig
+
+        config = SearchConfig(gumbel=True, gumbel_m=args.gumbel) if args.gumbel else None
         player = NetworkPlayer.load(
-            str(args.model), simulations=int(name[3:]), device="cpu", tinue_nodes=args.tinue_nodes
+            str(args.model), simulations=int(name[3:]), device="cpu", tinue_nodes=args.tinue_nodes,
+            config=config,
         )
         return player_solver(player, size=player.model_size)
     raise ValueError(f"unknown solver {name!r}")
@@ -435,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=1.0, help="prover time budget per position")
     p.add_argument("--uct-simulations", type=int, default=10000, help="UCT simulations per move")
     p.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="network of net200/net800")
+    p.add_argument("--gumbel", type=int, default=0, metavar="M",
+                   help="net200/net800 search with the Gumbel root over M moves (0, default: PUCT)")
     p.add_argument(
         "--tinue-nodes",
         type=int,
@@ -453,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--seconds must be > 0")
     if args.uct_simulations < 1:
         p.error("--uct-simulations must be >= 1")
+    if args.gumbel < 0:
+        p.error("--gumbel must be >= 0 (0: the PUCT root)")
     try:
         check_tinue_nodes(args.tinue_nodes)
     except ValueError as e:
@@ -496,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         if name != "prover":
             extra["tinue_nodes"] = args.tinue_nodes
             extra["simulations"] = args.uct_simulations if name == "uct" else int(name[3:])
+            if name != "uct":
+                extra["gumbel_m"] = args.gumbel
         for line in run(entries, name, args.seconds, fn, progress=args.progress, **extra):
             print(json.dumps(line), flush=True)
     return 0

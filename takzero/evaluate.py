@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--pairs", type=int, default=50, help="openings, each played with both colours")
     p.add_argument("--simulations", type=int, default=200, help="network simulations per move")
+    p.add_argument(
+        "--gumbel", type=int, default=0, metavar="M",
+        help="the model searches with the Gumbel root (Sequential Halving over its M moves of highest "
+             "prior, no noise) instead of PUCT; 0 (default): PUCT. Model baselines keep PUCT",
+    )  # fmt: skip
     p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
     p.add_argument("--komi", type=float, help="komi in points (default: the model's)")
     p.add_argument("--seed", type=int, default=0)
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         help="prover nodes of the model's tinue checks at its root (0: off)",
     )  # fmt: skip
     args = p.parse_args(argv)
+    if args.gumbel < 0:
+        p.error(f"--gumbel must be >= 0 (0: the PUCT root), got {args.gumbel}")
     if not 0 <= args.threads <= MAX_THREADS:
         p.error(f"--threads must be in 0..{MAX_THREADS}, got {args.threads}")
     if not Path(args.model).exists():
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
             links=args.links, backend=args.backend, make_baseline=make_baseline,  # tei: engines too
+            gumbel_m=args.gumbel,
         )
     except ModelFileError as e:  # not a usage error: one line, no usage text
         p.exit(2, f"{p.prog}: error: {e}\n")

@@ -311,3 +311,30 @@ def test_onnx_backend_errors_name_the_network_and_threads_follow_torch(
     finally:
         torch.set_num_threads(before)
     assert seen == [2, 2]
+
+
+def test_gumbel_root_for_the_model_only(tiny_model: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``gumbel_m`` >= 1 (``--gumbel M``) searches the model with the Gumbel root over M moves; the
+    baselines keep theirs, the summary says which root the model used, and bad values are refused."""
+    import takzero.matches.evaluation as evaluation
+
+    seen = []
+    real = evaluation.play_match
+
+    def spy(side, player, *args, **kwargs):
+        seen.append((side.config.gumbel, side.config.gumbel_m, side.config.root_noise))
+        return real(side, player, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "play_match", spy)
+    (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20,
+                          say=lambda line: None, gumbel_m=4)
+    assert seen == [(True, 4, False)] and r["gumbel_m"] == 4 and r["games"] == 2
+    (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, say=lambda line: None)
+    assert seen[-1][0] is False and r["gumbel_m"] == 0  # the default: PUCT
+    for bad in (-1, 1.5, "4"):
+        with pytest.raises(ValueError, match="gumbel_m must be an integer >= 0"):
+            evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, gumbel_m=bad)
+    with pytest.raises(SystemExit) as exc:
+        main([str(tiny_model), "--gumbel", "-2"])
+    assert exc.value.code == 2 and "--gumbel must be >= 0" in capsys.readouterr().err
+    assert len(seen) == 2  # nothing played for a refused value

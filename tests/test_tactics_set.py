@@ -237,3 +237,40 @@ def test_malformed_tactics_files_are_refused_naming_file_and_entry(tmp_path, tex
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         load_entries([path])
+
+
+def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``--gumbel M``: the network players search with the Gumbel root over M moves (their JSON
+    lines say so); without it, with PUCT; a negative M is refused."""
+    import json
+
+    from takzero.nn.model import checkpoint_dict
+    from takzero.players.network import NetworkPlayer
+
+    spec = importlib.util.spec_from_file_location("bench_tactics", ROOT / "scripts" / "bench_tactics.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    torch.manual_seed(0)
+    model = tmp_path / "tiny4.pt"
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1))), model)
+    configs = []
+    real = NetworkPlayer.load.__func__
+
+    def spy(cls, source, *args, **kwargs):
+        player = real(cls, source, *args, **kwargs)
+        configs.append(player.config)
+        return player
+
+    monkeypatch.setattr(NetworkPlayer, "load", classmethod(spy))
+    common = ["--solvers", "net200", "--model", str(model), "--sizes", "4", "--limit", "1",
+              "--kinds", "win_in_1", "--tinue-nodes", "0", "--files", str(TACTICS_FILE)]  # fmt: skip
+    for gumbel, expected in ((["--gumbel", "8"], (True, 8)), ([], (False, 0))):
+        assert bench.main(common + gumbel) == 0
+        assert (configs[-1].gumbel, configs[-1].gumbel_m if configs[-1].gumbel else 0) == expected
+        lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        tactics = [x for x in lines if x.get("solver") == "net200"]
+        assert tactics and all(x["gumbel_m"] == expected[1] for x in tactics)
+    with pytest.raises(SystemExit):
+        bench.main(common + ["--gumbel", "-1"])
+    assert "--gumbel must be >= 0" in capsys.readouterr().err

@@ -28,7 +28,7 @@ from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
-from takzero.players.base import BasePlayer, PlayerFailed, close_player
+from takzero.players.base import BasePlayer, PlayerFailed, close_player, is_integer
 from takzero.players.network import play_evaluator
 from takzero.players.registry import ModelFileError, make_player, spec_label
 from takzero.players.tactics import check_tinue_nodes
@@ -61,14 +61,18 @@ def evaluate_model(
     links: bool = False,
     backend: str = "auto",
     make_baseline: Callable[..., BasePlayer] = make_player,
+    gumbel_m: int = 0,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
-    move (no noise, most visited move) against each baseline spec (``takzero.players.registry``:
+    move (no noise, most visited move; with ``gumbel_m`` >= 1 the Gumbel root of
+    ``takzero.search.gumbel`` instead, Sequential Halving over the ``gumbel_m`` moves of highest
+    prior, no Gumbel noise, the halving's winner played) against each baseline spec (``takzero.players.registry``:
     ``random``, ``greedy``, ``uct[:N]``, ``model:PATH[:N]``) on ``pairs`` random openings of
     ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
     Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
-    'seconds', 'baseline_simulations' for a network baseline (its own ``:N``, default 400),
+    'seconds', 'gumbel_m' (the model's root rule, 0: PUCT), 'baseline_simulations' for a network
+    baseline (its own ``:N``, default 400, always the PUCT root),
     the score's 95% score-test interval on the game pairs
     ('score_lower'/'score_upper', :func:`takzero.matches.stats.elo_pentanomial`), the Wilson interval
     ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
@@ -103,7 +107,7 @@ def evaluate_model(
     :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
     spec, a baseline network of another board size than the model's (it cannot play the
     model's games), pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of
-    0.5; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
+    0.5, gumbel_m < 0; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
     (unreadable, not a model, or not weights-only)."""
     if not 1 <= pairs <= MAX_PAIRS:
         raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
@@ -113,6 +117,8 @@ def evaluate_model(
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
+    if not is_integer(gumbel_m) or gumbel_m < 0:
+        raise ValueError(f"gumbel_m must be an integer >= 0 (0: the PUCT root), got {gumbel_m!r}")
     if backend not in (*EVAL_BACKENDS, "auto"):
         raise ValueError(f"backend must be one of auto, {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
@@ -142,7 +148,8 @@ def evaluate_model(
     half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
-        simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes)
+        simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes),
+        gumbel=gumbel_m > 0, gumbel_m=max(1, int(gumbel_m)),
     ).evaluation()
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
@@ -179,7 +186,8 @@ def evaluate_model(
             if partial.num_games:
                 summary = _summary(spec, partial, t0)
                 summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
-                               seed=seed, tinue_nodes=search.tinue_nodes, backend=backend, interrupted=True)
+                               seed=seed, tinue_nodes=search.tinue_nodes, backend=backend,
+                               gumbel_m=int(gumbel_m), interrupted=True)  # fmt: skip
                 say(json.dumps(_finite_or_none(summary)))
                 if ptn_files:
                     atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
@@ -192,7 +200,7 @@ def evaluate_model(
         summary = _summary(spec, match, t0)
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
-            tinue_nodes=search.tinue_nodes, backend=backend,
+            tinue_nodes=search.tinue_nodes, backend=backend, gumbel_m=int(gumbel_m),
         )  # fmt: skip
         if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
             summary["baseline_simulations"] = player.simulations
