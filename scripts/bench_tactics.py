@@ -2,7 +2,7 @@
 
     python scripts/bench_tactics.py [--solvers prover uct net200 net800] [--seconds 1]
                                     [--uct-simulations 10000] [--model PATH] [--gumbel M]
-                                    [--tinue-nodes N]
+                                    [--select-q F] [--tinue-nodes N]
                                     [--files A.json B.json ...] [--kinds K ...] [--sizes N ...]
                                     [--limit N]
     python scripts/bench_tactics.py --root-cost [--root-positions 150] [--tinue-nodes N]
@@ -33,6 +33,9 @@ play):
   positions of the model's board size, the others are reported as ``skipped`` (not unsolved).
   ``--gumbel M`` (M >= 1) searches them with the Gumbel root over M moves instead of PUCT (the
   evaluation copy of the search: no noise; the line's ``gumbel_m``; 0, the default: PUCT).
+  ``--select-q F``: after a PUCT search the move of highest Q among those with at least F of the
+  most visits (default the players' ``DEFAULT_SELECT_Q_FRACTION``; 0: the most visited move; the
+  line's ``select_q_fraction``).
 
   Each player runs with its root tinuë checks (:mod:`takzero.players.tactics`) at
   ``--tinue-nodes`` prover nodes (default the players' default; 0: the checks off). A player is
@@ -83,6 +86,7 @@ from pathlib import Path
 from takzero.game import tinue
 from takzero.game.position import Position
 from takzero.matches.tactics_set import TACTICS_FILE, WIN_KINDS, load_entries, solves
+from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILES = (ROOT / "tests" / "data" / "tactics.json", TACTICS_FILE)
@@ -203,7 +207,9 @@ def build_solver(name: str, args: argparse.Namespace) -> Callable[[dict, Positio
         set_torch_threads(1)
         from takzero.search import SearchConfig
 
-        config = SearchConfig(gumbel=True, gumbel_m=args.gumbel) if args.gumbel else None
+        config = SearchConfig(gumbel=True, gumbel_m=args.gumbel) if args.gumbel else SearchConfig(
+            select_q_fraction=args.select_q
+        )
         player = NetworkPlayer.load(
             str(args.model), simulations=int(name[3:]), device="cpu", tinue_nodes=args.tinue_nodes,
             config=config,
@@ -442,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=1.0, help="prover time budget per position")
     p.add_argument("--uct-simulations", type=int, default=10000, help="UCT simulations per move")
     p.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="network of net200/net800")
+    p.add_argument("--select-q", type=float, default=DEFAULT_SELECT_Q_FRACTION, metavar="F",
+                   help="net200/net800 with PUCT play the best-Q move among those with at least F of "
+                        f"the most visits (default {DEFAULT_SELECT_Q_FRACTION:g}, the players'; 0: the most visited)")
     p.add_argument("--gumbel", type=int, default=0, metavar="M",
                    help="net200/net800 search with the Gumbel root over M moves (0, default: PUCT)")
     p.add_argument(
@@ -464,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--uct-simulations must be >= 1")
     if args.gumbel < 0:
         p.error("--gumbel must be >= 0 (0: the PUCT root)")
+    if not 0.0 <= args.select_q <= 1.0:
+        p.error("--select-q must be in [0, 1] (0: the most visited move)")
     try:
         check_tinue_nodes(args.tinue_nodes)
     except ValueError as e:
@@ -509,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
             extra["simulations"] = args.uct_simulations if name == "uct" else int(name[3:])
             if name != "uct":
                 extra["gumbel_m"] = args.gumbel
+                extra["select_q_fraction"] = 0.0 if args.gumbel else args.select_q
         for line in run(entries, name, args.seconds, fn, progress=args.progress, **extra):
             print(json.dumps(line), flush=True)
     return 0

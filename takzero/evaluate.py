@@ -24,6 +24,7 @@ from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import check_writable_folder
 from takzero.matches.evaluation import MAX_THREADS, evaluate_model
 from takzero.nn.inference import EVAL_BACKENDS
+from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 from takzero.players.registry import ModelFileError, help_text, spec_syntax
 from takzero.protocols.tei.player import make_baseline
 
@@ -50,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the model searches with the Gumbel root (Sequential Halving over its M moves of highest "
              "prior, no noise) instead of PUCT; 0 (default): PUCT. Model baselines keep PUCT",
     )  # fmt: skip
+    p.add_argument(
+        "--select-q", type=float, default=DEFAULT_SELECT_Q_FRACTION, metavar="F",
+        help="after a PUCT search the model plays the move of highest Q among those with at least F "
+             f"of the most visits (default {DEFAULT_SELECT_Q_FRACTION:g}, the players' rule; 0: the most "
+             "visited move). Model baselines keep the players' default",
+    )  # fmt: skip
     p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
     p.add_argument("--komi", type=float, help="komi in points (default: the model's)")
     p.add_argument("--seed", type=int, default=0)
@@ -69,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         help="prover nodes of the model's tinue checks at its root (0: off)",
     )  # fmt: skip
     args = p.parse_args(argv)
+    if not 0.0 <= args.select_q <= 1.0:
+        p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
     if args.gumbel < 0:
         p.error(f"--gumbel must be >= 0 (0: the PUCT root), got {args.gumbel}")
     if not 0 <= args.threads <= MAX_THREADS:
@@ -88,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
             links=args.links, backend=args.backend, make_baseline=make_baseline,  # tei: engines too
-            gumbel_m=args.gumbel,
+            gumbel_m=args.gumbel, select_q_fraction=args.select_q,
         )
     except ModelFileError as e:  # not a usage error: one line, no usage text
         p.exit(2, f"{p.prog}: error: {e}\n")

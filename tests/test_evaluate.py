@@ -12,6 +12,7 @@ import torch
 from takzero.evaluate import main
 from takzero.matches.evaluation import evaluate_model
 from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 
 
 @pytest.fixture
@@ -314,27 +315,37 @@ def test_onnx_backend_errors_name_the_network_and_threads_follow_torch(
 
 
 def test_gumbel_root_for_the_model_only(tiny_model: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """``gumbel_m`` >= 1 (``--gumbel M``) searches the model with the Gumbel root over M moves; the
-    baselines keep theirs, the summary says which root the model used, and bad values are refused."""
+    """``gumbel_m`` >= 1 (``--gumbel M``) searches the model with the Gumbel root over M moves, and
+    ``select_q_fraction`` (``--select-q F``, default the players') sets its PUCT move choice; the
+    summary says which the model used, and bad values are refused before any game."""
     import takzero.matches.evaluation as evaluation
 
     seen = []
     real = evaluation.play_match
 
     def spy(side, player, *args, **kwargs):
-        seen.append((side.config.gumbel, side.config.gumbel_m, side.config.root_noise))
+        seen.append((side.config.gumbel, side.config.gumbel_m, side.config.root_noise,
+                     side.config.select_q_fraction))  # fmt: skip
         return real(side, player, *args, **kwargs)
 
     monkeypatch.setattr(evaluation, "play_match", spy)
     (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20,
                           say=lambda line: None, gumbel_m=4)
-    assert seen == [(True, 4, False)] and r["gumbel_m"] == 4 and r["games"] == 2
+    assert seen[-1][:3] == (True, 4, False) and r["gumbel_m"] == 4 and r["games"] == 2
     (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, say=lambda line: None)
-    assert seen[-1][0] is False and r["gumbel_m"] == 0  # the default: PUCT
-    for bad in (-1, 1.5, "4"):
-        with pytest.raises(ValueError, match="gumbel_m must be an integer >= 0"):
-            evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, gumbel_m=bad)
-    with pytest.raises(SystemExit) as exc:
-        main([str(tiny_model), "--gumbel", "-2"])
-    assert exc.value.code == 2 and "--gumbel must be >= 0" in capsys.readouterr().err
-    assert len(seen) == 2  # nothing played for a refused value
+    assert seen[-1][0] is False and r["gumbel_m"] == 0  # the default: PUCT, with the players' move choice
+    assert seen[-1][3] == r["select_q_fraction"] == DEFAULT_SELECT_Q_FRACTION
+    (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20,
+                          say=lambda line: None, select_q_fraction=0.0)
+    assert seen[-1][3] == r["select_q_fraction"] == 0.0
+    for kwargs, message in (
+        *(({"gumbel_m": bad}, "gumbel_m must be an integer >= 0") for bad in (-1, 1.5, "4")),
+        *(({"select_q_fraction": bad}, "select_q_fraction must be in") for bad in (-0.1, 1.5, float("nan"), "0.1")),
+    ):
+        with pytest.raises(ValueError, match=message):
+            evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, **kwargs)
+    for argv, message in ((["--gumbel", "-2"], "--gumbel must be >= 0"), (["--select-q", "2"], "--select-q must be in")):
+        with pytest.raises(SystemExit) as exc:
+            main([str(tiny_model), *argv])
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+    assert len(seen) == 3  # nothing played for a refused value

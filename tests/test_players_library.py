@@ -70,3 +70,31 @@ def test_komi_mismatch_warns_once(trained: int | None, played: int, warns: bool)
     if warns:
         assert f"trained for komi {trained / 2:g}" in str(komi[0].message)
         assert f"with komi {played / 2:g}" in str(komi[0].message)
+
+
+def test_the_player_plays_the_best_q_of_the_well_visited_moves_unless_told() -> None:
+    """The network player's move choice after a PUCT search is ``DEFAULT_SELECT_Q_FRACTION``
+    (docs/results.md measures it); a config given keeps its own choice, and the played move is
+    the one the rule picks from the root's visits and Q."""
+    from takzero.search import HashEvaluator, SearchConfig
+
+    player = NetworkPlayer(HashEvaluator(4, seed=3), simulations=120, tinue_nodes=0)
+    assert player.config.select_q_fraction == network.DEFAULT_SELECT_Q_FRACTION > 0
+    most_visited = NetworkPlayer(HashEvaluator(4, seed=3), simulations=120, tinue_nodes=0,
+                                 config=SearchConfig(select_q_fraction=0.0))  # fmt: skip
+    assert most_visited.config.select_q_fraction == 0.0
+    differed = 0
+    for opening in (("a1", "d4"), ("a1", "d1"), ("b2", "c3"), ("a4", "d1"), ("c2", "a1")):
+        pos = Position.start(4).play(opening[0]).play(opening[1])
+        choices = []
+        for p in (player, most_visited):
+            p.reset(4, 0, seed=0)
+            choices.append(p.choose(pos).code)
+            mcts = p._search.mcts
+            moves, visits = mcts.root_visits(0)
+            q = np.nan_to_num(mcts.root_q(0).astype(np.float64), nan=-np.inf)
+            f = p.config.select_q_fraction
+            ok = visits >= f * visits.max() if f > 0 else visits == visits.max()
+            assert q[moves == choices[-1]][0] == q[ok].max()
+        differed += choices[0] != choices[1]
+    assert differed > 0  # the two choices part on some of these positions

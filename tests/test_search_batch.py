@@ -289,3 +289,41 @@ def test_pack_settings_holds_every_numeric_field():
     assert rec["gumbel_m"].dtype == np.int64 and rec["road_check"].dtype == np.bool_
     assert np.isnan(pack_settings(SearchConfig())[0]["fpu_value"])
     assert pack_settings(SearchConfig(fpu_value=-1.0))[0]["fpu_value"] == -1.0
+
+
+def _q_choice(moves: np.ndarray, visits: np.ndarray, q: np.ndarray, prior: np.ndarray, f: float) -> int:
+    """The rule of ``SearchConfig.select_q_fraction`` written out: the highest Q among the
+    children with at least f times the most visits; ties: more visits, then higher prior."""
+    ok = [i for i in range(len(moves)) if visits[i] >= f * visits.max()]
+    best = max(ok, key=lambda i: (-np.inf if np.isnan(q[i]) else q[i], visits[i], prior[i]))
+    return int(moves[best])
+
+
+def test_select_q_fraction_plays_the_best_q_of_the_well_visited_moves() -> None:
+    """f = 0 plays the most visited move; f > 0 the best Q among the children with at least f
+    times the most visits (the same tree searched once per f); f = 1 keeps the most visited."""
+    differed = 0
+    for seed in range(6):
+        pos = Position.start(4).play("a1").play("d4")
+        picks = {}
+        for f in (0.0, 0.05, 0.2, 1.0):
+            mcts = BatchedMCTS(1, 4, SearchConfig(simulations=150, root_noise=False, select_q_fraction=f), seed=4)
+            mcts.reset(0, pos.state)
+            mcts.run(HashEvaluator(4, seed=seed))
+            moves, visits = mcts.root_visits(0)
+            q = mcts.root_q(0).astype(np.float64)
+            prior_moves, prior, _ = mcts.root_priors(0)
+            assert np.array_equal(prior_moves, moves)
+            picks[f] = mcts.choose_move(0, temperature=0.0)
+            if f == 0.0 or f == 1.0:
+                top = np.flatnonzero(visits == visits.max())
+                if top.size == 1:
+                    assert picks[f] == int(moves[top[0]])
+            else:
+                assert picks[f] == _q_choice(moves, visits, q, prior, f)
+        differed += picks[0.05] != picks[0.0]
+    assert differed > 0  # the rule changes some choices on these trees
+    with pytest.raises(ValueError, match="select_q_fraction must be in"):
+        SearchConfig(select_q_fraction=1.5)
+    with pytest.raises(ValueError, match="select_q_fraction must be in"):
+        SearchConfig(select_q_fraction=-0.1)

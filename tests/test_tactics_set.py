@@ -240,12 +240,13 @@ def test_malformed_tactics_files_are_refused_naming_file_and_entry(tmp_path, tex
 
 
 def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, monkeypatch, capsys) -> None:
-    """``--gumbel M``: the network players search with the Gumbel root over M moves (their JSON
-    lines say so); without it, with PUCT; a negative M is refused."""
+    """``--gumbel M``: the network players search with the Gumbel root over M moves; without it,
+    with PUCT and the move choice of ``--select-q F`` (default the players'); the JSON lines say
+    which; bad values are refused."""
     import json
 
     from takzero.nn.model import checkpoint_dict
-    from takzero.players.network import NetworkPlayer
+    from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, NetworkPlayer
 
     spec = importlib.util.spec_from_file_location("bench_tactics", ROOT / "scripts" / "bench_tactics.py")
     assert spec is not None and spec.loader is not None
@@ -265,12 +266,19 @@ def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, 
     monkeypatch.setattr(NetworkPlayer, "load", classmethod(spy))
     common = ["--solvers", "net200", "--model", str(model), "--sizes", "4", "--limit", "1",
               "--kinds", "win_in_1", "--tinue-nodes", "0", "--files", str(TACTICS_FILE)]  # fmt: skip
-    for gumbel, expected in ((["--gumbel", "8"], (True, 8)), ([], (False, 0))):
-        assert bench.main(common + gumbel) == 0
-        assert (configs[-1].gumbel, configs[-1].gumbel_m if configs[-1].gumbel else 0) == expected
+    for extra, expected in (
+        (["--gumbel", "8"], (True, 8, 0.0)),
+        ([], (False, 0, DEFAULT_SELECT_Q_FRACTION)),
+        (["--select-q", "0"], (False, 0, 0.0)),
+        (["--select-q", "0.3"], (False, 0, 0.3)),
+    ):
+        assert bench.main(common + extra) == 0
+        c = configs[-1]
+        assert (c.gumbel, c.gumbel_m if c.gumbel else 0, 0.0 if c.gumbel else c.select_q_fraction) == expected
         lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
         tactics = [x for x in lines if x.get("solver") == "net200"]
-        assert tactics and all(x["gumbel_m"] == expected[1] for x in tactics)
-    with pytest.raises(SystemExit):
-        bench.main(common + ["--gumbel", "-1"])
-    assert "--gumbel must be >= 0" in capsys.readouterr().err
+        assert tactics and all((x["gumbel_m"], x["select_q_fraction"]) == expected[1:] for x in tactics)
+    for bad, message in ((["--gumbel", "-1"], "--gumbel must be >= 0"), (["--select-q", "1.5"], "--select-q must be in [0, 1]")):
+        with pytest.raises(SystemExit):
+            bench.main(common + bad)
+        assert message in capsys.readouterr().err

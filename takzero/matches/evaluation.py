@@ -29,7 +29,7 @@ from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
 from takzero.players.base import BasePlayer, PlayerFailed, close_player, is_integer
-from takzero.players.network import play_evaluator
+from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, play_evaluator
 from takzero.players.registry import ModelFileError, make_player, spec_label
 from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
@@ -62,17 +62,20 @@ def evaluate_model(
     backend: str = "auto",
     make_baseline: Callable[..., BasePlayer] = make_player,
     gumbel_m: int = 0,
+    select_q_fraction: float = DEFAULT_SELECT_Q_FRACTION,
 ) -> list[dict[str, Any]]:
     """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
-    move (no noise, most visited move; with ``gumbel_m`` >= 1 the Gumbel root of
+    move (no noise; the move of highest Q among those with at least ``select_q_fraction`` of the
+    most visits, the network players' rule, 0: the most visited move; with ``gumbel_m`` >= 1 the Gumbel root of
     ``takzero.search.gumbel`` instead, Sequential Halving over the ``gumbel_m`` moves of highest
     prior, no Gumbel noise, the halving's winner played) against each baseline spec (``takzero.players.registry``:
     ``random``, ``greedy``, ``uct[:N]``, ``model:PATH[:N]``) on ``pairs`` random openings of
     ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
     Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
-    'seconds', 'gumbel_m' (the model's root rule, 0: PUCT), 'baseline_simulations' for a network
-    baseline (its own ``:N``, default 400, always the PUCT root),
+    'seconds', 'gumbel_m' (the model's root rule, 0: PUCT), 'select_q_fraction',
+    'baseline_simulations' for a network baseline (its own ``:N``, default 400, always the
+    players' default search: PUCT, :data:`~takzero.players.network.DEFAULT_SELECT_Q_FRACTION`),
     the score's 95% score-test interval on the game pairs
     ('score_lower'/'score_upper', :func:`takzero.matches.stats.elo_pentanomial`), the Wilson interval
     ('score_wilson_lower'/'score_wilson_upper') and the same mapped to Elo
@@ -107,7 +110,7 @@ def evaluate_model(
     :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
     spec, a baseline network of another board size than the model's (it cannot play the
     model's games), pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of
-    0.5, gumbel_m < 0; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
+    0.5, gumbel_m < 0, select_q_fraction outside [0, 1]; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
     (unreadable, not a model, or not weights-only)."""
     if not 1 <= pairs <= MAX_PAIRS:
         raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
@@ -119,6 +122,10 @@ def evaluate_model(
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
     if not is_integer(gumbel_m) or gumbel_m < 0:
         raise ValueError(f"gumbel_m must be an integer >= 0 (0: the PUCT root), got {gumbel_m!r}")
+    if isinstance(select_q_fraction, bool) or not isinstance(select_q_fraction, int | float) or not (
+        0.0 <= select_q_fraction <= 1.0
+    ):
+        raise ValueError(f"select_q_fraction must be in [0, 1] (0: the most visited move), got {select_q_fraction!r}")
     if backend not in (*EVAL_BACKENDS, "auto"):
         raise ValueError(f"backend must be one of auto, {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
@@ -149,7 +156,7 @@ def evaluate_model(
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
         simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes),
-        gumbel=gumbel_m > 0, gumbel_m=max(1, int(gumbel_m)),
+        gumbel=gumbel_m > 0, gumbel_m=max(1, int(gumbel_m)), select_q_fraction=select_q_fraction,
     ).evaluation()
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
@@ -187,7 +194,8 @@ def evaluate_model(
                 summary = _summary(spec, partial, t0)
                 summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
                                seed=seed, tinue_nodes=search.tinue_nodes, backend=backend,
-                               gumbel_m=int(gumbel_m), interrupted=True)  # fmt: skip
+                               gumbel_m=int(gumbel_m), select_q_fraction=float(select_q_fraction),
+                               interrupted=True)  # fmt: skip
                 say(json.dumps(_finite_or_none(summary)))
                 if ptn_files:
                     atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
@@ -201,6 +209,7 @@ def evaluate_model(
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
             tinue_nodes=search.tinue_nodes, backend=backend, gumbel_m=int(gumbel_m),
+            select_q_fraction=float(select_q_fraction),
         )  # fmt: skip
         if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
             summary["baseline_simulations"] = player.simulations

@@ -42,6 +42,11 @@ from takzero.search.limit import MIN_MOVE_SECONDS, Limit
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
+#: The players' move choice after a PUCT search (``SearchConfig.select_q_fraction``): the move
+#: of highest Q among those with at least this share of the most visits. Measured on the 6x6
+#: networks (docs/results.md, "The move a player plays"): +5 to +7 of the 105 6x6 tactics at 200
+#: simulations, and level or better in games against the most visited move.
+DEFAULT_SELECT_Q_FRACTION = 0.1
 #: CPU threads of the network in play (:func:`set_search_threads`, ``NetworkPlayer.threads``):
 #: one unless told otherwise (``--threads``, TEI ``Threads``); torch with its default count on
 #: small batches mostly adds synchronisation (on 2 busy cores one evaluation took 54 ms with
@@ -382,8 +387,9 @@ class NetworkSearch:
 
 class NetworkPlayer(BasePlayer):
     """A network with MCTS (:class:`NetworkSearch`, one game slot) for evaluation, play and the
-    TEI engine: no Dirichlet noise, no playout cap, the most visited move (ties: higher Q, then
-    higher prior; a proven win is taken at once).
+    TEI engine: no Dirichlet noise, no playout cap; the move of highest Q among those with at
+    least :data:`DEFAULT_SELECT_Q_FRACTION` of the most visits (``config.select_q_fraction``; 0:
+    the most visited move; ties: more visits, then higher prior); a proven win is taken at once.
 
     Args:
         evaluator: evaluates positions like ``takzero.nn.inference.Evaluator``:
@@ -393,8 +399,9 @@ class NetworkPlayer(BasePlayer):
         simulations: simulations per move for :meth:`choose` (>= 1).
         seconds: time budget per move for :meth:`choose` (None: none); with both, whichever
             runs out first ends the search.
-        config: search settings (``takzero.search.SearchConfig``; default its
-            ``evaluation()`` copy); noise is always off here. Its ``node_budget`` is that of
+        config: search settings (``takzero.search.SearchConfig``; default
+            ``SearchConfig(select_q_fraction=DEFAULT_SELECT_Q_FRACTION)``; its ``evaluation()``
+            copy is used); noise is always off here. Its ``node_budget`` is that of
             the trees of a batched match (:meth:`batched`).
         reuse_tree: keep the subtree of the moves played (``observe``) for the next search.
         tinue_nodes: node budget of the tinuë checks around each search
@@ -466,7 +473,7 @@ class NetworkPlayer(BasePlayer):
         self.reuse_tree = bool(reuse_tree)
         self.leaves: int | None = None
         self.set_leaves(leaves)
-        base = (config or SearchConfig()).evaluation()
+        base = (config or SearchConfig(select_q_fraction=DEFAULT_SELECT_Q_FRACTION)).evaluation()
         if tinue_nodes is not None:
             base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
         self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree)
@@ -732,6 +739,7 @@ __all__ = [
     "DEFAULT_LEAVES",
     "DEFAULT_NETWORK_SIMULATIONS",
     "DEFAULT_SEARCH_THREADS",
+    "DEFAULT_SELECT_Q_FRACTION",
     "DEFAULT_TREE_NODES",
     "MAX_LEAVES",
     "NETWORK_CHUNK",

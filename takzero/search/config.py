@@ -121,6 +121,11 @@ class SearchConfig:
             of policy target pruning.
         policy_target_pruning: prune the forced (and other undeserved) visits from the policy
             target and the move choice of a PUCT root; :meth:`evaluation` turns it off.
+        select_q_fraction: the move a PUCT root plays at temperature 0: 0 = the most visited
+            child; f in (0, 1] = the child of highest Q among those with at least f times the
+            most visits (ties: more visits, then higher prior). KataGo's move selection gates its
+            lower-confidence-bound choice the same way (``minVisitPropForLCB`` = 0.15; Q here,
+            without the LCB's variance term). Not used by a Gumbel root or a sampled move.
     """
 
     simulations: int = 800
@@ -155,6 +160,7 @@ class SearchConfig:
     forced_playouts: bool = False
     forced_k: float = 2.0
     policy_target_pruning: bool = False
+    select_q_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -186,6 +192,7 @@ class SearchConfig:
             (self.max_plies >= 0, "max_plies must be >= 0 (0 = no limit)"),
             (0 <= self.tinue_nodes <= MAX_TINUE_NODES, f"tinue_nodes must be in 0..{MAX_TINUE_NODES} (0 = off)"),
             (math.isfinite(self.forced_k) and self.forced_k > 0, "forced_k must be > 0 and finite"),
+            (0.0 <= self.select_q_fraction <= 1.0, "select_q_fraction must be in [0, 1] (0 = the most visited move)"),
             (
                 not (self.gumbel and (self.forced_playouts or self.policy_target_pruning)),
                 "forced_playouts and policy_target_pruning work at a PUCT root: set gumbel false",

@@ -230,7 +230,9 @@ def choose_move(trees: Trees, games: Games, settings: np.ndarray, config: Search
 
     * PUCT: visit counts (after policy target pruning when ``config.policy_target_pruning``,
       ``pruned_visits``) with temperature ``tau`` (default ``config.temperature_at(ply)``):
-      ``tau == 0`` takes the most visited move (ties: higher Q, then higher prior), else samples
+      ``tau == 0`` takes the most visited move (ties: higher Q, then higher prior), or with
+      ``config.select_q_fraction`` f > 0 the move of highest Q among those with at least f times
+      the most visits (ties: more visits, then higher prior), else samples
       with probability proportional to ``N ** (1 / tau)``;
     * Gumbel: the Sequential Halving winner (most search visits, then the largest
       gumbel + log P + sigma(Q)); the temperature is not used, the exploration comes from the
@@ -269,12 +271,15 @@ def choose_move(trees: Trees, games: Games, settings: np.ndarray, config: Search
         weights = np.where(keep, trees.prior[g, sl].astype(np.float64) + 1e-12, 0.0)
     if tau <= 1e-6:
         best = weights.max()
-        cand = np.flatnonzero(weights == best)
+        if config.select_q_fraction > 0:  # the best Q among the well-visited children
+            cand = np.flatnonzero(keep & (weights >= config.select_q_fraction * best))
+        else:
+            cand = np.flatnonzero(weights == best)
         if cand.size > 1:
             q = root_q(trees, g)[cand]
             q = np.where(np.isnan(q), -np.inf, q)
             prior = trees.prior[g, sl][cand]
-            cand = cand[np.lexsort((-prior, -q))]
+            cand = cand[np.lexsort((-prior, -weights[cand], -q))]
         return int(moves[cand[0]])
     with np.errstate(divide="ignore"):
         z = np.log(weights) / tau
