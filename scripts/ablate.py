@@ -316,13 +316,15 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
 def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
     """The variant's evaluations kept in ``run_dir`` (files named as :func:`result_name` names
     them) that played the same two networks as ``result`` (``model_sha256``, ``reference_sha256``)
-    with the same pairs, simulations and ply limit, one per openings' seed, pooled: "seeds 0, 1:
+    with the same pairs, simulations, ply limit and move choice (``select_q_fraction``), one per openings' seed, pooled: "seeds 0, 1:
     182-40-178 (W-D-L), Elo +3 [-31, +38]" (Wilson, :func:`_fmt_elo`); None when there is one
     seed only. A file that cannot be read, or holds counts that are not whole numbers >= 0, is
     left out: the evaluation that just ended never fails on an older file."""
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         ev = r["evaluation"]
-        return (r["model_sha256"], r["reference_sha256"], ev["pairs"], ev["simulations"], r["ply_limit"])
+        # a result without select_q_fraction was played with the most visited move (before 2026-12-06)
+        return (r["model_sha256"], r["reference_sha256"], ev["pairs"], ev["simulations"], r["ply_limit"],
+                ev.get("select_q_fraction", 0.0))  # fmt: skip
 
     want = key(result)
     found: dict[int, tuple[int, int, int]] = {}

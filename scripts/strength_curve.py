@@ -9,11 +9,12 @@ network) or folders of them (their ``*.pt``), read weights-only; each is placed 
 (``takzero.pipeline.lineage``: the training minutes, positions and steps of the whole warm-start
 chain behind it; a file without one counts its own run only). Each plays ``--pairs`` random 2-ply
 openings with both colours at ``--simulations`` PUCT simulations a side against
-``model:REFERENCE`` (``takzero.matches.evaluation.evaluate_model``: no noise, most visited move,
-the default tinuë checks at both roots), and one JSON line per file goes to stdout and is appended
+``model:REFERENCE`` (``takzero.matches.evaluation.evaluate_model``: no noise, the players' move
+choice (``DEFAULT_SELECT_Q_FRACTION``; a line without ``select_q_fraction`` was measured with the
+most visited move), the default tinuë checks at both roots), and one JSON line per file goes to stdout and is appended
 to ``--out``: its lineage, W-D-L, score, the Elo with its pentanomial 95% interval on the game
 pairs and the Wilson one (infinite Elo as null). A file already in ``--out`` with the same bytes,
-reference, pairs, simulations, ply limit and seed is not played again (its line is reused), so a
+reference, pairs, simulations, ply limit, seed and move choice is not played again (its line is reused), so a
 curve grows session by session. ``--plot`` draws Elo over training hours (intervals as bars,
 clipped to +-800, W-D-L beside each point) and writes the PNG atomically.
 
@@ -37,9 +38,12 @@ from plot_run import ELO_CLIP, plt, save_figure  # noqa: E402
 from takzero.io.files import atomic_write_text  # noqa: E402
 from takzero.pipeline.checkpoints import CheckpointError, file_sha256, load_checked  # noqa: E402
 from takzero.pipeline.lineage import Lineage  # noqa: E402
+from takzero.players.network import DEFAULT_SELECT_Q_FRACTION  # noqa: E402
 
 #: the keys of a JSON line that must agree for an earlier line to stand for a new evaluation
-SAME = ("model_sha256", "reference_sha256", "pairs", "simulations", "ply_limit", "seed")
+SAME = ("model_sha256", "reference_sha256", "pairs", "simulations", "ply_limit", "seed", "select_q_fraction")
+#: what a line written before a key existed was measured with (the move choice: the most visited)
+OLD_DEFAULTS = {"select_q_fraction": 0.0}
 
 
 def model_files(paths: list[str]) -> list[Path]:
@@ -169,6 +173,7 @@ def evaluate_file(path: Path, lineage: Lineage, generation: int, args: argparse.
         "simulations": args.simulations,
         "ply_limit": args.ply_limit,
         "seed": args.seed,
+        "select_q_fraction": s["select_q_fraction"],
         "minutes": round(lineage.minutes, 2),
         "hours": round(lineage.minutes / 60, 3),
         "positions": lineage.positions,
@@ -255,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     points: list[dict[str, Any]] = []
     for f, _, generation, lineage in sorted(models, key=lambda m: m[3].minutes):
         key = {"model_sha256": file_sha256(f), "reference_sha256": reference_sha, "pairs": args.pairs,
-               "simulations": args.simulations, "ply_limit": args.ply_limit, "seed": args.seed}  # fmt: skip
-        old = next((r for r in done if all(r.get(k) == key[k] for k in SAME)), None)
+               "simulations": args.simulations, "ply_limit": args.ply_limit, "seed": args.seed,
+               "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}  # fmt: skip
+        old = next((r for r in done if all(r.get(k, OLD_DEFAULTS.get(k)) == key[k] for k in SAME)), None)
         if old is not None:
             where = f"in {args.out}" if args.out is not None else f"played above as {old['model']}"
             print(f"[strength_curve] {f}: the same bytes, reference and settings are already {where}; "

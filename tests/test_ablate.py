@@ -236,7 +236,8 @@ def test_references_never_share_a_result_file(tmp_path: Path, monkeypatch) -> No
 @pytest.mark.slow  # whole ablation evaluations
 def test_pooling_skips_damaged_stray_and_other_network_files(tmp_path: Path, monkeypatch, capsys) -> None:
     """Hand-edited or damaged result files never break an evaluation and are never pooled; nor
-    is a stray copy, or an evaluation of another version of the reference or of the variant."""
+    is a stray copy, an evaluation of another version of the reference or of the variant, or one
+    played with another move choice (``select_q_fraction``; absent: the most visited move)."""
     ablate = _load_script()
     ref, root, common, evals = _two_runs(ablate, tmp_path, monkeypatch)
     var, base = root / "var", root / "base" / "best.pt"
@@ -257,6 +258,12 @@ def test_pooling_skips_damaged_stray_and_other_network_files(tmp_path: Path, mon
     (var / "ablation_old_copy.json").write_text(json.dumps(stray))
     for seed, field in ((31, "reference_sha256"), (32, "model_sha256")):  # another network
         r = json.loads(json.dumps(template)) | {"eval_seed": seed, field: "0" * 64}
+        (var / f"ablation_vs_base_best_{digest}_seed{seed}.json").write_text(json.dumps(r))
+    for seed, choice in ((33, None), (34, 0.0)):  # played with the most visited move (before the field)
+        r = json.loads(json.dumps(template)) | {"eval_seed": seed}
+        r["evaluation"].pop("select_q_fraction")
+        if choice is not None:
+            r["evaluation"]["select_q_fraction"] = choice
         (var / f"ablation_vs_base_best_{digest}_seed{seed}.json").write_text(json.dumps(r))
     capsys.readouterr()
     assert ablate.main([*h2h, "--eval-seed", "2"]) == 0

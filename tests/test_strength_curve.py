@@ -54,7 +54,8 @@ def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkey
         played.append(Path(path).name)
         return {"model": str(path), "model_sha256": sc.file_sha256(path), "reference_sha256": reference_sha,
                 "pairs": args.pairs, "simulations": args.simulations, "ply_limit": args.ply_limit,
-                "seed": args.seed, "minutes": lineage.minutes, "wins": 3, "draws": 1, "losses": 2,
+                "seed": args.seed, "select_q_fraction": sc.DEFAULT_SELECT_Q_FRACTION,
+                "minutes": lineage.minutes, "wins": 3, "draws": 1, "losses": 2,
                 "score": 7 / 12, "elo": 58.0, "elo_lower": -150.0, "elo_upper": 270.0}  # fmt: skip
 
     monkeypatch.setattr(sc, "evaluate_file", fake_evaluate)
@@ -62,6 +63,14 @@ def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkey
     assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "3", "--out", str(out)]) == 0
     assert played == ["snapshot_00060.0min_gen0004.pt", "snapshot_00120.0min_gen0009.pt"]
     assert [json.loads(x)["minutes"] for x in out.read_text().splitlines()] == [60.0, 120.0]
+    # a line written before the move choice was a setting was played with the most visited move
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    old_lines = tmp_path / "old.jsonl"
+    old_lines.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "select_q_fraction"}) + "\n"
+                                 for r in lines))  # fmt: skip
+    played.clear()
+    assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "3", "--out", str(old_lines)]) == 0
+    assert len(played) == 2
     new = _model(tmp_path / "best.pt", 3, lineage=_lineage(180.0))
     played.clear()
     plot = tmp_path / "curve.png"
