@@ -472,9 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.uct_simulations < 1:
         p.error("--uct-simulations must be >= 1")
     if args.gumbel < 0:
-        p.error("--gumbel must be >= 0 (0: the PUCT root)")
+        p.error(f"--gumbel must be >= 0 (0: the PUCT root), got {args.gumbel}")
     if not 0.0 <= args.select_q <= 1.0:
-        p.error("--select-q must be in [0, 1] (0: the most visited move)")
+        p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
     try:
         check_tinue_nodes(args.tinue_nodes)
     except ValueError as e:
