@@ -85,6 +85,7 @@ from pathlib import Path
 
 from takzero.game import tinue
 from takzero.game.position import Position
+from takzero.matches.evaluation import MAX_GUMBEL_M
 from takzero.matches.tactics_set import TACTICS_FILE, WIN_KINDS, load_entries, solves
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 
@@ -471,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--seconds must be > 0")
     if args.uct_simulations < 1:
         p.error("--uct-simulations must be >= 1")
-    if args.gumbel < 0:
-        p.error(f"--gumbel must be >= 0 (0: the PUCT root), got {args.gumbel}")
+    if not 0 <= args.gumbel <= MAX_GUMBEL_M:
+        p.error(f"--gumbel must be in 0..{MAX_GUMBEL_M} (0: the PUCT root), got {args.gumbel}")
     if not 0.0 <= args.select_q <= 1.0:
         p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
     try:

@@ -38,23 +38,72 @@ from typing import Any
 
 import yaml
 
+#: settings a side may not override: the budget and ply limit are the command line's (both
+#: sides alike), and ``SearchConfig.evaluation()`` turns the self-play ones off in play
+FIXED = {
+    "simulations": "set by --simulations, for both sides",
+    "max_plies": "set by --ply-limit, for both sides",
+    "root_noise": "off in play (SearchConfig.evaluation())",
+    "playout_cap": "off in play (SearchConfig.evaluation())",
+    "temperature": "not used in play (SearchConfig.evaluation() plays at temperature 0)",
+    "temperature_plies": "not used in play (SearchConfig.evaluation() plays at temperature 0)",
+    "temperature_final": "not used in play (SearchConfig.evaluation() plays at temperature 0)",
+    "forced_playouts": "off in play (SearchConfig.evaluation())",
+    "policy_target_pruning": "off in play (SearchConfig.evaluation())",
+}
+#: the largest integer a setting may hold (the compiled search packs them as int64)
+MAX_INT = 2**62
+
+
+def _typed(key: str, kind: str, value: Any) -> Any:
+    """``value`` checked against the field's annotation ``kind`` ('bool', 'int', 'float', with
+    ' | None' when None is allowed); a string that reads as a number (YAML reads ``1e-1`` as a
+    string) is taken as that number. Raises ValueError naming the key."""
+    optional = kind.endswith("| None")
+    base = kind.split("|")[0].strip()
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"{key}: a value is needed ({base})")
+    if base == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{key}: expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{key}: expected a finite number, got {value!r}")
+    if base == "int":
+        if value != int(value) or abs(value) > MAX_INT:
+            raise ValueError(f"{key}: expected a whole number up to {MAX_INT}, got {value!r}")
+        return int(value)
+    return float(value)
+
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings as a dict of ``SearchConfig`` fields (values read as YAML). Raises
-    ValueError naming an item without '=', an unknown key, or a key given twice."""
+    """``KEY=VALUE`` strings as a dict of ``SearchConfig`` fields (values read as YAML and checked
+    against the field's type). Raises ValueError naming an item without '=', an unknown key, a
+    key given twice, a key of :data:`FIXED`, or a value of the wrong type."""
     from takzero.search import SearchConfig
 
-    names = {f.name for f in fields(SearchConfig)}
+    kinds = {f.name: str(f.type) for f in fields(SearchConfig)}
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"{item!r}: expected KEY=VALUE")
-        if key not in names:
-            raise ValueError(f"{key!r} is not a search setting; the settings are {sorted(names)}")
+        if key not in kinds:
+            raise ValueError(f"{key!r} is not a search setting; the settings are {sorted(kinds)}")
+        if key in FIXED:
+            raise ValueError(f"{key!r} cannot be set per side: {FIXED[key]}")
         if key in out:
             raise ValueError(f"{key!r} is given twice")
-        out[key] = yaml.safe_load(value)
+        out[key] = _typed(key, kinds[key], yaml.safe_load(value))
     return out
 
 
@@ -85,16 +134,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the network")
     args = p.parse_args(argv)
-    if not args.model.is_file():
+    if not args.model.exists():
         p.error(f"model file not found: {args.model}")
+    if not args.model.is_file():
+        p.error(f"not a model file: {args.model}")
     if args.simulations < 1 or args.pairs < 1 or args.ply_limit < 1 or args.threads < 1:
         p.error("--simulations, --pairs, --ply-limit and --threads must be >= 1")
-    try:
-        a_over, b_over = parse_overrides(args.a), parse_overrides(args.b)
-        a_cfg = side_config(args.simulations, args.ply_limit, a_over)
-        b_cfg = side_config(args.simulations, args.ply_limit, b_over)
-    except (ValueError, TypeError) as e:
-        p.error(str(e))
+    if args.ply_limit < 3:
+        p.error("--ply-limit must be >= 3 (the openings are 2 plies)")
+    configs = []
+    for flag, items in (("--a", args.a), ("--b", args.b)):
+        try:
+            over = parse_overrides(items)
+            configs.append((over, side_config(args.simulations, args.ply_limit, over)))
+        except (ValueError, TypeError) as e:
+            p.error(f"{flag}: {e}")
+    (a_over, a_cfg), (b_over, b_cfg) = configs
 
     import torch
 
@@ -114,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     start = Position.start(ev.size, half_komi=int(ev.metadata.get("half_komi", 0)))
     t0 = time.perf_counter()
     openings = random_openings(start, args.pairs, plies=2, seed=args.seed)
-    match = play_match(a, b, start, openings, args.ply_limit, seed=args.seed)
+    try:
+        match = play_match(a, b, start, openings, args.ply_limit, seed=args.seed)
+    except (ValueError, MemoryError) as e:  # e.g. a node_budget below the board's moves, or too large
+        p.exit(2, f"{p.prog}: error: the search cannot run with these settings: {e}\n")
     elo = match.elo()
     line = {
         "model": str(args.model), "a": a_over, "b": b_over, "simulations": args.simulations,

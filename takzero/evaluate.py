@@ -22,7 +22,7 @@ from pathlib import Path
 
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import check_writable_folder
-from takzero.matches.evaluation import MAX_THREADS, evaluate_model
+from takzero.matches.evaluation import MAX_GUMBEL_M, MAX_THREADS, evaluate_model
 from takzero.nn.inference import EVAL_BACKENDS
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 from takzero.players.registry import ModelFileError, help_text, spec_syntax
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 0.0 <= args.select_q <= 1.0:
         p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
-    if args.gumbel < 0:
-        p.error(f"--gumbel must be >= 0 (0: the PUCT root), got {args.gumbel}")
+    if not 0 <= args.gumbel <= MAX_GUMBEL_M:
+        p.error(f"--gumbel must be in 0..{MAX_GUMBEL_M} (0: the PUCT root), got {args.gumbel}")
     if not 0 <= args.threads <= MAX_THREADS:
         p.error(f"--threads must be in 0..{MAX_THREADS}, got {args.threads}")
     if not Path(args.model).exists():

@@ -338,14 +338,21 @@ def test_gumbel_root_for_the_model_only(tiny_model: Path, monkeypatch: pytest.Mo
     (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20,
                           say=lambda line: None, select_q_fraction=0.0)
     assert seen[-1][3] == r["select_q_fraction"] == 0.0
+    import numpy as np
+
+    (r,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20,
+                          say=lambda line: None, select_q_fraction=np.float32(0.25))  # any real number
+    assert seen[-1][3] == r["select_q_fraction"] == 0.25
     for kwargs, message in (
-        *(({"gumbel_m": bad}, "gumbel_m must be an integer >= 0") for bad in (-1, 1.5, "4")),
+        *(({"gumbel_m": bad}, "gumbel_m must be an integer in 0..100000") for bad in (-1, 1.5, "4", 10**20)),
         *(({"select_q_fraction": bad}, "select_q_fraction must be in") for bad in (-0.1, 1.5, float("nan"), "0.1")),
     ):
         with pytest.raises(ValueError, match=message):
             evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, **kwargs)
-    for argv, message in ((["--gumbel", "-2"], "--gumbel must be >= 0"), (["--select-q", "2"], "--select-q must be in")):
+    for argv, message in ((["--gumbel", "-2"], "--gumbel must be in 0..100000"),
+                          (["--gumbel", str(10**20)], "--gumbel must be in 0..100000"),
+                          (["--select-q", "2"], "--select-q must be in")):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             main([str(tiny_model), *argv])
         assert exc.value.code == 2 and message in capsys.readouterr().err
-    assert len(seen) == 3  # nothing played for a refused value
+    assert len(seen) == 4  # nothing played for a refused value

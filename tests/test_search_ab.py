@@ -31,6 +31,13 @@ def tiny_model(tmp_path: Path) -> Path:
     return path
 
 
+def test_values_are_read_by_their_settings_type() -> None:
+    ab = _script()
+    over = ab.parse_overrides(["gumbel_m=1e1", "select_q_fraction=1e-1", "fpu_value=null", "c_init=2"])
+    assert over == {"gumbel_m": 10, "select_q_fraction": 0.1, "fpu_value": None, "c_init": 2.0}
+    assert type(over["gumbel_m"]) is int and type(over["c_init"]) is float
+
+
 def test_each_side_searches_with_its_own_settings(tiny_model: Path, monkeypatch, capsys) -> None:
     ab = _script()
     import takzero.matches.games as games
@@ -64,6 +71,23 @@ def test_each_side_searches_with_its_own_settings(tiny_model: Path, monkeypatch,
         (["--b", "gumbel_m=2", "gumbel_m=3"], "'gumbel_m' is given twice"),
         (["--b", "select_q_fraction=3"], "select_q_fraction must be in [0, 1]"),
         (["--pairs", "0"], "must be >= 1"),
+        (["--ply-limit", "2"], "--ply-limit must be >= 3"),
+        (["--a", "gumbel=null"], "--a: gumbel: a value is needed (bool)"),
+        (["--a", "gumbel='false'"], "--a: gumbel: expected true or false, got 'false'"),
+        (["--a", "gumbel=2"], "--a: gumbel: expected true or false, got 2"),
+        (["--b", "gumbel_m=1.5"], "--b: gumbel_m: expected a whole number"),
+        (["--b", "gumbel_m=true"], "--b: gumbel_m: expected a number, got True"),
+        (["--b", "gumbel_m=99999999999999999999"], "--b: gumbel_m: expected a whole number"),
+        (["--b", "gumbel_m=.inf"], "--b: gumbel_m: expected a finite number"),
+        (["--a", "c_init=null"], "--a: c_init: a value is needed (float)"),
+        (["--a", "fpu_value=[1]"], "--a: fpu_value: expected a number, got [1]"),
+        (["--a", "select_q_fraction=abc"], "--a: select_q_fraction: expected a number, got 'abc'"),
+        (["--a", "select_q_fraction=true"], "--a: select_q_fraction: expected a number, got True"),
+        (["--a", "simulations=1000"], "'simulations' cannot be set per side: set by --simulations"),
+        (["--a", "max_plies=2"], "'max_plies' cannot be set per side"),
+        (["--b", "root_noise=true"], "'root_noise' cannot be set per side: off in play"),
+        (["--b", "temperature_plies=10"], "'temperature_plies' cannot be set per side"),
+        (["--a", "node_budget=2"], "the search cannot run with these settings: node_budget 2 is below"),
     ],
 )
 def test_bad_settings_are_refused_before_any_game(tiny_model: Path, argv: list[str], message: str, capsys) -> None:
@@ -74,3 +98,6 @@ def test_bad_settings_are_refused_before_any_game(tiny_model: Path, argv: list[s
     with pytest.raises(SystemExit):
         ab.main(["missing.pt"])
     assert "model file not found: missing.pt" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ab.main([str(tiny_model.parent)])
+    assert "not a model file" in capsys.readouterr().err

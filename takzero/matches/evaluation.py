@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,10 @@ MAX_PAIRS = 10_000
 MAX_SIMULATIONS = 1_000_000
 MAX_PLY_LIMIT = 10_000
 MAX_THREADS = 1024
+
+
+#: The largest Gumbel m accepted (more than any board's legal moves: 6x6 has 9,036 actions).
+MAX_GUMBEL_M = 100_000
 
 
 def evaluate_model(
@@ -120,9 +125,9 @@ def evaluate_model(
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
-    if not is_integer(gumbel_m) or gumbel_m < 0:
-        raise ValueError(f"gumbel_m must be an integer >= 0 (0: the PUCT root), got {gumbel_m!r}")
-    if isinstance(select_q_fraction, bool) or not isinstance(select_q_fraction, int | float) or not (
+    if not is_integer(gumbel_m) or not 0 <= gumbel_m <= MAX_GUMBEL_M:
+        raise ValueError(f"gumbel_m must be an integer in 0..{MAX_GUMBEL_M} (0: the PUCT root), got {gumbel_m!r}")
+    if isinstance(select_q_fraction, bool) or not isinstance(select_q_fraction, numbers.Real) or not (
         0.0 <= select_q_fraction <= 1.0
     ):
         raise ValueError(f"select_q_fraction must be in [0, 1] (0: the most visited move), got {select_q_fraction!r}")
