@@ -474,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--uct-simulations must be >= 1")
     if not 0 <= args.gumbel <= MAX_GUMBEL_M:
         p.error(f"--gumbel must be in 0..{MAX_GUMBEL_M} (0: the PUCT root), got {args.gumbel}")
+    if args.limit is not None and args.limit < 1:
+        p.error(f"--limit must be >= 1, got {args.limit}")
     if not 0.0 <= args.select_q <= 1.0:
         p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
     try:

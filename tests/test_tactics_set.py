@@ -278,7 +278,8 @@ def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, 
         lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
         tactics = [x for x in lines if x.get("solver") == "net200"]
         assert tactics and all((x["gumbel_m"], x["select_q_fraction"]) == expected[1:] for x in tactics)
-    for bad, message in ((["--gumbel", "-1"], "--gumbel must be in 0..100000"), (["--gumbel", str(10**20)], "--gumbel must be in"), (["--select-q", "1.5"], "--select-q must be in [0, 1]")):
+    for bad, message in ((["--gumbel", "-1"], "--gumbel must be in 0..100000"), (["--gumbel", str(10**20)], "--gumbel must be in"), (["--select-q", "1.5"], "--select-q must be in [0, 1]"),
+                         (["--limit", "-1"], "--limit must be >= 1")):
         with pytest.raises(SystemExit):
             bench.main(common + bad)
         assert message in capsys.readouterr().err
