@@ -301,3 +301,24 @@ def test_snapshot_minutes_must_be_finite_and_not_negative(tmp_path: Path) -> Non
     for bad in (-1.0, float("inf")):
         with pytest.raises(ConfigError, match=r"train\.snapshot_minutes: must be >= 0 and finite"):
             load_config(_raw(tmp_path, **{"train.snapshot_minutes": bad}))
+
+
+def test_init_from_takes_a_file_with_the_older_parameter_names(tmp_path: Path) -> None:
+    """A file written before the trunk moved under ``trunk.`` (the shipped 5x5.pt) warm-starts a
+    run as ``model_from_checkpoint`` reads it: the same weights under today's names."""
+    from takzero.pipeline.warm_start import load_init_weights
+
+    cfg = load_config(_raw(tmp_path))
+    mc = cfg.model_config()
+    path, net = _source_file(tmp_path, mc)
+    d = torch.load(path, weights_only=True)
+    d["model_state"] = {k.removeprefix("trunk."): v for k, v in d["model_state"].items()}
+    assert not any(k.startswith("trunk.") for k in d["model_state"])
+    atomic_torch_save(d, path)
+    init = load_init_weights(load_config(_raw(tmp_path, **{"train.init_from": str(path)})))
+    fresh = TakNet(mc)
+    fresh.load_state_dict(init.model_state)
+    fresh.eval()
+    with torch.no_grad():
+        x = _planes(mc)
+        assert torch.equal(fresh(x)[0], net(x)[0])

@@ -282,7 +282,7 @@ class TakNet(nn.Module):
         and the head table (``ownership_out.*`` -> ``heads.ownership.conv.*``, likewise
         ``opponent_policy_out.*`` and ``soft_policy_out.*``), so every checkpoint ever written
         loads unchanged."""
-        state_dict = _current_keys(state_dict)
+        state_dict = current_keys(state_dict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def _hidden(self, planes: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
@@ -319,7 +319,7 @@ class TakNet(nn.Module):
         return out
 
 
-def _current_keys(state_dict: Mapping[str, Any]) -> Mapping[str, Any]:
+def current_keys(state_dict: Mapping[str, Any]) -> Mapping[str, Any]:
     """``state_dict`` with the parameter names of older checkpoints renamed to today's
     (``TakNet.load_state_dict``); a current one is returned as it is."""
     old_trunk = not any(k.startswith("trunk.") for k in state_dict)

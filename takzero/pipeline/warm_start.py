@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from takzero.config import ConfigError, TrainConfig
-from takzero.nn.model import ModelConfig, TakNet
+from takzero.nn.model import ModelConfig, TakNet, current_keys
 from takzero.pipeline.checkpoints import CheckpointError, load_checked
 from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.resume import model_config_diff
@@ -98,7 +98,8 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
     if keys:
         raise _fail(path, f"another network than this config builds ({keys}); set those keys to "
                           "the file's values, or start without train.init_from")  # fmt: skip
-    state = {k: v.detach().to("cpu") for k, v in d["model_state"].items()}
+    # older files name the trunk and heads as before (the shipped 5x5.pt): today's names
+    state = {k: v.detach().to("cpu") for k, v in current_keys(d["model_state"]).items()}
     model = TakNet(cfg.model_config())
     want = model.state_dict()
     missing = sorted(set(want) - set(state))
