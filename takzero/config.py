@@ -141,7 +141,7 @@ class SelfPlayConfig:
     proven_value_targets: bool = False  # a proven position's exact value is its value target
     tinue_nodes: int = 0  # with proven_value_targets or tinue_policy_targets: prover nodes per recorded position (0: none)
     tinue_policy_targets: bool = False  # a forced road the prover finds is the policy target too
-    backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime) or auto
+    backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime), int8 (onnxruntime, quantized) or auto
 
     def __post_init__(self) -> None:
         self.check()
@@ -161,8 +161,8 @@ class SelfPlayConfig:
         _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
         _check(not s.tinue_policy_targets or s.tinue_nodes > 0, "selfplay.tinue_policy_targets",
                "needs selfplay.tinue_nodes > 0 (the prover that finds the forced roads)", s.tinue_policy_targets)  # fmt: skip
-        _check(s.backend in ("torch", "onnx", "auto"), "selfplay.backend", "must be torch, onnx or auto", s.backend)
-        if s.backend == "onnx":
+        _check(s.backend in ("torch", "onnx", "int8", "auto"), "selfplay.backend", "must be torch, onnx, int8 or auto", s.backend)
+        if s.backend in ("onnx", "int8"):
             import importlib.util
 
             _check(
@@ -549,6 +549,8 @@ def check_run_folder(checkpoint_root: str, run_name: str) -> None:
     )
     _check(len(run_name.encode()) <= NAME_MAX, "run_name",
            f"must be at most {NAME_MAX} bytes long (a folder name), not {len(run_name.encode())}", run_name)  # fmt: skip
+    _check(bool(checkpoint_root.strip()), "checkpoint_root",
+           "must name a folder (empty: the run's files would go to the filesystem root)", checkpoint_root)  # fmt: skip
     root = Path(checkpoint_root)
     blocker = next((p for p in (root, *root.parents) if p.exists()), None)
     _check(blocker is None or blocker.is_dir(), "checkpoint_root",
@@ -661,7 +663,8 @@ def validate(c: TrainConfig) -> None:
     machine (CUDA, the run folder)."""
     for section in (c.board, c.model, c.selfplay, c.replay, c.train, c.evaluator, c.ray):
         section.check()
-    _check(c.seed >= 0, "seed", "must be >= 0", c.seed)
+    _check(0 <= c.seed <= MAX_SEED, "seed", f"must be in 0..{MAX_SEED} (2**32 - 1: numpy's seed bound; "
+           "the run derives its streams from it)", c.seed)  # fmt: skip
     _check(c.max_games >= 0, "max_games", "must be >= 0", c.max_games)
     _check(_finite(c.log_every_s) and c.log_every_s > 0, "log_every_s", "must be > 0", c.log_every_s)
     _check(c.sample_games_every >= 1, "sample_games_every", "must be >= 1", c.sample_games_every)
@@ -681,4 +684,137 @@ def validate(c: TrainConfig) -> None:
         + "): every batch would repeat positions",
         t.batch_size,
     )
+    check_sizes(c)
+    check_ray_address(c.ray.address)
+
+
+#: The largest seed (numpy's legacy seed bound; the run derives int64 seeds from it).
+MAX_SEED = 2**32 - 1
+#: Simulations per move of any search a run makes (``mcts.simulations``, ``mcts.full_sims``,
+#: ``mcts.cheap_sims``, ``evaluator.simulations``, ``evaluator.uct_simulations``).
+MAX_SIMULATIONS = 1_000_000
+#: Nodes per search tree (``mcts.node_budget``): the trees index their nodes with int32.
+MAX_NODE_BUDGET = 2**31 - 1
+#: Seconds ``ray.address``'s host:port is given to answer at start-up.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def machine_memory() -> int:
+    """Bytes of memory of this machine: the physical memory (``os.sysconf``), or the container's
+    limit (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) when it is lower."""
+    import os
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text()[:40].strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return int(total)
+
+
+def implied_memory(c: TrainConfig) -> list[tuple[str, int, str]]:
+    """The memory the sizes of ``c`` imply, one row per key that sizes an allocation:
+    ``(key, bytes, what)``. Rough upper estimates, in the order of the allocations they stand for:
+
+    * ``selfplay.games_per_worker``: the search trees of every self-play worker on this machine
+      (all of them unless ``ray.address`` joins a cluster): workers x games x node budget x
+      ``BYTES_PER_NODE``; ``mcts.node_budget`` when it was given;
+    * ``mcts.simulations``: each worker's visit schedule, games x simulations x 4 bytes;
+    * ``replay.window_max`` (or ``replay.fixed_window``): the replay window, positions x (packed
+      board, ``replay.top_k`` policy entries of 6 bytes, targets), twice (a window is copied when
+      positions are added);
+    * ``train.batch_size``: a batch's input planes, policy target and mask, and the activations
+      kept for the backward pass (some 8 tensors of the trunk's planes per block)."""
+    from takzero.search.config import BYTES_PER_NODE
+
+    n = c.board.size
+    nsq = n * n
+    actions = num_actions(n)
+    local = c.ray.address in (None, "local")
+    workers = c.selfplay.workers if local else 1
+    games = c.selfplay.games_per_worker
+    search = c.mcts
+    budget = search.node_budget if "node_budget" in c.mcts_keys_given() else min(
+        200_000, max(actions + 1, 300 * (search.max_simulations + 1)))
+    tree_key = "mcts.node_budget" if "node_budget" in c.mcts_keys_given() else "selfplay.games_per_worker"
+    rows = [
+        (tree_key, workers * games * budget * BYTES_PER_NODE,
+         f"{workers} workers x {games} games x {budget} nodes x {BYTES_PER_NODE} bytes of search trees"),
+        ("mcts.simulations", workers * games * search.max_simulations * 4,
+         f"{workers} workers x {games} games x {search.max_simulations} simulations of visit schedule"),
+    ]
+    r = c.replay
+    window = min(r.window_max, r.fixed_window) if r.fixed_window > 0 else r.window_max
+    board_bytes = 16 + 2 * nsq + 8 * (2 if n >= 7 else 1) * nsq  # pipeline.replay.board_record_len
+    position = board_bytes + 6 * r.top_k + 6 * c.replay_opponent_top_k() + nsq + 24
+    window_key = "replay.fixed_window" if r.fixed_window > 0 and r.fixed_window <= r.window_max else "replay.window_max"
+    rows.append((window_key, 2 * window * position,
+                 f"a replay window of {window} positions x {position} bytes, twice"))
+    mc = c.model_config()
+    sample = 4 * mc.in_channels * nsq + 5 * actions + 64 + 4 * mc.channels * nsq * (8 * mc.blocks + 8)
+    rows.append(("train.batch_size", c.train.batch_size * sample,
+                 f"{c.train.batch_size} samples x {sample} bytes of inputs, targets and activations"))
+    return rows
+
+
+def check_sizes(c: TrainConfig, memory: int | None = None) -> None:
+    """Check the values of ``c`` that size an allocation, at start-up: the integers in their
+    ranges (``replay.top_k`` up to the board's action count, simulations up to
+    :data:`MAX_SIMULATIONS`, ``mcts.node_budget`` up to :data:`MAX_NODE_BUDGET`), then the memory
+    they imply (:func:`implied_memory`), each and together, against ``memory`` bytes (default:
+    :func:`machine_memory`). Raises ConfigError naming the key (the largest share when only the
+    sum is too much)."""
+    a = num_actions(c.board.size)
+    _check(c.replay.top_k <= a, "replay.top_k",
+           f"must be at most the {a} actions of a {c.board.size}x{c.board.size} board", c.replay.top_k)  # fmt: skip
+    m = c.mcts
+    for key, value in (("mcts.simulations", m.simulations), ("mcts.full_sims", m.full_sims),
+                       ("mcts.cheap_sims", m.cheap_sims), ("evaluator.simulations", c.evaluator.simulations),
+                       ("evaluator.uct_simulations", c.evaluator.uct_simulations)):  # fmt: skip
+        if value is not None:
+            _check(value <= MAX_SIMULATIONS, key, f"must be at most {MAX_SIMULATIONS:,} (MAX_SIMULATIONS)", value)
+    _check(m.node_budget <= MAX_NODE_BUDGET, "mcts.node_budget",
+           f"must be at most {MAX_NODE_BUDGET:,} (the trees index nodes with int32)", m.node_budget)  # fmt: skip
+    _check(c.selfplay.games_per_worker <= 2**20, "selfplay.games_per_worker", "must be at most 2**20",
+           c.selfplay.games_per_worker)  # fmt: skip
+    memory = machine_memory() if memory is None else memory
+    gib = 2**30
+    rows = implied_memory(c)
+    for key, need, what in rows:
+        _check(need <= memory, key, f"needs about {need / gib:,.1f} GiB ({what}), more than the "
+               f"{memory / gib:.1f} GiB of memory of this machine", getattr_key(c, key))  # fmt: skip
+    total = sum(need for _, need, _ in rows)
+    key, need, what = max(rows, key=lambda row: row[1])
+    _check(total <= memory, key, f"the run's sizes need about {total / gib:,.1f} GiB together, more than the "
+           f"{memory / gib:.1f} GiB of memory of this machine; the largest share is {key}: {what}",
+           getattr_key(c, key))  # fmt: skip
+
+
+def getattr_key(c: TrainConfig, key: str) -> Any:
+    """The value of the dotted ``key`` of ``c`` (``replay.top_k``)."""
+    obj: Any = c
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """A ``host:port`` (or ``ray://host:port``) ``ray.address`` must answer a TCP connection within
+    ``timeout`` seconds, so that a wrong address is one line at start-up rather than a long wait
+    in ``ray.init``; ``auto``, ``local`` and None are left to Ray. Raises ConfigError."""
+    import socket
+
+    if address is None or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        _check(False, "ray.address", f"nothing answers at {host}:{port} within {timeout:g} s ({reason}); "
+               "start the cluster's head (ray start --head) or fix the address", address)  # fmt: skip
 

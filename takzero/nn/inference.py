@@ -32,7 +32,9 @@ softmax happen in the evaluator.
 from __future__ import annotations
 
 import copy
+import io
 import json
+import threading
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -62,6 +64,8 @@ __all__ = [
     "masked_softmax_np",
     "model_metadata",
     "onnx_evaluator",
+    "onnx_model_bytes",
+    "onnx_session",
     "with_backend",
     "EVAL_BACKENDS",
     "read_onnx_metadata",
@@ -74,6 +78,10 @@ DEFAULT_ONNX_OPSET = 17
 #: Name of the action-space layout stored in metadata (see ``takzero.nn.actions``).
 ACTION_SPACE = "takzero-v1: index = channel * N * N + square; channels 3 placements + 4 x (2^N-2)"
 _MAX_BUFFERS = 16
+#: torch.onnx.export is not thread-safe (a global "in ONNX export" flag): two exports at once in
+#: one process, e.g. two TEI WebSocket connections starting their engines, fail with "GLOBALS.
+#: in_onnx_export must be False". Every export in takzero holds this lock.
+ONNX_EXPORT_LOCK = threading.RLock()
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -172,7 +180,7 @@ def export_onnx(
     model = _cpu_eval_copy(model)
     example = _example_input(model)
     names = {"input_names": ["planes"], "output_names": ["policy_logits", "wdl_logits", "aux"]}
-    with warnings.catch_warnings():
+    with ONNX_EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if opset < 18:
             axes = {name: {0: "batch"} for name in ["planes", *names["output_names"]]}
@@ -200,57 +208,112 @@ def export_onnx(
     return meta
 
 
-def onnx_evaluator(model: PolicyValueNet, threads: int = 1, opset: int = DEFAULT_ONNX_OPSET) -> Evaluator:
-    """An ``Evaluator`` running ``model``'s current weights in onnxruntime on the CPU: the model
-    (a float32 CPU eval copy) is exported to ONNX in memory (TorchScript-based exporter, opset
-    ``opset`` < 18, the graph of ``export_onnx``) and loaded into a session with ``threads``
-    intra-op threads and one inter-op thread (self-play: one thread per worker). Call it again for
-    new weights. Raises ImportError without onnxruntime."""
-    import io
-
-    import onnxruntime as ort
-
+def _onnx_bytes_of_model(model: PolicyValueNet, opset: int = DEFAULT_ONNX_OPSET) -> bytes:
+    """The float32 ONNX graph of ``model``'s current weights (the graph of ``export_onnx``,
+    TorchScript-based exporter, opset < 18), in memory, without metadata."""
     if opset >= 18:
-        raise ValueError("onnx_evaluator exports with the TorchScript-based exporter: opset < 18")
-    meta = model_metadata(model)
+        raise ValueError("in-memory export uses the TorchScript-based exporter: opset < 18")
     cpu = _cpu_eval_copy(model)
     buf = io.BytesIO()
     names = ["policy_logits", "wdl_logits", "aux"]
-    with warnings.catch_warnings():
+    with ONNX_EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             cpu, (_example_input(cpu),), buf, opset_version=opset, dynamo=False,
             input_names=["planes"], output_names=names,
             dynamic_axes={name: {0: "batch"} for name in ["planes", *names]},
         )  # fmt: skip
+    return buf.getvalue()
+
+
+def onnx_session(model: bytes | str | Path, threads: int = 1, providers: list[str] | None = None) -> Any:
+    """An onnxruntime ``InferenceSession`` of an ONNX model (bytes or a path) with ``threads``
+    intra-op threads (>= 1; the ``Threads`` of the engine, ``--threads`` of the commands), one
+    inter-op thread and sequential execution, so that a session never starts more busy threads
+    than asked for. ``providers``: CPU unless given. Raises ImportError without onnxruntime,
+    onnxruntime's own errors for a graph it cannot load."""
+    import onnxruntime as ort
+
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = int(threads)
+    opts.intra_op_num_threads = max(1, int(threads))
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(buf.getvalue(), opts, providers=["CPUExecutionProvider"])
-    return Evaluator(None, metadata=meta, _onnx_session=session)
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, opts, providers=providers or ["CPUExecutionProvider"])
 
 
-#: CPU inference backends of an evaluation (``with_backend``): PyTorch as loaded, or onnxruntime.
-EVAL_BACKENDS = ("torch", "onnx")
+def onnx_model_bytes(ev: Evaluator) -> bytes:
+    """The float32 ONNX graph an evaluator runs: exported from its eager network, or the bytes of
+    the ONNX file it was loaded from. Raises ValueError for a TorchScript evaluator (no network
+    to export: use the checkpoint or the ``.onnx`` file)."""
+    if ev.onnx_bytes is not None:
+        return ev.onnx_bytes
+    if not isinstance(ev.model, PolicyValueNet):
+        raise ValueError("a TorchScript export cannot be converted: use the checkpoint or the .onnx file")
+    return _onnx_bytes_of_model(ev.model)
+
+
+def onnx_evaluator(model: PolicyValueNet, threads: int = 1, opset: int = DEFAULT_ONNX_OPSET) -> Evaluator:
+    """An ``Evaluator`` running ``model``'s current weights in onnxruntime on the CPU: the model
+    (a float32 CPU eval copy) is exported to ONNX in memory (TorchScript-based exporter, opset
+    ``opset`` < 18, the graph of ``export_onnx``) and loaded into a session with ``threads``
+    intra-op threads and one inter-op thread (self-play: one thread per worker). Call it again for
+    new weights. Raises ImportError without onnxruntime."""
+    data = _onnx_bytes_of_model(model, opset)
+    out = Evaluator(None, metadata=model_metadata(model), _onnx_session=onnx_session(data, threads))
+    out.onnx_bytes = data
+    out.threads = max(1, int(threads))
+    return out
+
+
+#: CPU inference backends of an evaluation (``with_backend``): PyTorch as loaded, onnxruntime in
+#: float32, or onnxruntime with the network quantized to int8 (``takzero.nn.quantize``).
+EVAL_BACKENDS = ("torch", "onnx", "int8")
 
 
 def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
-    """``ev``'s network run by ``backend`` (one of :data:`EVAL_BACKENDS`): ``'torch'`` gives
-    ``ev`` as it is; ``'onnx'`` gives an onnxruntime evaluator of the same weights with ``threads``
-    intra-op threads (:func:`onnx_evaluator`; an evaluator of an ``.onnx`` file is already one and
-    is returned as it is). Priors and values agree with PyTorch's up to float rounding (about 1e-6).
-    Raises ValueError for an unknown backend or for ``'onnx'`` with a TorchScript model (no
-    network to export: use the checkpoint or the ``.onnx`` file), ImportError without
-    onnxruntime."""
+    """``ev``'s network run by ``backend`` (one of :data:`EVAL_BACKENDS`) on ``threads`` CPU
+    threads:
+
+    * ``'torch'``: ``ev`` as it is (an ONNX file's evaluator stays in onnxruntime);
+    * ``'onnx'``: onnxruntime in float32 (:func:`onnx_evaluator`); an evaluator of an ``.onnx``
+      file is kept, with a new session when its thread count differs;
+    * ``'int8'``: the network quantized to int8 (:func:`takzero.nn.quantize.quantize`), calibrated
+      on the positions its checkpoint carries or on games of its own policy; an int8 evaluator is
+      kept (new session when its thread count differs).
+
+    Priors and values of ``'onnx'`` agree with PyTorch's up to float rounding (about 1e-6); int8's
+    differ more (docs/results.md, "int8"). The checkpoint's metadata (komi, run, generation) is
+    kept. Raises ValueError for an unknown backend, or for ``'onnx'``/``'int8'`` with a
+    TorchScript model (no network to export: use the checkpoint or the ``.onnx`` file);
+    ``takzero.nn.quantize.QuantizeError`` (a ValueError) when the network cannot be quantized;
+    ImportError without onnxruntime."""
     if backend not in EVAL_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(EVAL_BACKENDS)}, got {backend!r}")
-    if backend == "torch" or ev._session is not None:
+    threads = max(1, int(threads))
+    if backend == "torch":
         return ev
-    if not isinstance(ev.model, PolicyValueNet):
-        raise ValueError("the onnx backend needs a checkpoint (or an .onnx file), not a TorchScript export")
-    out = onnx_evaluator(ev.model, threads=max(1, int(threads)))
-    out.metadata = {**out.metadata, **ev.metadata}  # the checkpoint's komi, run and generation
+    is_int8 = ev.metadata.get("precision") == "int8"
+    if ev._session is not None and (backend == "onnx" or is_int8):
+        if ev.threads == threads or ev.onnx_bytes is None:
+            return ev
+        out = Evaluator(None, metadata=ev.metadata, _onnx_session=onnx_session(ev.onnx_bytes, threads))
+        out.onnx_bytes, out.threads, out.calibration_states = ev.onnx_bytes, threads, ev.calibration_states
+        return out
+    if ev._session is None and not isinstance(ev.model, PolicyValueNet):
+        raise ValueError(f"the {backend} backend needs a checkpoint (or an .onnx file), not a TorchScript export")
+    if backend == "onnx":
+        out = onnx_evaluator(ev.model, threads=threads)
+    elif ev.int8_twin is not None:  # quantized before: a new session of the same int8 graph
+        return with_backend(ev.int8_twin, "int8", threads)
+    else:
+        from takzero.nn.quantize import quantize
+
+        out, _ = quantize(ev, threads=threads)
+    out.metadata = {**out.metadata, **ev.metadata, **{k: out.metadata[k] for k in ("precision", "calibration_positions") if k in out.metadata}}
+    out.calibration_states = ev.calibration_states
+    if backend == "int8" and isinstance(ev.model, PolicyValueNet):
+        ev.int8_twin = out  # until its weights change (load_state_dict)
     return out
 
 
@@ -402,6 +465,14 @@ class Evaluator:
             raise ValueError("metadata num_actions does not match the size's action space")
         self._session = _onnx_session
         self.model = model
+        #: the ONNX graph an onnxruntime evaluator runs (bytes), None for a PyTorch one
+        self.onnx_bytes: bytes | None = None
+        #: onnxruntime intra-op threads of the session (1 for PyTorch evaluators: torch's own)
+        self.threads = 1
+        #: (K, STATE_LEN) int64 positions the checkpoint carries for int8 calibration, or None
+        self.calibration_states: np.ndarray | None = None
+        #: the int8 evaluator ``with_backend`` made of this one's weights (reused, not remade)
+        self.int8_twin: Evaluator | None = None
         if _onnx_session is not None:
             self.device = torch.device("cpu")
             self.bf16 = False
@@ -432,7 +503,11 @@ class Evaluator:
         for key in ("half_komi", "generation"):
             if key in checkpoint:
                 meta[key] = checkpoint[key]
-        return cls(model, device=device, bf16=bf16, metadata=meta)
+        out = cls(model, device=device, bf16=bf16, metadata=meta)
+        from takzero.nn.quantize import calibration_states_of
+
+        out.calibration_states = calibration_states_of(checkpoint)
+        return out
 
     @classmethod
     def from_torchscript(
@@ -461,30 +536,34 @@ class Evaluator:
         return cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))
 
     @classmethod
-    def from_onnx(cls, path: str | Path, providers: list[str] | None = None) -> Evaluator:
-        """From a file written by ``export_onnx``, run by onnxruntime (CPU provider unless
-        ``providers`` says otherwise). Raises ImportError without onnxruntime."""
-        import onnxruntime as ort
-
+    def from_onnx(cls, path: str | Path, providers: list[str] | None = None, threads: int = 1) -> Evaluator:
+        """From a file written by ``export_onnx`` (float32, or int8 from ``export --int8``), run
+        by onnxruntime (CPU provider unless ``providers`` says otherwise) on ``threads`` intra-op
+        threads (:func:`onnx_session`). Raises FileNotFoundError, ValueError (one line naming the
+        file) for a file onnxruntime cannot read or one without takzero metadata, ImportError
+        without onnxruntime."""
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: no such file")
+        data = Path(path).read_bytes()
         try:
-            session = ort.InferenceSession(str(path), providers=providers or ["CPUExecutionProvider"])
+            session = onnx_session(data, threads, providers)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types (InvalidProtobuf, ...)
             raise ValueError(f"{path}: cannot be read as an ONNX model: truncated, corrupt or another "
                              f"format ({one_line_reason(e)})") from None  # fmt: skip
         meta_map = session.get_modelmeta().custom_metadata_map
         if "takzero" not in meta_map:
             raise ValueError(f"{path} has no takzero metadata")
-        return cls(None, metadata=json.loads(meta_map["takzero"]), _onnx_session=session)
+        out = cls(None, metadata=json.loads(meta_map["takzero"]), _onnx_session=session)
+        out.onnx_bytes, out.threads = data, max(1, int(threads))
+        return out
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto", bf16: bool = False) -> Evaluator:
-        """Pick the format of ``path``: ``.onnx`` -> ONNX; a TorchScript archive ->
-        ``from_torchscript``; otherwise a ``torch.save`` checkpoint."""
+    def load(cls, path: str | Path, device: str = "auto", bf16: bool = False, threads: int = 1) -> Evaluator:
+        """Pick the format of ``path``: ``.onnx`` -> ONNX (on ``threads`` onnxruntime threads);
+        a TorchScript archive -> ``from_torchscript``; otherwise a ``torch.save`` checkpoint."""
         path = Path(path)
         if path.suffix == ".onnx":
-            return cls.from_onnx(path)
+            return cls.from_onnx(path, threads=threads)
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as zf:
                 if any("/code/" in n or n.startswith("code/") for n in zf.namelist()):
@@ -498,6 +577,7 @@ class Evaluator:
             raise TypeError("only an eager network (PolicyValueNet) evaluator can take new weights")
         self.model.load_state_dict(model_state)
         self.model.eval()
+        self.int8_twin = None
 
     @property
     def config(self) -> ModelConfig:

@@ -28,8 +28,12 @@ Auxiliary targets (filled for every recorded position of a game when it ends):
 
 Backend (``selfplay.backend``): ``torch`` runs the network in PyTorch; ``onnx`` exports the
 current weights to ONNX in memory at every new generation and runs them with onnxruntime on
-``selfplay.threads`` threads (CPU only; a CUDA worker keeps torch); ``auto`` times both on a batch
-of this worker's size when the worker starts and keeps the faster one.
+``selfplay.threads`` threads; ``int8`` does the same and quantizes the graph to int8
+(``takzero.nn.quantize``), calibrated on this worker's newest recorded positions (the last
+:data:`takzero.nn.quantize.CALIBRATION_POSITIONS`; before it has any, on games of the network's
+own policy), and logs the seconds each quantization took (``selfplay/quantize_seconds``); ``auto``
+times torch and onnx on a batch of this worker's size when the worker starts and keeps the faster
+one. CPU only: a CUDA worker keeps torch.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.actions import move_to_action
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
+from takzero.nn.quantize import CALIBRATION_POSITIONS, quantize
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
@@ -146,8 +151,12 @@ class SelfPlayWorker:
         self.evaluator = Evaluator(model, device=device)
         self._torch_evaluator = self.evaluator
         self.backend = self._resolve_backend(self.cfg.backend)
-        if self.backend == "onnx":
-            self.evaluator = onnx_evaluator(model, threads=self.cfg.threads)
+        #: the newest recorded positions (a ring of CALIBRATION_POSITIONS), the int8 calibration
+        self._recent = np.zeros((CALIBRATION_POSITIONS, core.STATE_LEN), np.int64)
+        self._recent_count = 0
+        #: seconds the last int8 quantization took (0 without int8)
+        self.quantize_seconds = 0.0
+        self._cpu_evaluator()
         self.driver = SearchDriver(self.mcts, self.evaluator)
         self.generation = 0
         self.start = Position.start(self.size, komi=board.komi, flats=board.flats, caps=board.caps)
@@ -172,17 +181,36 @@ class SelfPlayWorker:
         """Load new network weights (the generation is recorded with each position); with the
         onnx backend, export them to a new onnxruntime session."""
         self._torch_evaluator.load_state_dict(state_dict)
-        if self.backend == "onnx":
-            self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.cfg.threads)
+        self._cpu_evaluator()
         self.driver.evaluator = self.evaluator
         self.generation = generation
 
+    def _cpu_evaluator(self) -> None:
+        """Point ``self.evaluator`` at the current weights in the worker's backend: the PyTorch
+        evaluator itself, a new onnxruntime session of them, or their int8 quantization
+        calibrated on the newest recorded positions (timed in ``quantize_seconds``)."""
+        if self.backend == "onnx":
+            self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.cfg.threads)
+        elif self.backend == "int8":
+            n = min(self._recent_count, len(self._recent))
+            states = self._recent[:n].copy() if n >= 64 else None  # None: games of its own policy
+            self.evaluator, self.quantize_seconds = quantize(
+                self._torch_evaluator, states, threads=self.cfg.threads, seed=self.stream
+            )
+        else:
+            self.evaluator = self._torch_evaluator
+
+    def _remember(self, state: np.ndarray) -> None:
+        """Keep ``state`` among the newest recorded positions (the int8 calibration ring)."""
+        self._recent[self._recent_count % len(self._recent)] = state
+        self._recent_count += 1
+
     def _resolve_backend(self, backend: str) -> str:
-        """``torch`` or ``onnx`` for ``selfplay.backend`` (see the module docstring)."""
+        """``torch``, ``onnx`` or ``int8`` for ``selfplay.backend`` (see the module docstring)."""
         if backend == "torch" or self._torch_evaluator.device.type != "cpu":
             return "torch"
-        if backend == "onnx":
-            return "onnx"
+        if backend in ("onnx", "int8"):
+            return backend
         return choose_backend(self._torch_evaluator.model, self.num_games, self.cfg.threads)
 
     def _new_game(self, g: int) -> _Slot:
@@ -223,6 +251,7 @@ class SelfPlayWorker:
             sims += out.nodes
             if out.full:
                 slot.states.append(pos.state.copy())
+                self._remember(pos.state)
                 slot.actions.append(out.policy_actions)
                 slot.probs.append(out.policy_probs)
                 slot.movers.append(pos.side_to_move)
@@ -298,6 +327,7 @@ class SelfPlayWorker:
             "selfplay/mean_batch_size": sstats.leaves / max(sstats.steps, 1),
             "selfplay/network_share": sstats.eval_seconds / max(seconds, 1e-9),
             "selfplay/generation": float(self.generation),
+            "selfplay/quantize_seconds": float(self.quantize_seconds),
             # gauges of this worker (the driver keeps the latest per stream, not summed over time)
             "inflight/stream": float(self.stream),
             "inflight/games": float(self.num_games),

@@ -75,8 +75,10 @@ FIRST_GUESS_NPS = 2000
 #: Node budget of the network player's tree (``TreeNodes``; 28 bytes a node, committed by the
 #: OS only when used): at 10,000 simulations/s a 6x6 search fills about 1M nodes a second.
 DEFAULT_TREE_NODES = 4_000_000
-#: Network runtimes of :meth:`NetworkPlayer.load`.
-PLAY_BACKENDS = ("auto", "onnx", "torch")
+#: Network runtimes of :meth:`NetworkPlayer.load` (:func:`play_evaluator`).
+PLAY_BACKENDS = ("auto", "int8", "onnx", "torch")
+#: What ``auto`` runs on the CPU when onnxruntime is installed.
+AUTO_PLAY_BACKEND = "onnx"
 
 
 _threads_chosen = False  # set_search_threads was called in this process
@@ -709,13 +711,19 @@ class NetworkPlayer(BasePlayer):
 
 
 def play_evaluator(ev, backend: str = "auto", threads: int = 1):
-    """The evaluator a player searches with: ``ev`` itself for ``torch`` (and for ``auto`` when
-    onnxruntime is missing, the network is on a GPU, or it is a TorchScript export, which has no
-    network to export), else an onnxruntime evaluator of the same weights on ``threads`` intra-op
-    threads (``takzero.nn.inference.with_backend``; an ``.onnx`` file's evaluator already is one).
+    """The evaluator a player searches with, on ``threads`` CPU threads:
+
+    * ``torch``: ``ev`` itself (an ``.onnx`` file's evaluator stays in onnxruntime);
+    * ``onnx``: onnxruntime in float32 (``takzero.nn.inference.with_backend``);
+    * ``int8``: onnxruntime with the network quantized to int8 (``takzero.nn.quantize``),
+      calibrated on the positions its checkpoint carries, else on games of its own policy;
+    * ``auto``: :data:`AUTO_PLAY_BACKEND` where it can run (onnxruntime installed, the network
+      on the CPU, a checkpoint or an ONNX file), else ``ev`` itself (a GPU, a TorchScript export).
+
     onnxruntime measured 1.4-2.2x faster than torch on one CPU thread at every batch size
     (scripts/bench_selfplay_backend.py, scripts/bench_play.py). Raises ValueError for an unknown
-    backend or ``onnx`` with a TorchScript model, ImportError for ``onnx`` without onnxruntime."""
+    backend, or ``onnx``/``int8`` with a TorchScript model; ``QuantizeError`` (a ValueError) for a
+    network that cannot be quantized; ImportError without onnxruntime."""
     import importlib.util
 
     from takzero.nn.inference import with_backend
@@ -723,16 +731,17 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
 
     if backend not in PLAY_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
-    onnx_session = getattr(ev, "_session", None) is not None
-    if backend == "torch" or onnx_session:
+    if backend == "torch":
         return ev
+    onnx_session = getattr(ev, "_session", None) is not None
     if backend == "auto":
         cpu = getattr(getattr(ev, "device", None), "type", "cpu") == "cpu"
-        if not (cpu and isinstance(getattr(ev, "model", None), PolicyValueNet)):
+        if not (cpu and (onnx_session or isinstance(getattr(ev, "model", None), PolicyValueNet))):
             return ev
         if importlib.util.find_spec("onnxruntime") is None:
             return ev
-    return with_backend(ev, "onnx", threads=max(1, int(threads)))
+        backend = AUTO_PLAY_BACKEND
+    return with_backend(ev, backend, threads=max(1, int(threads)))
 
 
 __all__ = [
@@ -744,6 +753,7 @@ __all__ = [
     "MAX_LEAVES",
     "NETWORK_CHUNK",
     "PLAY_BACKENDS",
+    "AUTO_PLAY_BACKEND",
     "KomiMismatchWarning",
     "NetworkPlayer",
     "NetworkSearch",

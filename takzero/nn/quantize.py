@@ -1,0 +1,234 @@
+"""int8 networks: post-training static quantization with onnxruntime, calibrated on real positions.
+
+The float32 network is exported to ONNX (``inference.export_onnx_bytes``) and quantized by
+``onnxruntime.quantization.quantize_static`` (QDQ format, per-channel symmetric int8 weights,
+uint8 activations, MinMax calibration: the recipe of onnxruntime's "Choosing parameters for CPU
+inference", which runs the int8 kernels with VNNI where the CPU has it). The result is an
+``Evaluator`` over an onnxruntime session, used wherever a float32 one is (search, play,
+self-play, evaluation).
+
+Calibration sets each activation's range from the network's outputs on a set of positions. They
+are always positions of games, never random planes (random planes give ranges real positions never
+reach, and so coarser steps where they do):
+
+* a checkpoint written by a training run carries its own (``calibration_states``: the newest
+  self-play positions when it was written; :data:`CALIBRATION_KEY`), so the same file gives the same
+  int8 network on every machine;
+* any other network file gets them from the network itself (:func:`policy_games_states`): games
+  of the float32 network playing moves drawn from its own policy with a fixed seed, at the komi the
+  model was trained for. The same file gives the same positions and the same int8 network on
+  every machine where float rounding does not change a drawn move (a draw lands within 1e-6 of a
+  boundary in rare cases).
+
+Quantization is deterministic: the same network and the same positions give bit-identical int8
+weights and outputs (``tests/test_quantize.py``). It costs about a second for the shipped 4x32
+networks (:func:`quantize` returns the seconds it took).
+
+Post-training int8 is not free: Leela Chess Zero found such networks weaker and trained with
+quantization instead (lc0 issue #794). ``docs/results.md`` ("int8") has what it costs here.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from takzero.game.core import I_SIZE, STATE_LEN
+from takzero.game.position import Game, Position
+from takzero.nn.actions import action_to_move
+from takzero.nn.features import encode
+from takzero.nn.inference import Evaluator, onnx_model_bytes, onnx_session
+
+__all__ = [
+    "CALIBRATION_KEY",
+    "CALIBRATION_POSITIONS",
+    "QuantizeError",
+    "calibration_states_of",
+    "policy_games_states",
+    "quantize",
+    "quantize_onnx_bytes",
+]
+
+#: Key of a checkpoint's calibration positions: (K, STATE_LEN) int64 tensor of game positions.
+CALIBRATION_KEY = "calibration_states"
+#: Calibration positions used by default (enough for stable MinMax ranges on the 4x32 nets: the
+#: outputs of 512 and 1,024 positions differed by less than the int8 rounding itself).
+CALIBRATION_POSITIONS = 512
+#: Positions per calibration batch fed to onnxruntime's calibrator.
+_CALIBRATION_BATCH = 64
+
+
+class QuantizeError(ValueError):
+    """A network that cannot be quantized (an unsupported format, no positions, an onnxruntime
+    failure); the message is one line naming what."""
+
+
+def policy_games_states(
+    evaluator: Evaluator, positions: int = CALIBRATION_POSITIONS, games: int = 16, seed: int = 0,
+    half_komi: int | None = None,
+) -> np.ndarray:  # fmt: skip
+    """Positions of games the network plays against itself with moves drawn from its own policy.
+
+    Args:
+        evaluator: a float32 ``takzero.nn.inference.Evaluator`` (its ``size``, ``evaluate``).
+        positions: how many positions to return (>= 1).
+        games: games played side by side (one batched network call per ply).
+        seed: the seed of the move draws (``numpy.random.default_rng``).
+        half_komi: the komi of the games in half points; None: the model's own
+            (``metadata['half_komi']``, 0 when it has none).
+
+    Returns:
+        (positions, STATE_LEN) int64: every position of the games (the start position of each
+        game included once), finished games replaced by new ones until there are enough.
+
+    Raises:
+        ValueError: ``positions`` or ``games`` below 1.
+    """
+    if positions < 1 or games < 1:
+        raise ValueError(f"positions and games must be >= 1, got {positions} and {games}")
+    size = int(evaluator.size)
+    hk = int(evaluator.metadata.get("half_komi", 0) if half_komi is None else half_komi)
+    rng = np.random.default_rng(seed)
+    start = Position.start(size, half_komi=hk)
+    live = [Game(start, ply_limit=4 * size * size) for _ in range(games)]
+    out: list[np.ndarray] = []
+    first = True
+    while len(out) < positions:
+        states = np.stack([g.position.state for g in live]).astype(np.int64)
+        if first:  # the start position once, not once per game
+            out.append(states[0].copy())
+            first = False
+        priors, _, _ = evaluator.evaluate(states)
+        for i, g in enumerate(live):
+            p = priors[i].astype(np.float64)
+            total = p.sum()
+            if not np.isfinite(total) or total <= 0:
+                live[i] = Game(start, ply_limit=4 * size * size)
+                continue
+            action = int(rng.choice(len(p), p=p / total))
+            g.play(int(action_to_move(action, size)))
+            if g.result.over:
+                live[i] = Game(start, ply_limit=4 * size * size)
+            else:
+                out.append(g.position.state.astype(np.int64).copy())
+    return np.stack(out[:positions])
+
+
+def calibration_states_of(checkpoint: dict[str, Any]) -> np.ndarray | None:
+    """The calibration positions a checkpoint dict carries (:data:`CALIBRATION_KEY`) as a
+    (K, STATE_LEN) int64 array, or None when it carries none. Raises QuantizeError for an
+    entry of another shape or kind."""
+    raw = checkpoint.get(CALIBRATION_KEY)
+    if raw is None:
+        return None
+    arr = np.asarray(raw.numpy() if hasattr(raw, "numpy") else raw)
+    if arr.ndim != 2 or arr.shape[1] != STATE_LEN or arr.dtype.kind not in "iu" or len(arr) == 0:
+        raise QuantizeError(f"{CALIBRATION_KEY} must be (K, {STATE_LEN}) integers, got {arr.shape} {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+class _Reader:
+    """onnxruntime ``CalibrationDataReader``: the encoded planes of the positions, a batch at a time."""
+
+    def __init__(self, planes: np.ndarray) -> None:
+        self._batches = [planes[i : i + _CALIBRATION_BATCH] for i in range(0, len(planes), _CALIBRATION_BATCH)]
+        self._i = 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        if self._i >= len(self._batches):
+            return None
+        self._i += 1
+        return {"planes": self._batches[self._i - 1]}
+
+    def rewind(self) -> None:
+        self._i = 0
+
+
+def encode_states(states: np.ndarray, size: int, in_channels: int, layers: int, version: int) -> np.ndarray:
+    """(K, STATE_LEN) int64 positions of one board size -> (K, C, N, N) float32 planes of the
+    model's feature version. Raises QuantizeError for positions of another size."""
+    states = np.ascontiguousarray(states, dtype=np.int64)
+    if states.ndim != 2 or states.shape[1] != STATE_LEN:
+        raise QuantizeError(f"calibration positions must be (K, {STATE_LEN}), got {states.shape}")
+    if not (states[:, I_SIZE] == size).all():
+        raise QuantizeError(f"calibration positions must be of the model's size {size}")
+    planes = np.empty((len(states), in_channels, size, size), np.float32)
+    encode(states, planes, layers, version)
+    return planes
+
+
+def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
+    """int8 (QDQ) ONNX model of the float32 ONNX ``onnx_model`` (input ``planes``), calibrated
+    on ``planes`` (K, C, N, N) float32 (K >= 1): per-channel symmetric int8 weights, uint8
+    activations, MinMax ranges. Deterministic. Raises QuantizeError (one line) when
+    onnxruntime cannot quantize the graph, ImportError without onnxruntime."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    if len(planes) == 0:
+        raise QuantizeError("no calibration positions")
+    quiet = logging.getLogger()  # onnxruntime logs "consider pre-processing" on the root logger
+    level = quiet.level
+    quiet.setLevel(max(level, logging.ERROR))
+    with tempfile.TemporaryDirectory(prefix="takzero-int8-") as tmp:
+        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+        src.write_bytes(onnx_model)
+        try:
+            quantize_static(
+                str(src), str(dst), _Reader(np.ascontiguousarray(planes, np.float32)),
+                quant_format=QuantFormat.QDQ, per_channel=True,
+                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                calibrate_method=CalibrationMethod.MinMax,
+                extra_options={"CalibTensorRangeSymmetric": False},
+            )  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own error types
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise QuantizeError(f"onnxruntime could not quantize the network: {first[:300]}") from None
+        finally:
+            quiet.setLevel(level)
+        return dst.read_bytes()
+
+
+def quantize(
+    evaluator: Evaluator, states: np.ndarray | None = None, threads: int = 1, seed: int = 0,
+) -> tuple[Evaluator, float]:  # fmt: skip
+    """The int8 twin of a float32 evaluator.
+
+    Args:
+        evaluator: a ``takzero.nn.inference.Evaluator`` of an eager network (a checkpoint) or of
+            a float32 ONNX file.
+        states: (K, STATE_LEN) int64 calibration positions of the model's size; None: the ones
+            the evaluator's file carries (``evaluator.calibration_states``), else
+            :func:`policy_games_states` of the network with ``seed``.
+        threads: onnxruntime intra-op threads of the int8 session.
+
+    Returns:
+        (the int8 ``Evaluator``, seconds the quantization took, calibration included). Its
+        metadata is the float32 one's plus ``precision: 'int8'`` and ``calibration_positions``.
+
+    Raises:
+        QuantizeError: a TorchScript network (no graph to quantize: use the checkpoint), an
+            already quantized one, positions of another size, or onnxruntime refusing the graph.
+        ImportError: without onnxruntime.
+    """
+    t0 = time.perf_counter()
+    if evaluator.metadata.get("precision") == "int8":
+        raise QuantizeError("the network is already int8")
+    model_bytes = onnx_model_bytes(evaluator)
+    if states is None:
+        states = getattr(evaluator, "calibration_states", None)
+    if states is None:  # the float32 graph on one onnxruntime thread plays the games (fast, and
+        # the same arithmetic on every machine up to the CPU's float rounding)
+        fp32 = Evaluator(None, metadata=evaluator.metadata, _onnx_session=onnx_session(model_bytes, 1))
+        states = policy_games_states(fp32, seed=seed)
+    planes = encode_states(states, evaluator.size, evaluator.in_channels, evaluator.layers, evaluator.feature_version)
+    int8 = quantize_onnx_bytes(model_bytes, planes)
+    meta = {**evaluator.metadata, "precision": "int8", "calibration_positions": int(len(planes))}
+    out = Evaluator(None, metadata=meta, _onnx_session=onnx_session(int8, threads))
+    out.onnx_bytes = int8
+    return out, time.perf_counter() - t0
+
