@@ -52,8 +52,8 @@ from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.actions import move_to_action
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
-from takzero.nn.quantize import CALIBRATION_POSITIONS, quantize
 from takzero.nn.model import ModelConfig, TakNet
+from takzero.nn.quantize import CALIBRATION_POSITIONS, quantize
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS, SearchConfig
