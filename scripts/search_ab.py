@@ -3,7 +3,7 @@ itself with settings B, on paired random openings; one JSON line.
 
     python scripts/search_ab.py MODEL [--a KEY=VALUE ...] [--b KEY=VALUE ...]
                                 [--simulations 200] [--pairs 25] [--seed 0] [--ply-limit 150]
-                                [--threads 1]
+                                [--threads 1] [--a-backend auto] [--b-backend auto]
 
 Each side is a :class:`takzero.matches.games.NetSide` over one evaluator of ``MODEL`` (an
 exported model or a checkpoint, loaded weights-only; onnxruntime where it is installed, with
@@ -13,7 +13,10 @@ takzero.players.network.DEFAULT_SELECT_Q_FRACTION)``, ``--simulations`` a move, 
 the ply limit) with that side's ``KEY=VALUE`` overrides: any ``SearchConfig`` field, the value
 read as YAML (``gumbel=true``, ``gumbel_m=16``, ``select_q_fraction=0``, ``tinue_nodes=0``).
 ``takzero.matches.games.play_match`` plays every opening once with each colour (``--pairs``
-openings of 2 plies from ``--seed``; komi: the model's).
+openings of 2 plies from ``--seed``; komi: the model's). ``--a-backend`` / ``--b-backend``: each
+side's network runtime (``takzero.players.network.play_evaluator``: auto, int8, onnx, torch), so
+that ``--a-backend int8 --b-backend onnx`` measures the int8 copy of the network against its
+float32 self at equal nodes.
 
 The line: ``model``, ``a`` and ``b`` (the overrides), ``simulations``, ``pairs``, ``seed``,
 ``games``, ``wins``/``draws``/``losses`` (A's), ``tally`` (W-D-L), ``pentanomial`` (A's pair
@@ -133,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="openings and search seed")
     p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the network")
+    from takzero.players.network import PLAY_BACKENDS
+
+    for side in ("a", "b"):
+        p.add_argument(f"--{side}-backend", choices=PLAY_BACKENDS, default="auto",
+                       help=f"side {side.upper()}'s network runtime")  # fmt: skip
     args = p.parse_args(argv)
     if not args.model.exists():
         p.error(f"model file not found: {args.model}")
@@ -161,11 +169,14 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     try:
-        ev = play_evaluator(Evaluator.load(str(args.model)), "auto", args.threads)
+        source = Evaluator.load(str(args.model))
+        ev_a = play_evaluator(source, args.a_backend, args.threads)
+        ev_b = play_evaluator(source, args.b_backend, args.threads)
     except Exception as e:  # noqa: BLE001 - torch/zip raise many types for a bad file
         p.error(f"cannot load model {args.model}: {e}")
-    a = NetSide("A", ev, a_cfg, args.simulations)
-    b = NetSide("B", ev, b_cfg, args.simulations)
+    a = NetSide("A", ev_a, a_cfg, args.simulations)
+    b = NetSide("B", ev_b, b_cfg, args.simulations)
+    ev = ev_a
     start = Position.start(ev.size, half_komi=int(ev.metadata.get("half_komi", 0)))
     t0 = time.perf_counter()
     openings = random_openings(start, args.pairs, plies=2, seed=args.seed)
@@ -175,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"{p.prog}: error: the search cannot run with these settings: {e}\n")
     elo = match.elo()
     line = {
-        "model": str(args.model), "a": a_over, "b": b_over, "simulations": args.simulations,
+        "model": str(args.model), "a": a_over, "b": b_over, "a_backend": args.a_backend,
+        "b_backend": args.b_backend, "simulations": args.simulations,
         "pairs": args.pairs, "seed": args.seed, "games": match.num_games, "wins": match.wins,
         "draws": match.draws, "losses": match.losses, "tally": match.tally(),
         "pentanomial": [int(x) for x in match.pentanomial()], "score": match.score,
