@@ -17,7 +17,10 @@
     no disagreement) adds ``(Result tag X disagrees)`` and a warning on stderr (which komi would
     fit, when the game has no Komi tag). ``--komi/--flats/--caps`` override the tags of every
     game. Ends with ``replay: N games replayed, M rejected, K Result tag disagreements`` on stderr;
-    exit status 1 when any game (or file) was rejected, 0 otherwise.
+    exit status 1 when any game (or file) was rejected, 0 otherwise. What is read is bounded
+    (:mod:`takzero.game.ptn`: a file of at most 8 MiB, ``/dev/zero`` or a pipe read only that
+    far, a line of 1 MiB, a tag of 4 KiB, a game of 200,000 plies): a file over a bound is one
+    line naming it on stderr and counts as rejected.
 
 ``python -m takzero.game tinue --tps TPS [--komi K] [--flats N] [--caps N] [--attacker white|black]
 [--nodes N | --seconds S]``

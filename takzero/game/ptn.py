@@ -23,6 +23,12 @@ What the reader accepts (see ``tak-rules.md``):
 * result tokens ``R-0 0-R F-0 0-F 1-0 0-1 1/2-1/2 0-0 *`` on the last move line or on their own;
 * any whitespace (double spaces, CRLF, no final newline).
 
+What it reads is bounded, so that no file makes it read or hold more than a bounded amount
+(each bound a named constant below, each breach one PTNError naming the file): a file of at most
+:data:`MAX_PTN_FILE_BYTES` (8 MiB; a pipe or a device is read only that far), a line of at most
+:data:`MAX_PTN_LINE_CHARS` characters, a tag pair of at most :data:`MAX_PTN_TAG_CHARS`, a game of
+at most :data:`MAX_PTN_PLIES` plies, a token of at most 100 characters.
+
 Move numbers are checked: by default a number that does not match the ply count (``25.`` where
 move 35 is due) is a :class:`PTNError`; with ``strict_numbers=False`` the reader reads the moves in
 order, records each jump once in :attr:`PTNGame.warnings` and counts on from the number written.
@@ -44,6 +50,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +74,24 @@ _NUMBER_RE = re.compile(r"(\d+)(\.+)")
 _TOKEN_END = re.compile(r"[\s{]")
 _NON_SPACE = re.compile(r"\S")
 _MAX_MOVE_NUMBER = 100_000  # as in TPS; a game of more moves does not fit a Tak board
+
+# Bounds of what the reader takes in, so that no file (a hostile one, /dev/urandom, a FIFO)
+# makes it read or hold more than a bounded amount; each is one PTNError naming the file.
+#: The most bytes of a PTN file :func:`read_ptn_file` and :func:`read_ptn_file_each` read (8 MiB:
+#: some 20,000 self-play games; the reader holds some 100 bytes per byte of the smallest games
+#: in memory). A bigger file is refused; a larger ``max_bytes`` argument raises the bound.
+MAX_PTN_FILE_BYTES = 8 * 2**20
+#: The longest line (characters) of a PTN text: a whole game of 10,000 moves on one line fits.
+MAX_PTN_LINE_CHARS = 2**20
+#: The longest tag pair ``[Key "Value"]`` (characters): a TPS of the tallest stacks fits.
+MAX_PTN_TAG_CHARS = 4096
+#: The most plies of one game (every numbered move up to the move-number bound).
+MAX_PTN_PLIES = 2 * _MAX_MOVE_NUMBER
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters (``...`` marking the cut), for a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,14 +193,18 @@ class _Builder:
         if self.numbered and line != self.last_line and self.ply % 2 == 0:
             self.game.warnings.append(f"line {line}, column {col}: move line without a move number")
         self.last_line = line
+        if len(self.game.moves) >= MAX_PTN_PLIES:
+            raise self.error(f"more than {MAX_PTN_PLIES} plies in one game (the reader's bound)",
+                             line, col, _shown(token))
         key = (token, pos.size)
         code = self.reader.parsed.get(key)
         if code is None:
             try:
                 code = parse_ptn(token, pos.size)
             except MoveError as e:
-                raise self.error(str(e), line, col, token) from None
-            self.reader.parsed[key] = code
+                raise self.error(str(e), line, col, _shown(token, 60)) from None
+            if len(self.reader.parsed) < 100_000:  # a cache: bounded
+                self.reader.parsed[key] = code
         if self.reader.check:
             assert self.buf is not None
             _play_checked(pos, code, self.buf, lambda reason: self.error(reason, line, col, token))
@@ -201,8 +230,20 @@ class _Reader:
         self.strict_numbers = strict_numbers
         self.source = source
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\n", self.text)]
+        self._check_lines()
         self.parsed: dict[tuple[str, int], int] = {}  # move token and size -> code
         self.cur: _Builder | None = None  # the game being read
+
+    def _check_lines(self) -> None:
+        """PTNError at the first line longer than :data:`MAX_PTN_LINE_CHARS`."""
+        ends = [*self.line_starts[1:], len(self.text) + 1]
+        for k, (start, end) in enumerate(zip(self.line_starts, ends, strict=True)):
+            if end - start - 1 > MAX_PTN_LINE_CHARS:
+                raise PTNError(
+                    f"a line of {end - start - 1} characters, over the reader's bound of "
+                    f"{MAX_PTN_LINE_CHARS} (MAX_PTN_LINE_CHARS); is this a PTN file?",
+                    line=k + 1, column=1, source=self.source,
+                )
 
     def where(self, offset: int) -> tuple[int, int]:
         i = bisect.bisect_right(self.line_starts, offset) - 1
@@ -296,18 +337,25 @@ class _Reader:
                 cur = self.cur = None
             if cur is None:
                 cur = self.cur = _Builder(line, self)
-            m = _TAG_RE.match(text, i)
-            eol = text.find("\n", i)
-            eol = n if eol < 0 else eol
-            if not m or m.end() > eol:
+            eol = text.find("\n", i, i + MAX_PTN_TAG_CHARS + 2)
+            if eol < 0:
+                eol = min(n, i + MAX_PTN_TAG_CHARS + 2)
+            m = _TAG_RE.match(text, i, eol)  # the regex keeps a frame per character: bounded
+            if not m and eol - i > MAX_PTN_TAG_CHARS:
+                raise self.error(f"a tag line of over {MAX_PTN_TAG_CHARS} characters "
+                                 "(the reader's bound, MAX_PTN_TAG_CHARS)", i, _shown(text[i:eol]))
+            if not m:
                 raise self.error('malformed tag pair; expected [Key "Value"] on one line', i,
-                                 text[i:eol].rstrip())
+                                 _shown(text[i:eol].rstrip(), 60))
             value = re.sub(r"\\(.)", r"\1", m.group(2))
             cur.tag(m.group(1), value, line, col, m.group(0))
             return m.end()
         m_end = _TOKEN_END.search(text, i)
         end = n if m_end is None else m_end.start()
         token = text[i:end]
+        if len(token) > 100:  # no move, number or result is this long
+            raise self.error(f"a token of {len(token)} characters; not a move, move number or "
+                             "result", i, _shown(token))
         if cur is None:
             cur = self.cur = _Builder(line, self)
         self._token(cur, token, line, col)
@@ -356,7 +404,9 @@ def read_ptn(
     ``source`` names the text in error messages.
 
     Returns the games in file order (an empty list for a text without games). Raises PTNError
-    naming the line, column, token and reason.
+    naming the line, column, token and reason, also for a text over the reader's bounds (a line
+    over :data:`MAX_PTN_LINE_CHARS`, a tag over :data:`MAX_PTN_TAG_CHARS` characters, a game of
+    more than :data:`MAX_PTN_PLIES` plies, a token of more than 100 characters).
     """
     return _Reader(text, check, strict_numbers, source).read()
 
@@ -376,9 +426,35 @@ def read_ptn_each(
     """Read a PTN text game by game: like :func:`read_ptn`, but a game with a problem (bad
     syntax, a bad tag, a wrong move number, with ``check`` an illegal move) is returned as a
     :class:`RejectedGame` in its place, and reading goes on with the next game (the next line
-    starting with ``[`` after the rejected game's move text). Never raises PTNError.
+    starting with ``[`` after the rejected game's move text). Raises PTNError only for a text
+    over the reader's bounds (a line over :data:`MAX_PTN_LINE_CHARS`); a game over its own (a tag
+    over :data:`MAX_PTN_TAG_CHARS`, more than :data:`MAX_PTN_PLIES` plies) is a RejectedGame.
     """
     return _Reader(text, check, strict_numbers, source).read_each(recover=True)
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_PTN_FILE_BYTES) -> bytes:
+    """The bytes of ``path``, at most ``max_bytes`` of them: a regular file larger than that is
+    refused from its size, before anything is read; anything else (a pipe, ``/dev/stdin``, a
+    device such as ``/dev/zero`` or ``/dev/urandom``) is read up to ``max_bytes + 1`` bytes and
+    refused when it has more. A FIFO's ``open`` waits for its writer, as ``cat`` does.
+
+    Raises PTNError (naming the file, its size and the bound) for too much, OSError for a file
+    that cannot be read (a folder, no such file, permissions)."""
+    source = os.fspath(path)
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+            raise PTNError(
+                f"{st.st_size:,} bytes, over the reader's bound of {max_bytes:,} bytes for one file "
+                "(MAX_PTN_FILE_BYTES): split it into smaller files", source=source)
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        kind = "a regular file" if stat.S_ISREG(st.st_mode) else "not a regular file"
+        raise PTNError(
+            f"more than {max_bytes:,} bytes ({kind}), over the reader's bound for one file "
+            "(MAX_PTN_FILE_BYTES); read no further", source=source)
+    return data
 
 
 def _decode(data: bytes, path: str | os.PathLike[str]) -> str:
@@ -397,34 +473,43 @@ def _decode(data: bytes, path: str | os.PathLike[str]) -> str:
 
 
 def read_ptn_file(
-    path: str | os.PathLike[str], *, check: bool = True, strict_numbers: bool = True
+    path: str | os.PathLike[str], *, check: bool = True, strict_numbers: bool = True,
+    max_bytes: int = MAX_PTN_FILE_BYTES,
 ) -> list[PTNGame]:
     """Read a PTN file (UTF-8) with :func:`read_ptn`; error messages name the file.
 
     Raises OSError for an unreadable file and PTNError for bad content, including bytes that are
-    not UTF-8 (the error gives the line and column of the first such byte).
+    not UTF-8 (the error gives the line and column of the first such byte), and for a file over
+    the reader's bounds: more than ``max_bytes`` (default :data:`MAX_PTN_FILE_BYTES`; a pipe or a
+    device such as ``/dev/zero`` is read only that far), a line over
+    :data:`MAX_PTN_LINE_CHARS`, a tag over :data:`MAX_PTN_TAG_CHARS` characters.
     """
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_bounded(path, max_bytes)
     return read_ptn(_decode(data, path), check=check, strict_numbers=strict_numbers, source=os.fspath(path))
 
 
 def read_ptn_file_each(
-    path: str | os.PathLike[str], *, check: bool = True, strict_numbers: bool = True
+    path: str | os.PathLike[str], *, check: bool = True, strict_numbers: bool = True,
+    max_bytes: int = MAX_PTN_FILE_BYTES,
 ) -> list[PTNGame | RejectedGame]:
     """Read a PTN file (UTF-8) game by game with :func:`read_ptn_each`; error messages name the
-    file. Raises OSError for an unreadable file and PTNError for bytes that are not UTF-8."""
-    with open(path, "rb") as f:
-        data = f.read()
+    file. Raises OSError for an unreadable file and PTNError for bytes that are not UTF-8 or a
+    file over the reader's bounds (as :func:`read_ptn_file`: ``max_bytes``, a line, a tag)."""
+    data = read_bounded(path, max_bytes)
     return read_ptn_each(_decode(data, path), check=check, strict_numbers=strict_numbers, source=os.fspath(path))
 
 
 __all__ = [
+    "MAX_PTN_FILE_BYTES",
+    "MAX_PTN_LINE_CHARS",
+    "MAX_PTN_PLIES",
+    "MAX_PTN_TAG_CHARS",
     "RESULT_TOKENS",
     "PTNError",
     "PTNGame",
     "RejectedGame",
     "game_to_ptn",
+    "read_bounded",
     "read_ptn",
     "read_ptn_each",
     "read_ptn_file",

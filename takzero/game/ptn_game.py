@@ -60,8 +60,9 @@ class PTNError(ValueError):
                 where += f":{self.column}" if self.source else f", column {self.column}"
         if where:
             parts.append(where)
-        if self.token is not None:
-            parts.append(f"token {self.token!r}")
+        if self.token is not None:  # shown cut to 60 characters: a message stays one short line
+            token = self.token if len(self.token) <= 60 else self.token[:57] + "..."
+            parts.append(f"token {token!r}")
         parts.append(self.reason)
         return ": ".join(parts)
 

@@ -42,6 +42,7 @@ only runs or exports a network depends on the small interface
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -83,6 +84,13 @@ __all__ = [
     "ModelConfig",
     "TakNet",
     "aux_loss",
+    "MAX_BLOCKS",
+    "MAX_CHANNELS",
+    "MAX_HEAD_CHANNELS",
+    "MAX_LAYERS",
+    "MAX_PARAMETERS",
+    "MAX_VALUE_HIDDEN",
+    "check_weights_fit",
     "checkpoint_dict",
     "masked_log_softmax",
     "masked_softmax",
@@ -149,6 +157,10 @@ class ModelConfig:
     attention_heads: int = DEFAULT_ATTENTION_HEADS
 
     def __post_init__(self) -> None:
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+                raise ValueError(f"model config {name} must be a whole number, got {_shown(value)}")
         if not 3 <= self.size <= 8:
             raise ValueError(f"size must be 3..8, got {self.size}")
         if self.layers is None:
@@ -156,6 +168,13 @@ class ModelConfig:
         if self.gpool_channels is None:
             self.gpool_channels = max(8, self.channels // 4)
         if self.channels < 1 or self.blocks < 0 or self.layers < 1 or self.gpool_every < 1:
+            raise ValueError(f"invalid model config {self}")
+        for name, bound in _BOUNDS.items():  # before anything is sized by them
+            value = getattr(self, name)
+            if value > bound:
+                raise ValueError(f"model config {name}={_shown(value)} is over the bound of {bound} "
+                                 f"({_BOUND_NAMES[name]}); no network of takzero is that large")  # fmt: skip
+        if min(self.policy_channels, self.value_channels, self.value_hidden) < 1:
             raise ValueError(f"invalid model config {self}")
         if self.feature_version not in FEATURE_VERSIONS:
             raise ValueError(
@@ -169,6 +188,25 @@ class ModelConfig:
         if why:
             raise ValueError(f"trunk {self.trunk!r}: {why}")
         self.heads = head_names(self.heads)
+        params = self.estimated_parameters()
+        if params > MAX_PARAMETERS:
+            raise ValueError(f"model config {self.blocks} blocks x {self.channels} channels: some "
+                             f"{params:,} parameters, over the bound of {MAX_PARAMETERS:,} "
+                             "(MAX_PARAMETERS)")  # fmt: skip
+
+    def estimated_parameters(self) -> int:
+        """An upper estimate of the network's parameters, from the config alone (nothing is
+        built): the stem, ``blocks`` of 18 c^2 (two 3x3 convs; a transformer block is 12 c^2)
+        plus their pooling, the heads. ``__post_init__`` refuses a config over
+        :data:`MAX_PARAMETERS`."""
+        c, n = self.channels, self.size
+        pc, vc, vh = self.policy_channels, self.value_channels, self.value_hidden
+        ac = action_channels(n)
+        gp = self.gpool_channels or 0
+        trunk = self.in_channels * c * 9 + self.blocks * (18 * c * c + 6 * c * gp + 4 * c) + c * n * n
+        policy = c * pc + pc * ac * (1 + len(self.heads)) + 2 * pc * pc + 4 * pc + ac
+        value = c * vc + 2 * vc * vh + 4 * vh + 4 * vc + c
+        return int(trunk + policy + value)
 
     @property
     def in_channels(self) -> int:
@@ -207,6 +245,34 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"unknown model config keys {sorted(unknown)}")
         return cls(**d)
+
+
+#: Bounds of a model config's sizes, checked before a network is built (a file's config is a
+#: stranger's word): generous for real networks (AlphaZero's 20-40 blocks of 256 channels).
+MAX_CHANNELS = 1024
+MAX_BLOCKS = 256
+#: policy_channels, value_channels, gpool_channels.
+MAX_HEAD_CHANNELS = 1024
+MAX_VALUE_HIDDEN = 4096
+#: Stack layers of the input features (a 8x8 board's default is 10).
+MAX_LAYERS = 64
+#: The most parameters (:meth:`ModelConfig.estimated_parameters`): 1 GB of float32 weights; a
+#: 40-block, 256-channel ResNet has some 47 million.
+MAX_PARAMETERS = 250_000_000
+_BOUND_NAMES = {
+    "channels": "MAX_CHANNELS", "blocks": "MAX_BLOCKS", "layers": "MAX_LAYERS",
+    "policy_channels": "MAX_HEAD_CHANNELS", "value_channels": "MAX_HEAD_CHANNELS",
+    "gpool_channels": "MAX_HEAD_CHANNELS", "value_hidden": "MAX_VALUE_HIDDEN",
+}
+_BOUNDS = {name: globals()[const] for name, const in _BOUND_NAMES.items()}
+_INT_FIELDS = ("size", "channels", "blocks", "layers", "gpool_channels", "gpool_every", "policy_channels",
+               "value_channels", "value_hidden", "feature_version", "attention_heads")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut to 40 characters, for a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 #: Head flags of the configs stored before the head table, and the head each one turned on.
@@ -343,20 +409,62 @@ def checkpoint_dict(model: TakNet, **extra: Any) -> dict[str, Any]:
     return {"model_config": model.config.to_dict(), "model_state": model.state_dict(), **extra}
 
 
-def model_from_checkpoint(checkpoint: dict[str, Any] | str, map_location: str = "cpu") -> TakNet:
+def model_from_checkpoint(
+    checkpoint: dict[str, Any] | str, map_location: str = "cpu", source: str | None = None
+) -> TakNet:
     """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``, read
     weights-only: :func:`takzero.nn.safe_load.load_weights_only`).
 
+    ``source``: the file a loaded dict came from, named in the errors (default: the path, or
+    "the checkpoint"). Nothing is allocated before the config is checked against the bounds (``MAX_BLOCKS``,
+    ``MAX_CHANNELS``, ..., ``MAX_PARAMETERS``: :class:`ModelConfig`) and the weights' shapes
+    against the config (:func:`check_weights_fit`).
+
     Raises KeyError if 'model_config' or 'model_state' is missing, ValueError on a feature-version
-    mismatch or a file that cannot be read (``UnsafeFileError``, a ValueError, for one whose
-    pickle would run code), RuntimeError if the weights do not fit the config.
+    mismatch, a config over the bounds or a file that cannot be read (``UnsafeFileError``, a
+    ValueError, for one whose pickle would run code; a device or a file over
+    ``safe_load.MAX_MODEL_FILE_BYTES``), RuntimeError if the weights do not fit the config.
     """
+    source = source or (str(checkpoint) if not isinstance(checkpoint, dict) else "the checkpoint")
     if not isinstance(checkpoint, dict):
         checkpoint = load_weights_only(checkpoint, map_location=map_location)
     cfg = checkpoint["model_config"]
-    model = TakNet(cfg if isinstance(cfg, ModelConfig) else ModelConfig.from_dict(cfg))
-    model.load_state_dict(checkpoint["model_state"])
+    if not isinstance(cfg, ModelConfig):
+        if not isinstance(cfg, Mapping):
+            raise ValueError(f"{source}: its model_config is a {type(cfg).__name__}, not a dict")
+        try:
+            cfg = ModelConfig.from_dict(cfg)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{source}: {e}") from None
+    state = checkpoint["model_state"]
+    check_weights_fit(cfg, state, source)
+    model = TakNet(cfg)
+    model.load_state_dict(state)
     return model
+
+
+def check_weights_fit(cfg: ModelConfig, state: Any, source: str = "the checkpoint") -> None:
+    """Check the sizes of the weights ``state`` (a state dict, older parameter names included)
+    against the network ``cfg`` describes, before it is built: the network is made on torch's
+    ``meta`` device (shapes only, no memory) and each parameter's shape compared.
+
+    Raises RuntimeError (as ``load_state_dict`` would, one line naming ``source``) for a missing
+    or extra parameter or a shape that differs, ValueError when ``state`` is not a dict of
+    tensors."""
+    if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
+        raise ValueError(f"{source}: its model_state is not a dict of tensors")
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in TakNet(cfg).state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in current_keys(state).items()}
+    missing = [k for k in expected if k not in got]
+    extra = [k for k in got if k not in expected]
+    wrong = [k for k in expected if k in got and got[k] != expected[k]]
+    problems = [f"{k} is {list(got[k])} in the file, {list(expected[k])} by its model_config" for k in wrong]
+    problems += [f"missing {k}" for k in missing] + [f"unexpected {k}" for k in extra]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise RuntimeError(f"{source}: the weights do not fit the model config: "
+                           f"{'; '.join(problems[:3])}{more}")  # fmt: skip
 
 
 

@@ -22,8 +22,10 @@ is to be taken only from people one trusts (README, "Which model files are safe"
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import re
+import stat
 import warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -34,8 +36,21 @@ import torch
 
 __all__ = [
     "UnsafeFileError", "CONVERT_COMMAND", "load_weights_only", "load_trusted", "to_plain",
-    "dumps_weights_only", "one_line_reason",
+    "dumps_weights_only", "one_line_reason", "MAX_MODEL_FILE_BYTES", "MAX_ONNX_WEIGHT_BYTES",
+    "MAX_ONNX_TENSOR_ELEMENTS", "check_model_file", "check_onnx_file",
 ]
+
+#: The largest model or checkpoint file read (2 GiB): a 40-block, 256-channel network is some
+#: 190 MB of float32 weights, 0.6 GB with its optimiser state in a checkpoint. A larger file, or
+#: anything that is not a regular file (``/dev/zero``, a pipe), is refused before it is read.
+MAX_MODEL_FILE_BYTES = 2 * 2**30
+#: The most bytes of weights (initializers and constants) of an ONNX file: 1 GiB, 250 million
+#: float32 parameters (``takzero.nn.model.MAX_PARAMETERS``).
+MAX_ONNX_WEIGHT_BYTES = 2**30
+#: The most elements of one tensor of an ONNX graph, per position of the batch, where shape
+#: inference can tell (2**26: 256 MiB of float32, some 4,000 times the largest planes of a
+#: 1024-channel 8x8 network).
+MAX_ONNX_TENSOR_ELEMENTS = 2**26
 
 #: The command that rewrites a trusted file as a weights-only one (``takzero.export --convert``).
 CONVERT_COMMAND = "python -m takzero.export --convert"
@@ -77,12 +92,127 @@ def unreadable_file_error(path: str | Path, error: OSError) -> OSError | ValueEr
     return ValueError(f"{path}: cannot be read: truncated or corrupt ({one_line_reason(error)})")
 
 
+def check_model_file(path: str | Path, max_bytes: int = MAX_MODEL_FILE_BYTES) -> None:
+    """Refuse, before anything reads it, a model path that is not a regular file of at most
+    ``max_bytes`` bytes (default :data:`MAX_MODEL_FILE_BYTES`): a device such as ``/dev/zero`` or
+    ``/dev/urandom``, a pipe or a socket would be read without end. A folder is left to the
+    loader (its own one-line error).
+
+    Raises FileNotFoundError (no such file), ValueError (one line naming the file: not a regular
+    file, or too large), OSError (cannot be looked at: permissions)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    if stat.S_ISDIR(st.st_mode):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path}: not a regular file (a device, a pipe or a socket); a model is a file")
+    if st.st_size > max_bytes:
+        raise ValueError(f"{path}: {st.st_size:,} bytes, over the bound of {max_bytes:,} bytes of a "
+                         "model file (MAX_MODEL_FILE_BYTES)")  # fmt: skip
+
+
+def check_onnx_file(
+    path: str | Path,
+    max_bytes: int = MAX_MODEL_FILE_BYTES,
+    max_weight_bytes: int = MAX_ONNX_WEIGHT_BYTES,
+    max_tensor_elements: int = MAX_ONNX_TENSOR_ELEMENTS,
+) -> None:
+    """Check an ONNX file before a session is made of it (call it first in
+    ``Evaluator.from_onnx``): :func:`check_model_file` (a regular file of at most ``max_bytes``),
+    then, with the ``onnx`` package (skipped without it), the graph read without its external
+    data: no weights in external files (a session from the file's bytes could not read them, and
+    their size is not in the file), the initializers' and constants' bytes at most
+    ``max_weight_bytes``, and every tensor whose shape inference knows (the batch axis counted as
+    1) at most ``max_tensor_elements`` elements, so that a small graph that makes a huge tensor
+    (``ConstantOfShape``, ``Expand``) at its first run is refused.
+
+    Raises FileNotFoundError, ValueError (one line naming the file and the bound)."""
+    check_model_file(path, max_bytes)
+    try:
+        import onnx
+        from onnx import numpy_helper  # noqa: F401 - part of the package checked for
+    except ImportError:
+        return
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and others: not an ONNX file
+        raise ValueError(f"{path}: cannot be read as an ONNX model: truncated, corrupt or another "
+                         f"format ({one_line_reason(e)})") from None  # fmt: skip
+    total = 0
+    tensors = list(proto.graph.initializer)
+    for graph in _onnx_graphs(proto.graph):
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    tensors.append(attr.t)
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    tensors.extend(attr.tensors)
+        if graph is not proto.graph:
+            tensors.extend(graph.initializer)
+    for t in tensors:
+        if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
+            raise ValueError(f"{path}: its weight {t.name!r} is in an external data file; takzero "
+                             "reads ONNX models of one file only")  # fmt: skip
+        total += _onnx_tensor_bytes(t)
+        if total > max_weight_bytes:
+            raise ValueError(f"{path}: more than {max_weight_bytes:,} bytes of weights, over the "
+                             "bound of an ONNX model (MAX_ONNX_WEIGHT_BYTES)")  # fmt: skip
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception:  # noqa: BLE001 - a graph shape inference cannot follow: the session decides
+        return
+    values = [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]
+    for v in values:
+        if not v.type.HasField("tensor_type") or not v.type.tensor_type.HasField("shape"):
+            continue
+        n = 1
+        for d in v.type.tensor_type.shape.dim:
+            if d.HasField("dim_value"):
+                n *= max(1, d.dim_value)
+        if n > max_tensor_elements:
+            raise ValueError(f"{path}: its tensor {v.name!r} has {n:,} elements per position, over "
+                             f"the bound of {max_tensor_elements:,} (MAX_ONNX_TENSOR_ELEMENTS)")  # fmt: skip
+
+
+def _onnx_graphs(graph: Any) -> list[Any]:
+    """``graph`` and every subgraph of its nodes (``If``/``Loop`` bodies), depth first."""
+    out = [graph]
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                out.extend(_onnx_graphs(attr.g))
+            for g in attr.graphs:
+                out.extend(_onnx_graphs(g))
+    return out
+
+
+def _onnx_tensor_bytes(t: Any) -> int:
+    """The bytes a TensorProto ``t`` stands for: its elements (dims) times its element size, or
+    the bytes it holds when that is more (a tensor with wrong dims)."""
+    import onnx
+
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except Exception:  # noqa: BLE001 - an unknown or string type
+        itemsize = 8
+    n = 1
+    for d in t.dims:
+        n *= max(0, int(d))
+    held = len(t.raw_data) + 8 * (len(t.float_data) + len(t.int32_data) + len(t.int64_data)
+                                  + len(t.double_data) + len(t.uint64_data)) + sum(len(x) for x in t.string_data)
+    return max(n * itemsize, held)
+
+
 def load_weights_only(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
     """Read a ``torch.save`` file with ``torch.load(weights_only=True)``: tensors and plain
     Python values only; no code in the file runs.
 
     Raises:
         FileNotFoundError: no such file.
+        ValueError: not a regular file (``/dev/zero``, a pipe) or one over
+            :data:`MAX_MODEL_FILE_BYTES` (:func:`check_model_file`), refused before reading.
         UnsafeFileError: the file's pickle needs other objects (it names a Python callable or
             class, such as ``posix.system`` or a numpy type); the message names the file, what it
             asked for, and the command that converts a trusted file once.
@@ -91,8 +221,7 @@ def load_weights_only(path: str | Path, map_location: str | torch.device = "cpu"
         OSError: the file cannot be read (permissions, a folder).
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    check_model_file(path)
     try:
         with warnings.catch_warnings():  # torch's notes on pickle protocols and TorchScript:
             warnings.simplefilter("ignore", UserWarning)  # the error below says it in one line
@@ -144,8 +273,7 @@ def load_trusted(path: str | Path) -> Any:
 
     Raises FileNotFoundError for a missing file, ValueError for one torch cannot read."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    check_model_file(path)
     try:
         return torch.load(str(path), map_location="cpu", weights_only=False)
     except OSError as e:
