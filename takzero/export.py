@@ -7,7 +7,8 @@ Command line::
     python -m takzero.export model.pt --info                                  # print metadata
     python -m takzero.export --convert OLD.pt       # a trusted file that is not weights-only
 
-The input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a ``torch.save`` dict
+The output never replaces the input, its ``.sha256`` sidecar or another checkpoint (a file with
+a sidecar): such a ``-o`` is refused in one line. The input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a ``torch.save`` dict
 with at least ``model_config`` and ``model_state``), read weights-only
 (:mod:`takzero.nn.safe_load`): a file whose pickle would run code is refused, naming the file.
 ``--convert`` rewrites a file one trusts that is not weights-only (or every checkpoint of a run

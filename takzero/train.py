@@ -21,10 +21,10 @@ from takzero.config import (
     load_config,
     unknown_override_keys,
 )
-from takzero.pipeline.checkpoints import CheckpointWriteError
+from takzero.pipeline.checkpoints import CheckpointWriteError, root_problem
 from takzero.pipeline.placement import PlacementError
 from takzero.pipeline.progress import resume_command
-from takzero.pipeline.run import DISK_FULL, RunDirError, run_training
+from takzero.pipeline.run import DISK_FULL, NonFiniteError, RunDirError, run_training
 from takzero.pipeline.warm_start import check_init_from
 
 
@@ -167,6 +167,9 @@ def precheck(argv: list[str]) -> list[str]:
     problems = unknown_override_keys(argv)
     given = dict(a.lstrip("+").split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
     root, name = given.get("checkpoint_root"), given.get("run_name")
+    unwritable = root_problem(root if root is not None else "checkpoints")  # before Hydra's mkdir
+    if unwritable is not None:
+        return [*problems, unwritable]
     if root is not None or name is not None:
         try:
             # ${...} interpolations (the default time-stamped name) are checked after composing.
@@ -219,6 +222,9 @@ def main() -> None:
         except PlacementError as e:
             print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
+        except NonFiniteError as e:  # the run has stopped and said so, with its last good checkpoint
+            print(f"stopped, training went non-finite: {e}", file=sys.stderr)
+            sys.exit(1)
         except OSError as e:
             if e.errno not in DISK_FULL and not isinstance(e, CheckpointWriteError):
                 raise

@@ -55,17 +55,24 @@ def test_a_cut_early_check_keeps_its_game_count_through_the_checkpoint() -> None
     schedule.owe(1, 200)
     schedule.next()  # running when Ctrl-C comes
     schedule.owe(4, 800)
+    schedule.owed[4].seed = 17  # the run draws it when the check is owed
+    assert [c.to_list() for c in schedule.pending()] == [c.to_list() for c in schedule.pending()]  # left in
     kept = [c.to_list() for c in schedule.take_pending()]  # what RunCounters.owed_checks holds
-    assert kept == [[1, 200, ["baselines"], 6], [4, 800, ["baselines"], 0]]
+    assert kept == [[1, 200, ["baselines"], 6, None, True], [4, 800, ["baselines"], 0, 17, False]]
     again = EvaluationSchedule(gating=False, baseline_every=4, early_generation=1, early_games=6)
     for entry in kept:
         again.restore(Check.from_list(entry))
+    check = again.next()  # the one that was running completes first, with its own count
+    assert check is not None and check.generation == 1 and check.baseline_games == 6 and not check.carried
+    again.finished()
     check = again.next()
-    assert check is not None and check.generation == 4 and check.carried == [1] and check.baseline_games == 0
+    assert check is not None and check.generation == 4 and check.carried == [] and check.baseline_games == 0
     restored = Check.from_list(kept[0])
     assert (restored.generation, restored.step, restored.kinds, restored.baseline_games) == (1, 200, ("baselines",), 6)
-    # a checkpoint written before the game count was kept: the configured count
+    assert Check.from_list(kept[1]).seed == 17 and restored.seed is None
+    # a checkpoint written before the game count (or the seed) was kept: the configured count
     assert Check.from_list([4, 800, ["baselines"]]).baseline_games == 0
+    assert Check.from_list([4, 800, ["baselines"], 2]).seed is None
     with pytest.raises(ValueError, match="owed check"):
         Check.from_list([4, 800])
 

@@ -261,3 +261,25 @@ def test_export_without_out_never_overwrites(tmp_path: Path, capsys, monkeypatch
     assert "model.pt exists, not overwritten: writing model_2.pt" in capsys.readouterr().err
     assert main([str(best)]) == 0
     assert (tmp_path / "model_3.pt").exists()
+
+
+def test_export_never_writes_over_its_input_or_a_checkpoint(tmp_path: Path, capsys) -> None:
+    """`-o` naming the input (by its path, another spelling or a hard link), the input's
+    checksum file, or another checkpoint with a sidecar: refused in one line, every byte kept."""
+    from takzero.pipeline.checkpoints import atomic_torch_save
+
+    run = tmp_path / "run"
+    best = run / "best.pt"
+    atomic_torch_save(tiny_checkpoint(generation=2), best)
+    other = run / "ckpt_000000010.pt"
+    atomic_torch_save(tiny_checkpoint(generation=1), other)
+    link = tmp_path / "link.pt"
+    link.hardlink_to(best)
+    before = {p: p.read_bytes() for p in run.iterdir()}
+    for out in (best, run / ".." / "run" / "best.pt", link, Path(str(best) + ".sha256"), other):
+        assert main([str(best), "-o", str(out)]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("export failed: "), err
+        assert "choose another -o" in err
+    assert {p: p.read_bytes() for p in run.iterdir()} == before
+    assert main([str(best), "-o", str(tmp_path / "fine.pt")]) == 0

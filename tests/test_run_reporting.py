@@ -302,7 +302,7 @@ def test_a_check_cut_by_ctrl_c_is_owed_again_after_the_resume(tmp_path: Path) ->
     run._restore_owed()
     assert run.c.owed_checks == []
     assert list(run.schedule.owed) == [12] and torch.equal(run.schedule.owed[12].weights["w"], weights["w"])
-    assert run.c.skipped_checks[-1].startswith("gen 16 baselines: cut by Ctrl-C, and its weights are gone")
+    assert run.c.skipped_checks[-1].startswith("gen 16 baselines: cut by the last stop, and its weights are gone")
     assert "evaluation: gen 12 baselines (cut by the last stop) runs again" in console.getvalue()
     check = run.schedule.next()
     run.promoted = (20, {})

@@ -475,14 +475,17 @@ def test_tinue_policy_targets_need_the_prover() -> None:
 def test_run_refuses_to_start_over_on_unused_checkpoints(tmp_path: Path) -> None:
     from takzero.pipeline.checkpoints import atomic_torch_save
     from takzero.pipeline.run import Run, RunDirError
+    from takzero.pipeline.trainer import Trainer
 
     raw = smoke_raw(tmp_path)
-    run = Run(load_config(raw))
+    cfg = load_config(raw)
+    run = Run(cfg)
     run._check_run_dir()  # empty folder: a new run
     assert run.resume_from is None
-    atomic_torch_save({"step": 7}, tmp_path / "r" / "ckpt_000000007.pt")
+    state = {**Trainer(cfg.train, cfg.model_config(), device="cpu").state_dict(), "step": 7}
+    atomic_torch_save(state, tmp_path / "r" / "ckpt_000000007.pt")
     run._check_run_dir()
-    assert run.resume_from[1] == {"step": 7}
+    assert run.resume_from[1]["step"] == 7
     (tmp_path / "r" / "ckpt_000000007.pt.sha256").unlink()  # copied without its sidecar
     with pytest.raises(RunDirError, match="none of the 1 checkpoints .* could be verified"):
         run._check_run_dir()
@@ -506,7 +509,12 @@ def test_resume_with_another_network_is_refused_naming_the_keys(tmp_path: Path) 
         Run(cfg)._check_run_dir()
     raw.model.feature_version = 1
     raw.model.channels = 8
-    run = Run(load_config(raw))
+    same = load_config(raw)
+    from takzero.pipeline.trainer import Trainer
+
+    state = {**Trainer(same.train, same.model_config(), device="cpu").state_dict(), "step": 7}
+    atomic_torch_save(state, tmp_path / "r" / "ckpt_000000007.pt")
+    run = Run(same)
     run._check_run_dir()  # the same network: resumes
     assert run.resume_from is not None
 

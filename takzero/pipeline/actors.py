@@ -14,6 +14,8 @@ copy from that node's object store.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import tempfile
 import time
 from collections import OrderedDict
@@ -43,6 +45,8 @@ class Coordinator:
         self.weights: dict[str, tuple[int, list[Any]] | None] = {"promoted": None, "latest": None}
         self.stopped = False
         self.stream_workers: dict[int, int] = {}
+        #: games of the running check heard from the evaluator, not yet taken by the driver
+        self.eval_games: list[tuple[int, str, int, float, str]] = []
 
     def publish(self, kind: str, generation: int, ref: list[Any]) -> None:
         """Publish ``[ObjectRef]`` of a state dict (wrapped in a list so that Ray passes the
@@ -86,6 +90,16 @@ class Coordinator:
 
     def stop(self) -> None:
         self.stopped = True
+
+    def eval_game(self, generation: int, key: str, index: int, score: float, ptn: str) -> None:
+        """The evaluator finished one game of the check of ``generation`` (match ``key``, game
+        ``index``, A's ``score``, its PTN; ``gating.GameCallback``)."""
+        self.eval_games.append((generation, key, index, score, ptn))
+
+    def take_eval_games(self) -> list[tuple[int, str, int, float, str]]:
+        """The games :meth:`eval_game` heard since the last call (the driver keeps them)."""
+        games, self.eval_games = self.eval_games, []
+        return games
 
 
 class PublishedWeights:
@@ -252,6 +266,8 @@ class SelfPlayActor:
                     time.sleep(0.2)
                     continue
             records, stats, ptn = self.worker.play_step()
+            if "inflight/stream" in stats:  # whose games these are: a worker's new life replaces its old one's
+                stats = {**stats, "inflight/worker": float(self.worker_id)}
             if startup:  # the first step: the start-up times go with its statistics
                 stats, startup = {**stats, **startup, "startup/first_step_at": time.time()}, None
             if records is not None or stats or ptn:
@@ -285,12 +301,23 @@ class EvaluatorActor:
     ``model:PATH`` baselines as bytes read by the driver (``model_files``), copied into a private
     temporary folder on the evaluator's node."""
 
-    def __init__(self, cfg: TrainConfig, model_files: dict[str, bytes] | None = None) -> None:
+    def __init__(self, cfg: TrainConfig, model_files: dict[str, bytes] | None = None,
+                 progress: Any = None) -> None:  # fmt: skip
         from takzero.pipeline.gating import GatingEvaluator
 
         torch.set_num_threads(1)
-        local = localize_model_specs(cfg.evaluator.baselines, model_files or {})
+        remove_stale_model_folders()  # those of evaluators killed before their close
+        self.folder: Path | None = None
+        local = localize_model_specs(cfg.evaluator.baselines, model_files or {}, self)
         self.evaluator = GatingEvaluator(cfg, baseline_specs=local)
+        self.progress = progress  # the coordinator: hears each finished game (Coordinator.eval_game)
+
+    def close(self) -> None:
+        """Remove the private copies of the ``model:PATH`` files (the run calls it at its end;
+        the actor runs it while an evaluation is still playing: it has two threads)."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
     def evaluate(
         self,
@@ -302,13 +329,23 @@ class EvaluatorActor:
         seed: int | None = None,
         tactics: bool = False,
         baseline_games: int = 0,
+        kept: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """:meth:`GatingEvaluator.evaluate` of the two generations (pass ObjectRefs: Ray resolves
-        them from the node's object store). The candidate's weights are not sent back (the
-        driver has them)."""
+        them from the node's object store), playing only the games ``kept`` does not hold
+        (``gating.KeptGames``); each finished game goes to the coordinator given at creation
+        (``Coordinator.eval_game``). The candidate's weights are not sent back (the driver has
+        them)."""
+        on_game = None
+        if self.progress is not None:
+            progress = self.progress
+
+            def on_game(key: str, index: int, score: float, ptn: str) -> None:
+                progress.eval_game.remote(candidate_generation, key, index, score, ptn)
+
         out = self.evaluator.evaluate(
             (candidate_generation, candidate), (incumbent_generation, incumbent), play_baselines, seed,
-            tactics=tactics, baseline_games=baseline_games,
+            tactics=tactics, baseline_games=baseline_games, kept=kept, on_game=on_game,
         )
         out.pop("candidate_weights", None)
         return out
@@ -327,15 +364,46 @@ def model_spec_files(specs: list[str]) -> dict[str, bytes]:
     return out
 
 
-def localize_model_specs(specs: list[str], files: dict[str, bytes]) -> list[str]:
+#: Prefix of the private folders of the evaluators' model copies, followed by the pid of the
+#: process that made it (:func:`remove_stale_model_folders` removes those of dead processes).
+MODELS_PREFIX = "takzero-models-"
+
+
+def remove_stale_model_folders(root: str | Path | None = None) -> list[Path]:
+    """Remove the model-copy folders (:data:`MODELS_PREFIX`) in ``root`` (default: the temp
+    folder) whose process is gone (an evaluator killed before its close); returns them."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    for p in root.glob(f"{MODELS_PREFIX}*"):
+        pid = p.name[len(MODELS_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not p.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or another user's): left alone
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+def localize_model_specs(specs: list[str], files: dict[str, bytes], owner: Any = None) -> list[str]:
     """Evaluator side: ``specs`` with each ``model:PATH`` whose bytes are in ``files`` rewritten
     to a copy in a private temporary folder (same file name, so labels and player names stay),
-    never in the run folder. Other specs are returned as they are."""
+    never in the run folder. Other specs are returned as they are. ``owner.folder`` (when
+    given) is set to the folder, which the owner removes when it is done
+    (``EvaluatorActor.close``); the folder's name carries this process's id, so a later one
+    removes it if this process dies first (:func:`remove_stale_model_folders`)."""
     if not files:
         return list(specs)
     from takzero.players.registry import model_spec_path
 
-    folder = Path(tempfile.mkdtemp(prefix="takzero-models-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{MODELS_PREFIX}{os.getpid()}-"))
+    if owner is not None:
+        owner.folder = folder
     out = []
     for spec in specs:
         path = model_spec_path(spec)
@@ -373,12 +441,14 @@ class SelfPlayPool:
             self.workers.append(w)
             self.tasks.append(w.run.remote(coordinator, replay))
 
-    def check(self) -> None:
+    def check(self) -> list[int]:
         """Raise the error of a worker task that failed in takzero's code; replace a worker whose
-        actor is gone for good. Never waits."""
+        actor is gone for good. Never waits. Returns the ids of the workers replaced (their
+        games in flight are gone)."""
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
+        replaced = []
         for i, t in enumerate(self.tasks):
             ready, _ = ray.wait([t], timeout=0)
             if not ready:
@@ -391,6 +461,8 @@ class SelfPlayPool:
                 w = self.cls.remote(self.cfg, i)
                 self.workers[i] = w
                 self.tasks[i] = w.run.remote(self.coordinator, self.replay)
+                replaced.append(i)
+        return replaced
 
     def finish(self, timeout_s: float = 60.0) -> dict[str, int]:
         """After the coordinator's stop: wait up to ``timeout_s`` for the tasks of the live

@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -213,18 +214,25 @@ def list_checkpoints(folder: Path) -> list[Path]:
 
 
 def latest_verified(
-    folder: Path,
+    folder: Path, content_problem: Callable[[Any], str | None] | None = None,
 ) -> tuple[tuple[Path, dict[str, Any]] | None, list[tuple[Path, str]]]:
     """The newest checkpoint in ``folder`` that verifies (its sidecar matches, it reads
-    weights-only), and the newer ones that did not, newest first, each with the one-line reason
-    (truncated, bit-flipped, checksum mismatch, no sidecar, not weights-only). The first item is
-    None when none verifies (then every checkpoint is in the list)."""
+    weights-only, and ``content_problem(contents)``, when given, finds nothing wrong with what
+    it holds: a checksum only says the file is the one written, not that it is a checkpoint),
+    and the newer ones that did not, newest first, each with the one-line reason (truncated,
+    bit-flipped, checksum mismatch, no sidecar, not weights-only, the content's problem). The
+    first item is None when none verifies (then every checkpoint is in the list)."""
     rejected: list[tuple[Path, str]] = []
     for path in reversed(list_checkpoints(folder)):
         try:
-            return (path, load_checked(path, require_checksum=True)), rejected
+            state = load_checked(path, require_checksum=True)
         except CheckpointError as e:
             rejected.append((path, str(e)))
+            continue
+        problem = content_problem(state) if content_problem is not None else None
+        if problem is None:
+            return (path, state), rejected
+        rejected.append((path, f"{path}: not a usable checkpoint ({problem})"))
     return None, rejected
 
 
@@ -258,8 +266,35 @@ def set_aside(path: Path) -> Path:
     return target
 
 
-def prune_checkpoints(folder: Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (and their sidecars)."""
+def root_problem(root: str | Path) -> str | None:
+    """Why runs cannot be written under ``checkpoint_root`` = ``root``, in one line, or None:
+    an empty value, a path that is a file (or lies under one), or a folder (``root`` or, when it
+    does not exist yet, the nearest existing folder above it, where it would be made) that this
+    user cannot write into."""
+    if not str(root).strip():
+        return "checkpoint_root is empty: name the folder the runs go in (default: checkpoints)"
+    path = Path(root).expanduser().absolute()
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"checkpoint_root={root}: {probe} is not a folder"
+    try:  # a real write: a read-only file system or mode stops root too, os.access would not
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".takzero-write-test-"))
+    except OSError as e:
+        made = "" if probe == path else " (where it would be made)"
+        return (f"checkpoint_root={root}: cannot write in {probe}{made}: {e.strerror or e}; "
+                "choose a folder you can write to")  # fmt: skip
+    return None
+
+
+def prune_checkpoints(folder: Path, keep: int, protect: set[str] | frozenset[str] = frozenset()) -> None:
+    """Delete all but the newest ``keep`` checkpoints (and their sidecars), sparing the names in
+    ``protect`` (a run's checkpoints whose weights an owed check still needs)."""
     for path in list_checkpoints(folder)[:-keep]:
+        if path.name in protect:
+            continue
         path.unlink(missing_ok=True)
         Path(str(path) + ".sha256").unlink(missing_ok=True)

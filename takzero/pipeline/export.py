@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "FORMATS", "checkpoint_metadata", "convert_file", "convert_paths", "export_checkpoint",
+    "FORMATS", "check_not_input", "checkpoint_metadata", "convert_file", "convert_paths", "export_checkpoint",
     "free_name", "load_checkpoint", "read_metadata",
 ]
 
@@ -220,6 +220,8 @@ def export_checkpoint(
 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if not isinstance(checkpoint, dict):
+        check_not_input(checkpoint, out)
     source = None
     if isinstance(checkpoint, dict):
         ckpt = checkpoint
@@ -234,6 +236,31 @@ def export_checkpoint(
     if fmt == "torchscript":
         return export_torchscript(model, out, metadata=meta)
     return export_onnx(model, out, metadata=meta, opset=opset or DEFAULT_ONNX_OPSET)
+
+
+def check_not_input(source: str | Path, out: str | Path) -> None:
+    """Refuse an output that would write over the input or a checkpoint: ``out`` is ``source``
+    itself (the same file, by any path or hard link), its ``.sha256`` sidecar, or any file that
+    has a ``.sha256`` sidecar (a run's checkpoint: its sidecar would be left stale).
+
+    Raises ValueError (one line naming both files) in those cases; nothing is written."""
+    source, out = Path(source), Path(out)
+    side = Path(str(source) + ".sha256")
+
+    def same(a: Path, b: Path) -> bool:
+        try:
+            return a.exists() and b.exists() and a.samefile(b)
+        except OSError:
+            return False
+
+    if same(out, source) or out.resolve() == source.resolve():
+        raise ValueError(f"{out} is the input file {source}: an export never writes over its input; "
+                         "choose another -o")  # fmt: skip
+    if same(out, side) or out.resolve() == side.resolve():
+        raise ValueError(f"{out} is the checksum file of the input {source}: choose another -o")
+    if out.exists() and Path(str(out) + ".sha256").exists():
+        raise ValueError(f"{out} is a checkpoint (it has {out.name}.sha256): an export does not write "
+                         "over a checkpoint; choose another -o")  # fmt: skip
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:

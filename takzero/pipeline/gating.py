@@ -9,6 +9,7 @@ replay buffer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from takzero.game.position import Position
-from takzero.matches.games import NetSide, play_match
+from takzero.matches.games import NetSide, Side, play_games, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import MatchResult
 from takzero.matches.stats import EloEstimate, SPRTResult
@@ -167,6 +168,85 @@ def tactics_plan(cfg: Any) -> tuple[int, str]:
                    f"({counts}), the network alone at {cfg.evaluation_simulations()} simulations")  # fmt: skip
 
 
+#: Games a check has finished, by match (:func:`match_key`): ``{"games": the match's game
+#: count, "done": {game index (str): [A's score, PTN]}}``, plain types (JSON, the run's
+#: ``evaluation_games.json``). Game ``i`` plays opening ``i // 2``, A white when ``i`` is even.
+KeptGames = dict[str, dict[str, Any]]
+
+#: ``on_game(match key, game index, A's score, PTN)``: one game of a check finished.
+GameCallback = Callable[[str, int, float, str], None]
+
+
+def match_key(kind: str, opponent: str) -> str:
+    """The key of one match of a check in :data:`KeptGames`: ``'gating vs gen 3'``,
+    ``'baseline uct'`` (the incumbent is part of a gating match's key: games against another
+    incumbent are not kept for it)."""
+    return f"gating vs {opponent}" if kind == "gating" else f"baseline {opponent}"
+
+
+def kept_count(kept: KeptGames | None) -> int:
+    """How many games ``kept`` holds, over its matches."""
+    return sum(len(m.get("done", {})) for m in (kept or {}).values())
+
+
+def play_rest(
+    key: str,
+    side_a: Side,
+    side_b: Side,
+    start: Position,
+    openings: list[Any],
+    ply_limit: int | None,
+    seed: int,
+    kept: KeptGames | None = None,
+    on_game: GameCallback | None = None,
+) -> tuple[MatchResult, str]:
+    """:func:`~takzero.matches.games.play_match` of A against B on ``openings`` (each twice,
+    A white first), playing only the games that ``kept[key]`` does not hold already (a check
+    cut by a stop and run again: its finished games count as they were, for a match of the same
+    game count). ``on_game`` hears each game as it finishes. Returns A's result in game order
+    (kept games without a record) and the PTN of every game, in game order."""
+    n = 2 * len(openings)
+    prior = (kept or {}).get(key) or {}
+    done: dict[int, tuple[float, str]] = {}
+    if prior.get("games") == n:
+        for gi, (score, ptn) in prior.get("done", {}).items():
+            if 0 <= int(gi) < n and float(score) in (0.0, 0.5, 1.0):
+                done[int(gi)] = (float(score), str(ptn))
+    a_white = [True, False] * len(openings)
+    records: dict[int, Any] = {}
+    if not done:  # the whole match: play_match's exact scheme
+        def heard(so_far: MatchResult, record: Any) -> None:
+            gi = 2 * so_far.opening_index[-1] + (0 if so_far.a_white[-1] else 1)
+            if on_game is not None:
+                on_game(key, gi, so_far.a_scores[-1], record.to_ptn())
+
+        match = play_match(side_a, side_b, start, openings, ply_limit, seed, on_game=heard)
+        return match, "\n".join(g.to_ptn() for g in match.games)
+    todo = [gi for gi in range(n) if gi not in done]
+    if todo:
+        def finished(j: int, record: Any) -> None:
+            gi = todo[j]
+            records[gi] = record
+            if on_game is not None:
+                on_game(key, gi, record.score_for(0 if a_white[gi] else 1), record.to_ptn())
+
+        played = play_games(side_a, side_b, start, [openings[gi // 2] for gi in todo], [a_white[gi] for gi in todo],
+                            ply_limit, seeds=(seed, seed + 104729), sample_seed=seed + len(done),
+                            on_game=finished)  # fmt: skip
+        records.update(zip(todo, played, strict=True))
+    match = MatchResult(side_a.name, side_b.name)
+    texts = []
+    for gi in range(n):
+        if gi in done:
+            match.add(None, a_white[gi], done[gi][0], gi // 2)
+            texts.append(done[gi][1])
+        else:
+            rec = records[gi]
+            match.add(rec, a_white[gi], rec.score_for(0 if a_white[gi] else 1), gi // 2)
+            texts.append(rec.to_ptn())
+    return match, "\n".join(texts)
+
+
 class GatingEvaluator:
     """Plays each new generation against the incumbent (gating) and against fixed baselines.
 
@@ -211,6 +291,8 @@ class GatingEvaluator:
         seed: int | None = None,
         tactics: bool = False,
         baseline_games: int = 0,
+        kept: KeptGames | None = None,
+        on_game: GameCallback | None = None,
     ) -> dict[str, Any]:
         """Gating match of ``candidate`` (generation, weights) against ``incumbent``, then (if
         ``play_baselines``) the baselines (``baseline_games`` games each, an even number; 0:
@@ -225,8 +307,10 @@ class GatingEvaluator:
         baseline whose ``tei:`` engine failed has a :func:`failed_record` and no scalars, and
         the other baselines are still played). ``seed`` draws the openings and the
         sampled plies (default: from ``seed`` and the count of evaluations of this object; a
-        training run passes one per launch and generation, so a resumed run plays new
-        openings)."""
+        training run passes one per generation, kept with the check, so a check run again after
+        a stop plays the same openings). ``kept``: the games an earlier, cut run of the same check
+        finished (:data:`KeptGames`): each match plays only the rest (:func:`play_rest`);
+        ``on_game`` hears every game as it finishes (the run keeps them)."""
         e = self.cfg.evaluator
         self.rounds += 1
         gen, weights = candidate
@@ -250,7 +334,8 @@ class GatingEvaluator:
             t0 = time.perf_counter()
             openings = random_openings(self.start, e.games // 2, plies=2, seed=seed)
             inc_side = self._side(f"takzero-gen{inc_gen}", inc_weights)
-            match = play_match(cand_side, inc_side, self.start, openings, ply_limit, seed)
+            key = match_key("gating", f"gen {inc_gen}")
+            match, text = play_rest(key, cand_side, inc_side, self.start, openings, ply_limit, seed, kept, on_game)
             decision = gate(
                 match,
                 method=e.gating,
@@ -270,9 +355,7 @@ class GatingEvaluator:
             scalars["gating/promoted"] = float(decision.promote)
             scalars["gating/seconds"] = time.perf_counter() - t0
             out["matches"].append(match_record("gating", f"gen {inc_gen}", match, scalars["gating/seconds"]))
-            ptn[f"gating_gen{gen:05d}_vs_gen{inc_gen:05d}.ptn"] = "\n".join(
-                g.to_ptn() for g in match.games
-            )
+            ptn[f"gating_gen{gen:05d}_vs_gen{inc_gen:05d}.ptn"] = text
         if play_baselines:
             for spec, built in zip(e.baselines, self.baseline_specs, strict=True):
                 label = spec_label(spec)
@@ -281,7 +364,8 @@ class GatingEvaluator:
                 pairs = (baseline_games or e.baseline_games) // 2
                 openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
                 try:
-                    match = play_match(cand_side, player, self.start, openings, ply_limit, seed)
+                    match, text = play_rest(match_key("baseline", label), cand_side, player, self.start, openings,
+                                            ply_limit, seed, kept, on_game)  # fmt: skip
                 except PlayerFailed as err:  # a tei: engine that failed: recorded as failed
                     out["matches"].append(failed_record(label, str(err), time.perf_counter() - t0))
                     continue
@@ -291,9 +375,7 @@ class GatingEvaluator:
                 scalars[f"elo/vs_{label}"] = float(np.clip(est.elo, -1000, 1000))
                 scalars[f"score/vs_{label}"] = match.score
                 out["matches"].append(match_record("baseline", label, match, time.perf_counter() - t0))
-                ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = "\n".join(
-                    g.to_ptn() for g in match.games
-                )
+                ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = text
         if tactics and self.tactics:
             out["tactics"] = self.tactics_point(weights, seed)
             scalars.update({f"tactics/{k}": v for k, v in out["tactics"]["rates"].items()})
@@ -320,14 +402,19 @@ class GatingEvaluator:
 
 
 __all__ = [
+    "GameCallback",
     "GateDecision",
+    "KeptGames",
     "TACTICS_VERIFY_NODES",
     "GatingEvaluator",
     "baseline_player",
     "evaluator_from_weights",
     "failed_record",
     "gate",
+    "kept_count",
+    "match_key",
     "match_record",
+    "play_rest",
     "tactics_entries",
     "tactics_plan",
 ]

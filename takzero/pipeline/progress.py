@@ -97,6 +97,9 @@ class Snapshot:
     reanalysed: int = -1  # Reanalyse: policy targets refreshed so far (-1: Reanalyse off)
     gating: str = "none yet"
     strength: str = ""  # latest Elo against the strongest baseline (strength_text), "" before
+    #: the check running or waiting (``'eval gen 1: 6/8 games'``, ``'eval gen 2: waiting for the
+    #: evaluator'``), "" when none is owed
+    evaluation: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -331,8 +334,8 @@ class RunReporter:
     def progress_fields(self, snap: Snapshot) -> list[list[str]]:
         """The fields of a progress line, each as its variants from the longest to the shortest
         ("" at the end of those that may go): stop condition with ETA (never shortened), the
-        wait for replay positions, step and generation, the latest Elo, games, positions,
-        replay and gating."""
+        wait for replay positions, step and generation, the latest Elo, the check running or
+        waiting (``'eval gen 1: 6/8 games'``), games, positions, replay and gating."""
         r = self.rates(snap)
         frac, left, unit = self.fraction_and_eta(snap)
         stop_at = {"steps": f"step {snap.step}/{self.stop.total_steps}",
@@ -349,6 +352,8 @@ class RunReporter:
             waiting,
             [f"step {snap.step} gen {snap.generation}", f"gen {snap.generation}", ""],
             strength,
+            [snap.evaluation, re.sub(r" games.*| for the evaluator.*", "", snap.evaluation), ""]
+            if snap.evaluation else [""],
             [f"games {snap.games} done, {snap.games_in_flight} playing", f"games {snap.games}", ""],
             [f"positions {snap.positions} done, {snap.positions_in_flight} in flight "
              f"({r['positions_per_s']:.1f}/s)", f"{r['positions_per_s']:.1f} pos/s", ""],
@@ -359,7 +364,7 @@ class RunReporter:
 
     #: The order in which the bar shortens the fields of :meth:`progress_fields` (Reanalyse
     #: first, then gating; the stop condition and ETA never).
-    SHORTEN_ORDER = (8, 7, 6, 5, 4, 2, 1, 3)
+    SHORTEN_ORDER = (9, 8, 7, 6, 5, 4, 2, 1, 3)
 
     def progress_text(self, snap: Snapshot, width: int | None = None) -> str:
         """The progress line: every field whole (the log file and a plain console), or fitted

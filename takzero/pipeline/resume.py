@@ -75,13 +75,24 @@ def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> ResumePoint | Non
     """
     existing = list_checkpoints(run_dir)
     if not existing:
+        left = outputs_without_checkpoints(run_dir)
+        if left:
+            best = run_dir / "best.pt"
+            warm = (f"train.init_from={best} with a new run_name (a new run from its best model)"
+                    if best.exists() else "")  # fmt: skip
+            raise RunDirError(
+                f"{run_dir} has no checkpoint left, but it has the outputs of a run that wrote "
+                f"some ({', '.join(left)}): not starting over on top of them (generation numbers "
+                f"and game files would be reused); either {warm + ', or ' if warm else ''}a new "
+                "run_name (a new run from scratch), or put the ckpt_*.pt files back to resume"
+            )
         return None
     if not cfg.resume:
         raise RunDirError(
             f"{run_dir} already has checkpoints ({existing[-1].name}) and resume=false: "
             "choose a new run_name (or move the old checkpoints away)"
         )
-    found, rejected = latest_verified(run_dir)
+    found, rejected = latest_verified(run_dir, lambda state: checkpoint_problem(state, cfg))
     if found is None:
         why = "; ".join(reason for _, reason in rejected[:3]) + ("; ..." if len(rejected) > 3 else "")
         raise RunDirError(
@@ -99,6 +110,113 @@ def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> ResumePoint | Non
                 "set those keys to the checkpoint's values to resume, or choose a new run_name"
             )
     return ResumePoint(found[0], found[1], rejected)
+
+
+#: The file a run writes beside its checkpoints once it has written one (the newest one's name):
+#: a folder with it and no checkpoint lost its checkpoints (:func:`outputs_without_checkpoints`).
+CHECKPOINTED = "checkpointed"
+
+
+def outputs_without_checkpoints(run_dir: Path) -> list[str]:
+    """What in ``run_dir`` shows that the run wrote checkpoints which are gone: the
+    :data:`CHECKPOINTED` marker, checkpoints set aside as ``.rejected``, or evaluation games in
+    ``games/`` (each generation is a checkpoint), with ``best.pt``, ``replay/`` shards and the
+    ``games/`` files named when present. [] for a new folder, or one whose run was stopped
+    before its first checkpoint (its replay shards are resumed: nothing is lost)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    games = run_dir / "games"
+    evaluated = games.is_dir() and any(p.name.startswith(("gating_", "baseline_")) for p in games.iterdir())
+    rejected = any(p.name.startswith("ckpt_") and ".rejected" in p.name for p in run_dir.iterdir())
+    marker = run_dir / CHECKPOINTED
+    if not (marker.exists() or evaluated or rejected):
+        return []
+    found = []
+    if marker.exists():
+        last = marker.read_text(errors="replace").strip()[:80]
+        found.append(f"{CHECKPOINTED}: the last was {last}" if last else CHECKPOINTED)
+    if (run_dir / "best.pt").exists():
+        found.append("best.pt")
+    if any((run_dir / "replay").glob("shard_*")):
+        found.append("replay/")
+    if games.is_dir() and any(games.iterdir()):
+        found.append("games/")
+    if rejected:
+        found.append("ckpt_*.rejected")
+    return found
+
+
+def checkpoint_problem(state: Any, cfg: TrainConfig) -> str | None:
+    """What makes ``state`` (a verified file's contents) unusable as a checkpoint of the run
+    ``cfg`` describes, in a few words, or None: not a dict, a missing or mistyped entry (``step``,
+    ``generation``, ``model_state``, ``optimizer``, ``rng``, ``run``, ``promoted``), weights whose
+    names or shapes are not those of the network (checked when the file's ``model_config`` is
+    the config's: another network is :func:`find_resume_checkpoint`'s own error), non-finite
+    weights, run counters that do not read back. Never raises."""
+    from takzero.nn.model import TakNet, current_keys
+    from takzero.pipeline.trainer import non_finite
+
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a checkpoint dict"
+    saved = state.get("model_config")
+    if saved is not None and not isinstance(saved, dict):
+        return f"model_config is a {type(saved).__name__}, not a dict"
+    try:
+        if saved is not None and model_config_diff(saved, cfg, "checkpoint"):
+            return None  # another network: find_resume_checkpoint names the keys
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        return f"its model_config cannot be read ({e})"
+    missing = [k for k in ("step", "generation", "model_state", "optimizer", "rng") if k not in state]
+    if missing:
+        return f"no {', '.join(missing)} entr{'y' if len(missing) == 1 else 'ies'}"
+    for key in ("step", "generation"):
+        v = state[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"{key} is {v!r:.40}, not a count"
+    want = {k: tuple(v.shape) for k, v in TakNet(cfg.model_config()).state_dict().items()}
+
+    def weights_problem(name: str, weights: Any) -> str | None:
+        if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+            return f"{name} is not a dict of tensors"
+        got = {k: tuple(v.shape) for k, v in current_keys(weights).items()}
+        if got.keys() != want.keys():
+            odd = sorted(set(got) ^ set(want))
+            return f"{name} has other parameters than the network ({', '.join(odd[:3])})"
+        wrong = [k for k in want if got[k] != want[k]]
+        if wrong:
+            k = wrong[0]
+            return f"{name}: {k} has shape {list(got[k])}, the network's is {list(want[k])}"
+        bad = non_finite(weights)
+        return f"{name} has non-finite weights ({', '.join(bad[:3])})" if bad else None
+
+    problem = weights_problem("model_state", state["model_state"])
+    if problem:
+        return problem
+    opt = state["optimizer"]
+    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list):
+        return "optimizer is not an optimiser state"
+    rng = state["rng"]
+    if not isinstance(rng, dict) or any(k not in rng for k in ("numpy", "torch", "python")):
+        return "rng is not the random streams' state"
+    run = state.get("run", {})
+    if not isinstance(run, dict):
+        return f"run is a {type(run).__name__}, not the run's counters"
+    try:
+        RunCounters.from_checkpoint(state)
+        from takzero.pipeline.schedule import Check
+
+        for entry in run.get("owed_checks", []):
+            Check.from_list(entry)
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        return f"the run's counters do not read back ({e})"
+    promoted = state.get("promoted")
+    if promoted is not None:
+        if not isinstance(promoted, (tuple, list)) or len(promoted) != 2 or isinstance(promoted[0], bool) \
+                or not isinstance(promoted[0], int):  # fmt: skip
+            return "promoted is not (generation, weights)"
+        return weights_problem("promoted", promoted[1])
+    return None
 
 
 def model_config_diff(saved: dict[str, Any], cfg: TrainConfig, source: str) -> str:

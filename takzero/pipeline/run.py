@@ -18,6 +18,10 @@ folder. Everything lands in ``checkpoints/<run_name>/``:
 ``train.log``         every line the run printed (start-up, progress, summary), time-stamped
 ``launches``          how many times the run was started (the self-play random streams of each
                       start differ)
+``checkpointed``      the name of the newest checkpoint written (a folder with it and no
+                      checkpoint lost them: refused, ``resume.outputs_without_checkpoints``)
+``evaluation_games.json``  the finished games of the check running (and of the owed ones),
+                      written as they arrive: a check cut by a stop plays only the rest
 ``hydra/``            Hydra's own output
 ====================  ========================================================================
 
@@ -28,7 +32,8 @@ the newest readable checkpoint, exactly:
   the checkpoint step's own points (every tag's pending value is written and the file flushed
   before each checkpoint), and writes each tag at most once per step (:class:`ScalarLog`); an
   evaluation's points go at the step where its generation was made, also for a check that a
-  Ctrl-C cut and the resume runs again (``RunCounters.owed_checks``);
+  Ctrl-C or kill -9 cut and the resume runs again (``RunCounters.owed_checks``, in every
+  checkpoint; the cut check runs first, with its seed and its finished games);
 * random streams: the trainer's and the replay sampler's are restored from the checkpoint; each
   self-play actor start (a resume, or a Ray restart of a crashed actor) takes a new stream and
   game-id prefix (``Coordinator.new_stream``, counted from ``launches``), and each evaluation draws
@@ -38,8 +43,9 @@ the newest readable checkpoint, exactly:
   final one after the workers have stopped); positions and games in replay shards written after the checkpoint count too;
 * ``best.pt`` only ever holds a gated model: every checkpoint carries the promoted weights, which
   rebuild ``best.pt`` if it is missing or damaged (a damaged one is kept as ``best.pt.rejected``);
-* checkpoints are read weights-only and verified against their sidecars; newer ones that fail
-  (truncated, bit-flipped, checksum mismatch, no sidecar, not weights-only) are renamed
+* checkpoints are read weights-only and verified against their sidecars and their content
+  (``resume.checkpoint_problem``); newer ones that fail (truncated, bit-flipped, checksum
+  mismatch, no sidecar, not weights-only, not a checkpoint of this network) are renamed
   ``<name>.rejected`` and the run says so in ``train.log`` before it resumes from the older one;
 * a write that fails because the disk is full (a checkpoint, ``best.pt``, a replay shard) stops
   the run without a final checkpoint, with one line naming the file, the last good checkpoint and
@@ -88,9 +94,10 @@ from takzero.pipeline.checkpoints import (
     load_checked,
     prune_checkpoints,
     remove_stale_temp_files,
+    root_problem,
     set_aside,
 )
-from takzero.pipeline.gating import tactics_plan
+from takzero.pipeline.gating import kept_count, match_key, tactics_plan
 from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.placement import (
     check_resources,
@@ -116,6 +123,7 @@ from takzero.pipeline.progress import (
 )
 from takzero.pipeline.reanalyse import ReanalyseWorker, reanalyse_counts, reanalyse_text
 from takzero.pipeline.resume import (
+    CHECKPOINTED,
     STREAMS_PER_LAUNCH,
     ResumePoint,
     RunCounters,
@@ -133,11 +141,11 @@ from takzero.pipeline.scalars import (
 )
 from takzero.pipeline.schedule import Check, EvaluationSchedule
 from takzero.pipeline.tb_games import evaluation_tag, log_sample_game
-from takzero.pipeline.trainer import Trainer
+from takzero.pipeline.trainer import MAX_SKIPPED_IN_A_ROW, NonFiniteError, Trainer, non_finite
 from takzero.pipeline.warm_start import load_init_weights, warm_start_lines
 from takzero.players.registry import spec_label
 
-__all__ = ["Run", "RunDirError", "run_training", "EVAL_WAIT_AT_END_S"]
+__all__ = ["Run", "RunDirError", "NonFiniteError", "run_training", "EVAL_WAIT_AT_END_S", "EVALUATION_GAMES"]
 
 log = logging.getLogger("takzero.train")
 
@@ -149,6 +157,11 @@ EVAL_WAIT_AT_END_S = 600.0
 EVALUATOR_START_S = 60.0
 
 Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) of a model
+
+#: The file in the run folder that keeps the finished games of the checks still owed (``gating.
+#: KeptGames`` by generation, with the check's step and seed), written as they arrive: a check
+#: cut by Ctrl-C or kill -9 plays only the rest after the resume.
+EVALUATION_GAMES = "evaluation_games.json"
 
 #: errno values of a full disk: a write that fails with one stops the run (the last checkpoint
 #: on disk is kept and resumes it)
@@ -198,8 +211,12 @@ class Run:
         #: anything in it is written (the command line keeps Hydra's files until then)
         self.on_accepted = on_accepted
         self.run_dir = Path(cfg.checkpoint_root) / cfg.run_name
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "games").mkdir(exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "games").mkdir(exist_ok=True)
+        except OSError as e:  # a read-only or unmakeable checkpoint_root: one line
+            raise RunDirError(root_problem(cfg.checkpoint_root)
+                              or f"{self.run_dir}: cannot be made ({e.strerror or e})") from None  # fmt: skip
         self.command = command or resume_command(sys.argv[1:], cfg.run_name)
         self.started = time.monotonic()
         #: wall-clock stamps of this start-up (``progress.startup_timings``), said once in
@@ -211,7 +228,14 @@ class Run:
         self.stop_reason = ""
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
         self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
-        self.inflight: dict[float, tuple[float, float]] = {}  # stream -> (games, positions)
+        #: games and positions in play, by self-play worker: (stream, games, positions) of its
+        #: latest report (a worker's new life, a new stream, replaces its old one's)
+        self.inflight: dict[float, tuple[float, float, float]] = {}
+        #: the training run went non-finite (:class:`NonFiniteError`): stopped without a final
+        #: checkpoint; :meth:`run` raises it at the end
+        self.training_error: NonFiniteError | None = None
+        #: finished games of the owed checks, by generation (``EVALUATION_GAMES``)
+        self.eval_games: dict[int, dict[str, Any]] = {}
         self.resume_from: ResumePoint | None = None
         #: lines for the run's log about checkpoints rejected at start-up (said once it is open)
         self.resume_notes: list[str] = []
@@ -285,13 +309,38 @@ class Run:
             games=self.c.games,
             positions=self.c.positions,
             minutes=self.minutes(),
-            games_in_flight=int(sum(g for g, _ in self.inflight.values())),
-            positions_in_flight=int(sum(p for _, p in self.inflight.values())),
+            games_in_flight=int(sum(g for _, g, _ in self.inflight.values())),
+            positions_in_flight=int(sum(p for _, _, p in self.inflight.values())),
             replay_positions=replay_positions,
             reanalysed=self.reanalysed["applied"] if self.cfg.replay.reanalyse_fraction > 0 else -1,
             gating=self.c.last_gating,
             strength=self.c.last_strength,
+            evaluation=self._evaluation_text(),
         )
+
+    def _check_games(self, check: Check) -> int:
+        """How many games ``check`` plays: its gating match and its baseline matches."""
+        e = self.cfg.evaluator
+        n = 2 * (e.games // 2) if "gating" in check.kinds else 0
+        if check.baselines:
+            n += len(e.baselines) * 2 * ((check.baseline_games or e.baseline_games) // 2)
+        return n
+
+    def _evaluation_text(self) -> str:
+        """The progress line's evaluation field: ``'eval gen 1: 6/8 games'`` while a check runs
+        (``+ tactics`` when it draws the tactics point too), ``'eval gen 1: waiting for the
+        evaluator'`` while one is owed and none runs, with ``(+2 owed)`` for more; "" when none
+        is owed."""
+        running, owed = self.schedule.running, sorted(self.schedule.owed)
+        if running is not None:
+            total = self._check_games(running)
+            games = f": {min(kept_count(running.kept), total)}/{total} games" if total else ""
+            text = f"eval gen {running.generation}{games}" + (" + tactics" if running.tactics else "")
+            return text + (f" ({len(owed)} more owed)" if owed else "")
+        if owed:
+            more = f" (+{len(owed) - 1} owed)" if len(owed) > 1 else ""
+            return f"eval gen {owed[-1]}: waiting for the evaluator{more}"
+        return ""
 
     def _start_lines(self, reporter: RunReporter, resumed: bool) -> None:
         cfg = self.cfg
@@ -306,6 +355,31 @@ class Run:
             f"batch {cfg.train.batch_size}, training starts at {cfg.replay.min_positions} positions")  # fmt: skip
         if self.tactics_line:
             say(f"  {self.tactics_line}")
+        say(f"  {self._generation_plan(self.trainer.step if self.trainer is not None else 0)}")
+
+    def _generation_plan(self, step: int) -> str:
+        """The start-up line that says when generations come and what each is checked against:
+        ``'generations: one at each checkpoint (every 200 steps), the next (gen 1) at step 200;
+        baselines (uct) at gen 1 (4 games each) and every 4 generations, gating every
+        generation'``."""
+        cfg, e = self.cfg, self.cfg.evaluator
+        every = cfg.train.checkpoint_every
+        nxt = (step // every + 1) * every
+        gen = self.trainer.generation + 1 if self.trainer is not None else nxt // every
+        text = (f"generations: one at each checkpoint (every {every} steps, train.checkpoint_every), "
+                f"the next (gen {gen}) at step {nxt}")  # fmt: skip
+        checks = []
+        if e.baselines and (e.baseline_every > 0 or e.early_baseline_generation > 0):
+            names = ", ".join(spec_label(b) for b in e.baselines)
+            when = []
+            if e.early_baseline_generation > 0:
+                when.append(f"at gen {e.early_baseline_generation} ({e.early_baseline_games} games each)")
+            if e.baseline_every > 0:
+                when.append(f"every {e.baseline_every} generation(s) ({e.baseline_games} games each)")
+            checks.append(f"Elo against the baselines ({names}) {' and '.join(when)}")
+        if e.gating != "off":
+            checks.append(f"gating ({e.games} games against the promoted generation) every generation")
+        return text + ("; " + ", ".join(checks) if checks else "; no evaluations")
 
     def _finished_already(self, state: dict[str, Any] | None) -> str | None:
         if state is None:
@@ -378,6 +452,10 @@ class Run:
             RunDirError: the run folder cannot be resumed (nothing started).
             takzero.pipeline.placement.PlacementError: ``ray.*_resources`` the cluster lacks.
             KeyboardInterrupt: a second Ctrl-C (the last checkpoint on disk is kept).
+            NonFiniteError: training went non-finite (steps skipped in a row up to the bound,
+                or NaN/inf weights at a checkpoint): the run stopped without a final
+                checkpoint, so no non-finite network is written, published or promoted; the
+                log names the last good checkpoint.
             OSError: a write failed because the disk is full (``CheckpointWriteError`` for a
                 checkpoint), after the run stopped cleanly: the log says so and names the last
                 good checkpoint, which resumes the run.
@@ -389,6 +467,8 @@ class Run:
             restore_signals()
         if self.write_error is not None:
             raise self.write_error
+        if self.training_error is not None:
+            raise self.training_error
         log.debug("run ended: %s", self.run_dir)  # the summary above says how and why
         return self.run_dir
 
@@ -468,6 +548,8 @@ class Run:
                 self.loop_started = True
                 self._loop(trainer)
                 self._last_evaluation(trainer)
+        except NonFiniteError as e:
+            self._training_failed(e)
         except Exception as e:  # noqa: BLE001 - a full disk shows through Ray's wrappers too
             failed = write_failure(e)
             if failed is None:
@@ -475,6 +557,23 @@ class Run:
             self._write_failed(failed, trainer)
         finally:
             self._shutdown(trainer)
+
+    def _training_failed(self, e: NonFiniteError) -> None:
+        """Training went non-finite: stop the run without a final checkpoint (the weights are
+        bad), saying in one line what happened, the last good checkpoint and what to change
+        (:meth:`run` raises ``e`` once the run has shut down)."""
+        self.training_error = e
+        self.stop_requested = True
+        self.stop_reason = "training went non-finite"
+        kept = list_checkpoints(self.run_dir)
+        last = (f"the last good checkpoint is {kept[-1].name}" if kept
+                else "no checkpoint was written")  # fmt: skip
+        line = (f"stopped: {e}; no checkpoint of these weights is written and none is promoted; {last}; "
+                f"lower train.lr (or check train.init_from), then resume with: {self.command}")  # fmt: skip
+        if self.reporter is not None:
+            self.reporter.line(line)
+        else:  # pragma: no cover - the reporter exists once set-up is done
+            log.error("%s", line)
 
     def _write_failed(self, e: OSError, trainer: Trainer) -> None:
         """A write failed (the disk filled): stop the run without a final checkpoint and say, in
@@ -619,11 +718,14 @@ class Run:
                 time.sleep(0.5)
             else:
                 metrics = trainer.train_step(recs)
-                if trainer.step % 10 == 0:
-                    for k, v in metrics.items():
-                        scalars.add(k, v, trainer.step)
-                if trainer.step % cfg.train.checkpoint_every == 0:
-                    self._new_generation(trainer)
+                if metrics.get("train/step_skipped"):
+                    self._skipped_step(trainer)  # (the step count did not move)
+                else:
+                    if trainer.step % 10 == 0:
+                        for k, v in metrics.items():
+                            scalars.add(k, v, trainer.step)
+                    if trainer.step % cfg.train.checkpoint_every == 0:
+                        self._new_generation(trainer)
             self._poll_evaluation(trainer)
             now = time.monotonic()
             if now - last_log >= cfg.log_every_s:
@@ -631,6 +733,7 @@ class Run:
                 steps_at_log = trainer.step
                 last_log = now
                 self._drain(trainer.step)
+                self._take_eval_games()
                 rstats = ray.get(replay.stats.remote())
                 for k, v in rstats.items():
                     scalars.add(k, v, trainer.step)
@@ -642,9 +745,20 @@ class Run:
                     reporter.line(f"self-play: under way after {reporter.session_seconds():.0f} s "
                                   "(kernels ready, first searches done)")  # fmt: skip
                 reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
-                self.pool.check()  # raises a worker's own error; replaces a worker gone for good
+                for worker in self.pool.check():  # raises a worker's own error; replaces one gone for good
+                    self.inflight.pop(float(worker), None)  # its games in play are gone with it
                 if self.reanalyser is not None:
                     self.reanalyser.check()
+
+    def _skipped_step(self, trainer: Trainer) -> None:
+        """A training step was skipped (non-finite loss or gradient): say so, the first time
+        and then at each power of two (the trainer stops the run at its bound,
+        ``trainer.MAX_SKIPPED_IN_A_ROW`` in a row)."""
+        n = trainer.skipped_steps
+        if self.reporter is not None and n & (n - 1) == 0:
+            self.reporter.line(f"training: step skipped ({trainer.last_skip}; {n} skipped so far, "
+                               f"{trainer.skipped_in_a_row} in a row; the run stops after "
+                               f"{MAX_SKIPPED_IN_A_ROW} in a row)")  # fmt: skip
 
     def _new_generation(self, trainer: Trainer) -> None:
         """A checkpoint step: count a generation, write the checkpoint, publish the weights,
@@ -653,9 +767,13 @@ class Run:
         if the evaluator is free."""
         cfg = self.cfg
         assert self.promoted is not None
+        trainer.check_finite()  # NonFiniteError: a NaN generation is never made
         trainer.generation += 1
-        self._checkpoint(trainer)
         latest = (trainer.generation, _cpu_state(trainer))
+        check = self.schedule.owe(latest[0], trainer.step, latest[1])
+        if check is not None:  # its openings' seed, kept with it: a rerun plays the same ones
+            check.seed = self._eval_seed(latest[0])
+        self._checkpoint(trainer)  # (it keeps the check just owed)
         self._weights_snapshot(*latest)
         self.weights.publish(self.coordinator, "latest", *latest)
         if cfg.evaluator.gating == "off":
@@ -663,29 +781,97 @@ class Run:
             self._promote(latest)
             self.c.gating_decisions += 1
             self.c.last_gating = f"gen {latest[0]} promoted (gating off)"
-        self.schedule.owe(latest[0], trainer.step, latest[1])
         self._start_check()
 
     def _restore_owed(self) -> None:
-        """Owe again the checks a Ctrl-C cut or left owed in the last session
-        (``RunCounters.owed_checks``), each with the weights of its generation's checkpoint
-        ``ckpt_<step>.pt``; one whose checkpoint is gone or unreadable is recorded as skipped."""
-        for entry in self.c.owed_checks:
+        """Owe again the checks the last session left running or owed (``RunCounters.
+        owed_checks``: a Ctrl-C's final checkpoint, or any checkpoint before a kill -9), each
+        with the weights of its generation's checkpoint ``ckpt_<step>.pt``, its seed and the
+        games it had finished (``EVALUATION_GAMES``); the one that was running runs first. An
+        older owed check that a newer restored one will carry needs no weights; any other whose
+        checkpoint is gone or unreadable is recorded as skipped."""
+        self.eval_games = self._load_eval_games()
+        promoted = self.promoted[0] if self.promoted is not None else -1
+        restored: list[Check] = []
+        with_weights = False  # a newer check is restored with its weights
+        for entry in sorted(self.c.owed_checks, key=lambda e: -int(e[0])):
             check = Check.from_list(entry)  # with its game count: an early check stays cheap
+            if "gating" in check.kinds and promoted >= check.generation:
+                # best.pt, newer than the checkpoint, holds a promotion of it or of a later one
+                check.kinds = tuple(k for k in check.kinds if k != "gating")
+                self.c.skipped_checks.append(f"gen {check.generation} gating: already decided before the stop "
+                                             f"(generation {promoted} promoted)")  # fmt: skip
+                if not check.kinds:
+                    continue
             path = self.run_dir / f"ckpt_{check.step:09d}.pt"
             try:
                 d = load_checked(path, require_checksum=True)
                 if int(d.get("generation", -1)) != check.generation:
                     raise CheckpointError(f"{path.name} holds generation {d.get('generation')}")
+                check.weights = d["model_state"]
             except (CheckpointError, OSError) as e:
-                self.c.skipped_checks.append(f"{check.describe()}: cut by Ctrl-C, and its weights are "
-                                             f"gone ({e}; train.keep_checkpoints)")  # fmt: skip
-                continue
-            check.weights = d["model_state"]
+                if not (with_weights and not check.started):  # (else carried into the newer one)
+                    self.c.skipped_checks.append(f"{check.describe()}: cut by the last stop, and its weights are "
+                                                 f"gone ({e}; train.keep_checkpoints)")  # fmt: skip
+                    continue
+            with_weights = with_weights or check.weights is not None
+            if check.seed is None:  # owed by a checkpoint written before seeds were kept
+                check.seed = self._eval_seed(check.generation)
+            saved = self.eval_games.get(check.generation, {})
+            if saved.get("step") == check.step and saved.get("seed") == check.seed:
+                check.kept = saved.get("matches", {})
+            restored.append(check)
+        for check in reversed(restored):
             self.schedule.restore(check)
             assert self.reporter is not None
-            self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again")
+            n = kept_count(check.kept)
+            kept = f", keeping the {n} game(s) it had finished" if n else ""
+            self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again{kept}")
         self.c.owed_checks = []
+
+    def _load_eval_games(self) -> dict[int, dict[str, Any]]:
+        """The finished games of owed checks kept in ``EVALUATION_GAMES`` ({} when there is no
+        such file or it cannot be read: the checks are then played whole)."""
+        path = self.run_dir / EVALUATION_GAMES
+        try:
+            data = json.loads(path.read_text())
+            return {int(g): v for g, v in data.items() if isinstance(v, dict)}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            log.warning("%s cannot be read (%s): the owed checks are played whole", path, e)
+            return {}
+
+    def _save_eval_games(self) -> None:
+        atomic_write_text(self.run_dir / EVALUATION_GAMES,
+                          json.dumps({str(g): v for g, v in sorted(self.eval_games.items())}))  # fmt: skip
+
+    def _take_eval_games(self) -> None:
+        """Take the games the evaluator finished since the last call (``Coordinator.
+        take_eval_games``) into the running check's ``kept`` and ``EVALUATION_GAMES`` (written
+        at once): a check cut by Ctrl-C or kill -9 plays only the rest after the resume."""
+        import ray
+
+        check = self.schedule.running
+        if self.coordinator is None:
+            return
+        games = ray.get(self.coordinator.take_eval_games.remote())
+        if not games or check is None:
+            return
+        for generation, key, index, score, ptn in games:
+            if generation != check.generation:
+                continue
+            match = check.kept.setdefault(key, {"games": self._match_games(check, key), "done": {}})
+            match["done"][str(index)] = [score, ptn]
+        self.eval_games[check.generation] = {"step": check.step, "seed": check.seed, "matches": check.kept}
+        self._save_eval_games()
+
+    def _match_games(self, check: Check, key: str) -> int:
+        """The game count of the match ``key`` (``gating.match_key``) of ``check``."""
+        e = self.cfg.evaluator
+        if key.startswith("gating"):
+            return 2 * (e.games // 2)
+        return 2 * ((check.baseline_games or e.baseline_games) // 2)
 
     def _evaluator_started(self) -> bool:
         """Whether the evaluator actor exists; it is created once self-play is under way (the
@@ -698,9 +884,9 @@ class Run:
 
                 e = self.cfg.evaluator
                 self.evaluator = (
-                    ray.remote(EvaluatorActor)
-                    .options(**evaluator_options(self.cfg.ray.evaluator_resources or {}))
-                    .remote(self.cfg, model_spec_files(e.baselines))
+                    ray.remote(EvaluatorActor)  # two threads: close() runs beside an evaluation
+                    .options(max_concurrency=2, **evaluator_options(self.cfg.ray.evaluator_resources or {}))
+                    .remote(self.cfg, model_spec_files(e.baselines), self.coordinator)
                 )
         return self.evaluator is not None
 
@@ -712,11 +898,16 @@ class Run:
         if check is None:
             return
         assert self.promoted is not None
+        if check.seed is None:
+            check.seed = self._eval_seed(check.generation)
+        gating_key = match_key("gating", f"gen {self.promoted[0]}")
+        kept = {k: v for k, v in check.kept.items() if not k.startswith("gating") or k == gating_key}
+        check.kept = kept  # (games against another incumbent are not this gating match's)
         self.eval_task = self.evaluator.evaluate.remote(
             check.generation, self.weights.ref(check.weights),
             self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
-            seed=self._eval_seed(check.generation), tactics=check.tactics,
-            baseline_games=check.baseline_games,
+            seed=check.seed, tactics=check.tactics,
+            baseline_games=check.baseline_games, kept=kept,
         )  # fmt: skip
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
@@ -730,6 +921,7 @@ class Run:
         if not ray.wait([self.eval_task], timeout=timeout)[0]:
             return False
         check = self.schedule.running
+        self._take_eval_games()  # its last games too: a kill before the next checkpoint replays none
         result = self._eval_result(self.eval_task, check)
         self.eval_task = None
         if result is None:
@@ -763,13 +955,14 @@ class Run:
 
         assert self.reporter is not None and self.scalars is not None
         reporter = self.reporter
-        if self.stop_requested and self.write_error is None:
+        if self.stop_requested and self.write_error is None and self.training_error is None:
             reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary"
                           if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
             self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
         if self.loop_started and self.stop_requested:  # owed again after the resume
-            self.c.owed_checks = [c.to_list() for c in self.schedule.take_pending()]
+            # (left in the schedule: the final checkpoint keeps them, with their games so far)
+            self.c.owed_checks = [c.to_list() for c in self.schedule.pending()]
         elif self.loop_started:  # what is still owed or running is not run: the summary says so
             self.schedule.abandon(f"the run ended ({self.stop_reason})")
         if self.coordinator is not None:
@@ -780,7 +973,8 @@ class Run:
             self.kept = self.pool.finish()
         if self.reanalyser is not None:
             self.reanalyser.finish()
-        if self.loop_started and self.promoted is not None and self.write_error is None:
+        if self.loop_started and self.promoted is not None and self.write_error is None \
+                and self.training_error is None:  # fmt: skip
             try:
                 self._checkpoint(trainer)
             except Exception as e:  # noqa: BLE001 - best effort at shutdown
@@ -791,6 +985,11 @@ class Run:
                     self._write_failed(failed, trainer)
         self.scalars.flush()
         self.scalars.writer.close()
+        if self.evaluator is not None:  # its private copies of model: files (it has two threads)
+            try:
+                ray.get(self.evaluator.close.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - a lost evaluator: a later one removes its folder
+                log.warning("the evaluator did not remove its model copies (a later run's will)")
         for actor in (self.evaluator, self.replay, self.coordinator):
             if actor is not None:
                 ray.kill(actor)
@@ -802,14 +1001,16 @@ class Run:
                 self.stop_reason = f"{rule}, but {self.stop_reason}: the final checkpoint was not written"
             assert self.promoted is not None
             self._print_summary(reporter, trainer, self._snapshot(trainer), self.promoted[0], finished)
-        elif self.stop_requested and self.write_error is None:
+        elif self.stop_requested and self.write_error is None and self.training_error is None:
             reporter.line(f"run stopped during start-up (Ctrl-C): nothing trained this session; "
                           f"the run folder is {self.run_dir}")  # fmt: skip
             reporter.line(f"  to start it again: {self.command}")
         reporter.close()
 
     def _eval_seed(self, generation: int) -> int:
-        """Seed of one evaluation's openings and sampling: new for every (launch, generation)."""
+        """Seed of one evaluation's openings and sampling: new for every (launch, generation);
+        drawn when the check is owed and kept with it (``Check.seed``), so a check cut by a stop
+        plays the same openings when it runs again."""
         s = np.random.SeedSequence([self.cfg.seed, self.launch, generation]).generate_state(1)
         return int(s[0])
 
@@ -896,6 +1097,12 @@ class Run:
         return path
 
     def _promote(self, promoted: Promoted) -> None:
+        """Write ``best.pt`` and publish the promoted weights. Raises NonFiniteError for weights
+        with NaN or inf (never promoted)."""
+        bad = non_finite(promoted[1])
+        if bad:
+            raise NonFiniteError(f"generation {promoted[0]} was to be promoted but its weights are not finite "
+                                 f"({', '.join(bad[:3])})")  # fmt: skip
         self._save_best(*promoted)
         self.weights.publish(self.coordinator, "promoted", *promoted)
 
@@ -906,6 +1113,8 @@ class Run:
         import ray
 
         assert self.scalars is not None and self.promoted is not None
+        trainer.check_finite()  # NonFiniteError: never a checkpoint of NaN weights
+        self._take_eval_games()  # the running check's games so far (kept beside the checkpoint)
         # One replay-actor call: the statistics drained and the buffer's state agree exactly.
         stats, games, rstate = ray.get(self.replay.drain_with_state.remote())
         self._drain(trainer.step, (stats, games))
@@ -915,11 +1124,25 @@ class Run:
         state["replay"] = rstate
         self.reanalysed = reanalyse_counts(rstate)
         self.c.promoted_generation = self.promoted[0]
+        if self.loop_started and not self.stop_requested:
+            # every check still owed or running: a kill -9 before the next one loses none
+            self.c.owed_checks = [c.to_list() for c in self.schedule.pending()]
         state["run"] = {**self.c.to_checkpoint(), "minutes": self.minutes()}
         state["promoted"] = self.promoted
         state["run_name"] = self.cfg.run_name
-        atomic_torch_save(state, self.run_dir / f"ckpt_{trainer.step:09d}.pt")
-        prune_checkpoints(self.run_dir, self.cfg.train.keep_checkpoints)
+        name = f"ckpt_{trainer.step:09d}.pt"
+        atomic_torch_save(state, self.run_dir / name)
+        atomic_write_text(self.run_dir / CHECKPOINTED, name + "\n")
+        # the weights of the checks that will run (the one running or cut, and the newest owed:
+        # older owed ones are carried into it) stay on disk until they have run
+        needed = self.schedule.pending()
+        protect = {f"ckpt_{c.step:09d}.pt" for c in needed if c.started}
+        protect |= {f"ckpt_{c.step:09d}.pt" for c in needed[-1:]}
+        prune_checkpoints(self.run_dir, self.cfg.train.keep_checkpoints, protect)
+        owed = {int(c[0]) for c in self.c.owed_checks}
+        if set(self.eval_games) - owed:  # the games of checks no checkpoint owes any more
+            self.eval_games = {g: v for g, v in self.eval_games.items() if g in owed}
+            self._save_eval_games()
 
     def _gating(self, result: dict[str, Any], trainer: Trainer, check: Check | None = None) -> None:
         """Log an evaluation's scores and games at the step of the generation it measured
@@ -996,8 +1219,11 @@ class Run:
         add = self.scalars.add
         stats, games = drained if drained is not None else ray.get(self.replay.drain.remote())
         for s in stats:  # games and positions in flight: the latest report of each worker
-            if "inflight/stream" in s:
-                self.inflight[s["inflight/stream"]] = (s["inflight/games"], s["inflight/positions"])
+            if "inflight/stream" in s:  # by worker: a worker's new life (a new stream) replaces its old one's
+                worker = s.get("inflight/worker", s["inflight/stream"])
+                known = self.inflight.get(worker)
+                if known is None or s["inflight/stream"] >= known[0]:
+                    self.inflight[worker] = (s["inflight/stream"], s["inflight/games"], s["inflight/positions"])
             if self.startup is not None and STARTUP_KEYS[-1] in s:  # the first worker's first step
                 assert self.reporter is not None
                 self.startup.update({k: s[k] for k in STARTUP_KEYS})

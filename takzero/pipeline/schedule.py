@@ -44,7 +44,11 @@ class Check:
     """One evaluation: of ``generation`` (made at trainer step ``step``, with ``weights``), the
     ``kinds`` it plays ('gating', 'baselines', 'tactics'); ``carried``: older generations whose
     baseline check it stands for; ``baseline_games``: games per baseline match (0: the
-    configured ``evaluator.baseline_games``; the early check's ``evaluator.early_baseline_games``)."""
+    configured ``evaluator.baseline_games``; the early check's ``evaluator.early_baseline_games``);
+    ``seed``: its openings' seed (None: not drawn yet; the run draws it when the check is owed,
+    so a check run again after a stop plays the same openings); ``kept``: the games an earlier,
+    cut run of it finished (``gating.KeptGames``; not in :meth:`to_list`: the run keeps them in
+    its own file)."""
 
     generation: int
     step: int
@@ -52,22 +56,32 @@ class Check:
     weights: Any = None
     carried: list[int] = field(default_factory=list)
     baseline_games: int = 0
+    seed: int | None = None
+    kept: dict[str, Any] = field(default_factory=dict)
+    #: it was running (handed out by :meth:`EvaluationSchedule.next`): after a resume it runs
+    #: first, before newer owed ones, so that it completes with its kept games
+    started: bool = False
 
     def to_list(self) -> list[Any]:
         """The check as the checkpoint keeps it (``RunCounters.owed_checks``, plain types):
-        ``[generation, step, [kinds], baseline_games]``; the weights come from the generation's
-        checkpoint."""
-        return [self.generation, self.step, list(self.kinds), self.baseline_games]
+        ``[generation, step, [kinds], baseline_games, seed, started]``; the weights come from
+        the generation's checkpoint."""
+        return [self.generation, self.step, list(self.kinds), self.baseline_games, self.seed, self.started]
 
     @classmethod
     def from_list(cls, entry: list[Any]) -> Check:
         """The check of a :meth:`to_list` entry (one of a checkpoint written before the game
-        count was kept, ``[generation, step, [kinds]]``, plays the configured count). Raises
-        ValueError for an entry of another shape."""
-        if len(entry) not in (3, 4):
-            raise ValueError(f"an owed check is [generation, step, [kinds], baseline_games], got {entry!r}")
-        games = int(entry[3]) if len(entry) == 4 else 0
-        return cls(int(entry[0]), int(entry[1]), tuple(str(k) for k in entry[2]), baseline_games=games)
+        count was kept, ``[generation, step, [kinds]]``, plays the configured count; one written
+        before the seed was kept draws a new one). Raises ValueError for an entry of another
+        shape."""
+        if not isinstance(entry, (list, tuple)) or len(entry) not in (3, 4, 5, 6) \
+                or not isinstance(entry[2], (list, tuple)):  # fmt: skip
+            raise ValueError(f"an owed check is [generation, step, [kinds], baseline_games, seed], got {entry!r:.200}")
+        games = int(entry[3]) if len(entry) >= 4 else 0
+        seed = int(entry[4]) if len(entry) >= 5 and entry[4] is not None else None
+        started = bool(entry[5]) if len(entry) == 6 else False
+        return cls(int(entry[0]), int(entry[1]), tuple(str(k) for k in entry[2]), baseline_games=games, seed=seed,
+                   started=started)  # fmt: skip
 
     @property
     def baselines(self) -> bool:
@@ -114,6 +128,8 @@ class EvaluationSchedule:
         self.early_games = early_games
         self.owed: dict[int, Check] = {}
         self.running: Check | None = None
+        #: a check that was running when the last session stopped: :meth:`next` hands it out first
+        self.resumed: Check | None = None
         self.skipped: list[str] = list(skipped or [])
 
     def owe(self, generation: int, step: int, weights: Any = None) -> Check | None:
@@ -136,7 +152,12 @@ class EvaluationSchedule:
         own plays the game count of the newest carried one); the older ones are recorded as
         skipped. None when the evaluator is busy or nothing is owed. The caller starts it and
         calls :meth:`finished` when its result (or its loss) arrives."""
-        if self.running is not None or not self.owed:
+        if self.running is not None:
+            return None
+        if self.resumed is not None:  # cut while it ran: it completes first, with its kept games
+            self.running, self.resumed = self.resumed, None
+            return self.running
+        if not self.owed:
             return None
         newest = max(self.owed)
         check = self.owed.pop(newest)
@@ -168,6 +189,7 @@ class EvaluationSchedule:
             self.skipped.append(f"gen {gens} baselines: measured at gen {newest} instead (owed too when "
                                 "the evaluator was free)")  # fmt: skip
         check.kinds = tuple(k for k in KINDS if k in check.kinds)  # one order: describe()
+        check.started = True
         self.running = check
         return check
 
@@ -179,17 +201,27 @@ class EvaluationSchedule:
             self.skipped.append(f"{check.describe()}: {lost}")
         return check
 
+    def pending(self) -> list[Check]:
+        """The running check and the owed ones, by generation, left in the schedule: what a
+        checkpoint keeps (``RunCounters.owed_checks``), so that a kill -9 loses no check."""
+        checks = [c for c in (self.running, self.resumed) if c is not None] + list(self.owed.values())
+        return sorted(checks, key=lambda c: c.generation)
+
     def take_pending(self) -> list[Check]:
         """The running check and the owed ones (by generation), taken out of the schedule
         without a skip reason: a run stopped by Ctrl-C keeps them in its checkpoint and owes
         them again after the resume (:meth:`restore`)."""
-        checks = ([self.running] if self.running is not None else []) + [self.owed[g] for g in sorted(self.owed)]
-        self.running, self.owed = None, {}
+        checks = [c for c in (self.running, self.resumed) if c is not None] + [self.owed[g] for g in sorted(self.owed)]
+        self.running, self.resumed, self.owed = None, None, {}
         return sorted(checks, key=lambda c: c.generation)
 
     def restore(self, check: Check) -> None:
-        """Owe ``check`` again (one kept by :meth:`take_pending` in an earlier session). Raises
-        ValueError for a generation not newer than every owed one."""
+        """Owe ``check`` again (one kept by :meth:`take_pending` in an earlier session; one that
+        was running, ``check.started``, runs first). Raises ValueError for a generation not newer
+        than every owed one."""
+        if check.started and self.resumed is None:
+            self.resumed = check
+            return
         if self.owed and check.generation <= max(self.owed):
             raise ValueError(f"generation {check.generation} is not newer than the owed {max(self.owed)}")
         self.owed[check.generation] = check
@@ -197,6 +229,9 @@ class EvaluationSchedule:
     def abandon(self, reason: str) -> None:
         """The run stops: the running check and every owed one are recorded as skipped for
         ``reason``."""
+        if self.resumed is not None:
+            self.skipped.append(f"{self.resumed.describe()}: {reason} before the evaluator was free")
+            self.resumed = None
         if self.running is not None:
             self.skipped.append(f"{self.running.describe()}: {reason} while it ran")
             self.running = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +87,24 @@ def make_batch(
     )
 
 
+#: Optimiser steps skipped in a row (a non-finite loss or gradient) after which the trainer
+#: stops the run (:class:`NonFiniteError`): a step skipped now and then is noise, this many in
+#: a row means the weights or the learning rate went wrong and no step will succeed again.
+MAX_SKIPPED_IN_A_ROW = 20
+
+
+class NonFiniteError(RuntimeError):
+    """Training went non-finite: :data:`MAX_SKIPPED_IN_A_ROW` steps in a row had a non-finite
+    loss or gradient, or the weights hold NaN or inf (the message says which and where)."""
+
+
+def non_finite(state: Mapping[str, Any]) -> list[str]:
+    """The names of the floating-point tensors of ``state`` (a state dict) that hold a NaN or
+    an infinity, in ``state``'s order; [] when every one is finite (other values are ignored)."""
+    return [k for k, v in state.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]  # fmt: skip
+
+
 def _lr_factor(step: int, schedule: str, warmup: int, total: int) -> float:
     """Multiplier of the base learning rate at ``step``: linear warm-up, then constant, cosine
     to 0 at ``total``, or step decay (x0.1 at 50% and 75% of ``total``)."""
@@ -150,6 +168,8 @@ class Trainer:
         self.step = 0
         self.generation = 0
         self.skipped_steps = 0
+        self.skipped_in_a_row = 0  # reset by a step taken
+        self.last_skip = ""  # why the last skipped step was skipped
         self.rng = np.random.default_rng(seed)
 
     @property
@@ -159,7 +179,13 @@ class Trainer:
     def train_step(self, records: Records) -> dict[str, float]:
         """One optimiser step on ``records``; returns metrics (losses in nats, policy entropy,
         value sign accuracy on decisive positions, lr, grad norm). A non-finite loss or gradient
-        skips the step (counted in ``skipped_steps``) instead of corrupting the weights."""
+        skips the step instead of corrupting the weights: the metrics are then only
+        ``train/skipped_steps`` (the count so far) and ``train/step_skipped`` (1.0), and the
+        reason is in :attr:`last_skip`.
+
+        Raises:
+            NonFiniteError: the :data:`MAX_SKIPPED_IN_A_ROW`-th step in a row was skipped (the
+                weights are not changed by a skipped step: the last checkpoint is good)."""
         size = self.model_config.size
         batch = make_batch(records, size, self.model_config.layers, self.rng,
                            feature_version=self.model_config.feature_version, targets=self.targets)  # fmt: skip
@@ -184,19 +210,16 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
         if not torch.isfinite(loss):
-            self.skipped_steps += 1
-            log.warning("non-finite loss at step %d: step skipped", self.step)
-            return {"train/skipped_steps": float(self.skipped_steps)}
+            return self._skip(f"non-finite loss ({float(loss.detach())})")
         loss.backward()
         clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
         gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         if not torch.isfinite(gnorm):
             self.optimizer.zero_grad(set_to_none=True)
-            self.skipped_steps += 1
-            log.warning("non-finite gradient at step %d: step skipped", self.step)
-            return {"train/skipped_steps": float(self.skipped_steps)}
+            return self._skip(f"non-finite gradient norm ({float(gnorm)})")
         self.optimizer.step()
         self.step += 1
+        self.skipped_in_a_row = 0
         with torch.no_grad():
             logits, wdl, _ = outputs
             logp = torch.log_softmax(logits.float().masked_fill(~mask, float("-inf")), dim=-1)
@@ -223,6 +246,29 @@ class Trainer:
             if name in parts:
                 metrics[f"loss/{name}"] = float(parts[name])
         return metrics
+
+    def _skip(self, why: str) -> dict[str, float]:
+        """Count a skipped step (``why``: its reason, kept in :attr:`last_skip`); raise
+        NonFiniteError at the bound."""
+        self.skipped_steps += 1
+        self.skipped_in_a_row += 1
+        self.last_skip = f"{why} at step {self.step}"
+        log.warning("%s: step skipped", self.last_skip)
+        if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            raise NonFiniteError(
+                f"{self.skipped_in_a_row} training steps in a row skipped ({self.last_skip}; "
+                f"{self.skipped_steps} skipped in all): the weights or the learning rate went wrong "
+                f"(train.lr={self.cfg.lr:g})"
+            )
+        return {"train/skipped_steps": float(self.skipped_steps), "train/step_skipped": 1.0}
+
+    def check_finite(self) -> None:
+        """Raise NonFiniteError when the model's weights hold a NaN or an infinity (naming the
+        first tensors); the run calls it before each checkpoint, so none is ever written."""
+        bad = non_finite(self.model.state_dict())
+        if bad:
+            raise NonFiniteError(f"the weights at step {self.step} are not finite (NaN or inf in "
+                                 f"{', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})")  # fmt: skip
 
     # -- checkpoints -------------------------------------------------------------------------
 

@@ -109,6 +109,12 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         parts = [f"{name}: {', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''}"
                  for name, ks in (("missing", missing), ("unexpected", extra), ("other shape", shapes)) if ks]  # fmt: skip
         raise _fail(path, f"its weights do not fit the config's network ({'; '.join(parts)})")
+    from takzero.pipeline.trainer import non_finite
+
+    bad = non_finite(state)
+    if bad:  # a NaN network would train on as NaN and be promoted as generation 0
+        raise _fail(path, f"its weights are not finite (NaN or inf in {', '.join(bad[:3])}"
+                          f"{', ...' if len(bad) > 3 else ''}): not a network to start from")  # fmt: skip
     try:
         lineage = Lineage.of_file(d)
     except ValueError as e:

@@ -1,0 +1,331 @@
+"""A check (a generation's evaluation) is never lost: cut by kill -9 or Ctrl-C it keeps its
+finished games (``evaluation_games.json``) and completes after the resume, playing only the rest;
+every checkpoint owes the checks still running or owed; the progress line says which check runs
+or waits; the start-up lines say when generations come. The whole-run tests are slow."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from smoke_config import smoke_config
+
+from takzero.pipeline.checkpoints import atomic_torch_save, list_checkpoints, load_checked
+from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
+from takzero.pipeline.scalars import ScalarLog
+from takzero.pipeline.schedule import Check, EvaluationSchedule
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Writer:
+    def add_scalar(self, *a) -> None:
+        pass
+
+    def add_text(self, *a) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+def _run(tmp_path: Path, console: io.StringIO, **overrides):
+    from takzero.pipeline.run import Run
+
+    run = Run(smoke_config(tmp_path, **overrides), command="python -m takzero.train run_name=r")
+    run.reporter = RunReporter(run.run_dir, StopRule(1000), Snapshot(0, 0, 0, 0, 0.0), console=console, bar=False)
+    run.scalars = ScalarLog(_Writer())
+    return run
+
+
+# -- the evaluator plays only what a cut check had not finished ------------------------------------
+
+
+def test_a_check_with_kept_games_plays_only_the_rest(one_torch_thread) -> None:
+    from takzero.nn.model import TakNet
+    from takzero.pipeline.gating import GatingEvaluator, kept_count, match_key
+
+    cfg = smoke_config(None, **{"board.size": 3, "mcts.simulations": 2, "evaluator.gating": "threshold",
+                                "evaluator.games": 4, "evaluator.baseline_games": 4,
+                                "evaluator.baselines": ["random"], "selfplay.ply_limit": 20})  # fmt: skip
+    torch.manual_seed(0)
+    weights = TakNet(cfg.model_config()).state_dict()
+    ev = GatingEvaluator(cfg)
+    heard: list[tuple[str, int, float, str]] = []
+    whole = ev.evaluate((1, weights), (0, weights), True, seed=5, on_game=lambda *g: heard.append(g))
+    assert sorted((k, i) for k, i, _, _ in heard) == sorted(
+        [(match_key("gating", "gen 0"), i) for i in range(4)] + [(match_key("baseline", "random"), i) for i in range(4)])
+    # cut after three games of each match: kept, and only the fourth is played again
+    kept = {}
+    for key, index, score, ptn in heard:
+        if index < 3:
+            kept.setdefault(key, {"games": 4, "done": {}})["done"][str(index)] = [score, ptn]
+    assert kept_count(kept) == 6
+    again: list[tuple[str, int, float, str]] = []
+    out = ev.evaluate((1, weights), (0, weights), True, seed=5, kept=kept, on_game=lambda *g: again.append(g))
+    assert sorted((k, i) for k, i, _, _ in again) == [(match_key("baseline", "random"), 3), (match_key("gating", "gen 0"), 3)]
+    assert [m["games"] for m in out["matches"]] == [4, 4]
+    for rec in out["matches"]:
+        key = match_key("gating" if rec["kind"] == "gating" else "baseline", rec["opponent"])
+        scores = [float(kept[key]["done"][str(i)][0]) for i in range(3)] + [s for k, i, s, _ in again if k == key]
+        assert rec["wins"] == scores.count(1.0) and rec["losses"] == scores.count(0.0)
+    name = "baseline_gen00001_vs_random.ptn"
+    for i in range(3):  # the kept games' PTN is in the match's games file, in game order
+        assert kept[match_key("baseline", "random")]["done"][str(i)][1] in out["ptn"][name]
+    assert whole["matches"][0]["games"] == 4
+    # kept games of a match of another size are not used: it is played whole
+    other = {match_key("baseline", "random"): {"games": 6, "done": {"0": [1.0, "x"]}}}
+    again.clear()
+    ev.evaluate((1, weights), (0, weights), True, seed=5, kept=other, on_game=lambda *g: again.append(g))
+    assert len([g for g in again if g[0] == match_key("baseline", "random")]) == 4
+
+
+# -- every checkpoint owes the pending checks; the rerun keeps the games ------------------------------
+
+
+def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_their_games(tmp_path: Path) -> None:
+    """The checkpoint of generation 1 already owes its check (a kill -9 during it loses
+    nothing); the games heard so far are in evaluation_games.json; after the resume the check
+    is owed again with the same seed and its games, and said so."""
+    from takzero.pipeline.run import EVALUATION_GAMES
+
+    console = io.StringIO()
+    run = _run(tmp_path, console, **{"evaluator.gating": "off", "evaluator.baseline_every": 1,
+                                      "evaluator.baselines": ["uct"], "evaluator.baseline_games": 4})  # fmt: skip
+    from takzero.pipeline.trainer import Trainer
+
+    cfg = run.cfg
+    trainer = Trainer(cfg.train, cfg.model_config(), device="cpu")
+    trainer.step = 20
+    run.loop_started = True
+    run.promoted = (0, {k: v.clone() for k, v in trainer.model.state_dict().items()})
+    games = [(1, "baseline uct", 2, 1.0, "[Site \"g2\"]\n1. a1 d4"), (1, "baseline uct", 0, 0.5, "[Site \"g0\"]")]
+
+    class Remote:
+        def __init__(self, fn):
+            self.remote = fn
+
+    run.coordinator = SimpleNamespace(take_eval_games=Remote(lambda: list(games)),
+                                      publish=Remote(lambda *a: None))  # fmt: skip
+    run.replay = SimpleNamespace(drain_with_state=Remote(lambda: ([], [], {"total_added": 0})))
+    import ray
+
+    real_get = ray.get
+    ray.get = lambda x, timeout=None: x
+    try:
+        run._new_generation(trainer)  # gen 1 owes a baseline check; the evaluator is not there yet
+        state = load_checked(run.run_dir / "ckpt_000000020.pt", require_checksum=True)
+        (owed,) = state["run"]["owed_checks"]
+        assert owed[:4] == [1, 20, ["baselines"], 0] and isinstance(owed[4], int)
+        assert run._evaluation_text() == "eval gen 1: waiting for the evaluator"
+        run.schedule.next()  # it starts
+        run.schedule.running.seed = owed[4]
+        assert run._evaluation_text() == "eval gen 1: 0/4 games"
+        run._take_eval_games()
+        assert run._evaluation_text() == "eval gen 1: 2/4 games"
+        saved = json.loads((run.run_dir / EVALUATION_GAMES).read_text())
+        assert saved["1"]["seed"] == owed[4] and set(saved["1"]["matches"]["baseline uct"]["done"]) == {"0", "2"}
+    finally:
+        ray.get = real_get
+    run.reporter.close()
+
+    # the resume (a kill -9: the checkpoint's owed list and the file are all there is)
+    console2 = io.StringIO()
+    again = _run(tmp_path, console2, **{"evaluator.gating": "off", "evaluator.baseline_every": 1,
+                                         "evaluator.baselines": ["uct"], "evaluator.baseline_games": 4})  # fmt: skip
+    from takzero.pipeline.resume import RunCounters
+
+    again.c = RunCounters.from_checkpoint(state)
+    again.schedule.skipped = again.c.skipped_checks
+    again.promoted = run.promoted
+    again._restore_owed()
+    check = again.schedule.owed[1]
+    assert check.seed == owed[4] and set(check.kept["baseline uct"]["done"]) == {"0", "2"}
+    assert ("evaluation: gen 1 baselines (cut by the last stop) runs again, keeping the 2 game(s) it had finished"
+            in console2.getvalue())
+    assert again._evaluation_text() == "eval gen 1: waiting for the evaluator"
+    again.reporter.close()
+
+
+def test_the_progress_line_says_which_check_runs_or_waits(tmp_path: Path) -> None:
+    rep = RunReporter(tmp_path, StopRule(1000), Snapshot(0, 0, 0, 0, 0.0), bar=False, console=io.StringIO())
+    snap = Snapshot(50, 2, 10, 500, 1.0, evaluation="eval gen 1: 6/8 games (1 more owed)")
+    assert "| eval gen 1: 6/8 games (1 more owed) |" in rep.progress_text(snap)
+    short = rep.progress_text(snap, 60)
+    assert "ETA" in short and len(short) <= 60
+    assert "eval gen 1" not in rep.progress_text(Snapshot(50, 2, 10, 500, 1.0))
+    rep.close()
+    schedule = EvaluationSchedule(gating=True, baseline_every=1)
+    schedule.owe(1, 10)
+    schedule.next()
+    schedule.owe(2, 20)
+    assert [c.generation for c in schedule.pending()] == [1, 2]
+    assert schedule.running is not None and list(schedule.owed) == [2]  # pending() takes nothing
+
+
+def test_the_start_up_lines_say_when_generations_come(tmp_path: Path) -> None:
+    console = io.StringIO()
+    run = _run(tmp_path, console, **{"train.checkpoint_every": 200, "evaluator.baseline_every": 4,
+                                      "evaluator.early_baseline_generation": 1, "evaluator.early_baseline_games": 4,
+                                      "evaluator.baselines": ["uct"]})  # fmt: skip
+    run.trainer = SimpleNamespace(step=0, generation=0)
+    run._start_lines(run.reporter, False)
+    text = console.getvalue()
+    assert ("generations: one at each checkpoint (every 200 steps, train.checkpoint_every), the next (gen 1) "
+            "at step 200; Elo against the baselines (uct) at gen 1 (4 games each) and every 4 generation(s)") in text
+    assert "gating (4 games against the promoted generation) every generation" in text
+    run.trainer = SimpleNamespace(step=450, generation=2)
+    assert "the next (gen 3) at step 600" in run._generation_plan(450)
+    run.reporter.close()
+
+
+def test_a_gating_already_decided_before_the_stop_is_not_played_again(tmp_path: Path) -> None:
+    """best.pt (newer than the checkpoint) holds generation 3: the owed gating of generation 3
+    is not replayed against itself; its baseline check still runs."""
+    console = io.StringIO()
+    run = _run(tmp_path, console)
+    weights = {"w": torch.ones(2)}
+    atomic_torch_save({"generation": 3, "model_state": weights}, run.run_dir / "ckpt_000000060.pt")
+    run.c.owed_checks = [[3, 60, ["gating", "baselines"], 0, 11]]
+    run.promoted = (3, weights)
+    run._restore_owed()
+    assert run.schedule.owed[3].kinds == ("baselines",) and run.schedule.owed[3].seed == 11
+    assert any("gen 3 gating: already decided" in s for s in run.c.skipped_checks)
+    run.reporter.close()
+
+
+# -- whole runs: kill -9 and Ctrl-C during a check --------------------------------------------------
+
+
+def _kill_session(sid: int) -> None:
+    for _ in range(3):
+        victims = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:
+                victims.append(int(d.name))
+        if not victims:
+            return
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+
+
+def _kept(run: Path) -> dict[str, list]:
+    try:
+        data = json.loads((run / "evaluation_games.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get("1", {}).get("matches", {}).get("baseline uct", {}).get("done", {})
+
+
+def _cut_check_then_resume(tmp_path: Path, how: str) -> None:
+    run = tmp_path / "k"
+    args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=k", f"checkpoint_root={tmp_path}",
+            "train.checkpoint_every=10", "evaluator.gating=off", "evaluator.baseline_every=1000",
+            "evaluator.early_baseline_generation=1", "evaluator.early_baseline_games=8",
+            "evaluator.baselines=[uct]", "evaluator.uct_simulations=1500", "log_every_s=1",
+            "selfplay.workers=1"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    err = tmp_path / "first.err"
+    with open(err, "w") as f:
+        proc = subprocess.Popen([*args, "train.total_steps=100000"], cwd=ROOT, env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=f)  # fmt: skip
+    try:
+        end = time.monotonic() + 600
+        while time.monotonic() < end and proc.poll() is None and not _kept(run):
+            time.sleep(0.2)
+        assert proc.poll() is None, err.read_text()[-3000:]
+        kept = _kept(run)
+        assert 0 < len(kept) < 8, f"no check cut half way ({len(kept)} games kept)"
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=300)
+            assert proc.returncode == 0, err.read_text()[-3000:]
+        else:
+            _kill_session(proc.pid)
+            proc.wait(timeout=60)
+    finally:
+        _kill_session(proc.pid)
+    kept = _kept(run)
+    log1 = (run / "train.log").read_text()
+    assert "evaluation: gen 1 vs uct" not in log1  # the check had not landed
+    if how == "ctrl-c":
+        assert "evaluations cut by the stop, run again when the run goes on: gen 1 baselines" in log1
+    step = load_checked(list_checkpoints(run)[-1])["step"]
+    done = subprocess.run([*args, f"train.total_steps={step + 5}"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900, start_new_session=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert f"evaluation: gen 1 baselines (cut by the last stop) runs again, keeping the {len(kept)} game(s)" in out, out
+    assert "evaluation: gen 1 vs uct: " in out and ", 8 games, " in out, out[-3000:]
+    assert "evaluations not run" not in out, out[-3000:]
+    ptn = (run / "games" / "baseline_gen00001_vs_uct.ptn").read_text()
+    assert all(text in ptn for _, text in kept.values())  # the kept games are the check's own
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_check_cut_by_kill_9_completes_after_the_resume_with_its_games(tmp_path: Path) -> None:
+    _cut_check_then_resume(tmp_path, "kill -9")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_check_cut_by_ctrl_c_completes_after_the_resume_with_its_games(tmp_path: Path) -> None:
+    _cut_check_then_resume(tmp_path, "ctrl-c")
+
+
+def test_the_weights_of_a_cut_check_are_not_pruned_and_it_runs_first_after_the_resume(tmp_path: Path) -> None:
+    """Generation 1's check was running while generations 2-5 were made (keep_checkpoints=2):
+    its checkpoint is kept; after the resume it runs first, with its kept games; generation 3,
+    owed and older than the newest owed (whose weights were pruned), is carried into gen 5."""
+    from takzero.pipeline.checkpoints import prune_checkpoints
+
+    for step in (10, 20, 30, 40, 50):
+        atomic_torch_save({"generation": step // 10, "model_state": {"w": torch.ones(1)}},
+                          tmp_path / f"ckpt_{step:09d}.pt")  # fmt: skip
+    prune_checkpoints(tmp_path, 2, protect={"ckpt_000000010.pt"})
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt_000000010.pt", "ckpt_000000040.pt",
+                                                            "ckpt_000000050.pt"]  # fmt: skip
+    console = io.StringIO()
+    run = _run(tmp_path, console, **{"evaluator.gating": "off", "evaluator.baseline_every": 1})
+    for step in (10, 50):
+        atomic_torch_save({"generation": step // 10, "model_state": {"w": torch.ones(1)}},
+                          run.run_dir / f"ckpt_{step:09d}.pt")  # fmt: skip
+    run.c.owed_checks = [[1, 10, ["baselines"], 0, 7, True], [3, 30, ["baselines"], 0, 8, False],
+                         [5, 50, ["baselines"], 0, 9, False]]  # fmt: skip
+    (run.run_dir / "evaluation_games.json").write_text(json.dumps(
+        {"1": {"step": 10, "seed": 7, "matches": {"baseline uct": {"games": 2, "done": {"0": [1.0, "p"]}}}}}))
+    run.promoted = (0, {})
+    run._restore_owed()
+    assert not run.c.skipped_checks
+    first = run.schedule.next()
+    assert first is not None and first.generation == 1 and kept_games(first) == 1 and first.seed == 7
+    run.schedule.finished()
+    second = run.schedule.next()
+    assert second is not None and second.generation == 5 and second.carried == [3] and second.weights is not None
+    run.reporter.close()
+
+
+def kept_games(check: Check) -> int:
+    from takzero.pipeline.gating import kept_count
+
+    return kept_count(check.kept)
