@@ -350,16 +350,14 @@ def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
 
 def _fmt_elo(s: dict[str, Any]) -> str:
     """Elo with its 95% interval from the W-D-L counts: the Wilson score interval mapped to Elo
-    (:func:`takzero.matches.stats.elo_wilson`, honest at 0% and 100%), infinities signed."""
-    from takzero.matches.stats import elo_wilson
-
-    def one(x: float) -> str:
-        return ("+inf" if x > 0 else "-inf") if math.isinf(x) else f"{x:+.0f}"
+    (:func:`takzero.matches.stats.elo_wilson`, honest at 0% and 100%), a one-sided result as its
+    bound (:func:`takzero.matches.stats.elo_text`: ``'> +687'``)."""
+    from takzero.matches.stats import elo_text, elo_wilson
 
     if not all(k in s for k in ("wins", "draws", "losses")):
         return "?"
     est = elo_wilson(int(s["wins"]), int(s["draws"]), int(s["losses"]))
-    return f"{one(est.elo)} [{one(est.lower)}, {one(est.upper)}]"
+    return elo_text(est.elo, est.lower, est.upper, digits=0)
 
 
 def table_row(args: argparse.Namespace, result: dict[str, Any]) -> str:

@@ -21,7 +21,8 @@ Wald's SPRT. All scores are the first player's, draws count half.
 * What people see: :func:`describe_estimate` of ``MatchResult.elo()`` (pentanomial on paired
   games, else trinomial; the model the evaluate JSON, TensorBoard and gating use) is the one
   interval the match and evaluate command lines and the training run print, named by
-  :func:`format_elo` (or "too few games" under :data:`MIN_ELO_GAMES`).
+  :func:`format_elo` (or "too few games" under :data:`MIN_ELO_GAMES`); :func:`elo_text` writes
+  every Elo interval people read, a one-sided result as a bound (``'< +113.2'``, never -inf).
 * SPRT: Wald's sequential probability ratio test (Wald 1945) of H0: elo = elo0 against H1: elo =
   elo1 (logistic Elo), with the generalized log-likelihood ratio (GSPRT) computed as fishtest does
   (``LLRcalc.LLR_logistic`` in official-stockfish/fishtest, after M. Van den Bergh, "A practical
@@ -344,10 +345,35 @@ def describe_elo(wins: int, draws: int, losses: int, confidence: float = 0.95) -
     return describe_estimate(elo_wilson(wins, draws, losses, confidence))
 
 
-def _signed(x: float) -> str:
-    if math.isinf(x):
-        return "+inf" if x > 0 else "-inf"
-    return f"{x:+.1f}"
+def elo_text(elo: float, lower: float, upper: float, digits: int = 1) -> str:
+    """An Elo estimate and its interval for people, never with an infinity: ``'+35.2 [-10.1,
+    +80.3]'``; a one-sided result (a side scored nothing: the estimate is infinite) as the bound
+    its interval gives, ``'< +113.2'`` (nothing won: -inf [-inf, +113.2]) or ``'> +45.9'``
+    (everything won: +inf [+45.9, +inf]); a finite estimate whose interval is open on one side
+    ``'+20.0 [< +300.0]'`` / ``'+20.0 [> -300.0]'``, on both ``'+0.0 [no bound]'``; no bound at
+    all ``'no bound'``; ``'?'`` when a number is NaN. ``digits``: decimals (1 in the match and
+    evaluation lines, 0 on the progress line). The one formatter of an Elo interval: the
+    numbers themselves (JSON, TensorBoard) stay as they are."""
+    if any(x != x for x in (elo, lower, upper)):
+        return "?"
+
+    def signed(x: float) -> str:
+        return f"{x:+.{digits}f}"
+
+    low_open, high_open = math.isinf(lower), math.isinf(upper)
+    if math.isinf(elo):
+        if elo < 0 and not high_open:
+            return f"< {signed(upper)}"
+        if elo > 0 and not low_open:
+            return f"> {signed(lower)}"
+        return "no bound"
+    if low_open and high_open:
+        return f"{signed(elo)} [no bound]"
+    if low_open:
+        return f"{signed(elo)} [< {signed(upper)}]"
+    if high_open:
+        return f"{signed(elo)} [> {signed(lower)}]"
+    return f"{signed(elo)} [{signed(lower)}, {signed(upper)}]"
 
 
 def score_interval(est: EloEstimate) -> tuple[float, float]:
@@ -366,11 +392,12 @@ MODEL_NAMES = {
 
 def format_elo(est: EloEstimate) -> str:
     """``'+35.2 [-10.1, +80.3] (95%, pentanomial score-test interval, 20 game pairs)'``: the
-    estimate, its interval, the interval's model (:data:`MODEL_NAMES`) and its samples (``inf``
-    when a side scored everything). Raises KeyError for an unknown model."""
+    estimate and its interval (:func:`elo_text`: a one-sided result as its bound, ``'< +113.2
+    (95%, ...)'`` when nothing was won), the interval's model (:data:`MODEL_NAMES`) and its
+    samples. Raises KeyError for an unknown model."""
     unit = "game pair" if est.model == "pentanomial" else "game"
     samples = f"{est.samples} {unit}{'' if est.samples == 1 else 's'}"
-    return (f"{_signed(est.elo)} [{_signed(est.lower)}, {_signed(est.upper)}] "
+    return (f"{elo_text(est.elo, est.lower, est.upper)} "
             f"({est.confidence * 100:g}%, {MODEL_NAMES[est.model]}, {samples})")
 
 
@@ -383,6 +410,7 @@ __all__ = [
     "elo_to_score",
     "describe_elo",
     "describe_estimate",
+    "elo_text",
     "elo_trinomial",
     "elo_wilson",
     "format_elo",

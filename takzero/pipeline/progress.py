@@ -31,6 +31,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from takzero.matches.stats import elo_text
+
 RATE_WINDOW_S = 300.0
 
 
@@ -101,14 +103,6 @@ class Snapshot:
     #: evaluator'``), "" when none is owed
     evaluation: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _signed(x: float) -> str:
-    if x != x:
-        return "?"
-    if x in (float("inf"), float("-inf")):
-        return "+inf" if x > 0 else "-inf"
-    return f"{x:+.0f}"
 
 
 def evaluation_line(generation: int, record: dict[str, Any], decision: str | None = None) -> str:
@@ -184,8 +178,13 @@ def strength_text(generation: int, record: dict[str, Any]) -> str:
     """The progress line's field of the latest Elo against the strongest baseline:
     ``'Elo vs uct +108 [-20, +250] (gen 8)'``."""
     r = record
-    return (f"Elo vs {r['opponent']} {_signed(r['elo'])} [{_signed(r['elo_lower'])}, "
-            f"{_signed(r['elo_upper'])}] (gen {generation})")
+    return f"Elo vs {r['opponent']} {_elo(r['elo'], r['elo_lower'], r['elo_upper'])} (gen {generation})"
+
+
+def _elo(elo: float, lower: float, upper: float) -> str:
+    """:func:`takzero.matches.stats.elo_text` in whole Elo: ``'+108 [-20, +250]'``, a one-sided
+    result as its bound (``'< +113'``, ``'> +46'``)."""
+    return elo_text(float(elo), float(lower), float(upper), digits=0)
 
 
 def fit_fields(fields: list[list[str]], order: list[int], width: int, sep: str = " | ") -> str:
@@ -468,8 +467,7 @@ def summary_lines(
         score_lines = [f"  its last scores against the baselines: {scores}"]
     curve = []
     if strength_points:
-        points = ", ".join(f"gen {int(g)} {_signed(e)} [{_signed(lo)}, {_signed(hi)}]"
-                           for g, e, lo, hi in strength_points[-3:])  # fmt: skip
+        points = ", ".join(f"gen {int(g)} {_elo(e, lo, hi)}" for g, e, lo, hi in strength_points[-3:])
         curve = [f"  Elo vs {strength_label}, last points: {points}"]
     skipped = list(skipped or [])
     not_run = []
