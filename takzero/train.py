@@ -7,6 +7,7 @@ Composes ``configs/train.yaml`` with the preset and the overrides, checks every 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -46,9 +47,96 @@ def _hydra_output_dir() -> Path | None:
 HYDRA_STAGING = ".pending"
 
 
+#: Hydra's flags that only show something (help, the config, Hydra's information, its version):
+#: with one of them nothing runs and nothing is written, so the overrides are not staged.
+SHOW_FLAGS = frozenset({"--help", "--hydra-help", "--cfg", "--info", "--version", "--shell-completion"})
+
+
+def _hydra_flag_actions() -> dict[str, argparse.Action]:
+    """Hydra's own command-line flags (every spelling: ``--cfg``, ``-c``) and their argparse
+    actions, read from Hydra's parser, so that a flag Hydra adds is known here too."""
+    from hydra._internal.utils import get_args_parser
+
+    return {flag: action for action in get_args_parser()._actions for flag in action.option_strings}
+
+
+def _action_of(flag: str, actions: dict[str, argparse.Action]) -> argparse.Action | None:
+    """The action of a flag as argparse reads it (``--cfg=job``: ``--cfg``; a long flag by a
+    prefix that names one flag only: ``--hydra-h``); None for an unknown flag."""
+    name = flag.partition("=")[0]
+    if name in actions:
+        return actions[name]
+    matches = {actions[f] for f in actions if name.startswith("--") and f.startswith(name)}
+    return matches.pop() if len(matches) == 1 else None
+
+
+def split_hydra_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The command line split into Hydra's flags, each with its value (``['--cfg', 'job']``,
+    ``['--info=all']``), and the overrides (``key=value``, ``+key=value``, ``~key``), each in the
+    order given. Hydra's parser takes its flags only before the overrides (its overrides are one
+    positional list: ``+config=6x6 --cfg job`` would leave the overrides after the flag
+    unrecognised); :func:`hydra_command_line` puts them there, so every flag works before or after
+    the overrides. A flag's value is the next argument (``--cfg job``, ``-p board``) or follows
+    ``=`` (``--cfg=job``); ``--info``'s value is optional and taken only when it is one of its
+    choices (a bare ``--info`` becomes ``--info=all``, Hydra's own default, so that it cannot take
+    the first override as its value); a long flag may be shortened as argparse allows (``--hydra-h``).
+    An unknown flag is kept among the flags for Hydra to refuse; ``--`` ends the flags."""
+    actions = _hydra_flag_actions()
+    flags: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            overrides.extend(argv[i:])
+            break
+        if not arg.startswith("-"):
+            overrides.append(arg)
+            continue
+        action = _action_of(arg, actions)
+        if action is None or "=" in arg or action.nargs == 0:
+            flags.append(arg)
+        elif action.nargs == "?":
+            if i < len(argv) and action.choices is not None and argv[i] in action.choices:
+                flags.append(f"{arg}={argv[i]}")
+                i += 1
+            else:
+                flags.append(f"{arg}={action.const}")
+        elif i < len(argv) and not argv[i].startswith("-"):
+            flags += [arg, argv[i]]
+            i += 1
+        else:
+            flags.append(arg)  # its value is missing: Hydra says so
+    return flags, overrides
+
+
+def shows_only(flags: list[str]) -> bool:
+    """Whether the flags (:func:`split_hydra_argv`) ask Hydra only to show something
+    (:data:`SHOW_FLAGS`, any spelling): then no run starts and Hydra writes no file."""
+    actions = _hydra_flag_actions()
+    shown = [actions[f] for f in SHOW_FLAGS if f in actions]
+    return any(_action_of(flag, actions) in shown for flag in flags)
+
+
+def hydra_command_line(argv: list[str]) -> list[str]:
+    """The arguments handed to Hydra for the user's ``argv``: Hydra's flags first (with their
+    values), then the overrides (:func:`split_hydra_argv`), the overrides staged
+    (:func:`stage_hydra_files`) unless a flag only shows something (:func:`shows_only`: the help,
+    ``--cfg hydra`` and ``--info`` then show the user's own ``hydra.output_subdir``), and none
+    with ``--hydra-help`` (Hydra's help composes its own config only, where a run's key such as
+    ``run_name=`` could not be set)."""
+    flags, overrides = split_hydra_argv(argv)
+    actions = _hydra_flag_actions()
+    if any(_action_of(f, actions) is actions.get("--hydra-help") for f in flags):
+        return flags  # Hydra's own help composes no run config: overrides would not apply
+    return [*flags, *(overrides if shows_only(flags) else stage_hydra_files(overrides))]
+
+
 def stage_hydra_files(argv: list[str]) -> list[str]:
-    """``argv`` with ``hydra.output_subdir`` (``.`` unless given; ``null``: Hydra writes nothing,
-    ``argv`` is returned as it is) moved into its :data:`HYDRA_STAGING` sub-folder."""
+    """``argv`` (the overrides) with ``hydra.output_subdir`` (``.`` unless given; ``null``: Hydra
+    writes nothing, ``argv`` is returned as it is) moved into its :data:`HYDRA_STAGING`
+    sub-folder."""
     subdir = "."
     rest = []
     for a in argv:
@@ -184,7 +272,7 @@ def main() -> None:
     import hydra
 
     argv = sys.argv[1:]
-    problems = precheck([a for a in argv if not a.startswith("-")])
+    problems = precheck(split_hydra_argv(argv)[1])
     multirun = multirun_problem(argv)
     if multirun is not None:
         problems.append(multirun)
@@ -192,7 +280,9 @@ def main() -> None:
         for p in problems:
             print(f"config error: {p}", file=sys.stderr)
         sys.exit(2)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    hydra_argv = hydra_command_line(argv)
+    if not shows_only(split_hydra_argv(argv)[0]):  # (Hydra's --info prints through its own logger)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config_dir = str(CONFIG_DIR)
 
     @hydra.main(config_path=config_dir, config_name="train", version_base="1.3")
@@ -232,7 +322,7 @@ def main() -> None:
             print(f"stopped, a write failed: {e}", file=sys.stderr)
             sys.exit(1)
 
-    sys.argv = [sys.argv[0], *stage_hydra_files(argv)]  # Hydra reads sys.argv
+    sys.argv = [sys.argv[0], *hydra_argv]  # Hydra reads sys.argv
     try:
         _entry()
     except KeyboardInterrupt:

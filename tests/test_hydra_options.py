@@ -2,8 +2,10 @@
 ``hydra.job.chdir``, ``hydra.output_subdir`` work, with a relative ``checkpoint_root`` (and a
 relative ``model:PATH`` baseline) meaning the folder the command was started in, in all of them;
 multirun (``-m`` with two values, ``--multirun``, ``hydra.mode=MULTIRUN``) is refused at start-up
-with one line naming it, before anything is made. The real command line runs, with the training
-itself replaced by a note of where it would run (no Ray)."""
+with one line naming it, before anything is made; Hydra's own flags that README documents
+(``--help``, ``--hydra-help``, ``--cfg job|hydra|all``, ``--resolve``, ``--package``, ``--info``,
+``--version``) work before and after the overrides; Hydra writes no log file of its own. The real
+command line runs, with the training itself replaced by a note of where it would run (no Ray)."""
 
 from __future__ import annotations
 
@@ -137,3 +139,83 @@ def test_staging_moves_only_the_output_subdir() -> None:
                                                                    "hydra.output_subdir=.pending"]  # fmt: skip
     assert stage_hydra_files(["hydra.output_subdir=sub/", "x=1"]) == ["x=1", "hydra.output_subdir=sub/.pending"]
     assert stage_hydra_files(["hydra.output_subdir=null"]) == ["hydra.output_subdir=null"]  # nothing written
+
+
+#: Hydra's flags as README documents them, each with what its output shows of ``+config=5x5
+#: run_name=r`` (so that the overrides were applied, wherever they stood) and what it must not.
+DOCUMENTED_FLAGS = {
+    "--help": (["--help"], ["takzero training run", "size: 5"], []),
+    "-h": (["-h"], ["takzero training run", "size: 5"], []),
+    "--hydra-help": (["--hydra-help"], ["Hydra (", "--cfg"], []),
+    "--cfg job": (["--cfg", "job"], ["run_name: r", "size: 5"], ["hydra:"]),
+    "-c job": (["-c", "job"], ["run_name: r", "size: 5"], ["hydra:"]),
+    "--cfg=job": (["--cfg=job"], ["run_name: r", "size: 5"], ["hydra:"]),
+    "--cfg hydra": (["--cfg", "hydra"], ["hydra:", "output_subdir: .\n", "- +config=5x5"], [".pending"]),
+    "--cfg all": (["--cfg", "all"], ["hydra:", "size: 5", "run_name: r"], [".pending"]),
+    "--resolve": (["--cfg", "job", "--resolve"], ["size: 5", "channels:"], ["${"]),
+    "--package": (["--cfg", "job", "--package", "board"], ["# @package board", "size: 5"], ["run_name"]),
+    "-p": (["-c", "job", "-p", "board"], ["# @package board", "size: 5"], ["run_name"]),
+    "--info": (["--info"], ["Installed Hydra Plugins", "Defaults List", "size: 5"], []),
+    "--info defaults": (["--info", "defaults"], ["Defaults List", "config/5x5"], []),
+    "-i searchpath": (["-i", "searchpath"], ["Config search path"], []),
+    "--version": (["--version"], ["Hydra 1.3"], []),
+}
+
+
+def test_hydras_flags_reach_hydra_before_the_overrides_wherever_they_were_typed() -> None:
+    """What the launcher hands Hydra parses, in Hydra's own parser, as the flags typed first: the
+    same flags and values, the same overrides (staged unless a flag only shows something)."""
+    from hydra._internal.utils import get_args_parser
+
+    from takzero.train import HYDRA_STAGING, hydra_command_line, shows_only, split_hydra_argv
+
+    overrides = ["+config=5x5", "run_name=r"]
+    for name, (flag, _, _) in DOCUMENTED_FLAGS.items():
+        if name == "--version":  # argparse prints and exits at once: nothing more to compare
+            continue
+        want = vars(get_args_parser().parse_args([*flag, "--", *overrides]))  # (bare --info: "all")
+        for argv in ([*flag, *overrides], [*overrides, *flag], [overrides[0], *flag, overrides[1]]):
+            got = vars(get_args_parser().parse_args(hydra_command_line(argv)))
+            if name == "--hydra-help":  # Hydra's help composes no run config: no overrides
+                want["overrides"] = []
+            assert got == want, (name, argv)
+            assert shows_only(split_hydra_argv(argv)[0]), name
+    run = ["+config=5x5", "--run", "hydra.job.chdir=true"]
+    assert hydra_command_line(run) == ["--run", "+config=5x5", "hydra.job.chdir=true",
+                                       f"hydra.output_subdir={HYDRA_STAGING}"]  # fmt: skip
+    assert split_hydra_argv(["a=1", "--info", "b=2"]) == (["--info=all"], ["a=1", "b=2"])
+    assert split_hydra_argv(["--", "--x=1"]) == ([], ["--x=1"])
+    assert split_hydra_argv(["a=1", "--no-such-flag"]) == (["--no-such-flag"], ["a=1"])  # Hydra refuses it
+
+
+@pytest.mark.slow  # thirty whole command-line launches
+@pytest.mark.parametrize("order", ["flag first", "flag last"])
+@pytest.mark.parametrize("name", list(DOCUMENTED_FLAGS))
+def test_each_documented_hydra_flag_works_before_and_after_the_overrides(
+    tmp_path: Path, name: str, order: str
+) -> None:
+    flag, shown, not_shown = DOCUMENTED_FLAGS[name]
+    overrides = ["+config=5x5", "run_name=r"]
+    argv = [*flag, *overrides] if order == "flag first" else [*overrides, *flag]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "takzero.train", *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "unrecognized arguments" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    for text in shown:
+        assert text in out, (text, out[:2000])
+    for text in not_shown:
+        assert text not in out, (text, out[:2000])
+    assert out.count("Defaults List") <= 1  # each line once (not also through the run's logging)
+    assert not list(tmp_path.iterdir())  # showing makes no run folder
+
+
+def test_hydra_writes_no_log_file_of_its_own(tmp_path: Path) -> None:
+    """The run folder has one log, train.log (written by the run); Hydra's job log would be an
+    empty hydra/train.log beside it."""
+    proc, note = _train(tmp_path)
+    assert proc.returncode == 0 and note is not None, proc.stderr
+    files = _files(tmp_path)
+    assert "checkpoints/r/hydra/config.yaml" in files
+    assert not [f for f in files if f.endswith(".log")], files

@@ -244,6 +244,10 @@ class RunReporter:
         self.console = console or sys.stdout
         self.t0 = time.monotonic()
         self.log_file = open(self.run_dir / "train.log", "a", buffering=1)  # noqa: SIM115
+        # takzero's own warnings (a corrupt replay shard, a lost worker) go to train.log as well
+        # (Hydra writes no log file of its own: configs/train.yaml's hydra/job_logging is stdout).
+        self._warnings = self.log_handler("warning")
+        logging.getLogger("takzero").addHandler(self._warnings)
         use_bar = self.console.isatty() if bar is None else bar
         self.bar: tqdm | None = None
         self.columns = columns
@@ -411,6 +415,7 @@ class RunReporter:
             self.bar = None
 
     def close(self) -> None:
+        logging.getLogger("takzero").removeHandler(self._warnings)
         self.end_bar()
         self.log_file.close()
 

@@ -638,14 +638,21 @@ class Run:
         cfg = self.cfg
         assert self.reporter is not None
         stamp = self._stamp
-        ray_log = logging.getLogger("ray")  # Ray's start-up warnings: in train.log as well
+        # Ray's start-up warnings (e.g. "Token authentication is enabled ...") go to train.log
+        # only: its own console handlers are set aside while it starts.
+        ray_log = logging.getLogger("ray")
+        console = list(ray_log.handlers)
         to_log = self.reporter.log_handler("ray")
+        for h in console:
+            ray_log.removeHandler(h)
         ray_log.addHandler(to_log)
         stamp("ray_start")
         try:
             init_ray(cfg)
         finally:
             ray_log.removeHandler(to_log)
+            for h in console:
+                ray_log.addHandler(h)
         stamp("ray_ready")
         if self.stop_requested:
             return False
