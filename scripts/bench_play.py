@@ -8,7 +8,8 @@ batch curve. JSON lines on stdout.
 Lines:
 
 * ``{"kind": "network", ...}``: positions/s of ``Evaluator.evaluate`` on the bench positions by
-  backend (torch, onnx), threads (1, 2) and batch size (1, 16, 64): what the network alone does.
+  backend (torch, onnx, int8: ``takzero.nn.quantize``), threads (1, 2) and batch size (1, 16,
+  64): what the network alone does.
 * ``{"kind": "player", ...}``: :class:`takzero.players.NetworkPlayer` thinking
   ``Limit(seconds=movetime)`` on each of the bench positions (a fresh game each, tinuë checks on,
   as the engine plays): ``nps`` per position and their median, the mean batch of its network
@@ -16,7 +17,7 @@ Lines:
   network's positions/s at batch 64 with the same backend and threads. Settings: ``torch k=1``
   (the engine before the search front end: torch, one simulation per network call), onnx at
   k = 1, onnx at the default k (``takzero.players.network.DEFAULT_LEAVES``), with the
-  network-output cache, and on two threads.
+  network-output cache, and on two threads; int8 at the default k on one and two threads.
 * ``{"kind": "tei", ...}``: the TEI engine itself (``takzero.protocols.tei.engine.TEIEngine`` in process, default
   options but ``Threads``), ``go movetime MS`` on each position, nodes/s from its last ``info``
   line (the figure a GUI shows), median.
@@ -88,8 +89,8 @@ def network_curve(model: str, positions: list[Position], threads: list[int], bat
     out = {}
     for t in threads:
         torch.set_num_threads(t)
-        for backend in ("torch", "onnx"):
-            ev = base if backend == "torch" else with_backend(base, "onnx", threads=t)
+        for backend in ("torch", "onnx", "int8"):
+            ev = base if backend == "torch" else with_backend(base, backend, threads=t)
             for b in batches:
                 batch = states[np.arange(b) % len(states)].copy()
                 ev.evaluate(batch)
@@ -114,6 +115,9 @@ def player_configs(default_k: int) -> list[dict]:
         {"name": f"onnx k={default_k} cache", "backend": "onnx", "threads": 1, "leaves": None,
          "cache": 1 << 15},
         {"name": f"onnx k={default_k} 2 threads", "backend": "onnx", "threads": 2, "leaves": None,
+         "cache": 0},
+        {"name": f"int8 k={default_k}", "backend": "int8", "threads": 1, "leaves": None, "cache": 0},
+        {"name": f"int8 k={default_k} 2 threads", "backend": "int8", "threads": 2, "leaves": None,
          "cache": 0},
     ]  # fmt: skip
 

@@ -6,7 +6,9 @@ carries ('elo', 'elo_lower', 'elo_upper', its model in 'elo_model': pentanomial 
 named (``MatchResult.describe_elo``), or "too few games". Ctrl-C prints the score so far of the baseline in progress (its JSON line with
 ``"interrupted": true`` and its Elo line), writes its finished games (``--ptn-dir``) and exits
 with status 130. A ``model:PATH`` baseline of another board size than the model is refused
-before any game. A ``tei:`` engine baseline (``takzero.protocols.tei.player``) that fails gives
+before any game. The komi is the model's own unless ``--komi`` gives another (then one warning
+line on stderr before the first game); the ply limit's default is the one ``takzero.match``
+has (``takzero.matches.games.DEFAULT_PLY_LIMIT``). A ``tei:`` engine baseline (``takzero.protocols.tei.player``) that fails gives
 a JSON line with 'error' and the other baselines are played; the status is then 1.
 
 This module is the command line only (argument checks, then one call); the match logic is
@@ -23,6 +25,7 @@ from pathlib import Path
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import check_writable_folder
 from takzero.matches.evaluation import MAX_GUMBEL_M, MAX_THREADS, evaluate_model
+from takzero.matches.games import DEFAULT_PLY_LIMIT
 from takzero.nn.inference import EVAL_BACKENDS
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 from takzero.players.registry import ModelFileError, help_text, spec_syntax
@@ -57,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
              f"of the most visits (default {DEFAULT_SELECT_Q_FRACTION:g}, the players' rule; 0: the most "
              "visited move). Model baselines keep the players' default",
     )  # fmt: skip
-    p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
-    p.add_argument("--komi", type=float, help="komi in points (default: the model's)")
+    p.add_argument("--ply-limit", type=int, default=DEFAULT_PLY_LIMIT,
+                   help=f"draw after this many plies (default {DEFAULT_PLY_LIMIT}, as takzero.match's)")
+    p.add_argument("--komi", type=float,
+                   help="komi in points (default: the model's own; another gives one warning line)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads of the networks (torch's, and onnxruntime's; 0: torch's default)")

@@ -5,7 +5,7 @@ Example::
     python -m takzero.match \\
         --engine "python -m takzero.tei --model a.pt" \\
         --engine "python -m takzero.tei --model b.pt" \\
-        --games 100 --size 6 --komi 2 --openings openings.txt --nodes 400 --out runs/match1
+        --games 100 --openings openings.txt --nodes 400 --out runs/match1
 
 What it does:
 
@@ -22,12 +22,18 @@ What it does:
   engine that overruns its clock by more than ``--time-margin`` ms loses on time). ``--nodes``
   and ``--movetime`` take one value for both engines or two, one per engine in ``--engine``
   order (``--nodes 400 1000``: 400 for engine 1, 1000 for engine 2);
-* the board size: an engine whose model does not play ``--size`` (it says at ``teinewgame``
+* the board size and komi: ``--size`` and ``--komi`` (points), by default those of the model that
+  engine 1 plays (engine 2's when engine 1 is not a takzero engine with a model: ``python -m
+  takzero.tei --model PATH`` or ``--player model:PATH``), else 6x6 and komi 0; a line says where
+  they came from, and one warning line names each model trained for another komi than the
+  match's (its values are off near the end of the game);
+* an engine whose model does not play ``--size`` (it says at ``teinewgame``
   that it would play its Fallback baseline) stops the match before the first game, unless
   ``--allow-fallback``: then it is named after the baseline it really plays
   (``uct:200 (fallback of takzero model-5x5)``) in the game lines, the PTN and the score;
-* adjudicates with the rules engine: roads and flat wins, the ply limit (``--ply-limit``, draw)
-  and threefold repetition (draw; ``--no-threefold`` turns it off);
+* adjudicates with the rules engine: roads and flat wins, the ply limit (``--ply-limit``, draw;
+  default :data:`takzero.matches.games.DEFAULT_PLY_LIMIT`, as ``takzero.evaluate``'s) and
+  threefold repetition (draw; ``--no-threefold`` turns it off);
 * an engine that crashes, stops answering (``--move-timeout``), or sends a malformed or illegal
   move loses the game (PTN result ``1-0``/``0-1`` with a comment giving the reason); it is
   restarted for the next game and the match goes on;
@@ -47,12 +53,15 @@ openings file reader ``takzero.matches.openings``.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from takzero.game.position import komi_to_half_komi
 from takzero.io.files import check_writable_folder
 from takzero.io.ptn_ninja import ptn_ninja_url
+from takzero.matches.games import DEFAULT_PLY_LIMIT, komi_override_warning
 from takzero.matches.openings import load_openings
 from takzero.protocols.tei.match import (
     GameOutcome,
@@ -62,7 +71,7 @@ from takzero.protocols.tei.match import (
     run_tei_match,
 )
 
-__all__ = ["main"]
+__all__ = ["engine_model", "main", "match_settings"]
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,8 +86,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="engine command line (give it twice); e.g. 'python -m takzero.tei --model a.pt'",
     )
     p.add_argument("--games", type=int, default=10, help="games in all (default 10)")
-    p.add_argument("--size", type=int, default=6, help="board size (default 6)")
-    p.add_argument("--komi", type=float, default=0.0, help="komi in points (default 0)")
+    p.add_argument("--size", type=int,
+                   help="board size (default: the model's of engine 1, else of engine 2, else 6)")
+    p.add_argument("--komi", type=float,
+                   help="komi in points (default: the model's of engine 1, else of engine 2, else 0)")
     p.add_argument("--openings", help="openings file (PTN moves or TPS per line, or PTN games)")
     p.add_argument("--opening-plies", type=int, default=2, help="random opening plies (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random openings")
@@ -104,7 +115,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds to wait for a bestmove under nodes/movetime (default 120)",
     )
     p.add_argument(
-        "--ply-limit", type=int, default=300, help="draw after this many plies (0: none)"
+        "--ply-limit", type=int, default=DEFAULT_PLY_LIMIT,
+        help=f"draw after this many plies (0: none; default {DEFAULT_PLY_LIMIT})",
     )
     p.add_argument("--no-threefold", action="store_true", help="no threefold-repetition draws")
     p.add_argument(
@@ -120,6 +132,76 @@ def _per_engine(values: list[int]) -> list[int]:
     return values * 2 if len(values) == 1 else values
 
 
+def engine_model(command: str) -> str | None:
+    """The model file that a takzero TEI engine command line plays (``python -m takzero.tei
+    --model PATH``, ``--model=PATH``, or ``--player model:PATH[:N]``); None for another engine or
+    one without a model (the file is not checked here)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if "takzero.tei" not in argv:
+        return None
+    args = argv[argv.index("takzero.tei") + 1:]
+    given: dict[str, str] = {}
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name in ("--model", "--player"):
+            if eq:
+                given[name] = value
+            elif i + 1 < len(args):
+                given[name] = args[i + 1]
+    if given.get("--model"):
+        return given["--model"]
+    from takzero.players.registry import model_spec_path
+
+    return model_spec_path(given.get("--player", ""))
+
+
+def model_settings(path: str) -> tuple[int, int | None] | None:
+    """The board size and the half-komi (None: not recorded) that the model file ``path`` was
+    trained for, from its metadata (a checkpoint's, an export's or an ONNX file's); None when it
+    cannot be read (the engine that plays it says why when it starts)."""
+    from takzero.nn.inference import Evaluator
+
+    try:
+        meta = Evaluator.load(path, device="cpu").metadata
+        half_komi = meta.get("half_komi")
+        return int(meta["size"]), None if half_komi is None else int(half_komi)
+    except Exception:  # noqa: BLE001 - any unreadable file: the engine reports it
+        return None
+
+
+def match_settings(
+    engines: list[str], size: int | None, komi: float | None, say: Callable[[str], None] = print
+) -> tuple[int, int]:
+    """The match's board size and half-komi: ``size`` and ``komi`` (points) when given, else those
+    of the model engine 1 plays, else engine 2's (:func:`engine_model`), else 6 and 0. ``say``
+    gets a line naming where defaults came from, and one warning line per model trained for
+    another komi than the match's. Raises ValueError for a komi that is not a multiple of 0.5."""
+    models = [(i + 1, path, model_settings(path)) for i, cmd in enumerate(engines)
+              if (path := engine_model(cmd)) is not None]  # fmt: skip
+    models = [(n, path, got) for n, path, got in models if got is not None]
+    first = models[0] if models else None
+    half_komi = komi_to_half_komi(komi) if komi is not None else None
+    taken = []
+    if size is None:
+        size = first[2][0] if first else 6
+        if first:
+            taken.append(f"{size}x{size}")
+    if half_komi is None:
+        half_komi = (first[2][1] or 0) if first else 0
+        if first and first[2][1] is not None:
+            taken.append(f"komi {half_komi / 2:g}")
+    if taken and first:
+        say(f"{' and '.join(taken)}: the model of engine {first[0]} ({first[1]}); --size and --komi change it")
+    source = "--komi" if komi is not None else f"engine {first[0]}'s model's" if first else "the default"
+    for n, path, (model_size, model_half_komi) in models:
+        if model_half_komi is not None and model_half_komi != half_komi and model_size == size:
+            say(komi_override_warning(f"engine {n}'s model {path}", model_half_komi, half_komi, source))
+    return size, half_komi
+
+
 def _print_link(outcome: GameOutcome) -> None:
     print(f"  PTN Ninja: {ptn_ninja_url(outcome.ptn)}", flush=True)
 
@@ -129,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     or cannot play the size (message on stderr), 130 after Ctrl-C (the score so far printed)."""
     args = _parse_args(argv)
     try:
-        half_komi = komi_to_half_komi(args.komi)
+        if args.komi is not None:
+            komi_to_half_komi(args.komi)  # a bad --komi: refused before any model is read
         if args.ply_limit < 0:
             raise ValueError(f"--ply-limit must be >= 0 (0: none), got {args.ply_limit}")
         if not 0 < args.move_timeout <= 86400:
@@ -157,12 +240,14 @@ def main(argv: list[str] | None = None) -> int:
                     raise IsADirectoryError(f"{Path(args.out) / 'games.ptn'} is a folder")
             except OSError as e:
                 raise ValueError(f"--out {args.out}: cannot write games.ptn there: {e.strerror or e}") from None
-        openings = load_openings(args.openings, args.size, half_komi) if args.openings else None
+        size, half_komi = match_settings(args.engine, args.size, args.komi,
+                                         say=lambda line: print(line, file=sys.stderr, flush=True))
+        openings = load_openings(args.openings, size, half_komi) if args.openings else None
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.log else None
         run_tei_match(
             args.engine,
             games=args.games,
-            size=args.size,
+            size=size,
             half_komi=half_komi,
             tc=tc,
             openings=openings,

@@ -9,7 +9,9 @@
 
 ``--seek SIZE TIME INC [white|black|any]`` posts a seek (TIME and INC in seconds) after the login
 and after every game; ``--komi`` (points, 0..4 by halves), ``--flats`` and ``--caps`` (default:
-the size's standard counts) and ``--unrated`` go with it. ``--accept [NAME]`` accepts open seeks
+the size's standard counts) and ``--unrated`` go with it; the komi's default is the one the
+model was trained for (its ``half_komi``: 2 for the shipped 6x6 network, else 0), and a
+``--komi`` that differs gives one warning line. ``--accept [NAME]`` accepts open seeks
 (of anyone, or of NAME only) that the player can play. The password is read from the environment
 variable named by ``--password-env``, never from the command line. ``--games N`` stops after N
 games (default: run until interrupted). The bot reconnects and resumes its game after a dropped
@@ -24,9 +26,12 @@ import argparse
 import json
 import os
 import sys
+import warnings
+from dataclasses import replace
 
 from takzero.game.position import komi_to_half_komi
-from takzero.players.network import set_search_threads
+from takzero.matches.games import komi_override_warning
+from takzero.players.network import KomiMismatchWarning, set_search_threads
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 from takzero.protocols.playtak.bot import DEFAULT_RESERVE_S, DEFAULT_SERVER, LoginError, PlaytakBot
 from takzero.protocols.playtak.lines import SeekSpec
@@ -57,7 +62,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
     login.add_argument("--user", help="playtak account name")
     p.add_argument("--password-env", metavar="VAR", help="environment variable holding the password of --user")
     p.add_argument("--seek", nargs="+", metavar="ARG", help="SIZE TIME INC [white|black|any]: post this seek")
-    p.add_argument("--komi", type=float, default=0.0, help="komi of the seek in points (0..4, by halves)")
+    p.add_argument("--komi", type=float,
+                   help="komi of the seek in points (0..4, by halves; default: the model's own, else 0)")
     p.add_argument("--flats", type=int, help="flats per player of the seek (default: the size's standard)")
     p.add_argument("--caps", type=int, help="capstones per player of the seek (default: the size's standard)")
     p.add_argument("--unrated", action="store_true", help="post the seek as unrated")
@@ -72,7 +78,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
     args = p.parse_args(argv)
     if args.seek is None and args.accept is None:
         p.error("give --seek SIZE TIME INC [colour] and/or --accept [NAME]")
-    if args.seek is None and (args.flats is not None or args.caps is not None or args.komi or args.unrated):
+    if args.seek is None and (args.flats is not None or args.caps is not None or args.komi is not None
+                              or args.unrated):
         p.error("--komi, --flats, --caps and --unrated describe a seek: give --seek too")
     if args.user and not args.password_env:
         p.error("--user needs --password-env VAR (the password is read from that variable)")
@@ -104,12 +111,32 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
         try:
             seek = SeekSpec(
                 size=int(args.seek[0]), time_s=int(args.seek[1]), increment_s=int(args.seek[2]),
-                colour=colour, half_komi=komi_to_half_komi(args.komi), flats=args.flats,
+                colour=colour, half_komi=komi_to_half_komi(args.komi or 0.0), flats=args.flats,
                 caps=args.caps, unrated=args.unrated,
             )  # fmt: skip
         except ValueError as e:
             p.error(str(e))
     return args, seek, password
+
+
+def seek_komi(seek: SeekSpec, komi: float | None, player: object, spec: str) -> SeekSpec:
+    """The seek with its komi: ``komi`` points when given, else the komi the player's network was
+    trained for (``model_half_komi``; said in one line on stderr), else 0. A given komi that is
+    not the network's gives one warning line (:func:`takzero.matches.games.komi_override_warning`;
+    the player's own warning of the same komi is not repeated at each game). Raises ValueError for
+    a komi the seek cannot carry."""
+    model_half_komi = getattr(player, "model_half_komi", None)
+    if komi is None:
+        if model_half_komi:
+            print(f"takzero.playtak: seek komi {model_half_komi / 2:g}, as the network was trained "
+                  "(--komi to change)", file=sys.stderr)  # fmt: skip
+        return replace(seek, half_komi=int(model_half_komi or 0))
+    half_komi = komi_to_half_komi(komi)
+    if model_half_komi is not None and model_half_komi != half_komi:
+        print(f"takzero.playtak: {komi_override_warning(spec, model_half_komi, half_komi)}", file=sys.stderr)
+        warnings.filterwarnings("ignore", message=f".* plays a game with komi {half_komi / 2:g};",
+                                category=KomiMismatchWarning)  # fmt: skip
+    return replace(seek, half_komi=half_komi)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--threads must be in 1..1024, got {args.threads}")
         set_search_threads(args.threads)  # the network's CPU threads (model:PATH players)
         player = make_player(spec, seed=args.seed)
+        if seek is not None:
+            seek = seek_komi(seek, args.komi, player, spec)
         bot = PlaytakBot(
             player, args.server, user=args.user, password=password, seek=seek,
             accept=args.accept, games=args.games, nodes=args.simulations, reserve_s=args.reserve, seed=args.seed,

@@ -242,9 +242,13 @@ def test_backend_auto_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sess
     p.think(Position.start(4), Limit(nodes=8))
     assert seen == [1] and p.evaluator._session is not None
     assert p.model_half_komi == 2 and p.evaluator.metadata["half_komi"] == 2  # metadata kept
+    p.set_pipeline(False)  # all threads to the network
     p.set_threads(2)
     p.think(Position.start(4), Limit(nodes=8))
     assert seen == [1, 2]
+    p.set_pipeline(None)  # two threads: one searches, the network gets the other
+    p.think(Position.start(4), Limit(nodes=8))
+    assert seen == [1, 2, 1] and p._search.driver.pipelined
     torch_player = NetworkPlayer.load(str(path), simulations=8, backend="torch")
     assert getattr(torch_player.evaluator, "_session", None) is None
     with pytest.raises(ValueError, match="backend"):

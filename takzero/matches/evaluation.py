@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from takzero.game.position import Position, komi_to_half_komi
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import atomic_write_text, check_writable_folder
 from takzero.io.ptn_ninja import ptn_ninja_url
-from takzero.matches.games import NetSide, play_match
+from takzero.matches.games import NetSide, komi_override_warning, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
@@ -76,7 +77,10 @@ def evaluate_model(
     prior, no Gumbel noise, the halving's winner played) against each baseline spec (``takzero.players.registry``:
     ``random``, ``greedy``, ``uct[:N]``, ``model:PATH[:N]``) on ``pairs`` random openings of
     ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
-    Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0. Returns one
+    Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0; a ``komi``
+    that is not the model's gives one warning line before any game
+    (:func:`~takzero.matches.games.komi_override_warning`, to ``progress``, else a
+    ``warnings.warn``). Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
     'seconds', 'gumbel_m' (the model's root rule, 0: PUCT), 'select_q_fraction',
     'baseline_simulations' for a network baseline (its own ``:N``, default 400, always the
@@ -157,7 +161,14 @@ def evaluate_model(
         use_backend = getattr(player, "use_backend", None)  # a model:PATH baseline
         if use_backend is not None:
             _on_backend(player, requested, ort_threads, f"baseline {spec}")
-    half_komi = int(net.metadata.get("half_komi", 0)) if given_half_komi is None else given_half_komi
+    model_half_komi = net.metadata.get("half_komi")
+    half_komi = int(model_half_komi or 0) if given_half_komi is None else given_half_komi
+    if model_half_komi is not None and int(model_half_komi) != half_komi:  # one line, before any game
+        warning = komi_override_warning(model, int(model_half_komi), half_komi, "--komi")
+        if progress is not None:
+            progress(warning)
+        else:
+            warnings.warn(warning, stacklevel=2)
     start = Position.start(size, half_komi=half_komi)
     search = SearchConfig(
         simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes),

@@ -34,6 +34,22 @@ from takzero.players.base import BatchSearch, Player, PlayerMove, as_player_move
 from takzero.players.network import NetworkSearch
 from takzero.search import SearchConfig
 
+#: The ply limit of a match or evaluation game unless one is given (a draw at that many plies,
+#: opening plies included): ``run_match``, ``python -m takzero.evaluate`` and ``python -m
+#: takzero.match`` (``takzero.protocols.tei.match``) share it. Tak games end far sooner (6x6:
+#: 40-100 plies between networks), so it only stops a game that shuffles without end.
+DEFAULT_PLY_LIMIT = 300
+
+
+def komi_override_warning(model: str, model_half_komi: int, half_komi: int, source: str = "--komi") -> str:
+    """The one line that says a command plays ``model`` at another komi than the one it was
+    trained for (a model's own komi, its ``half_komi`` metadata, is the default of every tool
+    that plays it: ``takzero.match``, ``takzero.evaluate``, ``takzero.playtak``, ``takzero.play``):
+    ``'warning: komi 0 (--komi) is not the komi 2 that m.pt was trained for; its values may be
+    off near the end of the game'``. Komis in half points; ``source``: where the komi came from."""
+    return (f"warning: komi {half_komi / 2:g} ({source}) is not the komi {model_half_komi / 2:g} that "
+            f"{model} was trained for; its values may be off near the end of the game")
+
 
 @dataclass
 class NetSide:
@@ -258,7 +274,7 @@ def run_match(
     size: int,
     half_komi: int = 0,
     num_openings: int = 10,
-    ply_limit: int | None = 300,
+    ply_limit: int | None = DEFAULT_PLY_LIMIT,
     seed: int = 0,
     openings: Iterable[Sequence[int | str]] | None = None,
     opening_plies: int = 2,
@@ -371,7 +387,9 @@ def play_match(
 
 
 __all__ = [
+    "DEFAULT_PLY_LIMIT",
     "NetSide",
+    "komi_override_warning",
     "Side",
     "play_game",
     "play_games",

@@ -145,7 +145,7 @@ def legal_actions(state: np.ndarray, moves_out: np.ndarray, actions_out: np.ndar
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _legal_mask_impl(states: np.ndarray, out: np.ndarray, moves: np.ndarray) -> None:
     g_count = states.shape[0]
     for g in range(g_count):

@@ -377,7 +377,7 @@ def _encode_v2_planes(
     o[c0 + 8] = diff / (2.0 * n)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _encode(
     states: np.ndarray,
     out: np.ndarray,

@@ -52,7 +52,13 @@ from takzero.nn.features import check_version, encode, layers_from_channels
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.losses import masked_softmax
 from takzero.nn.model import ModelConfig, model_from_checkpoint
-from takzero.nn.safe_load import load_weights_only, one_line_reason, unreadable_file_error
+from takzero.nn.safe_load import (
+    check_model_file,
+    check_onnx_file,
+    load_weights_only,
+    one_line_reason,
+    unreadable_file_error,
+)
 
 __all__ = [
     "ACTION_SPACE",
@@ -496,9 +502,11 @@ class Evaluator:
 
         Raises FileNotFoundError, ValueError (``UnsafeFileError`` for a file whose pickle would
         run code; an unreadable file), KeyError / RuntimeError (see ``model_from_checkpoint``)."""
+        source = None
         if not isinstance(checkpoint, dict):
+            source = str(checkpoint)
             checkpoint = load_weights_only(checkpoint)
-        model = model_from_checkpoint(checkpoint)
+        model = model_from_checkpoint(checkpoint, source=source)
         meta = model_metadata(model)
         for key in ("half_komi", "generation"):
             if key in checkpoint:
@@ -542,8 +550,9 @@ class Evaluator:
         threads (:func:`onnx_session`). Raises FileNotFoundError, ValueError (one line naming the
         file) for a file onnxruntime cannot read or one without takzero metadata, ImportError
         without onnxruntime."""
-        if not Path(path).is_file():
+        if not Path(path).exists():
             raise FileNotFoundError(f"{path}: no such file")
+        check_onnx_file(path)  # a regular file of bounded size and weights (safe_load)
         data = Path(path).read_bytes()
         try:
             session = onnx_session(data, threads, providers)
@@ -562,6 +571,8 @@ class Evaluator:
         """Pick the format of ``path``: ``.onnx`` -> ONNX (on ``threads`` onnxruntime threads);
         a TorchScript archive -> ``from_torchscript``; otherwise a ``torch.save`` checkpoint."""
         path = Path(path)
+        if path.exists():  # a device, a pipe or a huge file is refused before it is read
+            check_model_file(path)
         if path.suffix == ".onnx":
             return cls.from_onnx(path, threads=threads)
         if zipfile.is_zipfile(path):

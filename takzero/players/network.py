@@ -491,6 +491,9 @@ class NetworkPlayer(BasePlayer):
         #: the network runtime asked for (``load``'s ``backend``) and its CPU threads
         self.backend = "torch"
         self.threads = 1
+        #: two batches in flight (``SearchDriver.pipelined``): None = with two threads or more,
+        #: where one thread selects and expands while the network runs on the others
+        self.pipeline: bool | None = None
 
     @classmethod
     def load(
@@ -536,7 +539,8 @@ class NetworkPlayer(BasePlayer):
         """The network's evaluator in the runtime asked for (built at the first use after
         :meth:`use_backend` or :meth:`set_threads`; settable)."""
         if self._evaluator is None:
-            self._evaluator = play_evaluator(self._source_evaluator, self.backend, self.threads)
+            net_threads = self.threads - 1 if self.pipelined else self.threads
+            self._evaluator = play_evaluator(self._source_evaluator, self.backend, max(1, net_threads))
             self._cache = None
         return self._evaluator
 
@@ -662,6 +666,18 @@ class NetworkPlayer(BasePlayer):
 
     # -- searching ----------------------------------------------------------------------------
 
+    @property
+    def pipelined(self) -> bool:
+        """Whether searches keep two batches in flight (``pipeline``, by default with two threads
+        or more: the network gets ``threads - 1`` of them, the search one)."""
+        return self.threads >= 2 if self.pipeline is None else bool(self.pipeline)
+
+    def set_pipeline(self, pipeline: bool | None) -> None:
+        """Two batches in flight on (True), off (False) or with two threads or more (None), from
+        the next search on."""
+        self.pipeline = pipeline
+        self._evaluator = None
+
     def _one(self) -> NetworkSearch:
         if self._search is None:
             cfg = replace(self.config, node_budget=self._tree_nodes, leaves_per_step=MAX_LEAVES)
@@ -671,6 +687,7 @@ class NetworkPlayer(BasePlayer):
             )  # fmt: skip
         elif self._search.evaluator is not self._search_evaluator():
             self._search.evaluator = self._search_evaluator()  # new threads or backend
+        self._search.driver.pipelined = self.pipelined
         return self._search
 
     def think(

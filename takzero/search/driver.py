@@ -206,6 +206,9 @@ class SearchDriver:
         self.max_chunk = max(self.chunk, MAX_CHUNK)
         self.last_seconds = 0.0
         self._nodes: dict[int, int] = {}  # simulations of the last chunked search, per game
+        #: two batches in flight (``BatchedMCTS.run(pipelined=True)``): the network on a second
+        #: thread while the next batch is selected; players turn it on with two threads or more
+        self.pipelined = False
 
     def run(
         self,
@@ -247,7 +250,7 @@ class SearchDriver:
         games = np.asarray(games, dtype=np.int64).reshape(-1)
         self._nodes = {}
         if seconds is None and limit.stop is None and not chunked:
-            stats = mcts.run(self.evaluator, games, add_noise, limit.nodes, leaves)
+            stats = mcts.run(self.evaluator, games, add_noise, limit.nodes, leaves, pipelined=self.pipelined)
             self.last_seconds = stats.total_seconds
             return stats
         totals = dict.fromkeys(games.tolist(), 0)
@@ -259,7 +262,8 @@ class SearchDriver:
         done = 0
         while True:
             n = chunk if limit.nodes is None else min(chunk, limit.nodes - done)
-            stats.add(mcts.run(self.evaluator, games, add_noise, n, leaves, limit.stop, deadline))
+            stats.add(mcts.run(self.evaluator, games, add_noise, n, leaves, limit.stop, deadline,
+                               pipelined=self.pipelined))  # fmt: skip
             for g in totals:
                 totals[g] += mcts.simulations_done(g)
             done = totals.get(first, 0)

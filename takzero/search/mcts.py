@@ -38,6 +38,7 @@ subtree to the front of the pool, so the garbage of earlier moves never accumula
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -49,6 +50,7 @@ from takzero.search.rng import game_seed, stream_state
 from takzero.search.steps import begin_kernel, expand_backup_kernel, select_kernel
 from takzero.search.tree import (
     UNKNOWN,
+    Leaves,
     Scratch,
     advance_kernel,
     clear_tree,
@@ -136,6 +138,8 @@ class BatchedMCTS:
         self._trees = new_trees(g_count, cfg.node_budget)
         self._games = new_games(rng, a, cfg.max_simulations)
         self._leaves = new_leaves(g_count * cfg.leaves_per_step)
+        self._leaves2: Leaves | None = None  # the second batch of a pipelined run (made at first use)
+        self._pool: ThreadPoolExecutor | None = None  # its evaluation thread
         self._settings = pack_settings(cfg)
         #: packed settings by leaves per step (``begin_search(leaves=...)``)
         self._packed = {cfg.leaves_per_step: self._settings}
@@ -302,23 +306,7 @@ class BatchedMCTS:
         values = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
         if values.shape != (n,):
             raise ValueError(f"values must be ({n},), got {values.shape}")
-        if n:
-            if priors.strides[0] == 0:  # one row shared by all leaves (np.broadcast_to)
-                flat = np.ascontiguousarray(priors[0], dtype=np.float32)
-                stride = 0
-            else:
-                flat = np.ascontiguousarray(priors, dtype=np.float32).reshape(-1)
-                stride = self.num_actions
-            # a read-only array is another numba type: one writeable copy of a row or a batch
-            # here spares a second compilation of the kernel
-            if not flat.flags.writeable:
-                flat = flat.copy()
-            if not values.flags.writeable:
-                values = values.copy()
-            expand_backup_kernel(
-                self._trees, self._games, self._leaves, self._settings, n, flat, stride, values,
-                self._move_buf, self._float_buf,
-            )  # fmt: skip
+        self._expand_from(self._leaves, n, priors, values)
         self._pending = 0
 
     def searching(self) -> bool:
@@ -334,6 +322,7 @@ class BatchedMCTS:
         leaves: int | None = None,
         stop=None,
         deadline: float | None = None,
+        pipelined: bool = False,
     ) -> SearchStats:
         """``begin_search`` then select / evaluate / expand until every game is done, ``stop``
         (a ``threading.Event``) is set or ``time.perf_counter()`` has passed ``deadline`` (both
@@ -343,10 +332,20 @@ class BatchedMCTS:
 
         ``evaluator.evaluate(states)`` must return ``(priors (L, A), values (L,), wdl)``.
         Returns timing figures (:class:`SearchStats`).
+
+        ``pipelined``: two batches in flight (:meth:`_run_pipelined`): while one batch is
+        evaluated on a second thread, the next is selected (under the first one's virtual loss,
+        so only with more than one leaf per game and step; with one, the plain loop runs).
+        Faster where the evaluator and the kernels can run at once (two cores); the trees differ
+        from a plain run's, since the second batch is chosen before the first is backed up.
         """
         t0 = time.perf_counter()
         stats = SearchStats()
         self.begin_search(games, add_noise=add_noise, simulations=simulations, leaves=leaves)
+        if pipelined and self._settings[0]["leaves_per_step"] > 1:  # needs virtual loss
+            self._run_pipelined(evaluator, stats, stop, deadline)
+            stats.total_seconds = time.perf_counter() - t0
+            return stats
         while True:
             states, _ = self.select_leaves()
             if states.shape[0] == 0:
@@ -363,6 +362,92 @@ class BatchedMCTS:
                 break
         stats.total_seconds = time.perf_counter() - t0
         return stats
+
+    def _select_into(self, leaves: Leaves) -> int:
+        """One selection (``select_kernel``) into the leaf buffer ``leaves``; returns its count."""
+        return int(select_kernel(
+            self._trees, self._games, leaves, self._settings, self._search_games, self._float_buf
+        ))  # fmt: skip
+
+    def _expand_from(self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray) -> None:
+        """Expand and back up the ``n`` leaves of buffer ``leaves`` with ``priors`` (n, A) and
+        ``values`` (n,) (checked by the caller; see :meth:`expand_backup`)."""
+        if n == 0:
+            return
+        priors = np.asarray(priors)
+        values = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
+        if priors.strides[0] == 0:  # one row shared by all leaves (np.broadcast_to)
+            flat = np.ascontiguousarray(priors[0], dtype=np.float32)
+            stride = 0
+        else:
+            flat = np.ascontiguousarray(priors, dtype=np.float32).reshape(-1)
+            stride = self.num_actions
+        # a read-only array is another numba type: one writeable copy of a row or a batch
+        # here spares a second compilation of the kernel
+        if not flat.flags.writeable:
+            flat = flat.copy()
+        if not values.flags.writeable:
+            values = values.copy()
+        expand_backup_kernel(
+            self._trees, self._games, leaves, self._settings, n, flat, stride, values,
+            self._move_buf, self._float_buf,
+        )  # fmt: skip
+
+    def _run_pipelined(self, evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
+        """The step loop with two batches in flight: batch A is evaluated on the pool's thread
+        while batch B is selected here (A's leaves hold virtual visits, so B descends elsewhere);
+        then A is expanded and backed up, B goes to the thread, and A is selected again. The
+        kernels and onnxruntime release the GIL, so on two cores the selection and expansion
+        run beside the network. A stop or a passed deadline ends it after the batch in flight
+        and the one already selected are backed up (at most one network call more than a plain
+        run), so the trees stay consistent."""
+        if self._leaves2 is None:
+            self._leaves2 = new_leaves(self._leaves.states.shape[0])
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="takzero-eval")
+        bufs = (self._leaves, self._leaves2)
+
+        def timed_eval(states: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+            t = time.perf_counter()
+            priors, values, _ = evaluator.evaluate(states)
+            return priors, values, time.perf_counter() - t
+
+        def submit(b: int, n: int) -> Future:
+            stats.steps += 1
+            stats.leaves += n
+            return self._pool.submit(timed_eval, bufs[b].states[:n])
+
+        def stopping() -> bool:
+            return (stop is not None and stop.is_set()) or (
+                deadline is not None and time.perf_counter() >= deadline
+            )
+
+        cur = 0
+        n_cur = self._select_into(bufs[cur])
+        if n_cur == 0:
+            return
+        future = submit(cur, n_cur)
+        while True:
+            nxt = 1 - cur
+            n_nxt = 0 if stopping() else self._select_into(bufs[nxt])
+            priors, values, took = future.result()
+            stats.eval_seconds += took
+            self._expand_from(bufs[cur], n_cur, priors, values)
+            if n_nxt == 0:
+                if stopping():
+                    return
+                n_cur = self._select_into(bufs[cur])  # nothing in flight: select afresh
+                if n_cur == 0:
+                    return
+                future = submit(cur, n_cur)
+                continue
+            future = submit(nxt, n_nxt)
+            cur, n_cur = nxt, n_nxt
+            if stopping():  # back up the batch already selected, then stop
+                priors, values, took = future.result()
+                stats.eval_seconds += took
+                self._expand_from(bufs[cur], n_cur, priors, values)
+                return
 
     def advance(self, g: int, move) -> None:
         """Play ``move`` (code, ``Move`` or PTN string) at slot ``g``'s root. With

@@ -371,7 +371,7 @@ def _prefetch_root_children(visits, value_sum, first_child, num_children, status
     _prefetch_position(root_state, g)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarray,
                   score_buf: np.ndarray) -> int:  # fmt: skip
     """Pick up to ``leaves_per_step`` leaves per searching game of ``game_ids`` (int32, in
@@ -449,7 +449,8 @@ def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarr
                 misses += 1
                 if got > 0 or misses > 2:
                     break
-        if got == 0 and inflight[g] == 0:
+        if got == 0 and inflight[g] == 0 and virtual_visits[g, 0] == 0:
+            # (a root leaf in flight, in the other batch of a pipelined run, keeps it searching)
             searching[g] = False
     return num_leaves
 
@@ -489,7 +490,7 @@ def _prefetch_leaf_path(states, path, j: int) -> None:
     _prefetch_position(states, j)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves: int,
                          net_priors: np.ndarray, stride: int, values: np.ndarray,
                          move_buf: np.ndarray, prior_buf: np.ndarray) -> None:  # fmt: skip

@@ -42,6 +42,7 @@ from takzero.game.moves import MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
 from takzero.io.files import atomic_write_text, check_writable_folder
+from takzero.matches.games import DEFAULT_PLY_LIMIT
 from takzero.matches.openings import Opening, random_openings
 from takzero.matches.results import MatchInterrupted, MatchResult, colour_score
 from takzero.protocols.tei.lines import (
@@ -426,7 +427,7 @@ def play_tei_game(
     black: TEIClient,
     opening: Opening,
     tc: TimeControl | tuple[TimeControl, TimeControl],
-    ply_limit: int | None = 300,
+    ply_limit: int | None = DEFAULT_PLY_LIMIT,
     threefold: bool = True,
     tags: dict[str, str] | None = None,
 ) -> GameOutcome:
@@ -531,7 +532,7 @@ def run_tei_match(
     openings: Sequence[Opening] | None = None,
     opening_plies: int = 2,
     seed: int = 0,
-    ply_limit: int | None = 300,
+    ply_limit: int | None = DEFAULT_PLY_LIMIT,
     threefold: bool = True,
     out_dir: str | Path | None = None,
     printer: Callable[[str], None] = print,
