@@ -4,6 +4,7 @@ Command line::
 
     python -m takzero.export checkpoints/<run>/best.pt -o model.pt            # TorchScript
     python -m takzero.export checkpoints/<run>/best.pt -o model.onnx --format onnx
+    python -m takzero.export checkpoints/<run>/best.pt -o model_int8.onnx --format onnx-int8
     python -m takzero.export model.pt --info                                  # print metadata
     python -m takzero.export --convert OLD.pt       # a trusted file that is not weights-only
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in convert_paths(args.checkpoint, args.out):
                 print(line)
             return 0
-        out = args.out or free_name("model.onnx" if args.format == "onnx" else "model.pt")
+        out = args.out or free_name("model.onnx" if args.format.startswith("onnx") else "model.pt")
         if not args.out and out not in ("model.pt", "model.onnx"):
             print(f"{Path(out).stem.rsplit('_', 1)[0]}{Path(out).suffix} exists, not overwritten: "
                   f"writing {out} (-o FILE chooses the name)", file=sys.stderr)  # fmt: skip

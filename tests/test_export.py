@@ -283,3 +283,25 @@ def test_export_never_writes_over_its_input_or_a_checkpoint(tmp_path: Path, caps
         assert "choose another -o" in err
     assert {p: p.read_bytes() for p in run.iterdir()} == before
     assert main([str(best), "-o", str(tmp_path / "fine.pt")]) == 0
+
+
+def test_an_int8_onnx_export_is_deterministic_and_plays(tmp_path: Path, capsys) -> None:
+    """``--format onnx-int8``: the same checkpoint gives the same int8 file, which loads as an
+    int8 evaluator (kept as it is by every backend) with the checkpoint's metadata."""
+    pytest.importorskip("onnxruntime")
+    from takzero.nn.inference import with_backend
+
+    best = write_run(tmp_path, generation=7, run_name="myrun", half_komi=4)
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    assert main([str(best), "-o", str(a), "--format", "onnx-int8"]) == 0
+    assert main([str(best), "-o", str(b), "--format", "onnx-int8"]) == 0
+    assert a.read_bytes() == b.read_bytes()
+    meta = read_metadata(a)
+    assert meta["precision"] == "int8" and meta["calibration_positions"] == 512
+    assert meta["half_komi"] == 4 and meta["generation"] == 7
+    ev = Evaluator.load(a)
+    assert with_backend(ev, "int8") is ev and with_backend(ev, "onnx") is ev
+    player = NetworkPlayer.load(str(a), simulations=16, seed=0)
+    pos = positions(4, 1, seed=2)[0]
+    player.reset(4, pos.half_komi)
+    assert int(player.think(pos, Limit(nodes=16)).code) in pos.legal_move_codes()

@@ -12,14 +12,13 @@ import torch
 
 from takzero.config import load_config
 from takzero.game.core import I_PLY, STATE_LEN
-from takzero.nn.inference import Evaluator, export_onnx, export_torchscript, with_backend
+from takzero.nn.inference import Evaluator, export_onnx, export_torchscript, quantize, with_backend
 from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 from takzero.nn.quantize import (
     CALIBRATION_KEY,
     QuantizeError,
     calibration_states_of,
     policy_games_states,
-    quantize,
 )
 from takzero.pipeline.selfplay import SelfPlayWorker
 

@@ -249,6 +249,8 @@ def _on_backend(ev, backend: str, threads: int, what: str):
     try:
         use_backend = getattr(ev, "use_backend", None)
         if use_backend is not None:
+            # a baseline plays batched matches, not one pipelined search: every thread to the network
+            ev.set_pipeline(False)
             use_backend(backend, threads, check=True)
             return ev
         return with_backend(ev, backend, threads)

@@ -35,6 +35,7 @@ import copy
 import io
 import json
 import threading
+import time
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -52,6 +53,13 @@ from takzero.nn.features import check_version, encode, layers_from_channels
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.losses import masked_softmax
 from takzero.nn.model import ModelConfig, model_from_checkpoint
+from takzero.nn.quantize import (
+    QuantizeError,
+    calibration_states_of,
+    encode_states,
+    policy_games_states,
+    quantize_onnx_bytes,
+)
 from takzero.nn.safe_load import (
     check_model_file,
     check_onnx_file,
@@ -72,6 +80,7 @@ __all__ = [
     "onnx_evaluator",
     "onnx_model_bytes",
     "onnx_session",
+    "quantize",
     "with_backend",
     "EVAL_BACKENDS",
     "read_onnx_metadata",
@@ -313,8 +322,6 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
     elif ev.int8_twin is not None:  # quantized before: a new session of the same int8 graph
         return with_backend(ev.int8_twin, "int8", threads)
     else:
-        from takzero.nn.quantize import quantize
-
         out, _ = quantize(ev, threads=threads)
     out.metadata = {**out.metadata, **ev.metadata, **{k: out.metadata[k] for k in ("precision", "calibration_positions") if k in out.metadata}}
     out.calibration_states = ev.calibration_states
@@ -512,8 +519,6 @@ class Evaluator:
             if key in checkpoint:
                 meta[key] = checkpoint[key]
         out = cls(model, device=device, bf16=bf16, metadata=meta)
-        from takzero.nn.quantize import calibration_states_of
-
         out.calibration_states = calibration_states_of(checkpoint)
         return out
 
@@ -702,3 +707,45 @@ class Evaluator:
 
 #: Signature of anything that evaluates a batch of positions like ``Evaluator.evaluate``.
 EvaluateFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def quantize(
+    evaluator: Evaluator, states: np.ndarray | None = None, threads: int = 1, seed: int = 0,
+) -> tuple[Evaluator, float]:  # fmt: skip
+    """The int8 twin of a float32 evaluator (``takzero.nn.quantize``).
+
+    Args:
+        evaluator: an ``Evaluator`` of an eager network (a checkpoint) or of a float32 ONNX file.
+        states: (K, STATE_LEN) int64 calibration positions of the model's size; None: the ones
+            the evaluator's file carries (``evaluator.calibration_states``), else
+            :func:`takzero.nn.quantize.policy_games_states` of the network with ``seed`` (its
+            float32 graph on one onnxruntime thread plays the games).
+        threads: onnxruntime intra-op threads of the int8 session.
+
+    Returns:
+        (the int8 ``Evaluator``, seconds the quantization took, calibration included). Its
+        metadata is the float32 one's plus ``precision: 'int8'`` and ``calibration_positions``.
+
+    Raises:
+        QuantizeError: a TorchScript network (no graph to quantize: use the checkpoint), an
+            already quantized one, positions of another size, or onnxruntime refusing the graph.
+        ImportError: without onnxruntime.
+    """
+    t0 = time.perf_counter()
+    if evaluator.metadata.get("precision") == "int8":
+        raise QuantizeError("the network is already int8")
+    try:
+        model_bytes = onnx_model_bytes(evaluator)
+    except ValueError as e:
+        raise QuantizeError(str(e)) from None
+    if states is None:
+        states = evaluator.calibration_states
+    if states is None:
+        fp32 = Evaluator(None, metadata=evaluator.metadata, _onnx_session=onnx_session(model_bytes, 1))
+        states = policy_games_states(fp32, seed=seed)
+    planes = encode_states(states, evaluator.size, evaluator.in_channels, evaluator.layers, evaluator.feature_version)
+    int8 = quantize_onnx_bytes(model_bytes, planes)
+    meta = {**evaluator.metadata, "precision": "int8", "calibration_positions": int(len(planes))}
+    out = Evaluator(None, metadata=meta, _onnx_session=onnx_session(int8, threads))
+    out.onnx_bytes, out.threads = int8, max(1, int(threads))
+    return out, time.perf_counter() - t0

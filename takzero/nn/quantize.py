@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,6 @@ from takzero.game.core import I_SIZE, STATE_LEN
 from takzero.game.position import Game, Position
 from takzero.nn.actions import action_to_move
 from takzero.nn.features import encode
-from takzero.nn.inference import Evaluator, onnx_model_bytes, onnx_session
 
 __all__ = [
     "CALIBRATION_KEY",
@@ -50,7 +48,7 @@ __all__ = [
     "QuantizeError",
     "calibration_states_of",
     "policy_games_states",
-    "quantize",
+    "encode_states",
     "quantize_onnx_bytes",
 ]
 
@@ -69,7 +67,7 @@ class QuantizeError(ValueError):
 
 
 def policy_games_states(
-    evaluator: Evaluator, positions: int = CALIBRATION_POSITIONS, games: int = 16, seed: int = 0,
+    evaluator: Any, positions: int = CALIBRATION_POSITIONS, games: int = 16, seed: int = 0,
     half_komi: int | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Positions of games the network plays against itself with moves drawn from its own policy.
@@ -191,44 +189,3 @@ def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
         finally:
             quiet.setLevel(level)
         return dst.read_bytes()
-
-
-def quantize(
-    evaluator: Evaluator, states: np.ndarray | None = None, threads: int = 1, seed: int = 0,
-) -> tuple[Evaluator, float]:  # fmt: skip
-    """The int8 twin of a float32 evaluator.
-
-    Args:
-        evaluator: a ``takzero.nn.inference.Evaluator`` of an eager network (a checkpoint) or of
-            a float32 ONNX file.
-        states: (K, STATE_LEN) int64 calibration positions of the model's size; None: the ones
-            the evaluator's file carries (``evaluator.calibration_states``), else
-            :func:`policy_games_states` of the network with ``seed``.
-        threads: onnxruntime intra-op threads of the int8 session.
-
-    Returns:
-        (the int8 ``Evaluator``, seconds the quantization took, calibration included). Its
-        metadata is the float32 one's plus ``precision: 'int8'`` and ``calibration_positions``.
-
-    Raises:
-        QuantizeError: a TorchScript network (no graph to quantize: use the checkpoint), an
-            already quantized one, positions of another size, or onnxruntime refusing the graph.
-        ImportError: without onnxruntime.
-    """
-    t0 = time.perf_counter()
-    if evaluator.metadata.get("precision") == "int8":
-        raise QuantizeError("the network is already int8")
-    model_bytes = onnx_model_bytes(evaluator)
-    if states is None:
-        states = getattr(evaluator, "calibration_states", None)
-    if states is None:  # the float32 graph on one onnxruntime thread plays the games (fast, and
-        # the same arithmetic on every machine up to the CPU's float rounding)
-        fp32 = Evaluator(None, metadata=evaluator.metadata, _onnx_session=onnx_session(model_bytes, 1))
-        states = policy_games_states(fp32, seed=seed)
-    planes = encode_states(states, evaluator.size, evaluator.in_channels, evaluator.layers, evaluator.feature_version)
-    int8 = quantize_onnx_bytes(model_bytes, planes)
-    meta = {**evaluator.metadata, "precision": "int8", "calibration_positions": int(len(planes))}
-    out = Evaluator(None, metadata=meta, _onnx_session=onnx_session(int8, threads))
-    out.onnx_bytes = int8
-    return out, time.perf_counter() - t0
-

@@ -11,6 +11,7 @@ input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a dict 
 
 from __future__ import annotations
 
+import json
 import re
 import zipfile
 from pathlib import Path
@@ -22,7 +23,8 @@ __all__ = [
 ]
 
 #: The export formats: TorchScript (holds code: share only with people who trust you) and ONNX.
-FORMATS = ("torchscript", "onnx")
+#: Output formats: TorchScript, float32 ONNX, and ONNX quantized to int8 (``takzero.nn.quantize``).
+FORMATS = ("torchscript", "onnx", "onnx-int8")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -209,8 +211,11 @@ def export_checkpoint(
     opset: int | None = None,
     warn=print,
 ) -> dict[str, Any]:
-    """Export ``checkpoint`` (a path or a loaded dict) to ``out`` in ``fmt`` ('torchscript' or
-    'onnx'); returns the metadata written (see the module docstring).
+    """Export ``checkpoint`` (a path or a loaded dict) to ``out`` in ``fmt`` ('torchscript',
+    'onnx', or 'onnx-int8': the ONNX graph quantized to int8, calibrated on the positions the
+    checkpoint carries (``calibration_states``), else on games of the network's own policy, so
+    the same checkpoint gives the same file; metadata ``precision: 'int8'`` and
+    ``calibration_positions``); returns the metadata written (see the module docstring).
 
     Raises FileNotFoundError / ValueError for a bad checkpoint or arguments, ImportError for ONNX
     without the ``onnx`` package.
@@ -235,7 +240,36 @@ def export_checkpoint(
         out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "torchscript":
         return export_torchscript(model, out, metadata=meta)
-    return export_onnx(model, out, metadata=meta, opset=opset or DEFAULT_ONNX_OPSET)
+    if fmt == "onnx":
+        return export_onnx(model, out, metadata=meta, opset=opset or DEFAULT_ONNX_OPSET)
+    return _export_int8(model, ckpt, out, meta, opset or DEFAULT_ONNX_OPSET)
+
+
+def _export_int8(model: Any, ckpt: dict[str, Any], out: Path, meta: dict[str, Any], opset: int) -> dict[str, Any]:
+    """The int8 ONNX file of ``model`` at ``out`` (written atomically), its metadata ``meta``
+    plus ``precision`` and ``calibration_positions``; returns that metadata."""
+    import tempfile
+
+    import onnx
+
+    from takzero.io.files import atomic_write_bytes
+    from takzero.nn.inference import Evaluator, export_onnx, quantize
+    from takzero.nn.quantize import calibration_states_of
+
+    with tempfile.TemporaryDirectory(prefix="takzero-export-") as tmp:
+        fp32 = Path(tmp) / "fp32.onnx"
+        meta = export_onnx(model, fp32, metadata=meta, opset=opset)
+        int8, _ = quantize(Evaluator.from_onnx(fp32), calibration_states_of(ckpt))
+    meta = {**meta, "precision": "int8", "calibration_positions": int8.metadata["calibration_positions"]}
+    proto = onnx.load_from_string(int8.onnx_bytes)
+    del proto.metadata_props[:]
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = "takzero", json.dumps(meta)
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    atomic_write_bytes(out, proto.SerializeToString())
+    return meta
 
 
 def check_not_input(source: str | Path, out: str | Path) -> None:

@@ -51,9 +51,9 @@ from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.actions import move_to_action
-from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
+from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator, quantize
 from takzero.nn.model import ModelConfig, TakNet
-from takzero.nn.quantize import CALIBRATION_POSITIONS, quantize
+from takzero.nn.quantize import CALIBRATION_POSITIONS
 from takzero.pipeline.replay import Records, pack_states, sparse_targets
 from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS, SearchConfig
@@ -148,7 +148,7 @@ class SelfPlayWorker:
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
         model = TakNet(model_config)
-        self.evaluator = Evaluator(model, device=device)
+        self.evaluator = Evaluator(model, device=device, bf16=self.cfg.bf16)  # bf16: CUDA only
         self._torch_evaluator = self.evaluator
         self.backend = self._resolve_backend(self.cfg.backend)
         #: the newest recorded positions (a ring of CALIBRATION_POSITIONS), the int8 calibration
