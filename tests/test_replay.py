@@ -118,6 +118,20 @@ def test_reuse_cap_and_backpressure() -> None:
     assert buf.add(_records(3, 5))
 
 
+def test_newest_states_are_the_last_positions_added_as_states() -> None:
+    """The calibration positions of a model file's int8 copy: the newest records, unpacked."""
+    buf = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1), 3)
+    assert buf.newest_states(8).shape == (0, core.STATE_LEN)
+    first, second = _records(3, 10), _records(3, 6)
+    buf.add(first)
+    buf.add(second)
+    got = buf.newest_states(8)
+    assert got.shape == (8, core.STATE_LEN) and got.dtype == np.int64
+    want = np.concatenate([unpack_states(first.board[-2:], 3), unpack_states(second.board, 3)])
+    np.testing.assert_array_equal(got, want)
+    assert len(buf.newest_states(100)) == 16
+
+
 def test_a_forced_add_is_never_refused() -> None:
     """A worker's last step at a run's stop (``force``) is added past the backpressure."""
     buf = ReplayBuffer(ReplayConfig(top_k=4, min_positions=10, samples_per_position=2.0, max_ahead=20), 3)

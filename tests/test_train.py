@@ -332,6 +332,13 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     assert len(set(games.values())) == len(games)
     assert len({gid >> 32 for gid in games}) >= 2
     assert (run / "best.pt").exists() and (run / "config.yaml").exists()
+    from takzero.game.core import STATE_LEN
+    from takzero.nn.quantize import CALIBRATION_KEY
+
+    best_file = load_checked(run / "best.pt", require_checksum=True)
+    if best_file["generation"] > 0:  # a promotion made with the replay buffer up
+        calibration = best_file[CALIBRATION_KEY]  # the int8 copy's positions travel with it
+        assert calibration.shape[1] == STATE_LEN and 64 <= len(calibration) <= 512
     ptn = list((run / "games").glob("*.ptn"))
     assert any(p.name.startswith("gating_") for p in ptn), [p.name for p in ptn]
     assert (run / "games" / "selfplay.ptn").stat().st_size > 0

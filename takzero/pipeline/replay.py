@@ -526,6 +526,15 @@ class ReplayBuffer:
             out.value = blend_value(out.value, out.search_value, self.cfg.reanalyse_value_weight)
         return out
 
+    def newest_states(self, n: int) -> np.ndarray:
+        """The newest ``n`` positions of the buffer (fewer when it holds fewer) as (k, STATE_LEN)
+        int64 states: the calibration positions of a model file's int8 copy
+        (``takzero.nn.quantize.CALIBRATION_KEY``)."""
+        k = min(int(n), len(self.data))
+        if k <= 0:
+            return np.zeros((0, core.STATE_LEN), np.int64)
+        return unpack_states(self.data.board[len(self.data) - k :], self.size)
+
     # -- Reanalyse -----------------------------------------------------------------------------
 
     def _first_index(self) -> int:

@@ -77,6 +77,7 @@ from omegaconf import OmegaConf
 
 from takzero.config import TrainConfig
 from takzero.io.files import atomic_write_text
+from takzero.nn.quantize import CALIBRATION_KEY, CALIBRATION_POSITIONS
 from takzero.pipeline.actors import (
     STARTUP_KEYS,
     Coordinator,
@@ -1068,7 +1069,7 @@ class Run:
     def _model_file(self, generation: int, state: dict[str, torch.Tensor]) -> dict[str, Any]:
         """A model file's contents (``best.pt``, a weight snapshot): the weights, what builds
         their network, and the training behind them (``"lineage"``, as of now)."""
-        return {
+        out = {
             "model_config": self.cfg.model_config().to_dict(),
             "model_state": state,
             "generation": generation,
@@ -1076,6 +1077,24 @@ class Run:
             "half_komi": self.cfg.half_komi(),
             "lineage": self.lineage().to_dict(),
         }
+        calibration = self._calibration_states()
+        if calibration is not None:  # the int8 copy of this file is the same on every machine
+            out[CALIBRATION_KEY] = calibration
+        return out
+
+    def _calibration_states(self) -> torch.Tensor | None:
+        """The replay buffer's newest :data:`CALIBRATION_POSITIONS` positions ((K, STATE_LEN)
+        int64), the int8 calibration a model file carries; None before there are 64 of them or
+        while the replay actor is not up."""
+        if self.replay is None:
+            return None
+        import ray
+
+        try:
+            states = ray.get(self.replay.newest_states.remote(CALIBRATION_POSITIONS), timeout=60)
+        except Exception:  # noqa: BLE001 - a model file without them is still a model file
+            return None
+        return torch.from_numpy(states) if len(states) >= 64 else None
 
     def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
         atomic_torch_save(self._model_file(generation, state), self.run_dir / "best.pt")
