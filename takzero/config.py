@@ -142,6 +142,8 @@ class SelfPlayConfig:
     tinue_nodes: int = 0  # with proven_value_targets or tinue_policy_targets: prover nodes per recorded position (0: none)
     tinue_policy_targets: bool = False  # a forced road the prover finds is the policy target too
     backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime), int8 (onnxruntime, quantized) or auto
+    bf16: bool = True  # the self-play network under bf16 autocast on CUDA (ignored on CPU, as train.amp)
+    pipeline: bool = False  # the worker's games in two halves: one half searched while the other's network call runs
 
     def __post_init__(self) -> None:
         self.check()

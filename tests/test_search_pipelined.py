@@ -60,18 +60,20 @@ def _no_virtual_visits(mcts: BatchedMCTS) -> bool:
     return int(np.abs(mcts._trees.virtual_visits).sum()) == 0 and int(mcts._games.inflight.sum()) == 0
 
 
-@pytest.mark.parametrize("k", [1, 2, 8])
-def test_a_pipelined_search_spends_the_budget_and_leaves_the_tree_clean(k: int) -> None:
-    mcts = _mcts(k=k)
+@pytest.mark.parametrize(("games", "k"), [(1, 1), (1, 2), (1, 8), (3, 1), (3, 8)])
+def test_a_pipelined_search_spends_the_budget_and_leaves_the_tree_clean(games: int, k: int) -> None:
+    mcts = _mcts(games=games, k=k)
     ev = SlowEvaluator(5)
     stats = mcts.run(ev, simulations=300, pipelined=True)
-    for g in range(3):
+    for g in range(games):
         _, visits = mcts.root_visits(g)
         assert visits.sum() == mcts.simulations_done(g) == 300
     assert _no_virtual_visits(mcts)
     assert stats.steps == ev.calls and stats.leaves > 0
-    # on the evaluation thread; with one leaf per game there is no virtual loss: the plain loop
-    assert all(t.startswith("takzero-eval") == (k > 1) for t in ev.threads)
+    # on the evaluation thread: games in two halves, or one game's leaves under virtual loss;
+    # one game with one leaf per step has no virtual loss to keep two batches apart: plain loop
+    threaded = games > 1 or k > 1
+    assert all(t.startswith("takzero-eval") == threaded for t in ev.threads)
     assert ev.max_busy == 1  # one network call at a time: the evaluator need not be thread-safe
     # a second search from the same trees (tree reuse) works as well
     mcts.run(ev, simulations=100, pipelined=True)
@@ -94,14 +96,15 @@ def test_a_pipelined_search_agrees_with_a_plain_one(seed: int) -> None:
     assert not np.array_equal(visits_a, visits_b)
 
 
-def test_a_stop_or_deadline_ends_a_pipelined_search_with_a_consistent_tree() -> None:
+@pytest.mark.parametrize("games", [1, 3])
+def test_a_stop_or_deadline_ends_a_pipelined_search_with_a_consistent_tree(games: int) -> None:
     stop = threading.Event()
-    mcts = _mcts()
+    mcts = _mcts(games=games)
     ev = SlowEvaluator(5, stop_after=5, stop=stop)
     mcts.run(ev, simulations=100_000, stop=stop, pipelined=True)
     assert ev.calls <= 7  # the call that set the flag, and at most one already selected
     assert _no_virtual_visits(mcts)
-    mcts2 = _mcts()
+    mcts2 = _mcts(games=games)
     slow = SlowEvaluator(5, delay=0.02)
     t0 = time.perf_counter()
     mcts2.run(slow, simulations=100_000, deadline=t0 + 0.2, pipelined=True)
@@ -125,3 +128,66 @@ def test_the_player_pipelines_with_two_threads_and_not_with_one() -> None:
     assert move.nodes >= 256
     assert player._search is not None and player._search.driver.pipelined
     assert _no_virtual_visits(player._search.mcts)
+
+
+def _tree_arrays(mcts: BatchedMCTS) -> dict[str, np.ndarray]:
+    return {**{f"t.{k}": v for k, v in mcts._trees._asdict().items()},
+            **{f"g.{k}": v for k, v in mcts._games._asdict().items()}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("games", "k", "gumbel"), [(2, 1, False), (5, 1, True), (4, 4, False)])
+def test_a_pipelined_search_of_many_games_is_the_plain_search_bit_for_bit(games: int, k: int, gumbel: bool) -> None:
+    """With two games or more the games go in two halves: every tree, statistic and random
+    stream equals the plain loop's, search after search (tree reuse included)."""
+    cfg = SearchConfig(simulations=150, leaves_per_step=k, root_noise=True, gumbel=gumbel)
+    runs = []
+    for pipelined in (False, True):
+        mcts = BatchedMCTS(games, 5, cfg, seed=11)
+        pos = Position.from_tps(MID_GAME)
+        for g in range(games):
+            mcts.reset(g, pos.state)
+        ev = SlowEvaluator(5)
+        moves = []
+        for _ in range(3):
+            mcts.run(ev, pipelined=pipelined)
+            for g in mcts.active_games():
+                move = mcts.choose_move(g)
+                moves.append(move)
+                mcts.advance(g, move)
+        runs.append((mcts, moves, ev))
+    (plain, moves_a, ev_a), (piped, moves_b, ev_b) = runs
+    assert moves_a == moves_b
+    a, b = _tree_arrays(plain), _tree_arrays(piped)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert "MainThread" not in ev_b.threads and ev_b.max_busy == 1
+    assert ev_b.calls > ev_a.calls  # two half batches where the plain loop makes one
+
+
+def test_selfplay_with_pipeline_plays_the_same_games() -> None:
+    """``selfplay.pipeline``: the worker's games in two halves give the records of the plain
+    worker, record for record, with an evaluator whose output does not depend on the batch."""
+    from takzero.config import load_config
+    from takzero.pipeline.selfplay import SelfPlayWorker
+
+    out = []
+    for pipeline in (False, True):
+        cfg = load_config({
+            "board": {"size": 4, "komi": 0.0}, "model": {"channels": 8, "blocks": 1},
+            "mcts": {"simulations": 8}, "device": "cpu",
+            "selfplay": {"games_per_worker": 6, "backend": "torch", "pipeline": pipeline},
+        })  # fmt: skip
+        worker = SelfPlayWorker.from_run(cfg, worker_id=0, device="cpu")
+        assert worker.driver.pipelined is pipeline
+        worker.driver.evaluator = HashEvaluator(4, seed=5)
+        parts = []
+        for _ in range(60):
+            recs, _, _ = worker.play_step()
+            if recs is not None:
+                parts.append(recs)
+        out.append(parts)
+    plain, piped = out
+    assert len(plain) == len(piped) > 0
+    for a, b in zip(plain, piped, strict=True):
+        for name in ("board", "policy_index", "policy_prob", "value", "game_id", "ply"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)

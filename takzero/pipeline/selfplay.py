@@ -158,6 +158,7 @@ class SelfPlayWorker:
         self.quantize_seconds = 0.0
         self._cpu_evaluator()
         self.driver = SearchDriver(self.mcts, self.evaluator)
+        self.driver.pipelined = bool(self.cfg.pipeline)  # two halves of the games in flight
         self.generation = 0
         self.start = Position.start(self.size, komi=board.komi, flats=board.flats, caps=board.caps)
         self.games_finished = 0

@@ -333,15 +333,23 @@ class BatchedMCTS:
         ``evaluator.evaluate(states)`` must return ``(priors (L, A), values (L,), wdl)``.
         Returns timing figures (:class:`SearchStats`).
 
-        ``pipelined``: two batches in flight (:meth:`_run_pipelined`): while one batch is
-        evaluated on a second thread, the next is selected (under the first one's virtual loss,
-        so only with more than one leaf per game and step; with one, the plain loop runs).
-        Faster where the evaluator and the kernels can run at once (two cores); the trees differ
-        from a plain run's, since the second batch is chosen before the first is backed up.
+        ``pipelined``: two batches in flight, one evaluated on a second thread while the other
+        is selected; faster where the evaluator and the kernels can run at once (two cores, or a
+        GPU). With two games or more the games are searched in two halves
+        (:meth:`_run_halves`): each game's search is the plain one, bit for bit, given an
+        evaluator whose output does not depend on the batch. With one game its leaves are split
+        (:meth:`_run_pipelined`: the second batch is selected under the first one's virtual
+        loss, so only with more than one leaf per step, with one the plain loop runs; the trees
+        differ from a plain run's, since the second batch is chosen before the first is backed
+        up).
         """
         t0 = time.perf_counter()
         stats = SearchStats()
         self.begin_search(games, add_noise=add_noise, simulations=simulations, leaves=leaves)
+        if pipelined and self._search_games.size >= 2:
+            self._run_halves(evaluator, stats, stop, deadline)
+            stats.total_seconds = time.perf_counter() - t0
+            return stats
         if pipelined and self._settings[0]["leaves_per_step"] > 1:  # needs virtual loss
             self._run_pipelined(evaluator, stats, stop, deadline)
             stats.total_seconds = time.perf_counter() - t0
@@ -363,11 +371,74 @@ class BatchedMCTS:
         stats.total_seconds = time.perf_counter() - t0
         return stats
 
-    def _select_into(self, leaves: Leaves) -> int:
-        """One selection (``select_kernel``) into the leaf buffer ``leaves``; returns its count."""
+    def _select_into(self, leaves: Leaves, games: np.ndarray | None = None) -> int:
+        """One selection (``select_kernel``) of ``games`` (default: the search's) into the leaf
+        buffer ``leaves``; returns its count."""
+        games = self._search_games if games is None else games
         return int(select_kernel(
-            self._trees, self._games, leaves, self._settings, self._search_games, self._float_buf
+            self._trees, self._games, leaves, self._settings, games, self._float_buf
         ))  # fmt: skip
+
+    def _pipeline_parts(self, evaluator, stats: SearchStats):
+        """The two leaf buffers, the evaluation thread, and a ``submit(buffer, n)`` that
+        evaluates the first ``n`` leaves of ``buffer`` there (timed, counted in ``stats``)."""
+        if self._leaves2 is None:
+            self._leaves2 = new_leaves(self._leaves.states.shape[0])
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="takzero-eval")
+
+        def timed_eval(states: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+            t = time.perf_counter()
+            priors, values, _ = evaluator.evaluate(states)
+            return priors, values, time.perf_counter() - t
+
+        def submit(leaves: Leaves, n: int) -> Future:
+            stats.steps += 1
+            stats.leaves += n
+            return self._pool.submit(timed_eval, leaves.states[:n])
+
+        return (self._leaves, self._leaves2), submit
+
+    def _run_halves(self, evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
+        """The step loop with the search's games in two halves: while one half's leaves are
+        evaluated on the pool's thread, the other half's are selected here; then the first
+        half's are expanded and backed up. The halves share no tree, so each game sees the same
+        select / evaluate / expand sequence as in the plain loop (the same search, given an
+        evaluator whose output does not depend on the batch). A stop or a passed deadline ends
+        it once the batch in flight is backed up."""
+        bufs, submit = self._pipeline_parts(evaluator, stats)
+        games = self._search_games
+        parts = (games[: games.size // 2].copy(), games[games.size // 2 :].copy())
+        pending: list[tuple[Future, int] | None] = [None, None]
+        done = [False, False]
+
+        def stopping() -> bool:
+            return (stop is not None and stop.is_set()) or (
+                deadline is not None and time.perf_counter() >= deadline
+            )
+
+        def finish(h: int) -> None:
+            item = pending[h]
+            if item is not None:
+                priors, values, took = item[0].result()
+                stats.eval_seconds += took
+                self._expand_from(bufs[h], item[1], priors, values)
+                pending[h] = None
+
+        h = 0
+        while True:
+            n = 0
+            if not done[h] and not stopping():
+                n = self._select_into(bufs[h], parts[h])
+            if n == 0:
+                done[h] = True
+            finish(1 - h)  # the other half's batch, evaluated meanwhile
+            if n:
+                pending[h] = (submit(bufs[h], n), n)
+            if stopping() or (done[0] and done[1]):
+                finish(h)
+                return
+            h = 1 - h
 
     def _expand_from(self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray) -> None:
         """Expand and back up the ``n`` leaves of buffer ``leaves`` with ``priors`` (n, A) and
@@ -401,21 +472,10 @@ class BatchedMCTS:
         run beside the network. A stop or a passed deadline ends it after the batch in flight
         and the one already selected are backed up (at most one network call more than a plain
         run), so the trees stay consistent."""
-        if self._leaves2 is None:
-            self._leaves2 = new_leaves(self._leaves.states.shape[0])
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="takzero-eval")
-        bufs = (self._leaves, self._leaves2)
-
-        def timed_eval(states: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-            t = time.perf_counter()
-            priors, values, _ = evaluator.evaluate(states)
-            return priors, values, time.perf_counter() - t
+        bufs, submit_to = self._pipeline_parts(evaluator, stats)
 
         def submit(b: int, n: int) -> Future:
-            stats.steps += 1
-            stats.leaves += n
-            return self._pool.submit(timed_eval, bufs[b].states[:n])
+            return submit_to(bufs[b], n)
 
         def stopping() -> bool:
             return (stop is not None and stop.is_set()) or (
