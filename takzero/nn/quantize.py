@@ -160,6 +160,33 @@ def encode_states(states: np.ndarray, size: int, in_channels: int, layers: int, 
     return planes
 
 
+def _initializer_identities_inlined(onnx_model: bytes) -> bytes:
+    """``onnx_model`` with every ``Identity`` of an initializer replaced by a copy of it. The
+    exporter shares equal weights through such nodes (a fresh network's convolution biases are
+    all zeros), and onnxruntime's quantizer leaves a convolution whose bias is not an
+    initializer in float, so the graph would run slower in "int8" than in float32."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(onnx_model)
+    inits = {t.name: t for t in model.graph.initializer}
+    keep = []
+    changed = False
+    for node in model.graph.node:
+        if node.op_type == "Identity" and node.input[0] in inits:
+            copy = numpy_helper.from_array(numpy_helper.to_array(inits[node.input[0]]), node.output[0])
+            model.graph.initializer.append(copy)
+            inits[copy.name] = copy
+            changed = True
+        else:
+            keep.append(node)
+    if not changed:
+        return onnx_model
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    return model.SerializeToString()
+
+
 def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
     """int8 (QDQ) ONNX model of the float32 ONNX ``onnx_model`` (input ``planes``), calibrated
     on ``planes`` (K, C, N, N) float32 (K >= 1): per-channel symmetric int8 weights, uint8
@@ -174,7 +201,7 @@ def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
     quiet.setLevel(max(level, logging.ERROR))
     with tempfile.TemporaryDirectory(prefix="takzero-int8-") as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
-        src.write_bytes(onnx_model)
+        src.write_bytes(_initializer_identities_inlined(onnx_model))
         try:
             quantize_static(
                 str(src), str(dst), _Reader(np.ascontiguousarray(planes, np.float32)),
