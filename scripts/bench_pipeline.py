@@ -6,18 +6,153 @@ bytes per stored position. Prints JSON lines.
 
 Self-play runs in this process (one worker, ``selfplay.games_per_worker`` games at once, torch on
 one thread, as a Ray worker would); the trainer then trains on the positions it produced.
+
+More rows (issue 55; each alone or with the others, scripts/gpu_suite.sh runs them on a GPU):
+
+    python scripts/bench_pipeline.py --make-batch-only --batches 256 1024   # augmentation, before/after
+    python scripts/bench_pipeline.py --workers 8 device=cuda                # 8 worker processes at once
+    python scripts/bench_pipeline.py --train-batches 256 512 1024 2048 device=cuda
+
+* ``make_batch``: ``trainer.make_batch`` samples/s on random positions of the config's board
+  (the main tensors, no auxiliary targets), against the per-record path it replaced (one
+  ``transform_state`` per record, the dense policy moved symmetry by symmetry), with the check
+  that both give the same tensors (timed in alternation, three rounds, medians):
+  ``{"bench", "size", "batch", "samples_per_s",
+  "per_record_samples_per_s", "speedup", "identical", "loadavg_1min"}``.
+* ``--workers N`` (N > 1): N self-play workers in N processes (spawned), each as above for
+  ``--seconds`` (counted from its first move), local inference (each its own network on the
+  config's device); one ``selfplay_workers`` line: the total positions/s and each worker's.
+* ``--train-batches``: one ``trainer`` line per batch size (bf16 autocast on CUDA when
+  ``train.amp``), on the self-play positions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import time
+from typing import Any
 
 import numpy as np
 import torch
+
+
+def synthetic_records(size: int, n: int, seed: int = 0) -> Any:
+    """``n`` records of random unfinished positions (a policy over up to 8 legal moves each)."""
+    from takzero.nn.actions import legal_actions, num_actions
+    from takzero.nn.features import random_states
+    from takzero.pipeline.replay import Records, pack_states, sparse_policy
+
+    rng = np.random.default_rng(seed)
+    states = random_states(size, n, seed=seed, min_plies=2 * size, max_plies=10 * size)
+    a = num_actions(size)
+    moves, acts = np.empty(a, np.int64), np.empty(a, np.int64)
+    dense = np.zeros((n, a), np.float32)
+    for r in range(n):
+        k = legal_actions(states[r], moves, acts)
+        pick = rng.choice(acts[:k], size=min(k, 8), replace=False)
+        dense[r, pick] = rng.random(len(pick)) + 0.1
+    idx, prob = sparse_policy(dense, 64)
+    return Records(board=pack_states(states, size), policy_index=idx, policy_prob=prob,
+                   value=np.zeros(n, np.int8), flat_diff=np.zeros(n, np.int8), game_id=np.arange(n),
+                   generation=np.zeros(n, np.int32), ply=np.zeros(n, np.int16))  # fmt: skip
+
+
+def make_batch_per_record(records: Any, size: int, layers: int, version: int, rng: np.random.Generator) -> Any:
+    """The augmentation of ``trainer.make_batch`` before issue 55 (main tensors only): one
+    ``transform_state`` call per record, the dense policy moved symmetry by symmetry."""
+    from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
+    from takzero.nn.actions import legal_mask, num_actions
+    from takzero.nn.features import encode, num_channels
+    from takzero.pipeline.replay import dense_policy, unpack_states
+    from takzero.pipeline.targets import transform_action_rows
+
+    states = unpack_states(records.board, size)
+    policy = dense_policy(records.policy_index, records.policy_prob, num_actions(size))
+    ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))
+    for r in np.nonzero(ts)[0]:
+        states[r] = transform_state(states[r], int(ts[r]))
+    transform_action_rows(policy, size, ts)
+    planes = np.zeros((len(records), num_channels(layers, version), size, size), np.float32)
+    encode(states, planes, layers, version)
+    mask = np.zeros((len(records), num_actions(size)), np.bool_)
+    legal_mask(states, mask)
+    return planes, mask, policy
+
+
+def bench_make_batch(cfg: Any, batches: list[int], seconds: float) -> None:
+    """``make_batch`` lines (see the module docstring)."""
+    from takzero.pipeline.trainer import make_batch
+
+    mc = cfg.model_config()
+    size = cfg.board.size
+    recs = synthetic_records(size, max(batches), seed=1)
+
+    def new(part: Any) -> Any:
+        return make_batch(part, size, mc.layers, np.random.default_rng(0), feature_version=mc.feature_version,
+                          targets=())  # fmt: skip
+
+    def old(part: Any) -> Any:
+        return make_batch_per_record(part, size, mc.layers, mc.feature_version, np.random.default_rng(0))
+
+    for b in batches:
+        part = recs.take(np.arange(b))
+        got, ref = new(part), old(part)
+        same = all(np.array_equal(x, y) for x, y in zip((got.planes.numpy(), got.mask.numpy(), got.policy.numpy()), ref, strict=True))
+        # the two timed in alternation, three rounds each, medians compared (a loaded machine)
+        per_round: dict[str, list[float]] = {"new": [], "old": []}
+        for _ in range(3):
+            for name, fn in (("new", new), ("old", old)):
+                calls, t0 = 0, time.perf_counter()
+                while calls < 2 or time.perf_counter() - t0 < seconds / 3:
+                    fn(part)
+                    calls += 1
+                per_round[name].append(calls * b / (time.perf_counter() - t0))
+        rates = {name: float(np.median(r)) for name, r in per_round.items()}
+        print(json.dumps({"bench": "make_batch", "size": size, "batch": b, "samples_per_s": round(rates["new"], 1),
+                          "per_record_samples_per_s": round(rates["old"], 1),
+                          "speedup": round(rates["new"] / rates["old"], 2), "identical": same,
+                          "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
+
+
+def _worker_positions(config: str, overrides: list[str], worker_id: int, seconds: float) -> dict[str, float]:
+    """One self-play worker in its own process: positions recorded per second over ``seconds``
+    after its first move (compile and start-up excluded)."""
+    from takzero.config import compose_preset
+    from takzero.pipeline.selfplay import SelfPlayWorker
+
+    cfg = compose_preset(config, overrides, run_name="bench")
+    torch.set_num_threads(cfg.selfplay.threads)
+    worker = SelfPlayWorker.from_run(cfg, worker_id)
+    worker.play_step()
+    before = sum(len(s.states) for s in worker.slots)
+    positions, moves, t0 = 0, 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        recs, stats, _ = worker.play_step()
+        moves += int(stats["count/moves"])
+        positions += 0 if recs is None else len(recs)
+    dt = time.perf_counter() - t0
+    positions += sum(len(s.states) for s in worker.slots) - before
+    return {"positions_per_s": positions / dt, "moves_per_s": moves / dt, "device": str(worker.evaluator.device)}
+
+
+def bench_workers(args: argparse.Namespace, cfg: Any) -> None:
+    """The ``selfplay_workers`` line: ``args.workers`` workers in spawned processes at once."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(args.workers) as pool:
+        jobs = [pool.apply_async(_worker_positions, (args.config, args.overrides, w, args.seconds))
+                for w in range(args.workers)]  # fmt: skip
+        out = [j.get() for j in jobs]
+    print(json.dumps({"bench": "selfplay_workers", "config": args.config, "workers": args.workers,
+                      "inference": "local", "device": out[0]["device"],
+                      "games_per_worker": cfg.selfplay.games_per_worker, "simulations": cfg.mcts.simulations,
+                      "model": f"{cfg.model.blocks}x{cfg.model.channels}", "seconds": args.seconds,
+                      "positions_per_s": round(sum(o["positions_per_s"] for o in out), 1),
+                      "per_worker_positions_per_s": [round(o["positions_per_s"], 1) for o in out],
+                      "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -25,8 +160,17 @@ def main() -> None:
     ap.add_argument("--config", default="6x6", help="named config under configs/config/")
     ap.add_argument("--seconds", type=float, default=60.0, help="self-play time to measure")
     ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=1, help="> 1: that many worker processes at once (no trainer)")
+    ap.add_argument("--train-batches", type=int, nargs="+", default=None,
+                    help="trainer batch sizes to time (default: train.batch_size)")  # fmt: skip
+    ap.add_argument("--make-batch-only", action="store_true", help="only the make_batch lines")
+    ap.add_argument("--batches", type=int, nargs="+", default=[256, 1024], help="make_batch batch sizes")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = ap.parse_args()
+    for name in ("seconds", "train_steps", "workers", "batches", "train_batches"):
+        value = getattr(args, name)
+        if value is not None and min(np.atleast_1d(value)) <= 0:
+            ap.error(f"--{name.replace('_', '-')} must be > 0")
 
     from takzero.config import compose_preset
     from takzero.nn.model import LossWeights
@@ -46,6 +190,12 @@ def main() -> None:
         "load_avg_1min": os.getloadavg()[0],
     }
     print(json.dumps(machine), flush=True)
+    if args.make_batch_only:
+        bench_make_batch(cfg, args.batches, min(args.seconds, 5.0))
+        return
+    if args.workers > 1:
+        bench_workers(args, cfg)
+        return
 
     worker = SelfPlayWorker.from_run(cfg, 0)
     worker.play_step()  # compile and warm up (not timed)
@@ -111,26 +261,30 @@ def main() -> None:
     torch.set_num_threads(cfg.train.threads)
     trainer = Trainer(cfg.train, cfg.model_config(), LossWeights(), device=cfg.device)
     rng = np.random.default_rng(0)
-    bs = cfg.train.batch_size
-    trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(args.train_steps):
-        trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))
-    dt = time.perf_counter() - t0
-    print(
-        json.dumps(
-            {
-                "bench": "trainer",
-                "batch_size": bs,
-                "steps": args.train_steps,
-                "samples_per_s": round(args.train_steps * bs / dt, 1),
-                "device": str(trainer.device),
-                "threads": cfg.train.threads,
-            }
-        ),
-        flush=True,
-    )
-
+    for bs in args.train_batches or [cfg.train.batch_size]:
+        trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))  # warm-up
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(args.train_steps):
+            trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        print(
+            json.dumps(
+                {
+                    "bench": "trainer",
+                    "batch_size": bs,
+                    "steps": args.train_steps,
+                    "samples_per_s": round(args.train_steps * bs / dt, 1),
+                    "device": str(trainer.device),
+                    "bf16_autocast": trainer.autocast_bf16,
+                    "threads": cfg.train.threads,
+                }
+            ),
+            flush=True,
+        )
 
 if __name__ == "__main__":
     main()

@@ -5,12 +5,13 @@ figures (positions/s, samples/s); the last line sums up. Exit status 1 if a chec
     python scripts/check_gpu.py                  # on a GPU machine (about 2-4 minutes)
     python scripts/check_gpu.py --device cpu --quick   # the same checks on CPU, small (CI)
 
-Checks: ``device_auto`` (device=auto puts the trainer and a self-play worker on CUDA),
+Checks: ``device_auto`` (device=auto puts the trainer and a self-play worker on CUDA, both in
+bf16: ``selfplay.bf16``, ``train.amp``),
 ``pinned_buffers`` (the evaluator's input buffers are pinned on CUDA), ``inference_fp32`` and
 ``inference_bf16`` (bf16 autocast: agrees with fp32, positions/s), ``torchscript`` (an exported
 TorchScript file run on the device), ``onnx`` (an exported ONNX file run by onnxruntime with the
 CUDA provider when it has one), ``train_steps`` (a few optimiser steps with bf16 autocast,
-samples/s), ``selfplay_shared_gpu`` (two Ray self-play workers sharing one GPU,
+samples/s; bf16 on CUDA only), ``selfplay_shared_gpu`` (two Ray self-play workers sharing one GPU,
 ``ray.worker_gpu_share=0.5``, positions/s).
 
 Without CUDA (and without ``--device cpu``) it prints one line saying so and exits 0.
@@ -117,7 +118,11 @@ class Checks:
         worker = SelfPlayWorker.from_run(load_cfg(self.args.config, ["device=auto", "selfplay.games_per_worker=2",
                                                                      "model.channels=16", "model.blocks=1"]))  # fmt: skip
         got = {"resolve": auto, "trainer": trainer.device.type, "selfplay": worker.evaluator.device.type}
-        return {"pass": set(got.values()) == {want}, "expected": want, **got}
+        # bf16 where the device is CUDA (selfplay.bf16, train.amp: both on by default), fp32 on CPU
+        bf16 = {"selfplay_bf16": worker.evaluator.bf16, "trainer_bf16": trainer.autocast_bf16}
+        expect_bf16 = {"selfplay_bf16": want == "cuda", "trainer_bf16": want == "cuda" and self.cfg.train.amp}
+        return {"pass": set(got.values()) == {want} and bf16 == expect_bf16,
+                "expected": want, **got, **bf16}  # fmt: skip
 
     def pinned_buffers(self) -> dict[str, Any]:
         from takzero.nn.inference import Evaluator
@@ -214,8 +219,9 @@ class Checks:
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         finite = all(np.isfinite(v) for v in metrics.values())
-        amp = bool(cfg.train.amp and trainer.device.type == "cuda")
-        return {"pass": finite and trainer.step == steps + 1, "device": str(trainer.device), "amp_bf16": amp,
+        amp = trainer.autocast_bf16
+        return {"pass": finite and trainer.step == steps + 1 and amp == (self.cuda and cfg.train.amp), "device": str(trainer.device),
+                "amp_bf16": amp,
                 "batch": cfg.train.batch_size, "samples_per_s": round(steps * cfg.train.batch_size / dt),
                 "loss": float(metrics.get("loss/total", float("nan")))}  # fmt: skip
 

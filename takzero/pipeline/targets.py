@@ -22,26 +22,34 @@ Rows:
 A new target: its producer function here and its row, and, if the records do not hold its raw
 data yet, the replay field (``pipeline/replay.py``: ``Records``, the shards) and where self-play
 fills it (``pipeline/selfplay.py``).
+
+The symmetry gathers of a batch live here too: each sample's symmetry is applied to the packed
+boards (:func:`transform_board_rows`), to sparse action indices (:func:`transform_action_indices`)
+and to per-square rows (:func:`transform_square_rows`) as one numpy gather per batch, through
+index tables cached per board size (8 rows, one per symmetry), not a loop over the records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import torch
 
-from takzero.game.symmetry import NUM_SYMMETRIES, transform_squares
+from takzero.game.symmetry import NUM_SYMMETRIES, square_permutation
 from takzero.nn.actions import action_permutation, num_actions
 from takzero.nn.heads import valid_key
-from takzero.pipeline.replay import Records, dense_policy
+from takzero.pipeline.replay import Records, board_record_len, dense_policy
 
 __all__ = [
     "TARGETS",
     "TargetProducer",
     "make_targets",
+    "transform_action_indices",
     "transform_action_rows",
+    "transform_board_rows",
     "transform_square_rows",
 ]
 
@@ -66,10 +74,95 @@ class TargetProducer:
     description: str
 
 
+@cache
+def _action_table(size: int) -> np.ndarray:
+    """(8, A) int64, row ``t`` = ``actions.action_permutation(size, t)`` (read-only)."""
+    table = np.stack([action_permutation(size, t) for t in range(NUM_SYMMETRIES)])
+    table.setflags(write=False)
+    return table
+
+
+@cache
+def _square_gather(size: int) -> np.ndarray:
+    """(8, N*N) int64, row ``t`` = the inverse of ``square_permutation(size, t)``: the source
+    square of each square of the transformed board (read-only)."""
+    table = np.empty((NUM_SYMMETRIES, size * size), np.int64)
+    for t in range(NUM_SYMMETRIES):
+        table[t, square_permutation(size, t)] = np.arange(size * size)
+    table.setflags(write=False)
+    return table
+
+
+@cache
+def _board_gather(size: int) -> np.ndarray:
+    """(8, R) int64, R = ``replay.board_record_len(size)``: row ``t`` gives, for each byte of a
+    packed board (``replay.pack_states``) under symmetry ``t``, the byte of the untransformed
+    board it comes from. The layout: a 16-byte header (kept), then per-square fields of 1
+    (heights), 1 (top kinds), 8 (low colour words) and, for sizes 7 and 8, 8 bytes (high colour
+    words), each field's squares moved with the board (read-only)."""
+    nsq = size * size
+    widths = [1, 1, 8] + ([8] if size >= 7 else [])
+    record_len = board_record_len(size)
+    if 16 + nsq * sum(widths) != record_len:  # the layout of pack_states changed: update this
+        raise RuntimeError(f"packed board layout of size {size}: {record_len} bytes, expected "
+                             f"{16 + nsq * sum(widths)}")  # fmt: skip
+    table = np.empty((NUM_SYMMETRIES, record_len), np.int64)
+    src_sq = _square_gather(size)
+    for t in range(NUM_SYMMETRIES):
+        parts = [np.arange(16)]
+        pos = 16
+        for w in widths:
+            parts.append((pos + src_sq[t][:, None] * w + np.arange(w)[None, :]).reshape(-1))
+            pos += nsq * w
+        table[t] = np.concatenate(parts)
+    table.setflags(write=False)
+    return table
+
+
+def _check_symmetries(symmetries: np.ndarray, rows: int) -> np.ndarray:
+    ts = np.asarray(symmetries)
+    if ts.shape != (rows,) or (rows and (ts.min() < 0 or ts.max() >= NUM_SYMMETRIES)):
+        raise ValueError(f"symmetries must be ({rows},) integers in 0..{NUM_SYMMETRIES - 1}, "
+                         f"got shape {ts.shape}")  # fmt: skip
+    return ts.astype(np.int64, copy=False)
+
+
+def transform_board_rows(board: np.ndarray, size: int, symmetries: np.ndarray) -> np.ndarray:
+    """Packed boards (B, R) uint8 (``replay.pack_states`` of size ``size``), row ``r`` moved
+    under symmetry ``symmetries[r]`` (B,) in 0..7, in one gather; a new (B, R) uint8 array.
+    ``unpack_states`` of the result equals ``game.symmetry.transform_state`` of each unpacked
+    row, hash included (unpack recomputes it).
+
+    Raises ValueError when ``board`` is not (B, board_record_len(size)) or a symmetry is out
+    of range."""
+    table = _board_gather(size)
+    if board.ndim != 2 or board.shape[1] != table.shape[1]:
+        raise ValueError(f"packed boards of size {size} are (B, {table.shape[1]}), got {board.shape}")
+    ts = _check_symmetries(symmetries, board.shape[0])
+    return np.take_along_axis(board, table[ts], axis=1)
+
+
+def transform_action_indices(index: np.ndarray, size: int, symmetries: np.ndarray) -> np.ndarray:
+    """Sparse action indices (B, K) (``replay.sparse_policy``'s, -1 = empty slot), row ``r``
+    mapped under symmetry ``symmetries[r]``: ``perm[a]`` with ``perm =
+    actions.action_permutation(size, t)``; empty slots stay -1. One gather; a new array of
+    ``index``'s dtype. ``dense_policy`` of the result equals ``transform_action_rows`` of the
+    dense policy (the permutation is a bijection, so every action receives the same entries in
+    the same order).
+
+    Raises ValueError for a symmetry out of range."""
+    ts = _check_symmetries(symmetries, index.shape[0])
+    if index.shape[1] == 0:
+        return index.copy()
+    moved = _action_table(size)[ts[:, None], np.maximum(index, 0)]
+    return np.where(index >= 0, moved, index).astype(index.dtype, copy=False)
+
+
 def transform_action_rows(dense: np.ndarray, size: int, symmetries: np.ndarray) -> None:
     """Move (B, A) per-action values in place, row ``r`` under symmetry ``symmetries[r]``
     (``out[perm] = row`` with ``perm = actions.action_permutation(size, t)``; t = 0 is the
-    identity and is left alone)."""
+    identity and is left alone). For sparse policies :func:`transform_action_indices` is the
+    cheaper way (the batch uses it)."""
     n_actions = dense.shape[1]
     for t in range(1, NUM_SYMMETRIES):
         rows = np.nonzero(symmetries == t)[0]
@@ -82,11 +175,11 @@ def transform_action_rows(dense: np.ndarray, size: int, symmetries: np.ndarray) 
 
 def transform_square_rows(values: np.ndarray, size: int, symmetries: np.ndarray) -> None:
     """Move (B, N*N) per-square values in place, row ``r`` under symmetry ``symmetries[r]``
-    (``game.symmetry.transform_squares``)."""
-    for t in range(1, NUM_SYMMETRIES):
-        rows = np.nonzero(symmetries == t)[0]
-        if rows.size:
-            values[rows] = transform_squares(values[rows], size, t)
+    (``game.symmetry.transform_squares``), in one gather.
+
+    Raises ValueError for a symmetry out of range."""
+    ts = _check_symmetries(symmetries, values.shape[0])
+    values[:] = np.take_along_axis(values, _square_gather(size)[ts], axis=1)
 
 
 def _ownership(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,8 +191,8 @@ def _ownership(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.
 def _opponent_policy(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     if records.opp_index.shape[1] == 0:
         return None
-    opp = dense_policy(records.opp_index, records.opp_prob, num_actions(size))
-    transform_action_rows(opp, size, symmetries)
+    opp = dense_policy(transform_action_indices(records.opp_index, size, symmetries), records.opp_prob,
+                       num_actions(size))  # fmt: skip
     return opp, (records.opp_index >= 0).any(axis=1)
 
 

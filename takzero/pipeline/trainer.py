@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from takzero.config import TrainSection
-from takzero.game.symmetry import NUM_SYMMETRIES, transform_state
+from takzero.game.symmetry import NUM_SYMMETRIES
 from takzero.nn.actions import legal_mask, num_actions
 from takzero.nn.features import FEATURE_VERSION, encode, num_channels
 from takzero.nn.heads import HEADS
@@ -27,7 +27,7 @@ from takzero.nn.inference import resolve_device
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.model import LossWeights, ModelConfig, TakNet, total_loss
 from takzero.pipeline.replay import Records, dense_policy, unpack_states
-from takzero.pipeline.targets import make_targets, transform_action_rows
+from takzero.pipeline.targets import make_targets, transform_action_indices, transform_board_rows
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +63,18 @@ def make_batch(
     """Decode records into training tensors, each sample under a random one of the 8 symmetries
     (the same transform for its position, legal mask, policy target and every target of
     ``targets``: names of ``pipeline.targets.TARGETS``, None: all of them; ``augment=False``:
-    every sample as recorded)."""
-    states = unpack_states(records.board, size)
-    policy = dense_policy(records.policy_index, records.policy_prob, num_actions(size))
+    every sample as recorded). The symmetries are applied to the packed boards and the sparse
+    policies before decoding, one gather per batch (``pipeline.targets.transform_board_rows``,
+    ``transform_action_indices``): the same tensors as transforming each decoded position."""
     if augment:
         ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))
-        for r in np.nonzero(ts)[0]:
-            states[r] = transform_state(states[r], int(ts[r]))
-        transform_action_rows(policy, size, ts)
+        board = transform_board_rows(records.board, size, ts)
+        policy_index = transform_action_indices(records.policy_index, size, ts)
     else:
         ts = np.zeros(len(records), np.int64)
+        board, policy_index = records.board, records.policy_index
+    states = unpack_states(board, size)
+    policy = dense_policy(policy_index, records.policy_prob, num_actions(size))
     planes = np.zeros((len(records), num_channels(layers, feature_version), size, size), np.float32)
     encode(states, planes, layers, feature_version)
     mask = np.zeros((len(records), num_actions(size)), np.bool_)
@@ -103,6 +105,12 @@ def non_finite(state: Mapping[str, Any]) -> list[str]:
     an infinity, in ``state``'s order; [] when every one is finite (other values are ignored)."""
     return [k for k, v in state.items()
             if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]  # fmt: skip
+
+
+def use_bf16_autocast(amp: bool, device: torch.device) -> bool:
+    """Whether the trainer's forward pass runs under bf16 autocast: ``train.amp`` on a CUDA
+    device; always float32 on the CPU (CPU bf16 is slower than float32 there)."""
+    return bool(amp) and device.type == "cuda"
 
 
 def _lr_factor(step: int, schedule: str, warmup: int, total: int) -> float:
@@ -149,6 +157,8 @@ class Trainer:
         torch.manual_seed(seed)
         self.model: PolicyValueNet = build(model_config).to(self.device)  # type: ignore[attr-defined]
         self.model_config = self.model.config
+        #: the forward pass under bf16 autocast (:func:`use_bf16_autocast`: ``cfg.amp`` on CUDA)
+        self.autocast_bf16 = use_bf16_autocast(cfg.amp, self.device)
         self.weights = weights or LossWeights()
         #: the batch targets the weighted heads train on (``pipeline.targets``)
         self.targets = [
@@ -199,8 +209,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
-        use_amp = self.cfg.amp and dev.type == "cuda"
-        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=self.autocast_bf16):
             heads = self.model.forward_all(planes)
         outputs = (heads["policy"], heads["wdl"], heads["aux"])
         loss, parts = total_loss(
