@@ -141,9 +141,14 @@ class SelfPlayConfig:
     proven_value_targets: bool = False  # a proven position's exact value is its value target
     tinue_nodes: int = 0  # with proven_value_targets or tinue_policy_targets: prover nodes per recorded position (0: none)
     tinue_policy_targets: bool = False  # a forced road the prover finds is the policy target too
-    backend: str = "torch"  # network runtime on CPU workers: torch, onnx (onnxruntime), int8 (onnxruntime, quantized) or auto
+    backend: str = "onnx"  # network runtime on CPU workers: torch, onnx (onnxruntime), int8 (onnxruntime, quantized) or auto
     bf16: bool = True  # the self-play network under bf16 autocast on CUDA (ignored on CPU, as train.amp)
     pipeline: bool = False  # the worker's games in two halves: one half searched while the other's network call runs
+    # local: each worker runs its own network; server: one inference server per device
+    # (takzero.pipeline.inference_server) runs the networks of all workers as one batch
+    inference: str = "local"
+    server_max_batch: int = 1024  # inference server: positions per network call at most
+    server_max_wait_ms: float = 2.0  # inference server: how long a request waits for others to join its batch
 
     def __post_init__(self) -> None:
         self.check()
@@ -164,6 +169,10 @@ class SelfPlayConfig:
         _check(not s.tinue_policy_targets or s.tinue_nodes > 0, "selfplay.tinue_policy_targets",
                "needs selfplay.tinue_nodes > 0 (the prover that finds the forced roads)", s.tinue_policy_targets)  # fmt: skip
         _check(s.backend in ("torch", "onnx", "int8", "auto"), "selfplay.backend", "must be torch, onnx, int8 or auto", s.backend)
+        _check(s.inference in ("local", "server"), "selfplay.inference", "must be local or server", s.inference)
+        _check(1 <= s.server_max_batch <= 65536, "selfplay.server_max_batch", "must be in 1..65536 (positions)", s.server_max_batch)
+        _check(_finite(s.server_max_wait_ms) and 0 <= s.server_max_wait_ms <= 1000, "selfplay.server_max_wait_ms",
+               "must be in 0..1000 (milliseconds)", s.server_max_wait_ms)  # fmt: skip
         if s.backend in ("onnx", "int8"):
             import importlib.util
 

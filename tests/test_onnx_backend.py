@@ -79,5 +79,7 @@ def test_worker_with_onnx_backend_follows_new_weights():
     assert np.abs(after - before).max() > 1e-4
     recs, stats, _ = worker.play_step()
     assert stats["count/moves"] == 3
-    torch_cfg = load_config({**{"board": {"size": 4}}, "device": "cpu"})
+    default_cfg = load_config({**{"board": {"size": 4}}, "device": "cpu"})  # every preset's: onnx
+    assert SelfPlayWorker.from_run(default_cfg, worker_id=0, device="cpu").backend == "onnx"
+    torch_cfg = load_config({"board": {"size": 4}, "device": "cpu", "selfplay": {"backend": "torch"}})
     assert SelfPlayWorker.from_run(torch_cfg, worker_id=0, device="cpu").backend == "torch"
