@@ -177,5 +177,21 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def exit_now(status: int) -> None:
+    """End the process with ``status`` once stdout and stderr are flushed, without the
+    interpreter's teardown. The bot has ended its games, joined its search thread (within
+    ``SHUTDOWN_WAIT_S``) and closed its connection by then; a thread still inside onnxruntime
+    when the interpreter tears down aborts the process (status 134, "terminate called without an
+    active exception": the thread is ended by ``pthread_exit`` when it takes the GIL back, and
+    the unwinding meets a ``noexcept`` C++ frame), and the teardown of torch, onnxruntime and
+    numba took seconds."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

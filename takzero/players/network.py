@@ -310,9 +310,9 @@ class NetworkSearch:
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
         if win is not None:
             return win
-        if seconds is not None:  # the time of the tinuë check comes out of the move's budget
-            seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0))
         self._root(g, position)
+        if seconds is not None:  # the tinuë check and clearing the tree come out of the budget
+            seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0))
         if leaves is None:
             expect = nodes
             if seconds is not None:  # the nodes the clock allows, at the last search's speed
@@ -605,8 +605,16 @@ class NetworkPlayer(BasePlayer):
             raise ValueError(f"tree_nodes must be an integer, got {nodes!r}")
         if nodes < need:
             raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, got {nodes}")
+        if int(nodes) != self._tree_nodes:
+            self._search = None  # the same budget keeps the tree already allocated
         self._tree_nodes = int(nodes)
-        self._search = None
+
+    def prepare(self) -> None:
+        """Allocate the search tree (:attr:`tree_nodes` nodes) and build the network's runtime
+        now rather than in the next search, so that a timed search does not pay for them (the
+        TEI engine calls it at ``isready`` and ``teinewgame``). The tree's memory is committed
+        by the OS as the searches fill it."""
+        self._one()
 
     def set_threads(self, threads: int) -> None:
         """Run the network on ``threads`` CPU threads from the next search on: onnxruntime's

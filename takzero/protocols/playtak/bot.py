@@ -102,6 +102,11 @@ SETTLE_S = 0.2
 LOGIN_SETTLE_S = 10.0
 #: Longest line read from the server; a longer one arrives in pieces (each ignored as malformed).
 MAX_LINE = 65536
+#: Most open seeks the bot keeps to accept (only seeks it could accept are kept; more are
+#: ignored until some are removed), so a lobby of millions of seeks costs a bounded memory.
+MAX_OFFERS = 1000
+#: Longest wait at the end for the search thread to end after its stop flag is set (seconds).
+SHUTDOWN_WAIT_S = 30.0
 #: Lines the bot has no use for (logged in verbose mode only).
 _QUIET = {
     "Welcome!", "Login", "OK", "Online", "OnlinePlayers", "GameList", "Shout", "ShoutRoom",
@@ -303,8 +308,12 @@ class PlaytakBot:
         self._name = ""
         self._last_heard = 0.0
         self._game: _Game | None = None
+        # Open seeks the bot could accept (at most MAX_OFFERS), by number; the lowest is tried
+        # first. A seek it cannot or may not accept is never stored, so each seek line costs
+        # O(1) and accepting is linear in the seeks read, whatever the lobby holds.
         self._offers: dict[int, SeekOffer] = {}
-        self._refused_offers: set[int] = set()
+        self._refused_offers: set[int] = set()  # refused by the server (NOK); forgotten at removal
+        self._playable: dict[tuple[int, int, int, int], bool] = {}  # _can_play by settings
         self._asked = False
         self._accepting: int | None = None
         self._token = 0
@@ -385,6 +394,7 @@ class PlaytakBot:
         self._asked = False
         self._accepting = None
         self._offers.clear()
+        self._refused_offers.clear()
         self._last_heard = time.monotonic()
         self._connecting = True
         try:
@@ -448,8 +458,14 @@ class PlaytakBot:
         if self._conn is not None:
             self._send(QUIT)
             self._conn.close()
-        if self._worker is not None:
-            self._worker.join(timeout=10)
+        worker = self._worker
+        if worker is not None:
+            # A search thread still inside the network when the interpreter ends aborts the
+            # process (status 134, "terminate called without an active exception"); its stop
+            # flag is set, so it ends within a network call or a prover check: wait for it.
+            worker.join(timeout=SHUTDOWN_WAIT_S)
+            if worker.is_alive():
+                self._say(f"the search did not end within {SHUTDOWN_WAIT_S:g} s of its stop")
 
     def _finished(self) -> bool:
         if self._stopping.is_set():
@@ -547,6 +563,7 @@ class PlaytakBot:
         self._say(f"server error: {line}")
         if line == "NOK" and self._accepting is not None and self._game is None:
             self._refused_offers.add(self._accepting)
+            self._offers.pop(self._accepting, None)
             self._accepting = None
             self._try_accept()
 
@@ -566,22 +583,45 @@ class PlaytakBot:
             self._try_accept()
 
     def _can_play(self, offer: SeekOffer) -> bool:
+        key = (offer.size, offer.flats, offer.caps, offer.half_komi)
+        known = self._playable.get(key)
+        if known is not None:
+            return known
         model_size = getattr(self.player, "model_size", None)
-        if model_size is not None and model_size != offer.size:
-            return False
-        try:
-            Position.start(offer.size, flats=offer.flats, caps=offer.caps, half_komi=offer.half_komi)
-        except ValueError:
-            return False
-        return True
+        ok = model_size is None or model_size == offer.size
+        if ok:
+            try:
+                Position.start(offer.size, flats=offer.flats, caps=offer.caps, half_komi=offer.half_komi)
+            except ValueError:
+                ok = False
+        if len(self._playable) >= MAX_OFFERS:
+            self._playable.clear()
+        self._playable[key] = ok
+        return ok
+
+    def _acceptable(self, offer: SeekOffer) -> bool:
+        """Whether the bot would accept ``offer`` (another's, open to it, from the seeker asked
+        for, with settings it plays, not refused before)."""
+        return not (
+            offer.number in self._refused_offers
+            or offer.name == self._name
+            or not offer.open_to(self._name)
+            or (self.accept and offer.name.lower() != self.accept.lower())
+            or not self._can_play(offer)
+        )
 
     def _on_seek(self, kind: str, offer: SeekOffer) -> None:
         if kind == "remove":
             self._offers.pop(offer.number, None)
+            self._refused_offers.discard(offer.number)
             if self._accepting == offer.number:
                 self._accepting = None
             return
-        self._offers[offer.number] = offer
+        if self.accept is None or not self._acceptable(offer):
+            self._offers.pop(offer.number, None)  # a seek changed to one the bot cannot take
+            return
+        if offer.number in self._offers or len(self._offers) < MAX_OFFERS:
+            self._offers[offer.number] = offer
         self._try_accept()
 
     def _try_accept(self) -> None:
@@ -589,15 +629,11 @@ class PlaytakBot:
             return
         if not self._login_done or not self._games_left():
             return
-        for n in sorted(self._offers):
+        while self._offers:
+            n = min(self._offers)  # the oldest seek first
             offer = self._offers[n]
-            if (
-                n in self._refused_offers
-                or offer.name == self._name
-                or not offer.open_to(self._name)
-                or (self.accept and offer.name.lower() != self.accept.lower())
-                or not self._can_play(offer)
-            ):
+            if not self._acceptable(offer):  # e.g. the bot's name changed at a new login
+                del self._offers[n]
                 continue
             self._warm_up(offer.size, offer.flats, offer.caps, offer.half_komi)
             self._accepting = n

@@ -14,8 +14,10 @@ Commands and answers:
   and says so with ``info string``). Options (each checked against the range it advertises; a
   value outside it, or not a number, is refused with ``info string`` and the old value is kept):
 
-  - ``HalfKomi`` (spin -20..20): half points added to black's flat count. Also settable in
-    ``teinewgame`` (below). PTN Ninja reads this option's range as the komis the engine plays.
+  - ``HalfKomi`` (spin -20..20): half points added to black's flat count; its default is the
+    komi the model was trained for (its ``half_komi``: checkpoint or export metadata), else 0. Also
+    settable in ``teinewgame`` (below). A komi other than the model's gives one ``info string``
+    (once per komi and model). PTN Ninja reads this option's range as the komis the engine plays.
   - ``Nodes`` (spin): simulations per move when ``go`` gives no limit.
   - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
   - ``TreeNodes`` (spin): the node budget of one search tree, the memory bound UCI engines call
@@ -42,7 +44,9 @@ Commands and answers:
 
 * ``isready`` -> ``readyok``, only once every compiled kernel the current player needs is built
   (the first ``isready`` and every ``teinewgame`` warm the player up with a tiny search, so no
-  timed ``go`` pays for compiling); during a search it is answered at once.
+  timed ``go`` pays for compiling) and the player's search tree is allocated (``prepare``: the
+  network player's ``TreeNodes`` tree), so no timed ``go`` pays for that either; during a search
+  it is answered at once.
 * ``setoption name <Name> value <v>``.
 * ``teinewgame <size>``, ``teinewgame size <size> halfkomi <k>`` (PTN Ninja's form) or
   ``teinewgame <size> halfkomi <k>``: a new game on that board.
@@ -53,17 +57,29 @@ Commands and answers:
   ``bestmove <ptn>`` (a legal move), or ``bestmove (none)`` on a finished position.
 * ``stop``, ``quit``: end a running search within about a millisecond (UCT baseline: the compiled
   search polls a stop flag every simulation and runs without the GIL) or one network call
-  (network MCTS); the search answers ``bestmove`` with what it found.
+  (network MCTS); the search answers ``bestmove`` with what it found. They act as soon as they
+  are read, even while commands before them wait for that search (``go nodes 100000000``,
+  ``position ...``, ``quit``: the search is stopped, then the ``position`` is read); the end of
+  the input (a closed pipe or WebSocket connection) acts like ``quit``.
 
 Behaviour worth knowing:
 
-* The search runs on a worker thread (the player's own ``think``, which keeps its clock); stdin
-  is read on the main thread, so ``stop``, ``quit`` and ``isready`` act during a search. Other
-  commands that arrive during a finite search wait for it to finish (so transcripts are
-  deterministic); during ``go infinite`` any command but ``isready`` stops the search first.
+* The search runs on a worker thread (the player's own ``think``, which keeps its clock); the
+  input is read on a reader thread and the commands run in order on the calling thread, so
+  ``stop``, ``quit`` and ``isready`` act during a search. Other commands that arrive during a
+  finite search wait for it to finish (so transcripts are deterministic), except that a
+  ``stop``, a ``quit`` or the end of the input read while the search of the last ``go`` before
+  it runs stops that search at once; during ``go infinite`` any command but ``isready`` stops
+  the search first.
+* Bounds: a command line is read up to :data:`MAX_LINE` characters (a longer one is skipped
+  whole, said with ``info string``); at most :data:`MAX_QUEUED_LINES` lines and
+  :data:`MAX_QUEUED_CHARS` characters wait while a search runs (more are dropped, said once per
+  run of drops); an ``info string`` is cut at :data:`MAX_INFO`
+  characters and quotes at most 40 characters of any token it echoes.
 * Time: ``go wtime/btime [winc/binc]`` spends ``remaining / 20 + 3/4 inc``, at most half of what is
   left, minus ``MoveOverhead`` (:meth:`SearchLimits.budget_seconds`); ``movetime`` minus the
-  overhead. The players stop at that deadline themselves (checked every simulation); as a
+  overhead, counted from when the ``go`` is read (bringing the player's tree up to the position
+  comes out of the budget). The players stop at that deadline themselves (checked every simulation); as a
   backstop a timer sets the stop flag at 1.25 times the budget (which also cuts the tinue checks
   after a search short), so on a clock a move never takes much more than 5/8 of the time left.
 * Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
@@ -105,6 +121,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +135,7 @@ from takzero.protocols.tei.lines import (
     MAX_NODES,
     MOVE_OVERHEAD_MS,
     TEIProtocolError,
+    clip,
     format_bestmove,
     format_id,
     format_info,
@@ -134,6 +152,10 @@ __all__ = [
     "DEFAULT_PLAYER",
     "ENGINE_AUTHOR",
     "ENGINE_NAME",
+    "MAX_INFO",
+    "MAX_LINE",
+    "MAX_QUEUED_CHARS",
+    "MAX_QUEUED_LINES",
     "MAX_SEED",
     "MAX_THREADS",
     "OPTIONS",
@@ -156,6 +178,16 @@ MAX_THREADS = 64
 MAX_LEAVES = 32
 #: Simulations of each warm-up search (``isready``/``teinewgame``): enough to run every kernel.
 WARM_NODES = 16
+#: The longest command line read (characters; a ``position`` of a 10,000-ply game is about
+#: 100,000): a longer line is skipped whole, with one ``info string``.
+MAX_LINE = 1 << 18
+#: Most command lines waiting while a search runs; more are dropped (one ``info string`` per
+#: search). ``quit`` and the end of the input are never dropped.
+MAX_QUEUED_LINES = 4096
+#: Most characters of the command lines waiting while a search runs (as ``MAX_QUEUED_LINES``).
+MAX_QUEUED_CHARS = 1 << 22
+#: The longest ``info string`` text printed (characters); a longer one is cut, saying so.
+MAX_INFO = 2000
 
 
 #: The option types of UCI (and so of TEI), as python-chess's ``engine.Option.type`` names them.
@@ -401,8 +433,17 @@ class TEIEngine:
         self._synced: tuple[Position, list[int]] | None = None
         self._worker: threading.Thread | None = None
         self._search_stop = threading.Event()
+        self._search_lock = threading.Lock()  # the worker, its stop flag and its go's number
+        self._search_go: int | None = None  # the number of the running search's go (reader's count)
+        self._line_go: int | None = None  # the number of the go line being handled
         self._infinite = False
         self._quit = False
+        if self.network is not None and getattr(self.network, "model_half_komi", None) is not None:
+            self.half_komi = int(self.network.model_half_komi)  # the model's own komi by default
+            self.start = Position.start(self.size, half_komi=self.half_komi)
+            self.position = self.start.copy()
+        self._komi_chosen = False  # set by setoption HalfKomi / teinewgame halfkomi
+        self._komi_warned: set[tuple[str | None, int]] = set()  # (model, komi) said once
         self._select_player(announce=False)
 
     # -- output ----------------------------------------------------------------------------
@@ -413,7 +454,9 @@ class TEIEngine:
             self._out(line)
 
     def info(self, text: str) -> None:
-        """Print ``info string <text>``."""
+        """Print ``info string <text>`` (cut at :data:`MAX_INFO` characters, saying so)."""
+        if len(text) > MAX_INFO:
+            text = f"{text[: MAX_INFO - 40]}... (cut, {len(text)} characters)"
         self.send(f"info string {text}")
 
     # -- players ---------------------------------------------------------------------------
@@ -494,6 +537,7 @@ class TEIEngine:
         """Build the compiled kernels of the current player before ``readyok``: a tiny search on
         a throw-away player of the same spec (so the real player's random stream is untouched).
         Once per spec and size per process; network players are warmed when loaded."""
+        self._prepare()
         spec = self._player_spec
         key = f"{spec}@{self.size}"
         if spec is None or key in self._warmed:
@@ -507,6 +551,18 @@ class TEIEngine:
                 player.think(pos, Limit(nodes=WARM_NODES))
         except Exception as e:  # noqa: BLE001 - warming is an optimisation; say and go on
             self.info(f"warming up {spec} failed ({e}); the first search may be slow")
+
+    def _prepare(self) -> None:
+        """Let the current player allocate what its next search needs (the network player's
+        search tree, :meth:`takzero.players.network.NetworkPlayer.prepare`), so that the first
+        timed ``go`` of a session or of a new game does not pay for it."""
+        prepare = getattr(self._player, "prepare", None)
+        if prepare is None:
+            return
+        try:
+            prepare()
+        except Exception as e:  # noqa: BLE001 - an optimisation; the search allocates it anyway
+            self.info(f"preparing the player failed ({e}); the first search may be slow")
 
     def _sync_player(self) -> None:
         """Tell the player the moves since its last position (tree reuse), or reset its tree."""
@@ -534,13 +590,65 @@ class TEIEngine:
 
     def run(self, stream: TextIO) -> None:
         """Read and handle commands from ``stream`` until ``quit`` or end of input (which acts
-        like ``quit``: a running search is stopped and answered)."""
+        like ``quit``: a running search is stopped and answered). ``stream`` needs only
+        ``readline(size)``; it is read on a reader thread (:meth:`_read`), so that ``stop``,
+        ``quit`` and the end of the input stop a search even while earlier commands wait for
+        it; the commands run in order on the calling thread."""
+        inbox = _Inbox()
+        reader = threading.Thread(target=self._read, args=(stream, inbox), daemon=True,
+                                  name="tei-input")  # fmt: skip
+        reader.start()
         while not self._quit:
-            line = stream.readline()
-            if not line:
+            item = inbox.get()
+            if item is None:
                 break
-            self.handle(line)
+            self._line_go, line = item
+            try:
+                self.handle(line)
+            finally:
+                self._line_go = None
         self._finish_search(stop=True)
+
+    def _read(self, stream: TextIO, inbox: _Inbox) -> None:
+        """The reader thread: lines of at most :data:`MAX_LINE` characters into ``inbox`` (each
+        ``go`` numbered), a ``stop``/``quit``/end of input stopping the running search when it
+        is the search of the last ``go`` read before it; ends after ``quit`` or at the end."""
+        gos = 0
+        try:
+            while True:
+                line = stream.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE or (len(line) == MAX_LINE + 1 and not line.endswith("\n")):
+                    skipped = len(line)
+                    while line and not line.endswith("\n"):  # the rest of the line, in pieces
+                        line = stream.readline(MAX_LINE + 1)
+                        skipped += len(line)
+                    self.info(f"a command line of {skipped} characters (over {MAX_LINE}) was skipped")
+                    continue
+                words = line.split(maxsplit=1)
+                cmd = words[0] if words else ""
+                if cmd == "go":
+                    gos += 1
+                elif cmd in ("stop", "quit"):
+                    self._preempt(gos)
+                if cmd == "quit":
+                    inbox.put((gos, line), force=True)
+                    return
+                if not inbox.put((gos, line)):
+                    if inbox.note_drop():
+                        self.info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
+                                  f"'{clip(cmd)}' and later ones dropped")  # fmt: skip
+        except (OSError, ValueError) as e:  # a broken or closed input ends it as its end does
+            self.info(f"the input cannot be read ({clip(str(e), 200)}): ending")
+        self._preempt(gos)
+        inbox.put(None, force=True)
+
+    def _preempt(self, go_number: int) -> None:
+        """Stop the running search if it is that of ``go`` number ``go_number``."""
+        with self._search_lock:
+            if self._worker is not None and go_number and self._search_go == go_number:
+                self._search_stop.set()
 
     def handle(self, line: str) -> None:
         """Handle one command line (never raises; problems become ``info string``)."""
@@ -626,8 +734,10 @@ class TEIEngine:
             return
         option.set(self, parsed)
 
-    def _set_half_komi(self, hk: int) -> None:
+    def _set_half_komi(self, hk: int, chosen: bool = True) -> None:
+        self._komi_chosen = self._komi_chosen or chosen
         if hk == self.half_komi:
+            self._check_model_komi()
             return
         self.half_komi = hk
         # The current game goes on under the new komi; the player starts a fresh tree.
@@ -652,7 +762,7 @@ class TEIEngine:
             try:
                 check_spec(spec)
             except ValueError as e:
-                self.info(f"setoption: Fallback: {e}; keeping {self.fallback_spec}")
+                self.info(f"setoption: Fallback: {clip(str(e), 300)}; keeping {clip(self.fallback_spec)}")
                 return
         self.fallback_spec = spec
         self._select_player(announce=False)
@@ -670,10 +780,16 @@ class TEIEngine:
         try:
             net = self._load(path, self.nodes_default)
         except Exception as e:  # noqa: BLE001 - report and keep the old model
-            self.info(f"setoption: cannot load model '{path}': {e}; keeping the previous player")
+            self.info(f"setoption: cannot load model '{clip(path, 200)}': {clip(str(e), 400)}; "
+                      "keeping the previous player")
             return
         self.network = net
         self.model_path = path
+        own = getattr(net, "model_half_komi", None)
+        if own is not None and not self._komi_chosen and int(own) != self.half_komi:
+            self.half_komi = int(own)  # the new model's own komi, as nothing chose another
+            self.start = Position.from_tps(self.start.to_tps(), half_komi=self.half_komi)
+            self._new_position(self.start, self.moves)
         m = int(net.model_size)
         if m != self.size and self.fallback_spec == "none":
             self.info(
@@ -688,7 +804,9 @@ class TEIEngine:
         if self._player is None or self._player is not self.network:
             return
         hk = getattr(self.network, "model_half_komi", None)
-        if hk is not None and hk != self.half_komi:
+        key = (self.model_path, self.half_komi)
+        if hk is not None and hk != self.half_komi and key not in self._komi_warned:
+            self._komi_warned.add(key)
             self.info(
                 f"the model was trained for komi {hk / 2:g}; playing komi {self.half_komi / 2:g}"
             )
@@ -717,6 +835,7 @@ class TEIEngine:
         if komi_text is not None:
             try:
                 self.half_komi = OPTIONS["halfkomi"].parse(komi_text)
+                self._komi_chosen = True
             except ValueError as e:
                 self.info(f"teinewgame: {str(e).removeprefix('setoption: ')}; keeping {self.half_komi}")
         self._new_game(size)
@@ -754,6 +873,7 @@ class TEIEngine:
         self._new_position(start, codes)
 
     def _cmd_go(self, args: list[str]) -> None:
+        t_go = time.perf_counter()  # the budget counts from here: the sync below is in it
         limits, problems = parse_go(args)
         for p in problems:
             self.info(p)
@@ -780,14 +900,17 @@ class TEIEngine:
         if nodes is None and seconds is None and not limits.infinite:
             nodes = self.nodes_default
         stop = threading.Event()
-        self._search_stop = stop
         self._infinite = limits.infinite
-        self._worker = threading.Thread(
+        worker = threading.Thread(
             target=self._search,
-            args=(player, pos, nodes, seconds, stop, limits.infinite),
+            args=(player, pos, nodes, seconds, stop, limits.infinite, t_go),
             daemon=True,
         )
-        self._worker.start()
+        with self._search_lock:
+            self._search_stop = stop
+            self._search_go = self._line_go
+            self._worker = worker
+        worker.start()
 
     # -- searching -------------------------------------------------------------------------
 
@@ -802,7 +925,9 @@ class TEIEngine:
         if stop:
             self._search_stop.set()
         w.join()
-        self._worker = None
+        with self._search_lock:
+            self._worker = None
+            self._search_go = None
         self._infinite = False
 
     def _report(self, pos: Position, pm: PlayerMove, seconds: float, total: int) -> None:
@@ -821,12 +946,16 @@ class TEIEngine:
         seconds: float | None,
         stop: threading.Event,
         infinite: bool = False,
+        t_go: float | None = None,
     ) -> None:
         """The worker thread: one search, its ``info`` lines and exactly one ``bestmove``. With
         ``infinite`` (``go infinite``) the ``bestmove`` waits for ``stop`` (or ``quit``) even when
         the player is done sooner (a player that does not search, a proven position), as UCI
-        asks."""
+        asks. ``t_go``: when the ``go`` was read (``time.perf_counter``); the time since comes
+        out of ``seconds``."""
         t0 = time.perf_counter()
+        if seconds is not None and t_go is not None:
+            seconds = max(0.005, seconds - (t0 - t_go))
         reported: list[PlayerMove] = []
         move: str | None = None
         timer = None
@@ -865,6 +994,48 @@ class TEIEngine:
             if move is None:
                 move = pos.ptn(int(pos.legal_move_codes()[0]))
             self.send(format_bestmove(move))
+
+
+class _Inbox:
+    """The lines read ahead for :meth:`TEIEngine.run`: a queue of ``(go number, line)`` items,
+    at most :data:`MAX_QUEUED_LINES` of them and :data:`MAX_QUEUED_CHARS` characters (``force``
+    adds past it: ``quit``, the end), whose :meth:`get` waits; None is the end of the input."""
+
+    def __init__(self) -> None:
+        self._items: deque = deque()
+        self._chars = 0
+        self._ready = threading.Condition()
+        self._dropping = False
+
+    def put(self, item: tuple[int, str] | None, force: bool = False) -> bool:
+        """Add ``item``; False (not added) when full and not ``force``."""
+        size = len(item[1]) if item is not None else 0
+        with self._ready:
+            full = len(self._items) >= MAX_QUEUED_LINES or self._chars + size > MAX_QUEUED_CHARS
+            if full and not force:
+                return False
+            self._dropping = False
+            self._items.append(item)
+            self._chars += size
+            self._ready.notify()
+            return True
+
+    def note_drop(self) -> bool:
+        """True for the first drop of a run of drops (said once)."""
+        with self._ready:
+            first = not self._dropping
+            self._dropping = True
+            return first
+
+    def get(self) -> tuple[int, str] | None:
+        """The next item, waiting for it."""
+        with self._ready:
+            while not self._items:
+                self._ready.wait()
+            item = self._items.popleft()
+            if item is not None:
+                self._chars -= len(item[1])
+            return item
 
 
 def _stdout_line(line: str) -> None:

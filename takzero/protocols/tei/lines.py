@@ -45,6 +45,7 @@ __all__ = [
     "MOVE_OVERHEAD_MS",
     "SearchLimits",
     "TEIProtocolError",
+    "clip",
     "format_bestmove",
     "format_go",
     "format_id",
@@ -71,6 +72,19 @@ MOVE_OVERHEAD_MS = 30
 #: The largest time (ms) a ``go`` parameter is taken at (larger values are capped: 2**31 - 1 ms
 #: is 24.8 days, beyond any clock and within what a timer can wait).
 MAX_MS = 2**31 - 1
+
+
+#: The most characters of a token (a move, a word, a value) that an error message quotes.
+CLIP_CHARS = 40
+
+
+def clip(text: str, limit: int = CLIP_CHARS) -> str:
+    """``text`` as an error message quotes it: whole when at most ``limit`` characters, else its
+    start, ``...`` and its length (``'aaaa... (4000000 characters)'``), so that a huge token is
+    never echoed back whole."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: max(1, limit - 3)]}... ({len(text)} characters)"
 
 
 class TEIProtocolError(ValueError):
@@ -210,17 +224,17 @@ def parse_position(args: list[str], size: int, half_komi: int) -> tuple[Position
         )
     if head[0] == "startpos":
         if len(head) > 1:
-            raise TEIProtocolError(f"position: unexpected '{' '.join(head[1:])}' after startpos")
+            raise TEIProtocolError(f"position: unexpected '{clip(' '.join(head[1:]))}' after startpos")
         start = Position.start(size, half_komi=half_komi)
     elif head[0] == "tps":
         tps = " ".join(head[1:])
         try:
             start = Position.from_tps(tps, half_komi=half_komi)
         except (TPSError, ValueError) as e:
-            raise TEIProtocolError(f"position: bad TPS: {e}; position not changed") from None
+            raise TEIProtocolError(f"position: bad TPS: {clip(str(e), 200)}; position not changed") from None
     else:
         raise TEIProtocolError(
-            f"position: expected 'startpos' or 'tps', got '{head[0]}'; position not changed"
+            f"position: expected 'startpos' or 'tps', got '{clip(head[0])}'; position not changed"
         )
     pos = start.copy()
     codes: list[int] = []
@@ -228,8 +242,9 @@ def parse_position(args: list[str], size: int, half_komi: int) -> tuple[Position
         try:
             code = pos.check_move(tok)
         except MoveError as e:
+            why = str(e) if len(tok) <= CLIP_CHARS else "not a move (too long)"
             raise TEIProtocolError(
-                f"position: move {i + 1} '{tok}': {e}; position not changed"
+                f"position: move {i + 1} '{clip(tok)}': {clip(why, 200)}; position not changed"
             ) from None
         pos.make(code)
         codes.append(code)
@@ -256,7 +271,7 @@ def parse_teinewgame(args: list[str]) -> tuple[str | None, str | None, list[str]
         key = tok.lower()
         if key in ("size", "halfkomi"):
             if i + 1 >= len(args):
-                problems.append(f"teinewgame: '{tok}' needs a value")
+                problems.append(f"teinewgame: '{clip(tok)}' needs a value")
                 break
             if key == "size":
                 size = args[i + 1]
@@ -267,7 +282,7 @@ def parse_teinewgame(args: list[str]) -> tuple[str | None, str | None, list[str]
         if size is None:
             size = tok
         else:
-            problems.append(f"teinewgame: unexpected '{tok}' ignored")
+            problems.append(f"teinewgame: unexpected '{clip(tok)}' ignored")
         i += 1
     return size, half_komi, problems
 
@@ -338,7 +353,7 @@ def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
             i += 1
             continue
         if tok not in keys:
-            problems.append(f"go: unknown parameter '{tok}' ignored")
+            problems.append(f"go: unknown parameter '{clip(tok)}' ignored")
             i += 1
             continue
         if i + 1 >= len(tokens):
@@ -350,7 +365,7 @@ def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
             if value < 0 or (tok == "nodes" and value < 1):
                 raise ValueError
         except (ValueError, OverflowError):
-            problems.append(f"go: bad value '{raw}' for '{tok}' ignored")
+            problems.append(f"go: bad value '{clip(raw)}' for '{tok}' ignored")
             i += 2
             continue
         setattr(limits, tok, min(value, MAX_NODES if tok == "nodes" else MAX_MS))
