@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+from takzero.players.network import PLAY_BACKENDS
 from takzero.players.registry import help_text, spec_syntax
 from takzero.protocols.tei.engine import DEFAULT_PLAYER, MAX_SEED, MAX_THREADS, TEIEngine
 from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, serve_websocket
@@ -51,6 +52,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1,
         help="CPU threads of the network (Threads option; onnxruntime intra-op and torch threads; "
         "default 1; 0 leaves torch's default and runs onnxruntime on one)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=PLAY_BACKENDS,
+        default="auto",
+        help="the network's runtime (Backend option): auto (onnxruntime on the CPU), int8 (the "
+        "network quantized to int8), onnx, torch",
     )
     p.add_argument("--commands", help="read commands from this file instead of stdin")
     p.add_argument(
@@ -95,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=KomiMismatchWarning)
     options = dict(model=args.model, player=args.player, fallback=args.fallback,
                    nodes=args.nodes, seed=args.seed, device=args.device,
-                   threads=max(1, args.threads))  # fmt: skip
+                   threads=max(1, args.threads), backend=args.backend)  # fmt: skip
     try:  # with --websocket: a check at start, then one engine per connection
         engine = TEIEngine(**options, out=(lambda _line: None) if args.websocket else None)
     except Exception as e:  # noqa: BLE001 - a clear message instead of a traceback

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from takzero import tei
-from takzero.protocols.tei.engine import TEIEngine
+from takzero.protocols.tei.engine import OPTIONS, TEIEngine
 from takzero.protocols.tei.lines import TEIProtocolError, format_sizes, parse_sizes
 from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, start_server
 from tests.test_tei import GOLDEN, ROOT, normalise
@@ -53,7 +53,7 @@ def test_size_lines_come_between_id_and_options_and_list_what_is_played(tmp_path
     lines = _tei_reply(player="uct:50")
     assert _sizes(lines) == [([3, 4, 5, 6, 7, 8], ALL_KOMIS)]
     kinds = [ln.split()[0] for ln in lines]
-    assert kinds == ["id", "id", "size"] + ["option"] * 10 + ["teiok"]  # PTN Ninja reads sizes first
+    assert kinds == ["id", "id", "size"] + ["option"] * len(OPTIONS) + ["teiok"]  # PTN Ninja reads sizes first
     # A 4x4 model with its fallback: the model's size, then the fallback's.
     model = tiny_tei_model(tmp_path)
     assert _sizes(_tei_reply(model=str(model))) == [([4], ALL_KOMIS), ([3, 5, 6, 7, 8], ALL_KOMIS)]

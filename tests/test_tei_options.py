@@ -119,3 +119,29 @@ def test_a_malformed_row_is_refused(kwargs: dict, message: str) -> None:
 def test_the_seed_bound_of_the_command_line_is_the_rows() -> None:
     assert OPTIONS["seed"].max == tei_engine.MAX_SEED
     assert OPTIONS["threads"].max == tei_engine.MAX_THREADS
+
+
+def test_backend_runs_the_network_in_int8_and_back(tmp_path) -> None:
+    """``setoption name Backend value int8`` (or ``--backend int8``) quantizes the model's network;
+    ``onnx`` runs it in float32 again; an unknown runtime is refused naming the choices."""
+    pytest.importorskip("onnxruntime")
+    import torch
+
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+
+    torch.manual_seed(0)
+    path = tmp_path / "m.pt"
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1)), half_komi=0), path)
+    lines: list[str] = []
+    engine = TEIEngine(out=lines.append, model=str(path), backend="int8")
+    script = "isready\nteinewgame 4\nposition startpos\ngo nodes 32\n"
+    engine.run(io.StringIO(script + "quit\n"))
+    assert engine.network.backend == "int8"
+    assert engine.network.evaluator.metadata["precision"] == "int8"
+    assert any(line.startswith("bestmove ") for line in lines)
+    engine = TEIEngine(out=lines.append, model=str(path))
+    engine.run(io.StringIO("setoption name Backend value onnx\n" + script
+                           + "setoption name Backend value fp16\nquit\n"))  # fmt: skip
+    assert engine.network.backend == "onnx"
+    assert engine.network.evaluator.metadata.get("precision") != "int8"
+    assert any("Backend must be one of auto, int8, onnx, torch" in line for line in lines)

@@ -31,6 +31,12 @@ Commands and answers:
   - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
   - ``Threads`` (spin 1..64): CPU threads of the network (onnxruntime intra-op threads, and
     torch's); ``--threads`` sets it at start-up.
+  - ``Backend`` (combo auto, int8, onnx, torch): the network's runtime
+    (``takzero.players.network.play_evaluator``): ``auto`` (onnxruntime on the CPU where the model
+    allows, ``AUTO_PLAY_BACKEND``), ``int8`` (the network quantized to int8,
+    ``takzero.nn.quantize``, calibrated on the positions the checkpoint carries or on games of its
+    own policy; a second or so the first time), ``onnx`` (float32) or ``torch``; ``--backend``
+    sets it at start-up.
   - ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
     with virtual loss); 0 (default) chooses by the limit
     (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
@@ -130,6 +136,7 @@ from typing import Any, TextIO
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
 from takzero.players.base import BasePlayer, PlayerMove
+from takzero.players.network import PLAY_BACKENDS
 from takzero.players.registry import check_spec, make_player
 from takzero.protocols.tei.lines import (
     MAX_NODES,
@@ -319,6 +326,8 @@ OPTIONS: dict[str, Option] = {
                setter=_reconfiguring("threads")),
         Option("Batch", "spin", "batch", default=0, min=0, max=MAX_LEAVES,
                setter=_reconfiguring("batch")),
+        Option("Backend", "combo", "backend", default="auto", var=PLAY_BACKENDS,
+               setter=_reconfiguring("backend")),
         Option("Model", "string", "model_path", setter=lambda e, v: e._set_model(str(v)),
                shown=lambda v: str(v) if v else "<empty>"),
         Option("Fallback", "string", "fallback_spec",
@@ -393,6 +402,7 @@ class TEIEngine:
         out: Callable[[str], None] | None = None,
         model_loader: Callable[..., Any] = load_network_player,
         threads: int = 1,
+        backend: str = "auto",
     ) -> None:
         self._out = out or _stdout_line
         self._out_lock = threading.Lock()
@@ -415,6 +425,7 @@ class TEIEngine:
         self.move_overhead: int
         self.batch: int
         self.threads = OPTIONS["threads"].parse(str(threads))
+        self.backend: str = OPTIONS["backend"].parse(str(backend))
         self.size = DEFAULT_SIZE
         self._warmed: set[str] = set()
         self.baseline: BasePlayer = make_player(player, seed=self.seed)
@@ -485,6 +496,9 @@ class TEIEngine:
         set_leaves = getattr(player, "set_leaves", None)
         if set_leaves is not None:
             set_leaves(self.batch or None)
+        use_backend = getattr(player, "use_backend", None)
+        if use_backend is not None and getattr(player, "backend", None) != self.backend:
+            use_backend(self.backend, self.threads)
 
     def _configure_all(self) -> None:
         """Apply the tree budget, threads and batch to every player the engine holds."""
