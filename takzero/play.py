@@ -24,7 +24,7 @@ import os
 import sys
 
 from takzero.game.core import BLACK, STANDARD_RESERVES, WHITE
-from takzero.players.network import set_search_threads
+from takzero.players.network import PLAY_BACKENDS, set_play_backend, set_search_threads
 from takzero.players.registry import check_spec, help_text, spec_syntax
 from takzero.protocols.terminal import PlaySession, make_opponent, start_position
 
@@ -73,6 +73,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="CPU threads of the network (onnxruntime and torch; default 1; 0 leaves torch's "
         "default and runs onnxruntime on one)",
     )
+    p.add_argument("--backend", choices=PLAY_BACKENDS, default="auto",
+                   help="the network's runtime: auto (onnxruntime on the CPU), int8 (quantized), onnx, torch")
     return p.parse_args(argv)
 
 
@@ -95,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         network = args.opponent in (None, "network") or check_spec(args.opponent) == "model"
         if args.model or network:
             set_search_threads(args.threads)
+            set_play_backend(args.backend)
         player, size = make_opponent(
             args.model, args.opponent, args.size, args.simulations, args.seed, print, args.device
         )

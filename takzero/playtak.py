@@ -31,7 +31,12 @@ from dataclasses import replace
 
 from takzero.game.position import komi_to_half_komi
 from takzero.matches.games import komi_override_warning
-from takzero.players.network import KomiMismatchWarning, set_search_threads
+from takzero.players.network import (
+    PLAY_BACKENDS,
+    KomiMismatchWarning,
+    set_play_backend,
+    set_search_threads,
+)
 from takzero.players.registry import check_spec, help_text, make_player, spec_syntax
 from takzero.protocols.playtak.bot import DEFAULT_RESERVE_S, DEFAULT_SERVER, LoginError, PlaytakBot
 from takzero.protocols.playtak.lines import SeekSpec
@@ -74,6 +79,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
     p.add_argument("--seed", type=int, default=0, help="seed of the player")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads of the network (onnxruntime and torch; default 1)")
+    p.add_argument("--backend", choices=PLAY_BACKENDS, default="auto",
+                   help="the network's runtime: auto (onnxruntime on the CPU), int8 (quantized), onnx, torch")
     p.add_argument("-v", "--verbose", action="store_true", help="log every line sent and read")
     args = p.parse_args(argv)
     if args.seek is None and args.accept is None:
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 1 <= args.threads <= 1024:
             raise ValueError(f"--threads must be in 1..1024, got {args.threads}")
         set_search_threads(args.threads)  # the network's CPU threads (model:PATH players)
+        set_play_backend(args.backend)  # and its runtime
         player = make_player(spec, seed=args.seed)
         if seek is not None:
             seek = seek_komi(seek, args.komi, player, spec)

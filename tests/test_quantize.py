@@ -170,3 +170,20 @@ def test_every_convolution_of_a_fresh_network_runs_in_int8(tmp_path: Path) -> No
 
     ops = collections.Counter(n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node)
     assert ops["Conv"] == 0 and ops["QLinearConv"] >= 5, ops
+
+
+def test_the_process_backend_reaches_registry_players(tmp_path: Path, net5: TakNet, monkeypatch) -> None:
+    """``takzero.play --backend`` / ``takzero.playtak --backend`` (set_play_backend): every
+    network player loaded without a backend of its own, ``model:PATH`` specs included."""
+    import takzero.players.network as network
+    from takzero.players.registry import make_player
+
+    monkeypatch.setattr(network, "_backend_value", "auto")
+    path = tmp_path / "m.pt"
+    torch.save(checkpoint_dict(net5, half_komi=0), path)
+    assert network.NetworkPlayer.load(str(path)).backend == "auto"
+    network.set_play_backend("int8")
+    player = make_player(f"model:{path}:16")
+    assert player.backend == "int8" and player.evaluator.metadata["precision"] == "int8"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        network.set_play_backend("fp16")

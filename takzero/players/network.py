@@ -104,6 +104,19 @@ def set_search_threads(threads: int | None = DEFAULT_SEARCH_THREADS) -> None:
         torch.set_num_threads(int(threads))
 
 
+_backend_value: str = "auto"  # set_play_backend's choice: what NetworkPlayer.load uses by default
+
+
+def set_play_backend(backend: str) -> None:
+    """The network runtime of every :meth:`NetworkPlayer.load` in this process that names none
+    (``model:PATH`` players of the registry included): one of :data:`PLAY_BACKENDS`; the
+    ``--backend`` of ``takzero.play`` and ``takzero.playtak``. Raises ValueError for another."""
+    global _backend_value
+    if backend not in PLAY_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
+    _backend_value = backend
+
+
 def _default_search_threads() -> None:
     """:data:`DEFAULT_SEARCH_THREADS` unless the process chose with :func:`set_search_threads`."""
     if not _threads_chosen:
@@ -502,7 +515,7 @@ class NetworkPlayer(BasePlayer):
         simulations: int = DEFAULT_NETWORK_SIMULATIONS,
         device: str = "cpu",
         threads: int | None = None,
-        backend: str = "auto",
+        backend: str | None = None,
         **kwargs,
     ) -> NetworkPlayer:
         """A player for ``source``: an exported file (TorchScript ``.pt`` or ``.onnx``), a
@@ -511,11 +524,13 @@ class NetworkPlayer(BasePlayer):
 
         ``backend``: the network's runtime (:func:`play_evaluator`): ``auto`` (onnxruntime when
         it is installed, the device is the CPU and the network can be exported, else torch),
-        ``onnx`` or ``torch``. ``threads``: CPU threads of the network (onnxruntime intra-op
+        ``int8``, ``onnx`` or ``torch``; None: the process's choice (:func:`set_play_backend`,
+        ``auto`` unless a command line chose). ``threads``: CPU threads of the network (onnxruntime intra-op
         threads, and torch's via :func:`set_search_threads`; 0 leaves torch's setting; None:
         the process's choice (:func:`set_search_threads`) if it made one, else one). ``kwargs`` go to the constructor.
         Raises OSError / ValueError / RuntimeError for a file that cannot be used, ValueError
         for an unknown backend, ImportError for ``onnx`` without onnxruntime."""
+        backend = _backend_value if backend is None else backend
         if backend not in PLAY_BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(PLAY_BACKENDS)}, got {backend!r}")
         if threads is None:
@@ -784,5 +799,6 @@ __all__ = [
     "NetworkSearch",
     "auto_leaves",
     "play_evaluator",
+    "set_play_backend",
     "set_search_threads",
 ]
