@@ -8,6 +8,7 @@ random mid-game positions:
 * ``network``: the model's forward pass (eval mode, ``torch.inference_mode``), float32 on CPU,
   float32 and bf16 autocast on CUDA when present;
 * ``evaluator``: ``Evaluator.evaluate`` end to end (encode + mask + network + masked softmax);
+  ``evaluator_bf16`` on CUDA: the same with ``bf16=True``;
 * ``encode_share``: encode time / network time per batch (target: < 5% at batch 256);
 * ``train_step``: forward + backward + SGD step of the default model, samples/s (trainability).
 * ``feature_cost`` (``--features``, alone): encoding cost per position of feature versions 1 and 2
@@ -17,13 +18,21 @@ random mid-game positions:
   "network_us_per_position", "share", "threads", "loadavg_1min"}``, share = encode / network.
 
 Each line: ``{"bench", "batch", "positions_per_s", "device", "ms_per_batch", "threads",
-"loadavg_1min"}`` (the load average tells whether other processes shared the CPU). Times are
+"loadavg_1min", "model"}`` (model: ``<blocks>x<channels>``, and the config it came from with
+``--config``) (the load average tells whether other processes shared the CPU). Times are
 medians over repeats of at least ``--min-time`` seconds in all.
 
     python scripts/bench_inference.py                  # CPU, and CUDA when available
     python scripts/bench_inference.py --batches 1 256 --device cpu --threads 2
     python scripts/bench_inference.py --features --threads 2      # feature versions 1 and 2
     python scripts/bench_inference.py --softmax --threads 1       # masked softmax: torch vs compiled
+    python scripts/bench_inference.py --config 6x6 --device cuda --batches 64 256 1024 4096
+    python scripts/bench_inference.py --blocks 10 --channels 128 --device cuda --no-train --no-evaluator
+
+``--config NAME`` takes the network of ``+config=NAME`` (the shipped 6x6 network's shape with
+``--config 6x6``); ``--blocks``/``--channels`` set the trunk of the default model instead (the
+default: ``ModelConfig(size=--size)``, 6 blocks of 64 channels). On CUDA the network is timed in
+float32 and under bf16 autocast (``network_bf16``); ``--no-bf16`` leaves the bf16 rows out.
 
 * ``masked_softmax`` (``--softmax``, alone): the masked softmax over the action space on the real
   legal masks of random mid-game positions, torch (``model.masked_softmax``, what the CPU
@@ -70,6 +79,10 @@ def timeit(fn: Callable[[], object], min_time: float, sync: Callable[[], None]) 
     return statistics.median(times)
 
 
+#: ``<blocks>x<channels>`` of the model being timed (and its config), added to every line
+MODEL_LABEL: dict[str, object] = {}
+
+
 def emit(bench: str, batch: int, seconds: float, device: str, **extra: object) -> None:
     line = {
         "bench": bench,
@@ -79,6 +92,7 @@ def emit(bench: str, batch: int, seconds: float, device: str, **extra: object) -
         "ms_per_batch": round(1000 * seconds, 4),
         "threads": torch.get_num_threads(),
         "loadavg_1min": round(os.getloadavg()[0], 2),
+        **MODEL_LABEL,
         **extra,
     }
     print(json.dumps(line), flush=True)
@@ -94,7 +108,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-train", action="store_true", help="skip the train_step figure")
     parser.add_argument("--features", action="store_true", help="only the feature_cost lines")
     parser.add_argument("--softmax", action="store_true", help="only the masked_softmax lines")
+    parser.add_argument("--config", default=None, help="time the network of +config=NAME (its board size too)")
+    parser.add_argument("--blocks", type=int, default=None, help="trunk blocks of the default model")
+    parser.add_argument("--channels", type=int, default=None, help="trunk channels of the default model")
+    parser.add_argument("--no-evaluator", action="store_true", help="skip the evaluator lines")
+    parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 rows on CUDA")
     args = parser.parse_args(argv)
+    if min(args.batches) < 1 or args.min_time <= 0 or args.threads < 0:
+        parser.error("--batches must be >= 1, --min-time > 0 and --threads >= 0")
+    if args.config and (args.blocks is not None or args.channels is not None):
+        parser.error("--config takes its network from the config: leave out --blocks/--channels")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.features:
@@ -103,8 +126,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.softmax:
         bench_softmax(args.min_time, tuple(args.batches))
         return
-    size = args.size
-    cfg = ModelConfig(size=size)
+    if args.config:
+        cfg = config_model(args.config)
+        MODEL_LABEL["config"] = args.config
+    else:
+        shape = {k: v for k, v in (("blocks", args.blocks), ("channels", args.channels)) if v is not None}
+        cfg = ModelConfig(size=args.size, **shape)
+    MODEL_LABEL["model"] = f"{cfg.blocks}x{cfg.channels}"
+    size = cfg.size
     states_all = random_states(size, max(args.batches), seed=0, min_plies=4, max_plies=60)
 
     devices = ["cpu"] if args.device in ("cpu", "all") else []
@@ -134,7 +163,7 @@ def bench_device(
     device = torch.device(dev)
     model = TakNet(cfg).to(device).eval()
     sync = torch.cuda.synchronize if dev == "cuda" else _no_sync
-    modes = [("network", False)] + ([("network_bf16", True)] if dev == "cuda" else [])
+    modes = [("network", False)] + ([("network_bf16", True)] if dev == "cuda" and not args.no_bf16 else [])
     for name, bf16 in modes:
         for b in args.batches:
             planes = new_planes(b, size, cfg.layers)
@@ -147,10 +176,13 @@ def bench_device(
                 line = {"bench": "encode_share", "batch": b, "share": round(share, 5)}
                 line.update({"device": dev, "ok": share < 0.05})
                 print(json.dumps(line), flush=True)
-    ev = Evaluator(model, device=dev)
-    for b in args.batches:
-        t = timeit(partial(ev.evaluate, states_all[:b]), args.min_time, _no_sync)
-        emit("evaluator", b, t, dev)
+    for bf16 in (False, True) if dev == "cuda" and not args.no_bf16 else (False,):
+        if args.no_evaluator:
+            break
+        ev = Evaluator(model, device=dev, bf16=bf16)
+        for b in args.batches:
+            t = timeit(partial(ev.evaluate, states_all[:b]), args.min_time, _no_sync)
+            emit("evaluator_bf16" if bf16 else "evaluator", b, t, dev)
     b = 256
     if args.no_train or len(states_all) < b:
         return

@@ -147,11 +147,12 @@ def bench_workers(args: argparse.Namespace, cfg: Any) -> None:
                 for w in range(args.workers)]  # fmt: skip
         out = [j.get() for j in jobs]
     print(json.dumps({"bench": "selfplay_workers", "config": args.config, "workers": args.workers,
-                      "inference": "local", "device": out[0]["device"],
+                      "inference": "local", "pipeline": cfg.selfplay.pipeline, "device": out[0]["device"],
                       "games_per_worker": cfg.selfplay.games_per_worker, "simulations": cfg.mcts.simulations,
                       "model": f"{cfg.model.blocks}x{cfg.model.channels}", "seconds": args.seconds,
                       "positions_per_s": round(sum(o["positions_per_s"] for o in out), 1),
                       "per_worker_positions_per_s": [round(o["positions_per_s"], 1) for o in out],
+                      "moves_per_s": round(sum(o["moves_per_s"] for o in out), 1),
                       "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
 
 
