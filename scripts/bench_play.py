@@ -19,8 +19,10 @@ Lines:
   k = 1, onnx at the default k (``takzero.players.network.DEFAULT_LEAVES``), with the
   network-output cache, and on two threads; int8 at the default k on one and two threads.
 * ``{"kind": "tei", ...}``: the TEI engine itself (``takzero.protocols.tei.engine.TEIEngine`` in process, default
-  options but ``Threads``), ``go movetime MS`` on each position, nodes/s from its last ``info``
-  line (the figure a GUI shows), median.
+  options but ``Threads`` (1, 2) and ``Backend`` (onnx, int8)), ``go movetime MS`` on each
+  position, nodes/s from its last ``info`` line (the figure a GUI shows), median; with
+  ``Threads 2`` the engine keeps two batches in flight (one thread searches, one runs the
+  network).
 
 The configurations take turns position by position (old and new side by side, so the machine's
 load falls on all alike). Bench positions: 10 mid-game positions per size (plies 8-26) of
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -164,11 +167,12 @@ def bench_players(model: str, size: int, positions: list[Position], movetime: fl
 
 
 def bench_tei(model: str, size: int, positions: list[Position], movetime_ms: int,
-              threads: list[int]) -> None:  # fmt: skip
+              threads: list[int], backends: tuple[str, ...] = ("onnx", "int8")) -> None:  # fmt: skip
     from takzero.protocols.tei.engine import TEIEngine
 
     engines = {}
-    for t in threads:
+    keys = [(t, b) for b in backends for t in threads]
+    for t, b in keys:
         lines: list[str] = []
         got = threading.Event()
 
@@ -177,12 +181,12 @@ def bench_tei(model: str, size: int, positions: list[Position], movetime_ms: int
             if line.startswith("bestmove"):
                 got.set()
 
-        eng = TEIEngine(model=model, out=out, threads=t)
-        engines[t] = (eng, lines, got)
-    rates: dict[int, list[float]] = {t: [] for t in threads}
+        eng = TEIEngine(model=model, out=out, threads=t, backend=b)
+        engines[(t, b)] = (eng, lines, got)
+    rates: dict[tuple[int, str], list[float]] = {k: [] for k in keys}
     for pos in positions:
-        for t in threads:
-            eng, lines, got = engines[t]
+        for k in keys:
+            eng, lines, got = engines[k]
             lines.clear()
             got.clear()
             for cmd in (f"teinewgame {size}", f"position tps {pos.to_tps()}", f"go movetime {movetime_ms}"):
@@ -190,10 +194,12 @@ def bench_tei(model: str, size: int, positions: list[Position], movetime_ms: int
             got.wait(60)
             eng._finish_search()
             info = [ln for ln in lines if ln.startswith("info depth")][-1].split()
-            rates[t].append(float(info[info.index("nps") + 1]))
-    for t in threads:
+            rates[k].append(float(info[info.index("nps") + 1]))
+    for t, b in keys:
+        r = rates[(t, b)]
         emit({"kind": "tei", "size": size, "model": model, "movetime_ms": movetime_ms, "threads": t,
-              "nps_median": round(statistics.median(rates[t])), "nps": [round(x) for x in rates[t]]})  # fmt: skip
+              "backend": b, "nps_median": round(statistics.median(r)), "nps": [round(x) for x in r],
+              "loadavg_1min": round(os.getloadavg()[0], 2)})  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
