@@ -333,12 +333,14 @@ class EvaluatorConfig:
         _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
         _check(e.early_baseline_generation == 0 or len(e.baselines) > 0, "evaluator.baselines",
                "must not be empty (or set evaluator.early_baseline_generation=0)", e.baselines)  # fmt: skip
-        from takzero.players.registry import check_spec, spec_label  # the player specs' one table
+        # the player specs' one table
+        from takzero.players.registry import check_spec, ladder_offset, spec_label
 
         labels: dict[str, str] = {}
         for name in e.baselines:
             try:
-                check_spec(name, engines=True)  # tei: engines too (started by the evaluator)
+                if ladder_offset(name) is None:  # generation:-K: the run's own earlier network
+                    check_spec(name, engines=True)  # tei: engines too (started by the evaluator)
             except ValueError as err:
                 _check(False, "evaluator.baselines", str(err), name)
             label = spec_label(name)

@@ -25,7 +25,7 @@ from takzero.matches.tactics_set import TACTICS_FILE, load_entries, network_move
 from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.players.base import Player, PlayerFailed, close_player
-from takzero.players.registry import check_spec, spec_label
+from takzero.players.registry import check_spec, ladder_offset, spec_label
 from takzero.protocols.tei.player import make_baseline
 
 # ---------------------------------------------------------------------------------------------
@@ -271,6 +271,10 @@ class GatingEvaluator:
         self.search = cfg.evaluation_search_config()
         self.simulations = cfg.evaluation_simulations()
         self.rounds = 0
+        #: the ladder's rungs: (generation, weights) of the candidates of the latest baseline
+        #: checks, oldest first, as many as the deepest ``generation:-K`` baseline reaches
+        self.ladder: list[tuple[int, dict[str, torch.Tensor]]] = []
+        self.ladder_depth = max((ladder_offset(s) or 0 for s in cfg.evaluator.baselines), default=0)
         #: the tactics curve's positions (none when evaluator.tactics_every is 0)
         self.tactics = tactics_entries(cfg.board.size) if cfg.evaluator.tactics_every > 0 else []
 
@@ -305,7 +309,9 @@ class GatingEvaluator:
         'candidate_generation', 'candidate_weights' and 'matches' (one :func:`match_record`
         per match played, gating first, then the baselines in ``evaluator.baselines`` order; a
         baseline whose ``tei:`` engine failed has a :func:`failed_record` and no scalars, and
-        the other baselines are still played). ``seed`` draws the openings and the
+        the other baselines are still played; a ladder baseline ``generation:-K`` plays the
+        candidate of the K-th baseline check before (:meth:`ladder_rung`; its record has
+        'opponent_generation'), and is left out while there is none). ``seed`` draws the openings and the
         sampled plies (default: from ``seed`` and the count of evaluations of this object; a
         training run passes one per generation, kept with the check, so a check run again after
         a stop plays the same openings). ``kept``: the games an earlier, cut run of the same check
@@ -360,9 +366,24 @@ class GatingEvaluator:
             for spec, built in zip(e.baselines, self.baseline_specs, strict=True):
                 label = spec_label(spec)
                 t0 = time.perf_counter()
-                player = baseline_player(built, e.uct_simulations, seed)
                 pairs = (baseline_games or e.baseline_games) // 2
                 openings = random_openings(self.start, pairs, plies=2, seed=seed + 1)
+                rung = self.ladder_rung(spec, gen)
+                if rung is not None:  # generation:-K: the candidate of K checks back
+                    if rung is False:
+                        continue  # fewer than K checks yet (in this evaluator's life): no match
+                    opp_gen, opp_weights = rung  # type: ignore[misc]
+                    opp_side = self._side(f"takzero-gen{opp_gen}", opp_weights)
+                    match, text = play_rest(match_key("baseline", f"{label} (gen {opp_gen})"), cand_side, opp_side,
+                                            self.start, openings, ply_limit, seed, kept, on_game)  # fmt: skip
+                    est = match.elo()
+                    scalars[f"elo/vs_{label}"] = float(np.clip(est.elo, -1000, 1000))
+                    scalars[f"score/vs_{label}"] = match.score
+                    record = match_record("baseline", label, match, time.perf_counter() - t0)
+                    out["matches"].append({**record, "opponent_generation": opp_gen})
+                    ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = text
+                    continue
+                player = baseline_player(built, e.uct_simulations, seed)
                 try:
                     match, text = play_rest(match_key("baseline", label), cand_side, player, self.start, openings,
                                             ply_limit, seed, kept, on_game)  # fmt: skip
@@ -376,10 +397,24 @@ class GatingEvaluator:
                 scalars[f"score/vs_{label}"] = match.score
                 out["matches"].append(match_record("baseline", label, match, time.perf_counter() - t0))
                 ptn[f"baseline_gen{gen:05d}_vs_{label}.ptn"] = text
+        if play_baselines and self.ladder_depth > 0 and (not self.ladder or self.ladder[-1][0] < gen):
+            self.ladder = [*self.ladder, (gen, weights)][-self.ladder_depth:]
         if tactics and self.tactics:
             out["tactics"] = self.tactics_point(weights, seed)
             scalars.update({f"tactics/{k}": v for k, v in out["tactics"]["rates"].items()})
         return out
+
+    def ladder_rung(self, spec: str, generation: int) -> tuple[int, dict[str, torch.Tensor]] | bool | None:
+        """The opponent of a ladder baseline ``generation:-K`` for a check of ``generation``:
+        (its generation, weights), the candidate of the K-th baseline check before this one
+        (checks of ``generation`` or later excluded: a check played again); False when this
+        evaluator has not kept K such checks yet (a run's first K checks, or the first after a
+        resume or a restarted evaluator: the ladder lives in memory); None for another spec."""
+        k = ladder_offset(spec)
+        if k is None:
+            return None
+        rungs = [r for r in self.ladder if r[0] < generation]
+        return rungs[-k] if len(rungs) >= k else False
 
     def tactics_point(self, weights: dict[str, torch.Tensor], seed: int = 0) -> dict[str, Any]:
         """The network ``weights`` alone (tinuë checks off: no prover) at the evaluation

@@ -25,6 +25,12 @@ protocols layer starts and stops (``takzero.protocols.tei.player``, over the TEI
 evaluator (``evaluator.baselines``) only. Here it is parsed and checked (:func:`engine_spec`,
 ``check_spec(spec, engines=True)``) and labelled; :func:`make_player` refuses it, and so does
 :func:`check_spec` unless asked with ``engines=True``.
+
+One more spec is no player kind: ``generation:-K``, a *ladder* baseline of the training
+evaluator (``evaluator.baselines``): the run's own network of K baseline checks before the one
+being measured (``takzero.pipeline.gating.GatingEvaluator`` keeps them). Nothing here builds it;
+:func:`ladder_offset` reads K, :func:`spec_label` labels it (``generation-K``), and the training
+config's check accepts it (``takzero.config.EvaluatorConfig.check``).
 """
 
 from __future__ import annotations
@@ -127,6 +133,31 @@ def _build_model(parsed: object, seed: int, simulations: int | None) -> BasePlay
     if player.name == NetworkPlayer.name:  # no run name in the file: name it after the file
         player.name = f"model-{Path(path).stem}"
     return player
+
+
+#: The most checks back a ``generation:-K`` ladder spec may reach (the evaluator keeps that many).
+MAX_LADDER_OFFSET = 100
+
+#: The kind of the ladder spec ``generation:-K`` (not a row of :data:`KINDS`: see the module doc).
+LADDER_KIND = "generation"
+
+
+def ladder_offset(spec: str) -> int | None:
+    """K of a ladder spec ``generation:-K`` (the run's network of K baseline checks back; the
+    kind case-insensitive), None for any other spec (not checked here).
+
+    Raises:
+        ValueError: a ``generation`` spec whose argument is not ``-K`` with K in
+            1..:data:`MAX_LADDER_OFFSET`.
+    """
+    name, _colon, arg = str(spec).partition(":")
+    if name.strip().lower() != LADDER_KIND:
+        return None
+    text = arg.strip()
+    if not text.startswith("-") or not _is_count_text(text[1:]) or not 1 <= int(text[1:]) <= MAX_LADDER_OFFSET:
+        raise ValueError(f"bad ladder baseline '{spec}': write generation:-K, K in 1..{MAX_LADDER_OFFSET} "
+                         "(generation:-1: the network of the baseline check before)")  # fmt: skip
+    return int(text[1:])
 
 
 #: ``go movetime`` of a ``tei:`` engine whose spec gives no limit (ms).
@@ -313,8 +344,11 @@ def model_spec_path(spec: str) -> str | None:
 def spec_label(spec: str) -> str:
     """A short name of a spec for file names and TensorBoard tags: the spec without colons
     (``uct:200`` -> ``uct200``); a model spec uses the file's stem (``model:runs/g5.pt:100`` ->
-    ``model-g5-100``); an engine spec its :attr:`EngineSpec.label`. Raises ValueError for a bad
-    spec."""
+    ``model-g5-100``); an engine spec its :attr:`EngineSpec.label`; a ladder spec
+    ``generation:-K`` ``generation-K``. Raises ValueError for a bad spec."""
+    k = ladder_offset(spec)
+    if k is not None:
+        return f"{LADDER_KIND}-{k}"
     kind, parsed = _parse(spec)
     if kind.name == "model":
         path, sims = parsed  # type: ignore[misc]
@@ -327,12 +361,15 @@ def spec_label(spec: str) -> str:
 __all__ = [
     "DEFAULT_ENGINE_MOVETIME_MS",
     "KINDS",
+    "LADDER_KIND",
+    "MAX_LADDER_OFFSET",
     "EngineSpec",
     "ModelFileError",
     "PlayerKind",
     "check_spec",
     "engine_spec",
     "help_text",
+    "ladder_offset",
     "make_player",
     "model_spec_path",
     "spec_label",
