@@ -243,7 +243,15 @@ def test_resume_skips_a_malicious_newest_checkpoint_and_says_so(tmp_path: Path) 
     cfg = _cfg(tmp_path)
     run_dir = tmp_path / "r"
     marker = tmp_path / "MARKER"
-    atomic_torch_save({"step": 20, "generation": 1}, run_dir / "ckpt_000000020.pt")
+    from takzero.pipeline.resume import RunCounters
+    from takzero.pipeline.trainer import Trainer
+
+    trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=1)
+    trainer.step, trainer.generation = 20, 1
+    good = trainer.state_dict()  # a whole checkpoint: one with missing entries is set aside too
+    good["run"] = RunCounters(games=20).to_checkpoint()
+    good["promoted"] = (0, {k: v.clone() for k, v in trainer.model.state_dict().items()})
+    atomic_torch_save(good, run_dir / "ckpt_000000020.pt")
     _plant(run_dir / "ckpt_000000040.pt", marker)
     point = find_resume_checkpoint(cfg, run_dir)
     assert point.path.name == "ckpt_000000020.pt" and point.state["step"] == 20
@@ -468,7 +476,7 @@ def test_export_and_convert_errors_name_what_is_wrong(tmp_path: Path, capsys) ->
 
     good = tmp_path / "good.pt"
     torch.save(checkpoint_dict(_model()), good)
-    with pytest.raises(ValueError, match=r"format must be one of \('torchscript', 'onnx'\), got 'tflite'"):
+    with pytest.raises(ValueError, match=r"format must be one of \('torchscript', 'onnx', 'onnx-int8'\), got 'tflite'"):
         export_checkpoint(good, tmp_path / "x", fmt="tflite")
     with pytest.raises(ValueError, match="is a folder: it is converted in place"):
         convert_paths(tmp_path, out=tmp_path / "x.pt")
