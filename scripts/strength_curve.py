@@ -18,6 +18,22 @@ reference, pairs, simulations, ply limit, seed and move choice is not played aga
 curve grows session by session. ``--plot`` draws Elo over training hours (intervals as bars,
 clipped to +-800, W-D-L beside each point) and writes the PNG atomically.
 
+``--ladder``: the files, in order of their lineage, also play each the one before (the first the
+first file: only the reference), and every line of ``--out`` and of this call among these files
+and the reference, at these settings, is pooled into one Elo scale by a Bradley-Terry fit
+(:func:`bradley_terry`: maximum likelihood over all pairs played, draws as half wins, the
+reference fixed at 0, 95% intervals from the observed information): one more JSON line per file
+(``"fit": "bradley-terry"``), and the plot draws that scale. A reference that is one of the
+files is not played against itself. ``--movetime MS`` instead of ``--simulations N``: both
+networks search for MS milliseconds a move (the network player's time limit,
+``takzero.players.network.NetworkPlayer(seconds=...)``, the one TEI's ``go movetime`` uses; one
+game at a time, so a network's speed counts as much as its judgement; run it on a quiet core,
+e.g. ``taskset -c 0``). Ladder, e.g. the long 6x6 run against link 7 at 0.1 s a move:
+
+    python scripts/strength_curve.py checkpoints/long6x6/link1_r6_gumbel32.pt \
+        checkpoints/long6x6/link{2,3,4,5,6,7}.pt --ladder --reference checkpoints/long6x6/link7.pt \
+        --movetime 100 --pairs 10 --out ladder.jsonl --plot curve.png
+
 Exit status: 0, or 2 for bad arguments (a missing file, a file that is no model, a reference of
 another board size: named before any game).
 """
@@ -32,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_run import ELO_CLIP, plt, save_figure  # noqa: E402
 
@@ -41,9 +59,125 @@ from takzero.pipeline.lineage import Lineage  # noqa: E402
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION  # noqa: E402
 
 #: the keys of a JSON line that must agree for an earlier line to stand for a new evaluation
-SAME = ("model_sha256", "reference_sha256", "pairs", "simulations", "ply_limit", "seed", "select_q_fraction")
-#: what a line written before a key existed was measured with (the move choice: the most visited)
-OLD_DEFAULTS = {"select_q_fraction": 0.0}
+SAME = ("model_sha256", "reference_sha256", "pairs", "simulations", "movetime_ms", "ply_limit", "seed",
+        "select_q_fraction")  # fmt: skip
+#: what a line written before a key existed was measured with (the move choice: the most visited;
+#: simulations, not a time limit)
+OLD_DEFAULTS = {"select_q_fraction": 0.0, "movetime_ms": None}
+#: the settings a pooled fit needs all its lines to share (not the pairs: more games are welcome)
+FIT_SAME = ("simulations", "movetime_ms", "ply_limit", "select_q_fraction")
+#: Elo per natural-log unit of the Bradley-Terry strength: 400 / ln 10
+ELO_PER_NAT = 400.0 / math.log(10.0)
+
+
+def bradley_terry(
+    results: list[tuple[int, int, float, float, float]],
+    players: int,
+    anchor: int = 0,
+    confidence_z: float = 1.959964,
+    prior_draws: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ratings on one Elo scale from the results of every pair played: the Bradley-Terry model
+    (Bradley and Terry 1952; Zermelo 1929), P(i beats j) = 1 / (1 + 10^((R_j - R_i) / 400)),
+    fitted by maximum likelihood (Newton's method on the concave log-likelihood), a draw counted
+    as half a win for each side (as Elo and BayesElo's default do), ``anchor``'s rating fixed at 0.
+
+    Args:
+        results: (i, j, wins of i, draws, losses of i) per match; i != j in 0..players-1; counts
+            >= 0 (floats allowed). Matches of the same pair add up.
+        players: the number of players.
+        anchor: the player rated 0.
+        confidence_z: the normal quantile of the intervals (1.96: 95%).
+        prior_draws: virtual draws added to every pair that played (0: the plain maximum
+            likelihood; > 0 keeps ratings finite when a player won or lost all its games).
+
+    Returns:
+        (ratings, lower, upper): float64 arrays of shape (players,), in Elo; the interval is
+        rating -+ z * standard error from the observed information (the inverse of the negative
+        Hessian of the log-likelihood with the anchor held fixed; draws counted as half wins
+        make it somewhat wide where draws are many). The anchor's interval is [0, 0].
+
+    Raises:
+        ValueError: bad input; a player who played no one linked to the anchor (no scale); or
+            no finite maximum (Ford's condition fails: some group of players never scored against,
+            or never conceded to, the rest), naming the players, when ``prior_draws`` is 0.
+    """
+    if players < 1 or not 0 <= anchor < players:
+        raise ValueError(f"need players >= 1 and 0 <= anchor < players, got {players}, {anchor}")
+    n = np.zeros((players, players))  # games between i and j
+    s = np.zeros((players, players))  # i's score against j
+    for i, j, w, d, lost in results:
+        if not (0 <= i < players and 0 <= j < players) or i == j:
+            raise ValueError(f"a match must be between two players of 0..{players - 1}, got ({i}, {j})")
+        if min(w, d, lost) < 0 or not all(math.isfinite(x) for x in (w, d, lost)):
+            raise ValueError(f"counts must be finite and >= 0, got {w}-{d}-{lost} for ({i}, {j})")
+        n[i, j] += w + d + lost
+        n[j, i] += w + d + lost
+        s[i, j] += w + d / 2
+        s[j, i] += lost + d / 2
+    if prior_draws < 0:
+        raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
+    played = n > 0
+    n = n + prior_draws * played
+    s = s + prior_draws / 2 * played
+    reach = {anchor}
+    frontier = [anchor]
+    while frontier:  # the players linked to the anchor by games
+        k = frontier.pop()
+        for m in np.flatnonzero(played[k]):
+            if int(m) not in reach:
+                reach.add(int(m))
+                frontier.append(int(m))
+    if len(reach) < players:
+        raise ValueError(f"players {sorted(set(range(players)) - reach)} played no one linked to player {anchor}")
+    if prior_draws == 0:
+        beats = s > 0  # i -> j: i scored against j; a finite maximum needs every i to reach every j
+        for start in range(players):
+            seen = {start}
+            frontier = [start]
+            while frontier:
+                k = frontier.pop()
+                for m in np.flatnonzero(beats[k]):
+                    if int(m) not in seen:
+                        seen.add(int(m))
+                        frontier.append(int(m))
+            if len(seen) < players:
+                raise ValueError(f"no finite ratings: players {sorted(set(range(players)) - seen)} never lost a "
+                                 f"point to players {sorted(seen)} (give prior_draws > 0)")  # fmt: skip
+    free = np.array([k for k in range(players) if k != anchor], dtype=np.int64)
+    r = np.zeros(players)
+
+    def loglik(r: np.ndarray) -> float:
+        diff = r[:, None] - r[None, :]
+        return float(np.sum(s * -np.logaddexp(0.0, -diff)))  # s_ij log sigmoid(r_i - r_j)
+
+    def info(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = 1.0 / (1.0 + np.exp(-(r[:, None] - r[None, :])))
+        grad = np.sum(s - n * p, axis=1)
+        w = n * p * (1.0 - p)
+        fisher = np.diag(w.sum(axis=1)) - w  # the negative Hessian (a weighted graph Laplacian)
+        return grad[free], fisher[np.ix_(free, free)]
+
+    for _ in range(100):
+        grad, fisher = info(r)
+        step = np.linalg.solve(fisher, grad) if len(free) else grad
+        t, before = 1.0, loglik(r)
+        while t > 1e-6:  # halve the step until the likelihood does not fall
+            trial = r.copy()
+            trial[free] += t * step
+            if loglik(trial) >= before - 1e-12:
+                break
+            t /= 2
+        r = trial
+        if len(free) == 0 or np.max(np.abs(t * step)) < 1e-10:
+            break
+    _, fisher = info(r)
+    se = np.zeros(players)
+    if len(free):
+        se[free] = np.sqrt(np.diag(np.linalg.inv(fisher)))
+    elo = r * ELO_PER_NAT
+    half = confidence_z * se * ELO_PER_NAT
+    return elo, elo - half, elo + half
 
 
 def model_files(paths: list[str]) -> list[Path]:
@@ -98,7 +232,7 @@ def read_model(path: Path) -> tuple[int, int, Lineage]:
 
 
 #: the keys a line of --out must have to stand for an evaluation (and to be drawn)
-LINE_KEYS = (*SAME, "minutes", "wins", "draws", "losses")
+LINE_KEYS = (*(k for k in SAME if k != "movetime_ms"), "minutes", "wins", "draws", "losses")
 
 
 def earlier_lines(out: Path | None) -> list[dict[str, Any]]:
@@ -152,25 +286,65 @@ def _finite(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
+def play_movetime(path: Path, opponent: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``path`` against ``opponent`` with ``args.movetime`` ms a move each (the network player's
+    time limit; simulations unbounded), ``args.pairs`` random 2-ply openings with both colours,
+    one game at a time, komi the model's own. Returns what :func:`evaluate_file` reads of
+    ``evaluate_model``'s summary: wins, draws, losses, score, the Elo with its interval and its
+    model, the Wilson interval in Elo, select_q_fraction."""
+    from takzero.game.position import Position
+    from takzero.matches.evaluation import MAX_SIMULATIONS
+    from takzero.matches.games import play_match
+    from takzero.matches.openings import random_openings
+    from takzero.matches.stats import elo_wilson
+    from takzero.players.network import NetworkPlayer
+
+    seconds = args.movetime / 1000.0
+    players = [NetworkPlayer.load(str(f), simulations=MAX_SIMULATIONS, seconds=seconds, threads=args.threads,
+                                  seed=args.seed + k, name=f"{tag}{f.name}")
+               for k, (f, tag) in enumerate(((path, ""), (opponent, "ref:")))]  # fmt: skip
+    start = Position.start(players[0].model_size, half_komi=int(players[0].model_half_komi or 0))
+    openings = random_openings(start, args.pairs, plies=2, seed=args.seed)
+
+    def heard(so_far: Any, record: Any) -> None:
+        if args.verbose:
+            print(f"game {so_far.num_games}/{2 * args.pairs}: {record.white} - {record.black} {record.result} "
+                  f"({record.plies} plies); {so_far.tally()}", file=sys.stderr, flush=True)  # fmt: skip
+
+    match = play_match(players[0], players[1], start, openings, args.ply_limit, seed=args.seed, on_game=heard)
+    out = dict(match.summary())
+    wilson = elo_wilson(match.wins, match.draws, match.losses)
+    out.update(elo_wilson_lower=wilson.lower, elo_wilson_upper=wilson.upper,
+               select_q_fraction=players[0].config.select_q_fraction)  # fmt: skip
+    return out
+
+
 def evaluate_file(path: Path, lineage: Lineage, generation: int, args: argparse.Namespace,
-                  reference_sha: str) -> dict[str, Any]:  # fmt: skip
-    """Play ``path`` against ``model:REFERENCE:SIMULATIONS``; the curve's JSON line."""
+                  reference_sha: str, opponent: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Play ``path`` against ``opponent`` (default ``args.reference``, whose file hash is
+    ``reference_sha``) at ``args.simulations`` simulations (``model:OPPONENT:SIMULATIONS``) or
+    ``args.movetime`` ms a move (:func:`play_movetime`); the curve's JSON line."""
     from takzero.matches.evaluation import evaluate_model
 
+    opponent = Path(args.reference) if opponent is None else opponent
     t0 = time.monotonic()
-    (s,) = evaluate_model(
-        str(path), [f"model:{args.reference}:{args.simulations}"], pairs=args.pairs,
-        simulations=args.simulations, ply_limit=args.ply_limit, seed=args.seed, threads=args.threads,
-        say=lambda line: None, progress=(lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None,
-    )  # fmt: skip
+    if args.movetime is not None:
+        s = play_movetime(path, opponent, args)
+    else:
+        (s,) = evaluate_model(
+            str(path), [f"model:{opponent}:{args.simulations}"], pairs=args.pairs,
+            simulations=args.simulations, ply_limit=args.ply_limit, seed=args.seed, threads=args.threads,
+            say=lambda line: None, progress=(lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None,
+        )  # fmt: skip
     return {
         "model": str(path),
         "model_sha256": file_sha256(path),
         "generation": generation,
-        "reference": str(args.reference),
+        "reference": str(opponent),
         "reference_sha256": reference_sha,
         "pairs": args.pairs,
-        "simulations": args.simulations,
+        "simulations": None if args.movetime is not None else args.simulations,
+        "movetime_ms": args.movetime,
         "ply_limit": args.ply_limit,
         "seed": args.seed,
         "select_q_fraction": s["select_q_fraction"],
@@ -194,9 +368,19 @@ def evaluate_file(path: Path, lineage: Lineage, generation: int, args: argparse.
     }
 
 
-def plot_curve(points: list[dict[str, Any]], reference: str, path: Path) -> None:
+def budget_text(points: list[dict[str, Any]]) -> str:
+    """What each side searched in ``points``: ``'200 simulations a side'``, ``'100 ms a move'``."""
+    times = sorted({int(r["movetime_ms"]) for r in points if r.get("movetime_ms") is not None})
+    sims = sorted({int(r["simulations"]) for r in points if r.get("movetime_ms") is None and r.get("simulations")})
+    parts = ([f"{'/'.join(map(str, sims))} simulations a side"] if sims else []) + (
+        [f"{'/'.join(map(str, times))} ms a move"] if times else [])  # fmt: skip
+    return ", ".join(parts)
+
+
+def plot_curve(points: list[dict[str, Any]], reference: str, path: Path, title: str | None = None) -> None:
     """Elo against ``reference`` over training hours, one point per line of ``points`` (its
-    interval as a bar, clipped to +-ELO_CLIP, its W-D-L beside it); written atomically."""
+    interval as a bar, clipped to +-ELO_CLIP, its W-D-L beside it); written atomically.
+    ``title``: the figure's title (default: games a point and the search budget)."""
     pts = sorted(points, key=lambda r: r["minutes"])
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
 
@@ -215,12 +399,66 @@ def plot_curve(points: list[dict[str, Any]], reference: str, path: Path) -> None
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("training hours (over the warm-start chain)")
     ax.set_ylabel(f"Elo vs {Path(reference).name}")
-    sims = {int(r["simulations"]) for r in pts}
-    games = {2 * int(r["pairs"]) for r in pts}
-    ax.set_title(f"strength per CPU-hour: {'/'.join(map(str, sorted(games)))} games a point, "
-                 f"{'/'.join(map(str, sorted(sims)))} simulations a side")  # fmt: skip
+    if title is None:
+        games = {2 * int(r["pairs"]) for r in pts}
+        title = f"strength per CPU-hour: {'/'.join(map(str, sorted(games)))} games a point, {budget_text(pts)}"
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     save_figure(fig, path)
+
+
+def pooled_fit(rows: list[dict[str, Any]], models: list[tuple[Path, str, int, Lineage]], reference: Path,
+               reference_sha: str) -> list[dict[str, Any]]:  # fmt: skip
+    """One Bradley-Terry scale (:func:`bradley_terry`, the reference at 0) over ``rows``, the
+    evaluation lines between ``models`` ((file, sha256, generation, lineage)) and the reference:
+    one JSON-able dict per model, with 'elo', 'elo_lower', 'elo_upper' (95%, observed
+    information), its games and W-D-L over all its matches, 'matches' and 'prior_draws' (0, or 1
+    virtual draw per pair played when a plain maximum does not exist: a file that won or lost
+    all its games)."""
+    index = {reference_sha: 0}
+    for _, sha, _, _ in models:
+        index.setdefault(sha, len(index))
+    results = [(index[r["model_sha256"]], index[r["reference_sha256"]], float(r["wins"]), float(r["draws"]),
+                float(r["losses"])) for r in rows]  # fmt: skip
+    prior = 0.0
+    try:
+        elo, lower, upper = bradley_terry(results, len(index))
+    except ValueError as e:
+        if "no finite ratings" not in str(e):
+            raise
+        prior = 1.0
+        print(f"[strength_curve] Bradley-Terry: {e}; fitted with 1 virtual draw per pair played",
+              file=sys.stderr)  # fmt: skip
+        elo, lower, upper = bradley_terry(results, len(index), prior_draws=prior)
+    out = []
+    for f, sha, generation, lineage in models:
+        k = index[sha]
+        wdl = [0, 0, 0]
+        matches = 0
+        for i, j, w, d, lost in results:
+            if k in (i, j) and i != j:
+                matches += 1
+                mine = (w, d, lost) if i == k else (lost, d, w)
+                wdl = [a + int(b) for a, b in zip(wdl, mine, strict=True)]
+        games = sum(wdl)
+        out.append({
+            "fit": "bradley-terry", "model": str(f), "model_sha256": sha, "generation": generation,
+            "reference": str(reference), "reference_sha256": reference_sha,
+            "minutes": round(lineage.minutes, 2), "hours": round(lineage.minutes / 60, 3),
+            "elo": round(float(elo[k]), 1), "elo_lower": round(float(lower[k]), 1),
+            "elo_upper": round(float(upper[k]), 1), "wins": wdl[0], "draws": wdl[1], "losses": wdl[2],
+            "games": games, "score": (wdl[0] + wdl[1] / 2) / games if games else None, "matches": matches,
+            "prior_draws": prior,
+        })  # fmt: skip
+    return out
+
+
+def _append(out: Path | None, row: dict[str, Any]) -> None:
+    if out is not None:
+        text = out.read_text() if out.is_file() else ""
+        if text and not text.endswith("\n"):
+            text += "\n"
+        atomic_write_text(out, text + json.dumps(row) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,6 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reference", required=True, help="the fixed network every file plays")
     p.add_argument("--pairs", type=int, default=50, help="openings, each with both colours (default 50)")
     p.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides")
+    p.add_argument("--movetime", type=int, metavar="MS",
+                   help="milliseconds per move, both sides, instead of --simulations (one game at a time)")
+    p.add_argument("--ladder", action="store_true",
+                   help="each file also plays the one before it; one Bradley-Terry Elo scale over all pairs")
     p.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies")
     p.add_argument("--seed", type=int, default=0, help="seed of the openings")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the networks (default 1)")
@@ -241,8 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     from takzero.matches.evaluation import MAX_PAIRS, MAX_PLY_LIMIT, MAX_SIMULATIONS, MAX_THREADS
 
     for name, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
-                             ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):  # fmt: skip
-        if not 1 <= value <= top:
+                             ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS),
+                             ("--movetime", args.movetime, 3_600_000)):  # fmt: skip
+        if value is not None and not 1 <= value <= top:
             p.error(f"{name} must be in 1..{top}, got {value}")
     try:
         check_output("--out", args.out)
@@ -256,39 +499,73 @@ def main(argv: list[str] | None = None) -> int:
     for f, size, _, _ in models:
         if size != ref_size:
             p.error(f"{f} plays {size}x{size}, the reference {args.reference} plays {ref_size}x{ref_size}")
-    reference_sha = file_sha256(args.reference)
+    reference = Path(args.reference)
+    reference_sha = file_sha256(reference)
+    simulations = None if args.movetime is not None else args.simulations
+    ordered = [(f, file_sha256(f), generation, lineage)
+               for f, _, generation, lineage in sorted(models, key=lambda m: m[3].minutes)]  # fmt: skip
     points: list[dict[str, Any]] = []
-    for f, _, generation, lineage in sorted(models, key=lambda m: m[3].minutes):
-        key = {"model_sha256": file_sha256(f), "reference_sha256": reference_sha, "pairs": args.pairs,
-               "simulations": args.simulations, "ply_limit": args.ply_limit, "seed": args.seed,
-               "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}  # fmt: skip
-        old = next((r for r in done if all(r.get(k, OLD_DEFAULTS.get(k)) == key[k] for k in SAME)), None)
-        if old is not None:
-            where = f"in {args.out}" if args.out is not None else f"played above as {old['model']}"
-            print(f"[strength_curve] {f}: the same bytes, reference and settings are already {where}; "
-                  "not played again", file=sys.stderr)  # fmt: skip
-            print(json.dumps(old), flush=True)
-            points.append(old)
-            continue
-        print(f"[strength_curve] {f}: {lineage.describe()}; {2 * args.pairs} games against "
-              f"{args.reference}", file=sys.stderr, flush=True)  # fmt: skip
-        row = evaluate_file(f, lineage, generation, args, reference_sha)
-        print(json.dumps(row), flush=True)
-        if args.out is not None:
-            text = args.out.read_text() if args.out.is_file() else ""
-            if text and not text.endswith("\n"):
-                text += "\n"
-            atomic_write_text(args.out, text + json.dumps(row) + "\n")
-        points.append(row)
-        done.append(row)
-    if args.plot is not None:
-        shown = {r["model_sha256"]: r for r in done if all(r.get(k) == v for k, v in
-                 (("reference_sha256", reference_sha), ("simulations", args.simulations)))}  # fmt: skip
+    for k, (f, sha, generation, lineage) in enumerate(ordered):
+        opponents = [(reference, reference_sha)]
+        if args.ladder and k > 0:
+            opponents.append((ordered[k - 1][0], ordered[k - 1][1]))
+        for opponent, opponent_sha in opponents:
+            if opponent_sha == sha:
+                continue  # the reference itself, or a link equal to the one before: no match
+            key = {"model_sha256": sha, "reference_sha256": opponent_sha, "pairs": args.pairs,
+                   "simulations": simulations, "movetime_ms": args.movetime, "ply_limit": args.ply_limit,
+                   "seed": args.seed, "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}  # fmt: skip
+            old = next((r for r in done if all(r.get(k, OLD_DEFAULTS.get(k)) == key[k] for k in SAME)), None)
+            if old is None and args.ladder and any(all(_flipped(r).get(k, OLD_DEFAULTS.get(k)) == key[k] for k in SAME)
+                                                   for r in done):  # fmt: skip
+                print(f"[strength_curve] {f}: played against {opponent} the other way round already; "
+                      "not played again", file=sys.stderr)  # fmt: skip
+                continue
+            if old is not None:
+                where = f"in {args.out}" if args.out is not None else f"played above as {old['model']}"
+                print(f"[strength_curve] {f}: the same bytes, opponent and settings are already {where}; "
+                      "not played again", file=sys.stderr)  # fmt: skip
+                print(json.dumps(old), flush=True)
+                points.append(old)
+                continue
+            print(f"[strength_curve] {f}: {lineage.describe()}; {2 * args.pairs} games against "
+                  f"{opponent}", file=sys.stderr, flush=True)  # fmt: skip
+            row = evaluate_file(f, lineage, generation, args, opponent_sha, opponent=opponent)
+            print(json.dumps(row), flush=True)
+            _append(args.out, row)
+            points.append(row)
+            done.append(row)
+    if args.ladder:
+        shas = {reference_sha} | {sha for _, sha, _, _ in ordered}
+        here = {k: v for k, v in (("simulations", simulations), ("movetime_ms", args.movetime),
+                                  ("ply_limit", args.ply_limit), ("select_q_fraction", DEFAULT_SELECT_Q_FRACTION))}  # fmt: skip
+        rows = [r for r in done if r["model_sha256"] in shas and r["reference_sha256"] in shas
+                and r["model_sha256"] != r["reference_sha256"]
+                and all(r.get(k, OLD_DEFAULTS.get(k)) == v for k, v in here.items())]  # fmt: skip
+        fit = pooled_fit(rows, ordered, reference, reference_sha)
+        for line in fit:
+            print(json.dumps(line), flush=True)
+        if args.plot is not None:
+            games = sorted({2 * int(r["pairs"]) for r in rows})
+            title = (f"one Bradley-Terry scale over {len(rows)} matches ({'/'.join(map(str, games))} games each), "
+                     f"{budget_text(rows)}")  # fmt: skip
+            plot_curve(fit, args.reference, args.plot, title=title)
+            print(f"[strength_curve] pooled curve of {len(fit)} points: {args.plot}", file=sys.stderr)
+    elif args.plot is not None:
+        shown = {r["model_sha256"]: r for r in done if all(r.get(k, OLD_DEFAULTS.get(k)) == v for k, v in
+                 (("reference_sha256", reference_sha), ("simulations", simulations),
+                  ("movetime_ms", args.movetime)))}  # fmt: skip
         plot_curve(list(shown.values()), args.reference, args.plot)
         print(f"[strength_curve] curve of {len(shown)} points: {args.plot}", file=sys.stderr)
-    print(f"[strength_curve] {len(points)} files against {args.reference}"
+    print(f"[strength_curve] {len(points)} evaluations against {args.reference}"
+          + (" and the ladder" if args.ladder else "")
           + (f"; lines in {args.out}" if args.out else ""), file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _flipped(row: dict[str, Any]) -> dict[str, Any]:
+    """The keys of an evaluation line seen from its opponent's side (the two files swapped)."""
+    return {**row, "model_sha256": row["reference_sha256"], "reference_sha256": row["model_sha256"]}
 
 
 if __name__ == "__main__":
