@@ -215,13 +215,20 @@ class SelfPlayActor:
     """Ray actor around :class:`takzero.pipeline.selfplay.SelfPlayWorker`: plays until told to stop,
     refreshing weights when a new generation appears (one object-store read per generation),
     handing each step's finished games to the replay actor (waiting while the buffer says it is
-    too far ahead of the trainer). It reads and writes no file."""
+    too far ahead of the trainer). It reads and writes no file.
 
-    def __init__(self, cfg: TrainConfig, worker_id: int) -> None:
+    ``server``: ``(actor handle, name)`` of the inference server whose network this worker
+    searches with (``selfplay.inference: server``,
+    :class:`takzero.pipeline.inference_server.InferenceServers`): the worker then owns no
+    network and reads no weights (the server loads each generation once); None: its own
+    network, which takes each new generation's weights."""
+
+    def __init__(self, cfg: TrainConfig, worker_id: int, server: tuple[Any, str] | None = None) -> None:
         self.created_at = time.time()
         torch.set_num_threads(cfg.selfplay.threads)
         self.cfg = cfg
         self.worker_id = worker_id
+        self.server = server
         self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
 
     def run(self, coordinator: Any, replay: Any) -> dict[str, int]:
@@ -241,7 +248,12 @@ class SelfPlayActor:
         from takzero.pipeline.selfplay import SelfPlayWorker
 
         stream = ray.get(coordinator.new_stream.remote(self.worker_id))
-        self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream)
+        remote = None
+        if self.server is not None:
+            from takzero.pipeline.inference_server import RemoteEvaluator
+
+            remote = RemoteEvaluator(self.server[0], self.cfg.board.size, name=self.server[1])
+        self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream, evaluator=remote)
         startup = {"startup/actor_at": self.created_at, "startup/built_at": time.time()}
         generation = -1
         pending = None  # a step refused by the buffer, retried before playing on
@@ -255,7 +267,8 @@ class SelfPlayActor:
                     return self._stop(replay, pending)
                 if w is not None:
                     generation = w[0]
-                    self.worker.set_weights(ray.get(w[1][0]), generation)
+                    if remote is None:  # a server's workers never read the weights
+                        self.worker.set_weights(ray.get(w[1][0]), generation)
                 elif generation < 0:  # no weights published yet: never play unknown weights
                     time.sleep(0.05)
                     continue
@@ -424,22 +437,31 @@ class SelfPlayPool:
     :meth:`check` surfaces a worker that failed in our own code (the exception is raised), and
     replaces one that Ray gave up on (``ActorDiedError`` / ``ActorUnavailableError``) with a new
     actor of the same worker id. Its game in flight is lost; what it handed in before stays.
+
+    ``servers``: the run's inference servers (``selfplay.inference: server``; worker ``i`` uses
+    ``servers.for_worker(i)``), None for local networks.
     """
 
-    def __init__(self, cfg: TrainConfig, options: dict[str, Any], coordinator: Any, replay: Any) -> None:
+    def __init__(self, cfg: TrainConfig, options: dict[str, Any], coordinator: Any, replay: Any,
+                 servers: Any = None) -> None:  # fmt: skip
         import ray
 
         self.cfg = cfg
         self.cls = ray.remote(SelfPlayActor).options(**options)
         self.coordinator = coordinator
         self.replay = replay
+        self.servers = servers
         self.workers: list[Any] = []
         self.tasks: list[Any] = []
         self.replaced = 0
         for i in range(cfg.selfplay.workers):
-            w = self.cls.remote(cfg, i)
+            w = self._new_worker(i)
             self.workers.append(w)
             self.tasks.append(w.run.remote(coordinator, replay))
+
+    def _new_worker(self, i: int) -> Any:
+        server = self.servers.for_worker(i) if self.servers is not None else None
+        return self.cls.remote(self.cfg, i, server)
 
     def check(self) -> list[int]:
         """Raise the error of a worker task that failed in takzero's code; replace a worker whose
@@ -458,7 +480,7 @@ class SelfPlayPool:
             except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
                 log.warning("self-play worker %d lost (%s); starting a new one", i, type(e).__name__)
                 self.replaced += 1
-                w = self.cls.remote(self.cfg, i)
+                w = self._new_worker(i)
                 self.workers[i] = w
                 self.tasks[i] = w.run.remote(self.coordinator, self.replay)
                 replaced.append(i)

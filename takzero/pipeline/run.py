@@ -99,6 +99,7 @@ from takzero.pipeline.checkpoints import (
     set_aside,
 )
 from takzero.pipeline.gating import kept_count, match_key, tactics_plan
+from takzero.pipeline.inference_server import InferenceServers
 from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.placement import (
     check_resources,
@@ -253,6 +254,7 @@ class Run:
         self.replay: Any = None
         self.evaluator: Any = None
         self.pool: SelfPlayPool | None = None
+        self.servers: InferenceServers | None = None  # selfplay.inference: server
         self.reanalyser: ReanalyseWorker | None = None  # replay.reanalyse_fraction > 0
         #: Reanalyse's counters as last read from the replay actor (``reanalyse.reanalyse_counts``)
         self.reanalysed: dict[str, int] = {"issued": 0, "applied": 0, "dropped": 0, "sampled": 0}
@@ -673,8 +675,11 @@ class Run:
         # The actors' processes start together (the workers wait for their first weights).
         gpus = cluster_gpus() if cfg.device != "cpu" else 0
         share = cfg.ray.worker_gpu_share if gpus else 0.0
+        if cfg.selfplay.inference == "server":  # the servers own the networks (and the GPUs)
+            self.servers = InferenceServers(cfg, self.coordinator, gpus)
+            share = 0.0
         options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
-        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay)
+        self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay, self.servers)
         stamp("pool_created")
 
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
@@ -755,6 +760,8 @@ class Run:
                 reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
                 for worker in self.pool.check():  # raises a worker's own error; replaces one gone for good
                     self.inflight.pop(float(worker), None)  # its games in play are gone with it
+                if self.servers is not None:
+                    self.servers.check()  # the same for the inference servers
                 if self.reanalyser is not None:
                     self.reanalyser.check()
 
@@ -979,6 +986,8 @@ class Run:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
             self.kept = self.pool.finish()
+        if self.servers is not None:  # after the workers: none waits on a server any more
+            self.servers.finish()
         if self.reanalyser is not None:
             self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None \

@@ -116,6 +116,12 @@ class SelfPlayWorker:
         stream: random stream and game-id prefix of this worker (:func:`game_id`); a training run
             gives each actor start a new one (``Coordinator.new_stream``), so no two starts play
             the same games. Default: the worker id.
+        evaluator: the network as an evaluator the worker does not own (``selfplay.inference:
+            server``: a :class:`takzero.pipeline.inference_server.RemoteEvaluator`, which
+            carries the ``generation`` of its last answer); the worker then builds no network
+            of its own, takes no weights (:meth:`set_weights` refuses them) and always searches
+            its games in two halves (as ``selfplay.pipeline``), so that one half is searched
+            while the other half's batch is out. Default: its own network on ``device``.
 
     :meth:`from_run` builds one from a whole :class:`takzero.config.TrainConfig`.
     """
@@ -134,6 +140,7 @@ class SelfPlayWorker:
         sample_games_every: int,
         worker_id: int = 0,
         stream: int | None = None,
+        evaluator: Any = None,
     ) -> None:
         self.cfg = cfg
         self.size = board.size
@@ -147,18 +154,28 @@ class SelfPlayWorker:
         seed = stream_seed(seed, self.stream)
         self.mcts = BatchedMCTS(self.num_games, self.size, self.search_config, seed=seed)
         self.rng = np.random.default_rng(seed)
-        model = TakNet(model_config)
-        self.evaluator = Evaluator(model, device=device, bf16=self.cfg.bf16)  # bf16: CUDA only
-        self._torch_evaluator = self.evaluator
-        self.backend = self._resolve_backend(self.cfg.backend)
+        #: the network is another's (the inference server's): no weights of its own
+        self.remote = evaluator is not None
+        if self.remote:
+            self.evaluator = evaluator
+            self._torch_evaluator = None
+            self.backend = "remote"
+        else:
+            model = TakNet(model_config)
+            self.evaluator = Evaluator(model, device=device, bf16=self.cfg.bf16)  # bf16: CUDA only
+            self._torch_evaluator = self.evaluator
+            self.backend = self._resolve_backend(self.cfg.backend)
         #: the newest recorded positions (a ring of CALIBRATION_POSITIONS), the int8 calibration
         self._recent = np.zeros((CALIBRATION_POSITIONS, core.STATE_LEN), np.int64)
         self._recent_count = 0
         #: seconds the last int8 quantization took (0 without int8)
         self.quantize_seconds = 0.0
-        self._cpu_evaluator()
+        if not self.remote:
+            self._cpu_evaluator()
         self.driver = SearchDriver(self.mcts, self.evaluator)
-        self.driver.pipelined = bool(self.cfg.pipeline)  # two halves of the games in flight
+        # two halves of the games in flight (always with a remote network: one half is searched
+        # while the other's batch is at the server)
+        self.driver.pipelined = bool(self.cfg.pipeline) or self.remote
         self.generation = 0
         self.start = Position.start(self.size, komi=board.komi, flats=board.flats, caps=board.caps)
         self.games_finished = 0
@@ -167,7 +184,8 @@ class SelfPlayWorker:
 
     @classmethod
     def from_run(
-        cls, run: TrainConfig, worker_id: int = 0, device: str | None = None, stream: int | None = None
+        cls, run: TrainConfig, worker_id: int = 0, device: str | None = None, stream: int | None = None,
+        evaluator: Any = None,
     ) -> SelfPlayWorker:
         """The worker of a training run's config: its sections and translations, ``device``
         defaulting to ``run.device`` (other arguments as for the class)."""
@@ -175,12 +193,15 @@ class SelfPlayWorker:
             run.selfplay, run.board, run.selfplay_search_config(), run.model_config(),
             top_k=run.replay.top_k, opponent_top_k=run.replay_opponent_top_k(), seed=run.seed,
             device=device or run.device, sample_games_every=run.sample_games_every,
-            worker_id=worker_id, stream=stream,
+            worker_id=worker_id, stream=stream, evaluator=evaluator,
         )  # fmt: skip
 
     def set_weights(self, state_dict: dict[str, torch.Tensor], generation: int) -> None:
         """Load new network weights (the generation is recorded with each position); with the
-        onnx backend, export them to a new onnxruntime session."""
+        onnx backend, export them to a new onnxruntime session. Raises RuntimeError for a worker
+        whose network is remote (its weights go to the inference server)."""
+        if self._torch_evaluator is None:
+            raise RuntimeError("this worker's network is an inference server's: its weights go there")
         self._torch_evaluator.load_state_dict(state_dict)
         self._cpu_evaluator()
         self.driver.evaluator = self.evaluator
@@ -243,6 +264,8 @@ class SelfPlayWorker:
                 self.slots[g] = self._new_game(g)
             active = self.mcts.active_games()
         sstats = self.driver.run(active)  # the config's budgets, playout cap and root noise
+        if self.remote:  # the generation of the server's weights (recorded with the positions)
+            self.generation = max(self.generation, int(getattr(self.evaluator, "generation", self.generation)))
         sims = 0
         finished: list[tuple[_Slot, int | None, str]] = []
         for g in active:

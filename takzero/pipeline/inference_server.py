@@ -1,0 +1,584 @@
+"""The inference server of self-play (``selfplay.inference: server``): one Ray actor per device
+owns the self-play network and evaluates the leaf batches of many self-play workers as one
+network call, as KataGo's and Leela Chess Zero's servers batch the requests of their search
+threads.
+
+Pieces, from the bottom:
+
+* :class:`Batcher` (plain Python, no Ray): callers on any thread hand in ``(L, STATE_LEN)``
+  int64 positions and wait for their answer; one thread gathers the waiting requests into one
+  batch and calls the evaluator once, then hands each caller its own rows. The latency bound: a
+  batch is run as soon as it holds ``max_batch`` positions, or ``callers`` requests (one from
+  each client, when their number is known: nobody else is coming), or its first request has
+  waited ``max_wait_s``; a request is never split, and one larger than ``max_batch`` is run alone.
+  Given an evaluator whose output for a position does not depend on the batch, every caller
+  gets exactly what a call of its own would have returned.
+* :class:`InferenceServer`: the actor (a threaded Ray actor: each ``evaluate`` call waits on
+  its own thread while the batcher's thread runs the network). It builds its network as a
+  self-play worker does (``Evaluator`` on ``device``, bf16 autocast on CUDA with
+  ``selfplay.bf16``; on CPU the runtime of ``selfplay.backend``: torch, onnx, int8 calibrated on
+  the newest positions it served, or auto). Its :meth:`InferenceServer.run` task asks the
+  coordinator once a poll (0.5 s) for newer weights and loads a new generation once
+  (``Coordinator.exchange``, the call the workers make), so the weights reach the server, not
+  every worker; a restarted server takes the current weights the same way.
+* :class:`RemoteEvaluator`: what a self-play worker searches with instead of a network (the
+  ``Evaluator`` interface: ``evaluate(states) -> (priors (L, A) float32, values (L,) float32,
+  wdl (L, 3) float32)``, ``size``, ``num_actions``, ``metadata``), plus ``generation``: the
+  generation of the weights that gave its last answer (the worker records it with its
+  positions). The priors travel packed (:func:`pack_priors`: the legal moves' entries only,
+  about 1% of a 6x6 row of 9,036 actions), so an answer stays small enough for Ray to send
+  inline rather than through the object store. A call to a server that died is retried (Ray retries it on the restarted actor,
+  ``max_task_retries=-1``; one dead for good is looked up again by its name, which its
+  replacement takes) for up to ``retry_s`` seconds.
+* :class:`InferenceServers` (driver side): the run's servers, one per GPU of the cluster (one in
+  all without GPUs), worker ``i`` served by server ``i % n``; replaces a server Ray gave up on
+  and stops them at the end.
+
+A worker whose evaluator is remote always searches its games in two halves
+(``BatchedMCTS.run(pipelined=True)``, as ``selfplay.pipeline``): one half is selected and
+expanded while the other half's batch is at the server. The games are the same as with a local
+network of the same weights, given a network whose output does not depend on the batch
+(``tests/test_inference_server.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from takzero.config import TrainConfig
+from takzero.game.core import STATE_LEN, num_actions
+
+log = logging.getLogger(__name__)
+
+#: Seconds between the server's questions to the coordinator for newer weights.
+WEIGHTS_POLL_S = 0.5
+
+#: Positions of the int8 calibration ring of a server (its newest served positions).
+RING = 512
+
+
+def pack_priors(states: np.ndarray, priors: np.ndarray) -> np.ndarray:
+    """The entries of ``priors`` (L, A) at the legal moves of ``states`` (L, STATE_LEN) int64,
+    row by row in action order: (K,) float32, K the legal moves of all rows."""
+    from takzero.nn.actions import legal_mask
+
+    mask = legal_mask(states, np.zeros(priors.shape, np.bool_))
+    return np.ascontiguousarray(priors[mask], dtype=np.float32)
+
+
+def unpack_priors(states: np.ndarray, packed: np.ndarray, actions: int) -> np.ndarray:
+    """(L, ``actions``) float32 priors from :func:`pack_priors`'s ``packed``: the legal moves'
+    entries put back, 0 elsewhere (where a network's priors are 0 anyway, and which the search
+    never reads). Raises ValueError when ``packed`` does not fit the legal moves of ``states``."""
+    from takzero.nn.actions import legal_mask
+
+    mask = legal_mask(states, np.zeros((len(states), actions), np.bool_))
+    if int(mask.sum()) != len(packed):
+        raise ValueError(f"{len(packed)} packed priors for {int(mask.sum())} legal moves")
+    dense = np.zeros((len(states), actions), np.float32)
+    dense[mask] = packed
+    return dense
+
+
+@dataclass
+class _Request:
+    states: np.ndarray
+    future: Future
+    arrived: float  # time.monotonic()
+
+
+class Batcher:
+    """One batch for the requests of many threads (see the module docstring).
+
+    Args:
+        evaluate: ``evaluate(states (B, STATE_LEN) int64) -> tuple of arrays`` whose leading
+            axis is B (e.g. ``Evaluator.evaluate``: priors, values, wdl); called on the
+            batcher's own thread only, one batch at a time.
+        max_batch: positions per call at most (a larger request is run alone).
+        max_wait_s: how long the first request of a batch waits for others (0: run what is
+            waiting at once).
+        name: the thread's name.
+        callers: the clients that may send (None: unknown); a batch holding this many requests
+            is run without waiting longer (a lone client never waits).
+
+    Raises ValueError for ``max_batch`` < 1 or a negative or non-finite ``max_wait_s``.
+    """
+
+    def __init__(
+        self,
+        evaluate: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+        max_batch: int,
+        max_wait_s: float,
+        name: str = "takzero-batcher",
+        callers: int | None = None,
+    ) -> None:
+        if int(max_batch) < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if not (math.isfinite(max_wait_s) and max_wait_s >= 0):
+            raise ValueError(f"max_wait_s must be >= 0 and finite, got {max_wait_s}")
+        self._evaluate = evaluate
+        self.max_batch = int(max_batch)
+        self.max_wait_s = float(max_wait_s)
+        self.callers = None if callers is None else max(1, int(callers))
+        self._queue: deque[_Request] = deque()
+        self._queued = 0  # positions waiting
+        self._cv = threading.Condition()
+        self._closed = False
+        #: network calls made, requests answered, positions evaluated, the largest batch
+        self.batches = 0
+        self.requests = 0
+        self.positions = 0
+        self.largest = 0
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, states: np.ndarray) -> Future:
+        """Queue ``states`` ((L, STATE_LEN) int64, L >= 0; one position may be (STATE_LEN,));
+        the future's result is the evaluator's output for these rows (a tuple of arrays with
+        leading axis L), or its exception. Raises ValueError for another shape or dtype and
+        RuntimeError after :meth:`close`."""
+        states = np.asarray(states)
+        if states.ndim == 1:
+            states = states[None]
+        if states.ndim != 2 or states.shape[1] != STATE_LEN or states.dtype != np.int64:
+            raise ValueError(f"states must be (L, {STATE_LEN}) int64, got {states.shape} {states.dtype}")
+        future: Future = Future()
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the batcher is closed")
+            self._queue.append(_Request(states, future, time.monotonic()))
+            self._queued += len(states)
+            self._cv.notify()
+        return future
+
+    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:meth:`submit` and wait for the answer (the evaluator's exception is raised here)."""
+        return self.submit(states).result()
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Answer what is queued, then end the thread (waits up to ``timeout`` seconds)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    @property
+    def mean_batch(self) -> float:
+        """Positions per network call so far (0 before any)."""
+        return self.positions / self.batches if self.batches else 0.0
+
+    def _take(self) -> list[_Request] | None:
+        """The next batch (None once closed and empty): waits for a first request, then up to
+        ``max_wait_s`` after its arrival for ``max_batch`` positions or ``callers`` requests."""
+        with self._cv:
+            while not self._queue and not self._closed:
+                self._cv.wait()
+            if not self._queue:
+                return None
+            deadline = self._queue[0].arrived + self.max_wait_s
+            while not self._closed and self._queued < self.max_batch and (
+                self.callers is None or len(self._queue) < self.callers
+            ):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+            first = self._queue.popleft()
+            batch, n = [first], len(first.states)
+            while self._queue and n + len(self._queue[0].states) <= self.max_batch:
+                r = self._queue.popleft()
+                batch.append(r)
+                n += len(r.states)
+            self._queued -= n
+            return batch
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            self._run(batch)
+
+    def _run(self, batch: list[_Request]) -> None:
+        """One evaluator call for ``batch``; each request's future gets its rows (or the error)."""
+        states = batch[0].states if len(batch) == 1 else np.concatenate([r.states for r in batch])
+        try:
+            out = self._evaluate(states)
+        except Exception as e:  # noqa: BLE001 - every caller of the batch hears of it
+            for r in batch:
+                r.future.set_exception(e)
+            return
+        self.batches += 1
+        self.requests += len(batch)
+        self.positions += len(states)
+        self.largest = max(self.largest, len(states))
+        lo = 0
+        for r in batch:
+            hi = lo + len(r.states)
+            r.future.set_result(tuple(a[lo:hi] for a in out))
+            lo = hi
+
+
+class BatcherClient:
+    """An in-process evaluator over a :class:`Batcher` (the ``Evaluator`` interface, for tests
+    and benchmarks without Ray): ``evaluate`` waits for its rows of a shared batch."""
+
+    def __init__(self, batcher: Batcher, size: int) -> None:
+        self.batcher = batcher
+        self.size = int(size)
+        self.num_actions = num_actions(self.size)
+        self.generation = 0
+
+    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(priors, values, wdl) of ``states`` (see ``Evaluator.evaluate``)."""
+        out = self.batcher.evaluate(states)
+        return out[0], out[1], out[2]
+
+
+class InferenceServer:
+    """The network of many self-play workers (see the module docstring); a Ray actor with
+    ``ray.remote(InferenceServer).options(**server_options(...))``.
+
+    Args:
+        cfg: the run's config (``model``, ``device``, ``selfplay``: ``bf16``, ``backend``,
+            ``threads``, ``use_latest``, ``server_max_batch``, ``server_max_wait_ms``).
+        index: the server's number.
+        clients: workers it serves (its CPU threads: ``clients * selfplay.threads``, at most the
+            machine's cores).
+        device: the network's device (default ``cfg.device``).
+        evaluator: for tests: serve this evaluator (``evaluate(states)``) instead of a network;
+            weights are then only counted.
+    """
+
+    def __init__(self, cfg: TrainConfig, index: int = 0, clients: int = 1, device: str | None = None,
+                 evaluator: Any = None) -> None:  # fmt: skip
+        import torch
+
+        self.started_at = time.time()
+        sp = cfg.selfplay
+        self.cfg = cfg
+        self.index = index
+        self.kind = "latest" if sp.use_latest else "promoted"
+        self.threads = max(1, min(os.cpu_count() or 1, clients * sp.threads))
+        torch.set_num_threads(self.threads)
+        self.generation = -1
+        #: the generations loaded, in order (one entry per generation: the test of "once")
+        self.loads: list[int] = []
+        self._ready = threading.Event()
+        self._lock = threading.Lock()  # the network: a batch or a weights swap, not both
+        self._recent = np.zeros((RING, STATE_LEN), np.int64)  # newest served positions (int8)
+        self._recent_count = 0
+        self.quantize_seconds = 0.0
+        self._torch: Any = None
+        if evaluator is not None:
+            self.backend = "given"
+            self.evaluator = evaluator
+            self._metadata: dict[str, Any] = {"size": cfg.board.size}
+        else:
+            from takzero.nn.inference import Evaluator, choose_backend
+            from takzero.nn.model import TakNet
+
+            self._torch = Evaluator(TakNet(cfg.model_config()), device=device or cfg.device, bf16=sp.bf16)
+            self._metadata = dict(self._torch.metadata)
+            backend = sp.backend
+            if self._torch.device.type != "cpu" or backend == "torch":
+                backend = "torch"
+            elif backend == "auto":
+                batch = max(1, min(sp.server_max_batch, clients * max(1, sp.games_per_worker // 2)))
+                backend = choose_backend(self._torch.model, batch, self.threads)
+            self.backend = backend
+            self.evaluator = self._torch
+            self._rebuild()
+        self.batcher = Batcher(self._run_batch, sp.server_max_batch, sp.server_max_wait_ms / 1000.0,
+                               name=f"takzero-inference-{index}", callers=clients)  # fmt: skip
+
+    # -- the network --------------------------------------------------------------------------
+
+    def _rebuild(self) -> None:
+        """``self.evaluator`` for the current weights in the server's runtime (under the lock
+        or before the batcher starts)."""
+        from takzero.nn.inference import onnx_evaluator, quantize
+
+        if self.backend == "onnx":
+            self.evaluator = onnx_evaluator(self._torch.model, threads=self.threads)
+        elif self.backend == "int8":
+            n = min(self._recent_count, RING)
+            states = self._recent[:n].copy() if n >= 64 else None  # None: its own policy's games
+            self.evaluator, self.quantize_seconds = quantize(self._torch, states, threads=self.threads,
+                                                             seed=self.index)  # fmt: skip
+        else:
+            self.evaluator = self._torch
+
+    def load(self, state_dict: dict[str, Any] | None, generation: int) -> None:
+        """Take the weights of ``generation`` (between two batches); the first ones open the
+        server (``evaluate`` waits for them)."""
+        with self._lock:
+            if self._torch is not None and state_dict is not None:
+                self._torch.load_state_dict(state_dict)
+                self._rebuild()
+            self.generation = int(generation)
+            self.loads.append(int(generation))
+        self._ready.set()
+
+    def _run_batch(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The batcher's call: (priors, values, wdl, the generation per row)."""
+        with self._lock:
+            priors, values, wdl = self.evaluator.evaluate(states)
+            generation = self.generation
+        n = len(states)
+        if self.backend == "int8" and n:  # the newest positions: the next generation's calibration
+            k = min(n, RING)
+            at = (self._recent_count + np.arange(k)) % RING
+            self._recent[at] = states[-k:]
+            self._recent_count += k
+        return priors, values, wdl, np.full(n, generation, np.int64)
+
+    # -- Ray methods --------------------------------------------------------------------------
+
+    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(packed priors (K,) float32 (:func:`pack_priors`), values (L,) float32, wdl (L, 3)
+        float32, generation) of ``states`` (L, STATE_LEN) int64, evaluated in a batch with other
+        callers' positions; waits for the first weights. Raises ValueError for bad states."""
+        while not self._ready.wait(1.0):
+            pass
+        priors, values, wdl, gens = self.batcher.evaluate(states)
+        states = np.asarray(states).reshape(len(values), STATE_LEN)
+        return pack_priors(states, priors), values, wdl, int(gens[0]) if len(gens) else self.generation
+
+    def run(self, coordinator: Any, poll_s: float = WEIGHTS_POLL_S) -> dict[str, Any]:
+        """Load each new generation of the ``selfplay.use_latest`` kind from the coordinator
+        (one object-store read each) until it says stop; returns :meth:`info`. Ray retries this
+        task on a restarted server, which so takes the current weights again."""
+        import ray
+
+        while True:
+            stop, w = ray.get(coordinator.exchange.remote(self.kind, self.generation))
+            if w is not None:
+                self.load(ray.get(w[1][0]), w[0])
+            if stop:
+                return self.info()
+            time.sleep(poll_s)
+
+    def metadata(self) -> dict[str, Any]:
+        """The network's metadata (``Evaluator.metadata``)."""
+        return dict(self._metadata)
+
+    def info(self) -> dict[str, Any]:
+        """What the server did: its process id, start time, generation and the generations it
+        loaded, its runtime, threads, and the batcher's counts."""
+        b = self.batcher
+        return {
+            "pid": os.getpid(), "index": self.index, "started_at": self.started_at,
+            "generation": self.generation, "loads": list(self.loads), "backend": self.backend,
+            "device": str(self._torch.device) if self._torch is not None else "cpu",
+            "threads": self.threads, "batches": b.batches, "requests": b.requests,
+            "positions": b.positions, "largest_batch": b.largest, "mean_batch": b.mean_batch,
+            "quantize_seconds": self.quantize_seconds,
+        }  # fmt: skip
+
+
+class RemoteEvaluator:
+    """A self-play worker's evaluator whose network is an :class:`InferenceServer` (see the
+    module docstring).
+
+    Args:
+        server: the server's Ray actor handle.
+        size: the board size.
+        name: the server's actor name, looked up again when the actor is gone for good.
+        retry_s: how long a call keeps retrying a server that is down before it raises.
+    """
+
+    def __init__(self, server: Any, size: int, name: str | None = None, retry_s: float = 600.0) -> None:
+        self.server = server
+        self.name = name
+        self.size = int(size)
+        self.num_actions = num_actions(self.size)
+        self.retry_s = float(retry_s)
+        #: the generation of the weights of the last answer (-1 before any)
+        self.generation = -1
+        #: calls answered, and calls repeated because the server was down
+        self.calls = 0
+        self.retries = 0
+        self._metadata: dict[str, Any] | None = None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The server network's metadata (asked once)."""
+        if self._metadata is None:
+            self._metadata = self._call(lambda s: s.metadata.remote())
+        return self._metadata
+
+    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(priors (L, A) float32, values (L,) float32, wdl (L, 3) float32) of ``states``
+        (L, STATE_LEN) int64 (values and wdl may be read-only). Raises ray.exceptions.RayActorError when the
+        server stays down for ``retry_s`` seconds, and the server's ValueError for bad states."""
+        states = np.ascontiguousarray(states)
+        if states.ndim == 1:
+            states = states[None]
+        packed, values, wdl, generation = self._call(lambda s: s.evaluate.remote(states))
+        self.generation = int(generation)
+        self.calls += 1
+        return unpack_priors(states, packed, self.num_actions), values, wdl
+
+    def _call(self, send: Callable[[Any], Any]) -> Any:
+        import ray
+        from ray.exceptions import RayActorError
+
+        give_up: float | None = None
+        while True:
+            try:
+                return ray.get(send(self.server))
+            except RayActorError:
+                now = time.monotonic()
+                give_up = give_up if give_up is not None else now + self.retry_s
+                if now > give_up:
+                    raise
+                self.retries += 1
+                time.sleep(0.5)
+                if self.name is not None:
+                    try:
+                        self.server = ray.get_actor(self.name)
+                    except ValueError:  # not (yet) replaced
+                        pass
+
+
+def server_count(cfg: TrainConfig, gpus: float) -> int:
+    """Inference servers of a run: one per GPU of the cluster when the network runs on GPUs
+    (``device`` not ``cpu``), else one; never more than ``selfplay.workers``."""
+    n = int(gpus) if cfg.device != "cpu" and gpus >= 1 else 1
+    return max(1, min(n, cfg.selfplay.workers))
+
+
+def server_options(cfg: TrainConfig, name: str, clients: int, gpu: bool) -> dict[str, Any]:
+    """Ray actor options of an inference server: named ``name`` (workers look it up again after
+    a replacement), threads for each client's two requests in flight and its weights task, one
+    GPU when ``gpu``, no CPU reserved (its network takes the CPU time the workers' own networks
+    would have taken), the ``ray.selfplay_resources``; restarted without limit, with its calls
+    retried on the new process."""
+    opts: dict[str, Any] = {
+        "name": name,
+        "num_cpus": 0,
+        "num_gpus": 1 if gpu else 0,
+        "max_restarts": -1,
+        "max_task_retries": -1,
+        "max_concurrency": 2 * max(1, clients) + 4,
+    }
+    resources = cfg.ray.selfplay_resources or {}
+    if resources:
+        opts["resources"] = dict(resources)
+    return opts
+
+
+class InferenceServers:
+    """The run's inference servers (driver side; see the module docstring).
+
+    Args:
+        cfg: the run's config.
+        coordinator: the coordinator actor (the servers' weights).
+        gpus: GPUs of the cluster (``placement.cluster_gpus``).
+        evaluator: for tests, served instead of a network (:class:`InferenceServer`).
+    """
+
+    def __init__(self, cfg: TrainConfig, coordinator: Any, gpus: float = 0.0, evaluator: Any = None) -> None:
+        import ray
+
+        self.cfg = cfg
+        self.coordinator = coordinator
+        self.evaluator = evaluator
+        n = server_count(cfg, gpus)
+        self.gpu = cfg.device != "cpu" and gpus >= 1
+        token = uuid.uuid4().hex[:8]
+        self.names = [f"takzero-inference-{token}-{i}" for i in range(n)]
+        self.clients = [len(range(i, cfg.selfplay.workers, n)) for i in range(n)]
+        self.cls = ray.remote(InferenceServer)
+        self.servers: list[Any] = []
+        self.tasks: list[Any] = []
+        self.replaced = 0
+        for i in range(n):
+            server, task = self._start(i)
+            self.servers.append(server)
+            self.tasks.append(task)
+
+    def _start(self, i: int) -> tuple[Any, Any]:
+        opts = server_options(self.cfg, self.names[i], self.clients[i], self.gpu)
+        server = self.cls.options(**opts).remote(self.cfg, i, self.clients[i], evaluator=self.evaluator)
+        return server, server.run.remote(self.coordinator)
+
+    def for_worker(self, worker_id: int) -> tuple[Any, str]:
+        """(actor handle, name) of the server of self-play worker ``worker_id``."""
+        i = worker_id % len(self.servers)
+        return self.servers[i], self.names[i]
+
+    def check(self) -> list[int]:
+        """Raise the error of a server task that failed in takzero's code; replace a server
+        whose actor is gone for good (under the same name, so its workers find it). Never
+        waits. Returns the indices replaced."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        replaced = []
+        for i, t in enumerate(self.tasks):
+            ready, _ = ray.wait([t], timeout=0)
+            if not ready:
+                continue
+            try:
+                ray.get(t)
+            except RayActorError as e:
+                log.warning("inference server %d lost (%s); starting a new one", i, type(e).__name__)
+                self.replaced += 1
+                self.servers[i], self.tasks[i] = self._start(i)
+                replaced.append(i)
+        return replaced
+
+    def info(self, timeout: float = 10.0) -> list[dict[str, Any] | None]:
+        """Each server's :meth:`InferenceServer.info` (None for one that did not answer)."""
+        import ray
+
+        out: list[dict[str, Any] | None] = []
+        for s in self.servers:
+            try:
+                out.append(ray.get(s.info.remote(), timeout=timeout))
+            except Exception:  # noqa: BLE001 - a lost server has nothing to say
+                out.append(None)
+        return out
+
+    def finish(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """After the coordinator's stop and the workers' end: the servers' final
+        :meth:`InferenceServer.info` (those that answer within ``timeout_s``), then kill them."""
+        import ray
+
+        ready, _ = ray.wait(self.tasks, num_returns=len(self.tasks), timeout=timeout_s)
+        out = []
+        for t in ready:
+            try:
+                out.append(ray.get(t))
+            except Exception:  # noqa: BLE001 - a server lost at the stop
+                continue
+        for s in self.servers:
+            ray.kill(s)
+        return out
+
+
+__all__ = [
+    "Batcher",
+    "BatcherClient",
+    "InferenceServer",
+    "InferenceServers",
+    "RemoteEvaluator",
+    "unpack_priors",
+    "pack_priors",
+    "server_count",
+    "server_options",
+]
