@@ -1103,7 +1103,7 @@ class Run:
             states = ray.get(self.replay.newest_states.remote(CALIBRATION_POSITIONS), timeout=60)
         except Exception:  # noqa: BLE001 - a model file without them is still a model file
             return None
-        return torch.from_numpy(states) if len(states) >= 64 else None
+        return torch.from_numpy(np.array(states)) if len(states) >= 64 else None  # a writable copy (ray.get gives read-only arrays)
 
     def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
         atomic_torch_save(self._model_file(generation, state), self.run_dir / "best.pt")
