@@ -201,8 +201,8 @@ def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
     quiet.setLevel(max(level, logging.ERROR))
     with tempfile.TemporaryDirectory(prefix="takzero-int8-") as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
-        src.write_bytes(_initializer_identities_inlined(onnx_model))
         try:
+            src.write_bytes(_initializer_identities_inlined(onnx_model))
             quantize_static(
                 str(src), str(dst), _Reader(np.ascontiguousarray(planes, np.float32)),
                 quant_format=QuantFormat.QDQ, per_channel=True,
