@@ -145,6 +145,9 @@ def test_show_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         ["--tps", "x5/x5 1 1"],
         ["--tps", REF.TPS, "--last-move", "z9"],
         ["--tps", REF.TPS, "--ply", "3"],
+        ["--tps", REF.TPS, "--width", "1000"],  # 100,000 pixels wide: 45 GB of drawing buffer
+        ["--tps", REF.TPS, "--width", "4", "--dpi", "100000"],
+        ["--tps", REF.TPS, "--width", "1000000000"],
     ):
         assert main(["show", *bad, "-o", str(tmp_path / "bad.png")]) == 2
         assert capsys.readouterr().err.startswith("error: ")

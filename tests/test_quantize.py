@@ -187,3 +187,17 @@ def test_the_process_backend_reaches_registry_players(tmp_path: Path, net5: TakN
     assert player.backend == "int8" and player.evaluator.metadata["precision"] == "int8"
     with pytest.raises(ValueError, match="backend must be one of"):
         network.set_play_backend("fp16")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_checkpoint_with_weights_that_are_not_finite_is_refused_naming_it(tmp_path: Path, value: float) -> None:
+    """A network of NaN or inf weights played its first legal move every time (hostile pass)."""
+    torch.manual_seed(0)
+    net = TakNet(ModelConfig(size=4, channels=8, blocks=1))
+    with torch.no_grad():
+        next(iter(net.parameters())).fill_(value)
+    path = tmp_path / "bad.pt"
+    torch.save(checkpoint_dict(net, half_komi=0), path)
+    with pytest.raises(ValueError, match=r"bad\.pt: its weights are not finite") as info:
+        Evaluator.load(path, device="cpu")
+    assert "\n" not in str(info.value)

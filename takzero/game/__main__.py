@@ -91,6 +91,11 @@ def _komi_arg(text: str) -> float:
     return komi
 
 
+#: The widest board picture ``show`` draws, in pixels (--width x --dpi): 10,000 pixels square is
+#: about 400 MB of drawing buffer; --width 1000 asked for 45 GB.
+MAX_PICTURE_PIXELS = 10_000
+
+
 def _int_in(lo: int, hi: int | None = None, what: str = "a whole number"):
     """An argparse type: a whole number in lo..hi (no upper bound when hi is None)."""
 
@@ -378,6 +383,10 @@ def _show(args: argparse.Namespace) -> int:
             if args.last_move is not None:
                 raise ValueError("--last-move goes with --tps (a PTN game marks its own last move)")
             pos, last = _ptn_game_at(args.ptn, 1 if args.game is None else args.game, args.ply)
+        pixels = args.width * args.dpi
+        if pixels > MAX_PICTURE_PIXELS:  # a picture's width in pixels (its height is about the same)
+            raise ValueError(f"--width {args.width:g} at --dpi {args.dpi} is {pixels:,.0f} pixels wide; "
+                             f"at most {MAX_PICTURE_PIXELS:,} (e.g. --width 4 --dpi 100)")  # fmt: skip
         path = save_board(pos, args.output, last_move=last, title=args.title, width=args.width, dpi=args.dpi)
     except (TPSError, PTNError, MoveError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

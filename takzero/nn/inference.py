@@ -514,6 +514,10 @@ class Evaluator:
             source = str(checkpoint)
             checkpoint = load_weights_only(checkpoint)
         model = model_from_checkpoint(checkpoint, source=source)
+        bad = [k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        if bad:  # a network of NaN or inf plays its first legal move every time: refuse it
+            raise ValueError(f"{source or 'the checkpoint'}: its weights are not finite ({', '.join(bad[:3])}"
+                             f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
         meta = model_metadata(model)
         for key in ("half_komi", "generation"):
             if key in checkpoint:
