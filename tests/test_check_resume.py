@@ -270,7 +270,9 @@ def _cut_check_then_resume(tmp_path: Path, how: str) -> None:
     if how == "ctrl-c":
         assert "evaluations cut by the stop, run again when the run goes on: gen 1 baselines" in log1
     step = load_checked(list_checkpoints(run)[-1])["step"]
-    done = subprocess.run([*args, f"train.total_steps={step + 5}"], cwd=ROOT, env=env, capture_output=True,
+    # enough steps for the cut check's other games to land before the run ends, even on a loaded
+    # machine (with 5 the run reached its steps first at load 10-26: "evaluations not run: 1")
+    done = subprocess.run([*args, f"train.total_steps={step + 300}"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900, start_new_session=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
