@@ -30,6 +30,7 @@ import warnings
 from dataclasses import replace
 
 from takzero.game.position import komi_to_half_komi
+from takzero.io.files import exit_now
 from takzero.matches.games import komi_override_warning
 from takzero.players.network import (
     PLAY_BACKENDS,
@@ -183,22 +184,6 @@ def main(argv: list[str] | None = None) -> int:
         status = 2
     print(json.dumps(bot.stats.summary()))
     return status
-
-
-def exit_now(status: int) -> None:
-    """End the process with ``status`` once stdout and stderr are flushed, without the
-    interpreter's teardown. The bot has ended its games, joined its search thread (within
-    ``SHUTDOWN_WAIT_S``) and closed its connection by then; a thread still inside onnxruntime
-    when the interpreter tears down aborts the process (status 134, "terminate called without an
-    active exception": the thread is ended by ``pthread_exit`` when it takes the GIL back, and
-    the unwinding meets a ``noexcept`` C++ frame), and the teardown of torch, onnxruntime and
-    numba took seconds."""
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 if __name__ == "__main__":

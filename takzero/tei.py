@@ -9,9 +9,9 @@ row each of :data:`takzero.protocols.tei.engine.OPTIONS`) and its behaviour are 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from takzero.io.files import exit_now
 from takzero.players.network import PLAY_BACKENDS
 from takzero.players.registry import help_text, spec_syntax
 from takzero.protocols.tei.engine import DEFAULT_PLAYER, MAX_SEED, MAX_THREADS, TEIEngine
@@ -123,21 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         engine.run(sys.stdin)
     return 0
-
-
-def exit_now(status: int) -> None:
-    """End the process with ``status`` once stdout and stderr are flushed, without the
-    interpreter's teardown: after ``quit`` the engine has answered everything, and the teardown
-    of torch, onnxruntime and numba took 3-12 s on a loaded machine (a GUI waiting for the
-    process to end saw an engine still running after ``quit``); it would also abort (status
-    134, "terminate called without an active exception") should a daemon thread still be inside
-    onnxruntime then."""
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 if __name__ == "__main__":

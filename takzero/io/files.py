@@ -94,3 +94,21 @@ def write_ptn_file(path: str | os.PathLike[str], games: PTNGame | Iterable[PTNGa
     record that cannot be written as PTN."""
     text = write_ptn(games) if isinstance(games, PTNGame) else write_ptn_games(games)
     atomic_write_text(path, text)
+
+
+def exit_now(status: int) -> None:
+    """End the process with ``status`` once stdout and stderr are flushed, without the
+    interpreter's teardown (the command lines ``takzero.tei`` and ``takzero.playtak`` end so).
+    The teardown of torch, onnxruntime and numba took 3-12 s on a loaded machine (a GUI waiting
+    for an engine to end after ``quit`` saw it still running), and a thread still inside
+    onnxruntime then aborts the process (status 134, "terminate called without an active
+    exception": the thread is ended by ``pthread_exit`` when it takes the GIL back, and the
+    unwinding meets a ``noexcept`` C++ frame). Never returns."""
+    import sys
+
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)

@@ -85,6 +85,7 @@ __all__ = [
     "EVAL_BACKENDS",
     "read_onnx_metadata",
     "read_torchscript_metadata",
+    "set_onnx_metadata",
     "resolve_device",
 ]
 
@@ -213,14 +214,21 @@ def export_onnx(
     written = {o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")}
     if written != {opset}:
         raise RuntimeError(f"asked for ONNX opset {opset}, the exporter wrote {sorted(written)}")
+    set_onnx_metadata(proto, meta)
+    onnx.save(proto, str(path))
+    return meta
+
+
+def set_onnx_metadata(proto: Any, meta: dict[str, Any]) -> None:
+    """Replace an ONNX ``ModelProto``'s ``metadata_props`` with takzero's: one key ``takzero``
+    holding ``meta`` as JSON plus one key per top-level field (what ``read_onnx_metadata`` and
+    ``Evaluator.from_onnx`` read)."""
     del proto.metadata_props[:]
     entry = proto.metadata_props.add()
     entry.key, entry.value = "takzero", json.dumps(meta)
     for key, value in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, json.dumps(value)
-    onnx.save(proto, str(path))
-    return meta
 
 
 def _onnx_bytes_of_model(model: PolicyValueNet, opset: int = DEFAULT_ONNX_OPSET) -> bytes:

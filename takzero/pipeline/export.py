@@ -11,7 +11,6 @@ input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a dict 
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from pathlib import Path
@@ -253,7 +252,7 @@ def _export_int8(model: Any, ckpt: dict[str, Any], out: Path, meta: dict[str, An
     import onnx
 
     from takzero.io.files import atomic_write_bytes
-    from takzero.nn.inference import Evaluator, export_onnx, quantize
+    from takzero.nn.inference import Evaluator, export_onnx, quantize, set_onnx_metadata
     from takzero.nn.quantize import calibration_states_of
 
     with tempfile.TemporaryDirectory(prefix="takzero-export-") as tmp:
@@ -262,12 +261,7 @@ def _export_int8(model: Any, ckpt: dict[str, Any], out: Path, meta: dict[str, An
         int8, _ = quantize(Evaluator.from_onnx(fp32), calibration_states_of(ckpt))
     meta = {**meta, "precision": "int8", "calibration_positions": int8.metadata["calibration_positions"]}
     proto = onnx.load_from_string(int8.onnx_bytes)
-    del proto.metadata_props[:]
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = "takzero", json.dumps(meta)
-    for key, value in meta.items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value)
+    set_onnx_metadata(proto, meta)
     atomic_write_bytes(out, proto.SerializeToString())
     return meta
 

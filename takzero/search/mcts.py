@@ -61,6 +61,13 @@ from takzero.search.tree import (
     terminal_status,
 )
 
+
+def _stopped(stop, deadline: float | None) -> bool:
+    """Whether a pipelined run must end: ``stop`` (a ``threading.Event``) set or ``deadline``
+    (``time.perf_counter()`` seconds) passed."""
+    return (stop is not None and stop.is_set()) or (deadline is not None and time.perf_counter() >= deadline)
+
+
 __all__ = [
     "BatchedMCTS",
     "SearchResult",
@@ -412,11 +419,6 @@ class BatchedMCTS:
         pending: list[tuple[Future, int] | None] = [None, None]
         done = [False, False]
 
-        def stopping() -> bool:
-            return (stop is not None and stop.is_set()) or (
-                deadline is not None and time.perf_counter() >= deadline
-            )
-
         def finish(h: int) -> None:
             item = pending[h]
             if item is not None:
@@ -428,14 +430,14 @@ class BatchedMCTS:
         h = 0
         while True:
             n = 0
-            if not done[h] and not stopping():
+            if not done[h] and not _stopped(stop, deadline):
                 n = self._select_into(bufs[h], parts[h])
             if n == 0:
                 done[h] = True
             finish(1 - h)  # the other half's batch, evaluated meanwhile
             if n:
                 pending[h] = (submit(bufs[h], n), n)
-            if stopping() or (done[0] and done[1]):
+            if _stopped(stop, deadline) or (done[0] and done[1]):
                 finish(h)
                 return
             h = 1 - h
@@ -477,11 +479,6 @@ class BatchedMCTS:
         def submit(b: int, n: int) -> Future:
             return submit_to(bufs[b], n)
 
-        def stopping() -> bool:
-            return (stop is not None and stop.is_set()) or (
-                deadline is not None and time.perf_counter() >= deadline
-            )
-
         cur = 0
         n_cur = self._select_into(bufs[cur])
         if n_cur == 0:
@@ -489,12 +486,12 @@ class BatchedMCTS:
         future = submit(cur, n_cur)
         while True:
             nxt = 1 - cur
-            n_nxt = 0 if stopping() else self._select_into(bufs[nxt])
+            n_nxt = 0 if _stopped(stop, deadline) else self._select_into(bufs[nxt])
             priors, values, took = future.result()
             stats.eval_seconds += took
             self._expand_from(bufs[cur], n_cur, priors, values)
             if n_nxt == 0:
-                if stopping():
+                if _stopped(stop, deadline):
                     return
                 n_cur = self._select_into(bufs[cur])  # nothing in flight: select afresh
                 if n_cur == 0:
@@ -503,7 +500,7 @@ class BatchedMCTS:
                 continue
             future = submit(nxt, n_nxt)
             cur, n_cur = nxt, n_nxt
-            if stopping():  # back up the batch already selected, then stop
+            if _stopped(stop, deadline):  # back up the batch already selected, then stop
                 priors, values, took = future.result()
                 stats.eval_seconds += took
                 self._expand_from(bufs[cur], n_cur, priors, values)
