@@ -280,12 +280,13 @@ def root_problem(root: str | Path) -> str | None:
             break
         probe = probe.parent
     if not probe.is_dir():
-        return f"checkpoint_root={root}: {probe} is not a folder"
+        where = "is" if probe == path else f"lies under {probe}, which is"
+        return f"checkpoint_root: {root} {where} not a folder"
     try:  # a real write: a read-only file system or mode stops root too, os.access would not
         os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".takzero-write-test-"))
     except OSError as e:
         made = "" if probe == path else " (where it would be made)"
-        return (f"checkpoint_root={root}: cannot write in {probe}{made}: {e.strerror or e}; "
+        return (f"checkpoint_root: {root}: cannot write in {probe}{made}: {e.strerror or e}; "
                 "choose a folder you can write to")  # fmt: skip
     return None
 
