@@ -193,3 +193,33 @@ def test_load_checkpoint_file(model: TakNet, states: np.ndarray, tmp_path: Path)
     assert ev.metadata["generation"] == 3 and ev.config == model.config
     ref = Evaluator.from_checkpoint(checkpoint_dict(model), device="cpu")
     assert np.array_equal(ev.evaluate(states)[0], ref.evaluate(states)[0])
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_two_threads_may_evaluate_at_once(model: TakNet, states: np.ndarray, backend: str) -> None:
+    """The pipelined search of one game calls ``evaluate`` from two threads at once: each thread
+    encodes into its own input buffers, so batches of the same size never mix (the shared buffer
+    of one batch size gave one thread the other's positions)."""
+    import threading
+
+    from takzero.nn.inference import with_backend
+    from takzero.search.driver import CachedEvaluator
+
+    ev = with_backend(Evaluator.from_checkpoint(checkpoint_dict(model, half_komi=4), device="cpu"), backend)
+    halves = (states[:6].copy(), states[6:].copy())  # two batches of the same size
+    expect = [ev.evaluate(h) for h in halves]
+    for target in (ev, CachedEvaluator(ev, 16)):  # the cache too: 16 slots, so entries evict
+        wrong: list[int] = []
+
+        def hammer(i: int, target=target, wrong=wrong) -> None:
+            for _ in range(150):
+                priors, values, _ = target.evaluate(halves[i])
+                if not (np.allclose(priors, expect[i][0], atol=2e-3) and np.allclose(values, expect[i][1], atol=1e-4)):
+                    wrong.append(i)
+
+        threads = [threading.Thread(target=hammer, args=(i,)) for i in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not wrong, f"{len(wrong)} of 300 concurrent calls of {type(target).__name__} got another's answer"

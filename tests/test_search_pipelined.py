@@ -70,14 +70,53 @@ def test_a_pipelined_search_spends_the_budget_and_leaves_the_tree_clean(games: i
         assert visits.sum() == mcts.simulations_done(g) == 300
     assert _no_virtual_visits(mcts)
     assert stats.steps == ev.calls and stats.leaves > 0
-    # on the evaluation thread: games in two halves, or one game's leaves under virtual loss;
-    # one game with one leaf per step has no virtual loss to keep two batches apart: plain loop
-    threaded = games > 1 or k > 1
-    assert all(t.startswith("takzero-eval") == threaded for t in ev.threads)
-    assert ev.max_busy == 1  # one network call at a time: the evaluator need not be thread-safe
+    # games in two halves: every call on the evaluation thread, one at a time (the evaluator
+    # need not be thread-safe); one game's leaves under virtual loss: two workers, this thread
+    # and the evaluation thread, at most two calls at once; one game with one leaf per step has
+    # no virtual loss to keep two batches apart: the plain loop, on this thread
+    main = threading.current_thread().name
+    if games > 1:
+        assert all(t.startswith("takzero-eval") for t in ev.threads) and ev.max_busy == 1
+    elif k > 1:
+        assert all(t.startswith("takzero-eval") or t == main for t in ev.threads)
+        assert ev.max_busy <= 2
+    else:
+        assert ev.threads == {main} and ev.max_busy == 1
     # a second search from the same trees (tree reuse) works as well
     mcts.run(ev, simulations=100, pipelined=True)
     assert _no_virtual_visits(mcts)
+
+
+def test_one_game_pipelined_runs_two_network_calls_at_once() -> None:
+    """One game, several leaves a step: both workers evaluate, and their calls overlap (what makes
+    two threads search about twice the nodes of one where the network is most of the time)."""
+    mcts = _mcts(games=1, k=8)
+    ev = SlowEvaluator(5, delay=0.01)
+    stats = mcts.run(ev, simulations=400, pipelined=True)
+    assert mcts.simulations_done(0) == 400 and _no_virtual_visits(mcts)
+    assert ev.max_busy == 2
+    assert threading.current_thread().name in ev.threads
+    assert any(t.startswith("takzero-eval") for t in ev.threads)
+    assert stats.steps == ev.calls
+
+
+def test_an_evaluator_error_in_either_worker_is_raised_and_the_other_batch_backed_up() -> None:
+    """A network call that fails in one worker is raised from ``run``; the other worker backs up
+    its batch in flight first, and the search object is idle afterwards (the failed batch's
+    virtual visits stay: a failed search's tree is not searched on)."""
+
+    class Failing(SlowEvaluator):
+        def evaluate(self, states):
+            out = super().evaluate(states)
+            if self.calls == 6:
+                raise RuntimeError("network failed")
+            return out
+
+    mcts = _mcts(games=1, k=8)
+    ev = Failing(5, delay=0.005)
+    with pytest.raises(RuntimeError, match="network failed"):
+        mcts.run(ev, simulations=10_000, pipelined=True)
+    assert ev.busy == 0 and ev.calls <= 7
 
 
 @pytest.mark.parametrize("seed", [3, 4])
@@ -89,9 +128,10 @@ def test_a_pipelined_search_agrees_with_a_plain_one(seed: int) -> None:
     moves_a, visits_a = plain.root_visits(0)
     moves_b, visits_b = piped.root_visits(0)
     np.testing.assert_array_equal(moves_a, moves_b)
-    # the same judgement of the moves (measured 0.96-0.99 at 8 leaves a step) ...
+    # the same judgement of the moves (measured 0.92-0.99 at 8 leaves a step, the order of
+    # close moves may swap: the two workers interleave by timing) ...
     assert np.corrcoef(visits_a, visits_b)[0, 1] > 0.9
-    assert moves_a[np.argmax(visits_a)] in moves_b[np.argsort(-visits_b)[:2]]
+    assert moves_a[np.argmax(visits_a)] in moves_b[np.argsort(-visits_b)[:3]]
     # ... but not the same tree: the second batch is selected before the first is backed up
     assert not np.array_equal(visits_a, visits_b)
 

@@ -503,7 +503,7 @@ class Evaluator:
             self.device = resolve_device(device)
             self.bf16 = bool(bf16) and self.device.type == "cuda"
             self.model = model.to(self.device).eval()
-        self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._buffers: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     # -- constructors -----------------------------------------------------------------------
 
@@ -618,8 +618,10 @@ class Evaluator:
         """The preallocated (planes (batch, C, N, N) float32, mask (batch, A) bool) input
         buffers for ``batch`` (pinned memory on CUDA). Callers may fill them (planes with
         ``encode(states, planes, self.layers, self.feature_version)``) and pass them to
-        ``evaluate_planes``; ``evaluate`` overwrites them."""
-        buf = self._buffers.get(batch)
+        ``evaluate_planes``; ``evaluate`` overwrites them. Each thread gets its own, so two
+        threads may evaluate at once."""
+        key = (threading.get_ident(), batch)  # two threads searching at once: one set each
+        buf = self._buffers.get(key)
         if buf is None:
             if len(self._buffers) >= _MAX_BUFFERS:
                 self._buffers.clear()
@@ -628,7 +630,7 @@ class Evaluator:
             planes = torch.empty(shape, dtype=torch.float32, pin_memory=pin).numpy()
             mask = torch.empty((batch, self.num_actions), dtype=torch.bool, pin_memory=pin).numpy()
             buf = (planes, mask)
-            self._buffers[batch] = buf
+            self._buffers[key] = buf
         return buf
 
     def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

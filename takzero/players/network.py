@@ -505,7 +505,8 @@ class NetworkPlayer(BasePlayer):
         self.backend = "torch"
         self.threads = 1
         #: two batches in flight (``SearchDriver.pipelined``): None = with two threads or more,
-        #: where one thread selects and expands while the network runs on the others
+        #: where two workers each select, evaluate and back up a batch, the two network calls
+        #: running at once
         self.pipeline: bool | None = None
 
     @classmethod
@@ -554,7 +555,7 @@ class NetworkPlayer(BasePlayer):
         """The network's evaluator in the runtime asked for (built at the first use after
         :meth:`use_backend` or :meth:`set_threads`; settable)."""
         if self._evaluator is None:
-            net_threads = self.threads - 1 if self.pipelined else self.threads
+            net_threads = self.threads // 2 if self.pipelined else self.threads  # per worker
             self._evaluator = play_evaluator(self._source_evaluator, self.backend, max(1, net_threads))
             self._cache = None
         return self._evaluator
@@ -692,7 +693,7 @@ class NetworkPlayer(BasePlayer):
     @property
     def pipelined(self) -> bool:
         """Whether searches keep two batches in flight (``pipeline``, by default with two threads
-        or more: the network gets ``threads - 1`` of them, the search one)."""
+        or more: two network calls at once, each with ``threads // 2`` threads)."""
         return self.threads >= 2 if self.pipeline is None else bool(self.pipeline)
 
     def set_pipeline(self, pipeline: bool | None) -> None:

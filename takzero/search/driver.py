@@ -30,6 +30,7 @@ reached again by another move order (Tak transposes often) is not sent to the ne
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -122,6 +123,7 @@ class CachedEvaluator:
         self._wdl = np.zeros((cap, 3), dtype=np.float32)
         self.hits = 0
         self.lookups = 0
+        self._lock = threading.Lock()
 
     @staticmethod
     def keys(states: np.ndarray) -> np.ndarray:
@@ -142,45 +144,45 @@ class CachedEvaluator:
     def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(priors (B, A) float32, values (B,) float32, wdl (B, 3) float32) of ``states``
         (B, STATE_LEN) int64: the cached rows, and one ``evaluator.evaluate`` call for the
-        others, which are then cached."""
+        others, which are then cached. Two threads may call it at once (the pipelined
+        search of one game does)."""
         states = np.asarray(states)
         if states.ndim == 1:
             states = states[None]
-        evaluator = self.evaluator
         b = states.shape[0]
         keys = self.keys(states)
         slots = (keys.view(np.uint64) & np.uint64(self.capacity - 1)).astype(np.int64)
-        hit = self._used[slots] & (self._keys[slots] == keys)
-        self.lookups += b
-        nh = int(hit.sum())
-        self.hits += nh
-        if nh == b:
-            return (self._priors[slots].astype(np.float32), self._values[slots].copy(),
-                    self._wdl[slots].copy())  # fmt: skip
         priors = np.empty((b, self.num_actions), dtype=np.float32)
         values = np.empty(b, dtype=np.float32)
         wdl = np.empty((b, 3), dtype=np.float32)
-        miss = np.flatnonzero(~hit)
-        p_miss, v_miss, w_miss = evaluator.evaluate(np.ascontiguousarray(states[miss]))
-        priors[miss] = p_miss
-        values[miss] = v_miss
-        wdl[miss] = w_miss
-        if nh:
+        with self._lock:  # lookups and fills whole; the network call outside, two may run at once
+            hit = self._used[slots] & (self._keys[slots] == keys)
+            self.lookups += b
             h = np.flatnonzero(hit)
+            self.hits += h.size
             priors[h] = self._priors[slots[h]]
             values[h] = self._values[slots[h]]
             wdl[h] = self._wdl[slots[h]]
+        if h.size == b:
+            return priors, values, wdl
+        miss = np.flatnonzero(~hit)
+        p_miss, v_miss, w_miss = self.evaluator.evaluate(np.ascontiguousarray(states[miss]))
+        priors[miss] = p_miss
+        values[miss] = v_miss
+        wdl[miss] = w_miss
         ms = slots[miss]
-        self._keys[ms] = keys[miss]
-        self._used[ms] = True
-        self._priors[ms] = p_miss
-        self._values[ms] = v_miss
-        self._wdl[ms] = w_miss
+        with self._lock:
+            self._keys[ms] = keys[miss]
+            self._used[ms] = True
+            self._priors[ms] = p_miss
+            self._values[ms] = v_miss
+            self._wdl[ms] = w_miss
         return priors, values, wdl
 
     def clear(self) -> None:
         """Forget every entry (new network weights)."""
-        self._used[:] = False
+        with self._lock:
+            self._used[:] = False
 
 
 class SearchDriver:

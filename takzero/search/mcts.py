@@ -37,6 +37,7 @@ subtree to the front of the pool, so the garbage of earlier moves never accumula
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -345,10 +346,10 @@ class BatchedMCTS:
         GPU). With two games or more the games are searched in two halves
         (:meth:`_run_halves`): each game's search is the plain one, bit for bit, given an
         evaluator whose output does not depend on the batch. With one game its leaves are split
-        (:meth:`_run_pipelined`: the second batch is selected under the first one's virtual
-        loss, so only with more than one leaf per step, with one the plain loop runs; the trees
-        differ from a plain run's, since the second batch is chosen before the first is backed
-        up).
+        (:meth:`_run_pipelined`: two workers select, evaluate and back up batches at once, each
+        selected under the virtual loss of the other's leaves in flight, so only with more than
+        one leaf per step, with one the plain loop runs; the trees differ from a plain run's and
+        from run to run, since the order of the two workers' backups depends on timing).
         """
         t0 = time.perf_counter()
         stats = SearchStats()
@@ -467,44 +468,67 @@ class BatchedMCTS:
         )  # fmt: skip
 
     def _run_pipelined(self, evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
-        """The step loop with two batches in flight: batch A is evaluated on the pool's thread
-        while batch B is selected here (A's leaves hold virtual visits, so B descends elsewhere);
-        then A is expanded and backed up, B goes to the thread, and A is selected again. The
-        kernels and onnxruntime release the GIL, so on two cores the selection and expansion
-        run beside the network. A stop or a passed deadline ends it after the batch in flight
-        and the one already selected are backed up (at most one network call more than a plain
-        run), so the trees stay consistent."""
-        bufs, submit_to = self._pipeline_parts(evaluator, stats)
+        """The step loop of one game with two batches in flight, evaluated at once: two workers
+        (this thread and the pool's) each select a batch, evaluate it and expand / back it up,
+        over and over. Selection and expansion (the compiled kernels, which share the trees and
+        scratch buffers) take turns under one lock; the network calls run beside each other
+        (onnxruntime and torch release the GIL), so on two cores both run the network. A batch
+        is selected under the virtual visits of the other's leaves in flight, so it descends
+        elsewhere. A worker that finds no leaf while the other's batch is in flight waits for
+        that batch's backup (it may open new leaves), and ends when none is in flight. A stop
+        or a passed deadline ends each worker once its batch in flight is backed up (at most one
+        network call more than a plain run), so the trees stay consistent. The evaluator must
+        allow two calls at once (``takzero.nn.inference.Evaluator`` and ``CachedEvaluator``
+        do).
 
-        def submit(b: int, n: int) -> Future:
-            return submit_to(bufs[b], n)
+        Raises what the evaluator raises (the other worker first backs up its batch)."""
+        bufs, _ = self._pipeline_parts(evaluator, stats)
+        turn = threading.Condition()
+        in_flight = [0, 0]
+        failed: list[BaseException] = []
 
-        cur = 0
-        n_cur = self._select_into(bufs[cur])
-        if n_cur == 0:
-            return
-        future = submit(cur, n_cur)
-        while True:
-            nxt = 1 - cur
-            n_nxt = 0 if _stopped(stop, deadline) else self._select_into(bufs[nxt])
-            priors, values, took = future.result()
-            stats.eval_seconds += took
-            self._expand_from(bufs[cur], n_cur, priors, values)
-            if n_nxt == 0:
-                if _stopped(stop, deadline):
-                    return
-                n_cur = self._select_into(bufs[cur])  # nothing in flight: select afresh
-                if n_cur == 0:
-                    return
-                future = submit(cur, n_cur)
-                continue
-            future = submit(nxt, n_nxt)
-            cur, n_cur = nxt, n_nxt
-            if _stopped(stop, deadline):  # back up the batch already selected, then stop
-                priors, values, took = future.result()
-                stats.eval_seconds += took
-                self._expand_from(bufs[cur], n_cur, priors, values)
-                return
+        def work(w: int) -> None:
+            while True:
+                with turn:
+                    while True:
+                        if failed or _stopped(stop, deadline):
+                            return
+                        n = self._select_into(bufs[w])
+                        if n:
+                            break
+                        if not in_flight[1 - w]:  # nothing can open new leaves: done
+                            return
+                        turn.wait()
+                    in_flight[w] = n
+                    stats.steps += 1
+                    stats.leaves += n
+                t = time.perf_counter()
+                try:
+                    priors, values, _ = evaluator.evaluate(bufs[w].states[:n])
+                except BaseException as e:
+                    with turn:
+                        failed.append(e)
+                        in_flight[w] = 0
+                        turn.notify_all()
+                    raise
+                took = time.perf_counter() - t
+                with turn:
+                    stats.eval_seconds += took
+                    self._expand_from(bufs[w], n, priors, values)
+                    in_flight[w] = 0
+                    turn.notify_all()
+
+        other = self._pool.submit(work, 1)
+        try:
+            work(0)
+        finally:
+            try:
+                other.result()
+            except BaseException:
+                if not failed:
+                    raise
+        if failed:
+            raise failed[0]
 
     def advance(self, g: int, move) -> None:
         """Play ``move`` (code, ``Move`` or PTN string) at slot ``g``'s root. With
