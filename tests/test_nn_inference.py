@@ -223,3 +223,49 @@ def test_two_threads_may_evaluate_at_once(model: TakNet, states: np.ndarray, bac
         for t in threads:
             t.join()
         assert not wrong, f"{len(wrong)} of 300 concurrent calls of {type(target).__name__} got another's answer"
+
+
+@pytest.mark.parametrize("size", [3, 4, 5, 6, 7, 8])
+def test_legal_softmax_is_the_masked_softmax_over_the_legal_mask(size: int) -> None:
+    """``actions.legal_softmax`` (the onnxruntime path's priors, from the legal moves) gives the
+    numbers of ``masked_softmax_np`` over ``legal_mask`` (the other paths'), edge rows included:
+    a finished position, all legal logits -inf, a NaN and a +inf legal logit."""
+    from takzero.nn.inference import masked_softmax_np
+
+    states = F.random_states(size, 24, seed=size, min_plies=0, max_plies=60)
+    states[0, core.I_RESULT] = core.RESULT_ROAD_WHITE  # finished: no legal move
+    a = A.num_actions(size)
+    rng = np.random.default_rng(size)
+    logits = (3 * rng.standard_normal((24, a))).astype(np.float32)
+    mask = np.zeros((24, a), bool)
+    A.legal_mask(states, mask)
+    logits[1, mask[1]] = -np.inf
+    logits[2, np.flatnonzero(mask[2])[0]] = np.nan
+    logits[3, np.flatnonzero(mask[3])[-1]] = np.inf
+    expect = masked_softmax_np(logits, mask)
+    got = A.legal_softmax(states, logits)
+    np.testing.assert_allclose(got, expect, rtol=1e-6, atol=1e-7)  # NaN where NaN
+    assert np.isnan(got[2][mask[2]]).all() and np.isnan(got[3][mask[3]]).all()
+    assert not got[0].any() and not got[1].any()
+    np.testing.assert_allclose(got[4:].sum(axis=1), 1.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="size"):
+        A.legal_softmax(states, logits[:, :-1])
+    with pytest.raises(ValueError, match="logits"):
+        A.legal_softmax(states, logits[:3])
+
+
+def test_the_onnx_evaluator_gives_the_priors_of_evaluate_planes(model: TakNet, states: np.ndarray) -> None:
+    """``evaluate`` on onnxruntime takes the priors from the legal moves (``legal_softmax``),
+    ``evaluate_planes`` from a mask: the same numbers."""
+    from takzero.nn.inference import with_backend
+
+    ev = with_backend(Evaluator.from_checkpoint(checkpoint_dict(model, half_komi=4), device="cpu"), "onnx")
+    priors, values, wdl = ev.evaluate(states)
+    planes, mask = F.new_planes(len(states), SIZE), np.zeros((len(states), A.num_actions(SIZE)), bool)
+    F.encode(states, planes, ev.layers, ev.feature_version)
+    A.legal_mask(states, mask)
+    p2, v2, w2 = ev.evaluate_planes(planes, mask)
+    np.testing.assert_allclose(priors, p2, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(values, v2, atol=1e-6)
+    np.testing.assert_allclose(wdl, w2, atol=1e-6)
+    np.testing.assert_allclose(values, wdl[:, 0] - wdl[:, 2], atol=1e-6)

@@ -66,6 +66,7 @@ __all__ = [
     "inverse_transform",
     "legal_actions",
     "legal_mask",
+    "legal_softmax",
     "move_to_action",
     "num_actions",
     "spread_patterns",
@@ -186,13 +187,73 @@ def legal_mask(states: np.ndarray, out: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"all positions must have the size whose action space has {out.shape[1]} entries"
         )
-    _legal_mask_impl(states, out, _move_buffer(size))
+    _legal_mask_impl(states, out, np.empty(num_actions(size), dtype=np.int64))  # per call: threads
     return out
 
 
-@cache
-def _move_buffer(size: int) -> np.ndarray:
-    return np.empty(num_actions(size), dtype=np.int64)
+@njit(cache=True, nogil=True)
+def _legal_softmax_impl(states: np.ndarray, logits: np.ndarray, out: np.ndarray, moves: np.ndarray,
+                        legal: np.ndarray) -> None:  # fmt: skip
+    for g in range(states.shape[0]):
+        state = states[g]
+        size = state[I_SIZE]
+        out[g, :] = 0.0
+        n = generate_moves(state, moves)
+        mx = -np.inf
+        for i in range(n):
+            a = move_to_action(moves[i], size)
+            legal[i] = a
+            if logits[g, a] > mx:
+                mx = logits[g, a]
+        if not np.isfinite(mx):
+            mx = 0.0
+        total = 0.0
+        for i in range(n):
+            e = np.exp(np.float32(logits[g, legal[i]] - mx))
+            out[g, legal[i]] = e
+            total += e
+        if total > 0.0 and total < np.inf:
+            inv = np.float32(1.0 / total)
+            for i in range(n):
+                out[g, legal[i]] *= inv
+        elif total != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
+            for i in range(n):
+                out[g, legal[i]] = np.nan
+
+
+def legal_softmax(states: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """Policy priors: the softmax of each position's policy logits over its legal actions.
+
+    The same numbers as ``masked_softmax_np(logits, legal_mask(states, ...))``
+    (``takzero.nn.inference``): 0 on illegal actions, an all-zero row for a finished position
+    (or one whose legal logits are all -inf), NaN on the legal entries of a row with a NaN or
+    +inf legal logit. It walks each position's legal moves (a few dozen) instead of a (G, A)
+    mask: on 6x6 (A = 9,036) the mask and its scan were about a seventh of an engine's search.
+
+    Args:
+        states: (G, STATE_LEN) int64 positions, all of one size N.
+        logits: (G, A) float32 policy logits, A = num_actions(N).
+
+    Returns:
+        (G, A) float32 priors (a new array).
+
+    Raises:
+        ValueError: wrong shapes or dtypes, or positions of another size than the logits'.
+    """
+    if states.ndim != 2 or states.shape[1] != STATE_LEN or states.dtype != np.int64:
+        raise ValueError(f"states must be (G, {STATE_LEN}) int64, got {states.shape} {states.dtype}")
+    logits = np.ascontiguousarray(logits, dtype=np.float32)
+    if logits.ndim != 2 or logits.shape[0] != states.shape[0]:
+        raise ValueError(f"logits must be ({states.shape[0]}, A), got {logits.shape}")
+    out = np.empty(logits.shape, np.float32)
+    if states.shape[0] == 0:
+        return out
+    size = int(states[0, I_SIZE])
+    if not (states[:, I_SIZE] == size).all() or logits.shape[1] != num_actions(size):
+        raise ValueError(f"all positions must have the size whose action space has {logits.shape[1]} entries")
+    a = num_actions(size)
+    _legal_softmax_impl(states, logits, out, np.empty(a, np.int64), np.empty(a, np.int64))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from takzero.game.core import I_SIZE, STATE_LEN
-from takzero.nn.actions import legal_mask, num_actions
+from takzero.nn.actions import legal_mask, legal_softmax, num_actions
 from takzero.nn.features import check_version, encode, layers_from_channels
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.losses import masked_softmax
@@ -389,32 +389,65 @@ def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) 
     """Fill ``out`` (B, A) float32 with the softmax of ``logits`` (B, A) float32 over the entries
     where ``mask`` (B, A) bool is True, 0 elsewhere; an all-masked row (or one whose legal logits
     are all -inf) is all zeros; a NaN or +inf legal logit makes the row's legal entries NaN (as
-    ``model.masked_softmax``). One fused pass per row: no (B, A) temporaries."""
+    ``model.masked_softmax``). One scan of each row's mask gathers its legal entries (a few dozen
+    of A = 1,575 on 5x5, 9,036 on 6x6); the exponentials and the normalisation then touch only
+    those, and the rest of the row is zeroed in one fill: no (B, A) temporaries."""
     b_rows, a_cols = logits.shape
+    legal = np.empty(a_cols, np.int64)
     for b in range(b_rows):
+        n = 0
         mx = -np.inf
         for a in range(a_cols):
-            if mask[b, a] and logits[b, a] > mx:
-                mx = logits[b, a]
+            if mask[b, a]:
+                legal[n] = a
+                n += 1
+                if logits[b, a] > mx:
+                    mx = logits[b, a]
+        out[b, :] = 0.0
         if not np.isfinite(mx):
             mx = 0.0
         s = 0.0
-        for a in range(a_cols):
-            if mask[b, a]:
-                e = np.exp(np.float32(logits[b, a] - mx))
-                out[b, a] = e
-                s += e
-            else:
-                out[b, a] = 0.0
+        for i in range(n):
+            a = legal[i]
+            e = np.exp(np.float32(logits[b, a] - mx))
+            out[b, a] = e
+            s += e
         if s > 0.0 and s < np.inf:
             inv = np.float32(1.0 / s)
-            for a in range(a_cols):
-                if mask[b, a]:
-                    out[b, a] *= inv
+            for i in range(n):
+                out[b, legal[i]] *= inv
         elif s != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
-            for a in range(a_cols):
-                if mask[b, a]:
-                    out[b, a] = np.nan
+            for i in range(n):
+                out[b, legal[i]] = np.nan
+
+
+@numba.njit(cache=True, nogil=True)
+def _wdl_rows(wdl_logits: np.ndarray, wdl: np.ndarray, values: np.ndarray) -> None:
+    """Fill ``wdl`` (B, 3) float32 with the softmax of ``wdl_logits`` (B, 3) float32 (win, draw,
+    loss of the side to move) and ``values`` (B,) float32 with win - loss. One compiled pass: the
+    numpy version's seven small-array calls cost about 2.5% of an engine's search."""
+    for b in range(wdl_logits.shape[0]):
+        mx = max(wdl_logits[b, 0], wdl_logits[b, 1], wdl_logits[b, 2])
+        e0 = np.exp(wdl_logits[b, 0] - mx)
+        e1 = np.exp(wdl_logits[b, 1] - mx)
+        e2 = np.exp(wdl_logits[b, 2] - mx)
+        inv = 1.0 / (e0 + e1 + e2)
+        wdl[b, 0] = e0 * inv
+        wdl[b, 1] = e1 * inv
+        wdl[b, 2] = e2 * inv
+        values[b] = wdl[b, 0] - wdl[b, 2]
+
+
+def wdl_values_np(wdl_logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(wdl (B, 3) float32 probabilities, values (B,) float32 = win - loss) of (B, 3) float
+    logits (``_wdl_rows``). Raises ValueError for another shape."""
+    x = np.ascontiguousarray(wdl_logits, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"wdl logits must be (B, 3), got {x.shape}")
+    wdl = np.empty(x.shape, np.float32)
+    values = np.empty(x.shape[0], np.float32)
+    _wdl_rows(x, wdl, values)
+    return wdl, values
 
 
 def masked_softmax_np(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -434,12 +467,6 @@ def masked_softmax_np(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def _softmax_np(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float32) - x.max(axis=-1, keepdims=True)
-    e = np.exp(x)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 class Evaluator:
     """Batched evaluation of positions by one network (see the module docstring).
 
@@ -455,7 +482,7 @@ class Evaluator:
             ``model_metadata(model)``.
 
     Use the ``from_checkpoint``, ``from_torchscript``, ``from_onnx`` or ``load`` constructors to
-    read files. Not thread-safe (the input buffers are shared between calls).
+    read files. Two threads may evaluate at once (each has its own input buffers).
 
     Raises:
         ValueError: missing/incompatible metadata (unknown size, a feature version this code does
@@ -655,6 +682,10 @@ class Evaluator:
             raise ValueError(f"this model plays size {self.size}")
         planes, mask = self.buffers(len(states))
         encode(states, planes, self.layers, self.feature_version)
+        if self._session is not None and len(states):  # priors from the legal moves, no mask
+            logits, wdl_logits = self._run_onnx(planes)
+            wdl, values = wdl_values_np(wdl_logits)
+            return legal_softmax(states, logits), values, wdl
         legal_mask(states, mask)
         return self.evaluate_planes(planes, mask)
 
@@ -686,16 +717,22 @@ class Evaluator:
     def _evaluate_onnx(
         self, planes: np.ndarray | torch.Tensor, masks: np.ndarray | torch.Tensor
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if isinstance(planes, torch.Tensor):
-            planes = planes.detach().cpu().numpy()
         if isinstance(masks, torch.Tensor):
             masks = masks.detach().cpu().numpy()
+        logits, wdl_logits = self._run_onnx(planes)
+        priors = masked_softmax_np(logits, masks)
+        wdl, values = wdl_values_np(wdl_logits)
+        return priors, values, wdl
+
+    def _run_onnx(self, planes: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """(policy logits (B, A), WDL logits (B, 3)) of planes (B, C, N, N) from the onnxruntime
+        session."""
+        if isinstance(planes, torch.Tensor):
+            planes = planes.detach().cpu().numpy()
         logits, wdl_logits, _ = self._session.run(
             None, {"planes": np.ascontiguousarray(planes, dtype=np.float32)}
         )
-        priors = masked_softmax_np(logits, masks.astype(bool, copy=False))
-        wdl = _softmax_np(wdl_logits)
-        return priors, (wdl[:, 0] - wdl[:, 2]).astype(np.float32), wdl.astype(np.float32)
+        return logits, wdl_logits
 
     def _evaluate_torch(
         self, planes: np.ndarray | torch.Tensor, masks: np.ndarray | torch.Tensor
