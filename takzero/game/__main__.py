@@ -216,9 +216,9 @@ def _replay_file(path: str, overrides: dict[str, str], strict_numbers: bool, sum
         try:
             final = game.final_position()  # checks every move (line:column on error)
         except PTNError as e:
-            hint = _reserves_hint(game, e)
+            reserves = _reserves_hint(game, e)
             print(f"{path} game {i} (line {game.line}): rejected", flush=True)
-            print(f"{e}{'; ' + hint if hint else ''}", file=sys.stderr, flush=True)
+            print(f"{e}{'; ' + reserves if reserves else ''}", file=sys.stderr, flush=True)
             summary.rejected += 1
             continue
         summary.replayed += 1

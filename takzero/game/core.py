@@ -204,7 +204,7 @@ def move_kind(move: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def bit_length(x: int) -> int:
+def bit_length(x: int | np.integer) -> int:
     n = 0
     while x:
         n += 1
@@ -213,7 +213,7 @@ def bit_length(x: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def popcount(x: int) -> int:
+def popcount(x: int | np.integer) -> int:
     n = 0
     while x:
         x &= x - 1
@@ -249,7 +249,7 @@ def _highest_bit_impl(x):
 
 
 @njit(cache=True, inline="always")
-def direction_step(direction: int, size: int) -> int:
+def direction_step(direction: int | np.integer, size: int) -> int:
     if direction == DIR_UP:
         return size
     if direction == DIR_DOWN:
@@ -292,7 +292,7 @@ def piece_colour_at(state: np.ndarray, sq: int, depth: int) -> int:
 
 
 @njit(cache=True)
-def _push(state: np.ndarray, sq: int, chunk: int, d: int) -> None:
+def _push(state: np.ndarray, sq: int | np.integer, chunk: int, d: int) -> None:
     """Put ``d`` pieces on ``sq``; ``chunk`` bit 0 is the new top, bit d-1 lands first."""
     h = state[OFF_HEIGHT + sq]
     hsh = state[I_HASH]
@@ -309,7 +309,7 @@ def _push(state: np.ndarray, sq: int, chunk: int, d: int) -> None:
 
 
 @njit(cache=True)
-def _pop(state: np.ndarray, sq: int, d: int) -> int:
+def _pop(state: np.ndarray, sq: int | np.integer, d: int) -> int:
     """Take the top ``d`` pieces off ``sq``; returns them with bit 0 = the old top."""
     h = state[OFF_HEIGHT + sq]
     lo = state[OFF_LO + sq]
@@ -325,11 +325,11 @@ def _pop(state: np.ndarray, sq: int, d: int) -> int:
     for i in range(d):
         hsh ^= Z_PIECE[sq, h - 1 - i, (chunk >> i) & 1]
     state[I_HASH] = hsh
-    return chunk
+    return chunk  # type: ignore[return-value]  # numpy's stubs: an np.integer index may read an array
 
 
 @njit(cache=True, inline="always")
-def _set_top(state: np.ndarray, sq: int, piece: int) -> None:
+def _set_top(state: np.ndarray, sq: int | np.integer, piece: int | np.integer) -> None:
     old = state[OFF_TOP + sq]
     state[I_HASH] ^= Z_TOP[sq, old] ^ Z_TOP[sq, piece]
     state[OFF_TOP + sq] = piece
@@ -341,7 +341,7 @@ def _set_top(state: np.ndarray, sq: int, piece: int) -> None:
 
 
 @njit(cache=True)
-def hash_from_scratch(state: np.ndarray) -> int:
+def hash_from_scratch(state: np.ndarray) -> np.int64:
     """Zobrist hash of the position: every piece (square, height, colour), every wall/capstone top
     and the side to move. ``state[I_HASH]`` must always equal this."""
     size = state[I_SIZE]
@@ -746,7 +746,7 @@ def count_moves(state: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def make_move(state: np.ndarray, move: int) -> int:
+def make_move(state: np.ndarray, move: int | np.integer) -> int:
     """Play a legal ``move`` in place and set state[I_RESULT]. Returns the undo token for
     ``unmake_move`` (1 if a capstone flattened a wall, else 0). No legality check: callers pass
     moves from ``generate_moves`` (the Python API checks user input first)."""
@@ -756,7 +756,7 @@ def make_move(state: np.ndarray, move: int) -> int:
 
 
 @njit(cache=True)
-def set_result(state: np.ndarray, move: int) -> None:
+def set_result(state: np.ndarray, move: int | np.integer) -> None:
     """Set state[I_RESULT] for the position just reached by ``move`` (what ``make_move`` does after
     ``apply_move``): a wall placement can only end the game by the flat count, any other move also
     by a road."""
@@ -767,7 +767,7 @@ def set_result(state: np.ndarray, move: int) -> None:
 
 
 @njit(cache=True)
-def apply_move(state: np.ndarray, move: int) -> int:
+def apply_move(state: np.ndarray, move: int | np.integer) -> int:
     """``make_move`` without the result: plays ``move`` and leaves state[I_RESULT] as it was (the
     road and flat-count tests are the costly part of a ply). For callers that know the new position
     goes on, such as the search descending into an expanded node; else call ``set_result``."""
@@ -816,7 +816,7 @@ def apply_move(state: np.ndarray, move: int) -> int:
                     flattened = 1
                 _set_top(state, s, EMPTY)
                 _push(state, s, chunk, d)
-                _set_top(state, s, moving_top)
+                _set_top(state, s, moving_top)  # type: ignore[arg-type]  # as in _pop
             else:
                 _set_top(state, s, EMPTY)
                 _push(state, s, chunk, d)
@@ -827,7 +827,7 @@ def apply_move(state: np.ndarray, move: int) -> int:
 
 
 @njit(cache=True)
-def unmake_move(state: np.ndarray, move: int, undo: int) -> None:
+def unmake_move(state: np.ndarray, move: int | np.integer, undo: int | np.integer) -> None:
     """Exactly undo ``make_move(state, move)`` that returned ``undo``."""
     size = state[I_SIZE]
     ply = state[I_PLY] - 1

@@ -288,7 +288,8 @@ class _Reader:
         except PTNError as e:
             if not recover:
                 raise
-            games.append(RejectedGame(line=cur.game.line or e.line or 1, error=e))
+            last_line = cur.game.line if cur is not None else None
+            games.append(RejectedGame(line=last_line or e.line or 1, error=e))
         return games
 
     def _next_game(self, e: PTNError, in_text: bool) -> int:

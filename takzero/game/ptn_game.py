@@ -10,6 +10,7 @@ importable from :mod:`takzero.game.ptn`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -365,7 +366,7 @@ class PTNGame:
                 text = Move(code, pos.size).to_ptn(flatten=True)
             elif texts is not None:
                 text = format_ptn(code, pos.size)
-            _play_checked(pos, code, buf, lambda reason, i=i: self.move_error(i, reason))
+            _play_checked(pos, code, buf, functools.partial(self.move_error, i))
             if texts is not None:
                 texts.append(text)
         return pos

@@ -75,7 +75,7 @@ from takzero.game.position import Position
 
 
 @njit(cache=True, inline="always")
-def _line_masks(bb: np.uint64, size: int) -> tuple[int, int]:
+def _line_masks(bb: np.uint64, size: int) -> tuple[int, np.int64]:
     """(ranks, files) holding a piece of ``bb``, as masks (bit r = rank r, bit f = file f)."""
     row = (np.uint64(1) << np.uint64(size)) - np.uint64(1)
     files = np.uint64(0)

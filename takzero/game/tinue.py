@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -271,7 +272,7 @@ def prove_tinue(
             chunk = max(1, min(chunk, int(rate * (max_seconds - (now - t0)))))
     seconds = time.perf_counter() - t0
     nodes = int(ctr[C_NODES])
-    stats = {"attacker": att, "repetitions": int(ctr[C_CYCLES]), "depth_cuts": int(ctr[C_CUTS])}
+    stats: dict[str, Any] = {"attacker": att, "repetitions": int(ctr[C_CYCLES]), "depth_cuts": int(ctr[C_CUTS])}
     if ctr[C_ABORT]:
         return TinueResult(UNKNOWN, None, [], nodes, seconds, note=note or "nodes", **stats)
     if pn == 0:

@@ -254,8 +254,12 @@ def board_image(
         raise ValueError(f"dpi must be >= 1, got {dpi}")
     fig = draw_board(position, last_move, title, width)
     fig.set_dpi(dpi)
-    fig.canvas.draw()
-    return np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # draw_board attaches an Agg canvas
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
 
 
 def save_board(

@@ -159,6 +159,7 @@ class ActionHead(nn.Module):
     def init_weights(self) -> None:
         """Weights N(0, 1/C), bias 0 (as ``TakNet.policy_out``)."""
         nn.init.normal_(self.conv.weight, std=1.0 / math.sqrt(self.conv.in_channels))
+        assert self.conv.bias is not None  # built with a bias
         nn.init.zeros_(self.conv.bias)
 
     def forward(self, x: Tensor) -> Tensor:

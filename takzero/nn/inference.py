@@ -40,7 +40,7 @@ import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -195,19 +195,19 @@ def export_onnx(
     meta["onnx_opset"] = int(opset)
     model = _cpu_eval_copy(model)
     example = _example_input(model)
-    names = {"input_names": ["planes"], "output_names": ["policy_logits", "wdl_logits", "aux"]}
+    names: dict[str, Any] = {"input_names": ["planes"], "output_names": ["policy_logits", "wdl_logits", "aux"]}
     with ONNX_EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if opset < 18:
             axes = {name: {0: "batch"} for name in ["planes", *names["output_names"]]}
             torch.onnx.export(
-                model, (example,), str(path), opset_version=opset, dynamo=False,
+                cast(nn.Module, model), (example,), str(path), opset_version=opset, dynamo=False,
                 dynamic_axes=axes, **names,
             )  # fmt: skip
         else:
             batch = torch.export.Dim("batch")
             torch.onnx.export(
-                model, (example,), str(path), opset_version=opset, dynamo=True,
+                cast(nn.Module, model), (example,), str(path), opset_version=opset, dynamo=True,
                 external_data=False, dynamic_shapes={"planes": {0: batch}}, verbose=False, **names,
             )  # fmt: skip
     proto = onnx.load(str(path))
@@ -242,7 +242,8 @@ def _onnx_bytes_of_model(model: PolicyValueNet, opset: int = DEFAULT_ONNX_OPSET)
     with ONNX_EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            cpu, (_example_input(cpu),), buf, opset_version=opset, dynamo=False,
+            cast(nn.Module, cpu), (_example_input(cpu),), buf,  # type: ignore[arg-type]  # torch's stubs: f may be a file object
+            opset_version=opset, dynamo=False,
             input_names=["planes"], output_names=names,
             dynamic_axes={name: {0: "batch"} for name in ["planes", *names]},
         )  # fmt: skip
@@ -326,7 +327,7 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
     if ev._session is None and not isinstance(ev.model, PolicyValueNet):
         raise ValueError(f"the {backend} backend needs a checkpoint (or an .onnx file), not a TorchScript export")
     if backend == "onnx":
-        out = onnx_evaluator(ev.model, threads=threads)
+        out = onnx_evaluator(cast(PolicyValueNet, ev.model), threads=threads)  # no session: a network
     elif ev.int8_twin is not None:  # quantized before: a new session of the same int8 graph
         return with_backend(ev.int8_twin, "int8", threads)
     else:
@@ -354,7 +355,7 @@ def choose_backend(model: PolicyValueNet, batch: int, threads: int = 1, repeats:
     masks = np.ones((batch, cfg.num_actions), np.bool_)
     best = {}
     for name, ev in (
-        ("torch", Evaluator(_cpu_eval_copy(model), device="cpu")),
+        ("torch", Evaluator(cast(nn.Module, _cpu_eval_copy(model)), device="cpu")),
         ("onnx", onnx_evaluator(model, threads)),
     ):
         ev.evaluate_planes(planes, masks)
@@ -547,7 +548,7 @@ class Evaluator:
         source = None
         if not isinstance(checkpoint, dict):
             source = str(checkpoint)
-            checkpoint = load_weights_only(checkpoint)
+        checkpoint = checkpoint if isinstance(checkpoint, dict) else load_weights_only(checkpoint)
         model = model_from_checkpoint(checkpoint, source=source)
         bad = [k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()]
         if bad:  # a network of NaN or inf plays its first legal move every time: refuse it
@@ -741,6 +742,7 @@ class Evaluator:
         with torch.inference_mode():
             x = torch.as_tensor(planes).to(self.device, dtype=torch.float32, non_blocking=nb)
             m = torch.as_tensor(masks).to(self.device, dtype=torch.bool, non_blocking=nb)
+            assert self.model is not None  # an evaluator without a session has a network
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
                 logits, wdl_logits, _ = self.model(x)
             wdl = torch.softmax(wdl_logits.float(), dim=-1)

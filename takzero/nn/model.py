@@ -211,6 +211,7 @@ class ModelConfig:
     @property
     def in_channels(self) -> int:
         """Input planes C = features.num_channels(layers, feature_version)."""
+        assert self.layers is not None  # set by __post_init__
         return num_channels(self.layers, self.feature_version)
 
     @property
@@ -336,13 +337,14 @@ class TakNet(nn.Module):
         if init_trunk is not None:
             init_trunk()
         nn.init.normal_(self.policy_out.weight, std=1.0 / math.sqrt(self.policy_out.in_channels))
+        assert self.policy_out.bias is not None  # built with a bias
         nn.init.zeros_(self.policy_out.bias)
         for head in self.heads.values():
             init_head = getattr(head, "init_weights", None)
             if init_head is not None:
                 init_head()
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, first renaming the keys of checkpoints from before the
         trunk registry (top-level ``stem.*``/``tower.*`` -> ``trunk.stem.*``/``trunk.tower.*``)
         and the head table (``ownership_out.*`` -> ``heads.ownership.conv.*``, likewise

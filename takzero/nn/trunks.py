@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -134,7 +134,7 @@ class ResNetTrunk(nn.Module):
         """Residual branches start near identity (each block's last BN scale 0); the convs'
         Kaiming init is ``TakNet``'s, over every conv of the network."""
         for block in self.tower:
-            nn.init.zeros_(block.bn2.weight)
+            nn.init.zeros_(cast(ResBlock | GlobalPoolBlock, block).bn2.weight)
 
     def forward(self, planes: Tensor) -> Tensor:
         return self.tower(self.stem(planes))
@@ -187,6 +187,7 @@ class TransformerTrunk(nn.Module):
         every block starts as identity."""
         nn.init.normal_(self.position, std=0.02)
         for block in self.blocks:
+            block = cast(AttentionBlock, block)
             for layer in (block.proj, block.ffn_out):
                 nn.init.zeros_(layer.weight)
                 nn.init.zeros_(layer.bias)

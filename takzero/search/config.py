@@ -263,9 +263,11 @@ def pack_settings(cfg: SearchConfig) -> np.ndarray:
     """The settings of ``cfg`` as a (1,) array of ``SETTINGS_DTYPE``, for the compiled kernels
     (which read ``settings[0]["field"]``)."""
     out = np.zeros(1, dtype=SETTINGS_DTYPE)
-    for name in SETTINGS_DTYPE.names:
+    names, dtypes = SETTINGS_DTYPE.names, SETTINGS_DTYPE.fields
+    assert names is not None and dtypes is not None  # a structured dtype
+    for name in names:
         value = getattr(cfg, name)
         if value is None:
-            value = np.nan if SETTINGS_DTYPE.fields[name][0] == np.float64 else -1
+            value = np.nan if dtypes[name][0] == np.float64 else -1
         out[0][name] = value
     return out

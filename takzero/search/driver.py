@@ -34,10 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
 from takzero.game.core import I_HALF_KOMI, I_HASH, I_PLY
+from takzero.search.evaluators import Evaluator
 from takzero.search.limit import Limit
 from takzero.search.mcts import BatchedMCTS, SearchStats
 
@@ -105,7 +107,7 @@ class CachedEvaluator:
     Raises ValueError for a capacity < 1.
     """
 
-    def __init__(self, evaluator, capacity: int) -> None:
+    def __init__(self, evaluator: Evaluator, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         cap = 16
@@ -115,7 +117,7 @@ class CachedEvaluator:
         self.capacity = cap
         from takzero.game.core import num_actions
 
-        self.num_actions = int(getattr(evaluator, "num_actions", 0) or num_actions(int(evaluator.size)))
+        self.num_actions = int(getattr(evaluator, "num_actions", 0) or num_actions(int(cast(Any, evaluator).size)))
         self._keys = np.zeros(cap, dtype=np.int64)
         self._used = np.zeros(cap, dtype=bool)
         self._priors = np.zeros((cap, self.num_actions), dtype=np.float16)
@@ -198,7 +200,7 @@ class SearchDriver:
     Raises ValueError for a chunk < 1.
     """
 
-    def __init__(self, mcts: BatchedMCTS, evaluator, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, mcts: BatchedMCTS, evaluator: Evaluator, chunk: int = DEFAULT_CHUNK) -> None:
         if chunk < 1:
             raise ValueError(f"chunk must be >= 1, got {chunk}")
         self.mcts = mcts

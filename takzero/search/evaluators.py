@@ -1,6 +1,9 @@
-"""Evaluators without a network, with the interface of ``takzero.nn.inference.Evaluator``:
+"""The search's evaluator seam, :class:`Evaluator`, and evaluators without a network.
+
+:class:`Evaluator` is what ``BatchedMCTS.run``, ``SearchDriver`` and ``CachedEvaluator`` call:
 ``evaluate(states (B, STATE_LEN) int64) -> (priors (B, A) float32, values (B,) float32,
-wdl (B, 3) float32)``, values from the view of the side to move.
+wdl (B, 3) float32)`` (:data:`EvaluatorOutput`), values from the view of the side to move.
+``takzero.nn.inference.Evaluator`` (a network), ``CachedEvaluator`` and the two below satisfy it.
 
 * :class:`UniformEvaluator`: equal priors, value 0 (pure search cost; tactics found by the search
   alone).
@@ -11,12 +14,30 @@ wdl (B, 3) float32)``, values from the view of the side to move.
 
 from __future__ import annotations
 
+from typing import Protocol, TypeAlias
+
 import numpy as np
 
 from takzero.game.core import I_HASH, num_actions
 from takzero.nn.actions import legal_mask
 
-__all__ = ["HashEvaluator", "UniformEvaluator"]
+__all__ = ["Evaluator", "EvaluatorOutput", "HashEvaluator", "UniformEvaluator"]
+
+#: What :meth:`Evaluator.evaluate` returns for B positions: ``(priors, values, wdl)``:
+#: priors (B, A) float32 (A = ``num_actions(size)``; the search renormalises them over the legal
+#: moves), values (B,) float32 in [-1, 1] and wdl (B, 3) float32 (win, draw, loss
+#: probabilities), both from the view of the side to move. The arrays may be read-only views.
+EvaluatorOutput: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class Evaluator(Protocol):
+    """Anything the search can evaluate positions with (a structural type: no base class)."""
+
+    def evaluate(self, states: np.ndarray) -> EvaluatorOutput:
+        """The network's view of ``states`` ((B, STATE_LEN) int64 positions, B >= 1): see
+        :data:`EvaluatorOutput`. Output for a position must not depend on the rest of the batch
+        where searches are to be reproducible."""
+        ...
 
 
 def _draw_wdl(values: np.ndarray) -> np.ndarray:
@@ -45,7 +66,7 @@ class UniformEvaluator:
         self._values = np.zeros(0, dtype=np.float32)
         self._wdl = np.zeros((0, 3), dtype=np.float32)
 
-    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def evaluate(self, states: np.ndarray) -> EvaluatorOutput:
         b = states.shape[0]
         if self.masked:
             mask = legal_mask(states, np.zeros((b, self.num_actions), dtype=np.bool_))
@@ -75,7 +96,7 @@ class HashEvaluator:
         self.sharpness = float(sharpness)
         self.value_scale = float(value_scale)
 
-    def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def evaluate(self, states: np.ndarray) -> EvaluatorOutput:
         b = states.shape[0]
         mask = legal_mask(states, np.zeros((b, self.num_actions), dtype=np.bool_))
         priors = np.zeros((b, self.num_actions), dtype=np.float32)

@@ -16,7 +16,7 @@ from takzero.search.tree import LOSS, UNKNOWN, WIN, status_value
 
 
 @njit(cache=True, error_model="numpy")
-def considered_sequence(m: int, sims: int, out: np.ndarray) -> None:
+def considered_sequence(m: int, sims: int | np.integer, out: np.ndarray) -> None:
     """Sequential Halving as a visit schedule (``mctx``'s ``get_sequence_of_considered_visits``):
     ``out[k]`` is the visit count that the action chosen at root simulation ``k`` must have, for
     ``m`` considered actions and ``sims`` simulations. Writes ``out[:sims]`` (int array)."""
@@ -43,8 +43,8 @@ def considered_sequence(m: int, sims: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True, error_model="numpy")
-def sigma_q(visits, value_sum, prior, status, first_child, num_children, raw_value, cfg, g: int,
-            out: np.ndarray) -> None:  # fmt: skip
+def sigma_q(visits, value_sum, prior, status, first_child, num_children, raw_value, cfg,
+            g: int | np.integer, out: np.ndarray) -> None:  # fmt: skip
     """``out[i] = sigma(completed Q)`` of root child slot ``i`` of game ``g`` (mover's view;
     ``out`` float64 of length >= the children; ``cfg``: the packed settings record; the pools
     of ``takzero.search.tree``, ``raw_value`` (G,) float32 the root's value before the search).
@@ -107,7 +107,7 @@ def root_sigma_q(trees, games, settings: np.ndarray, g: int, out: np.ndarray) ->
 
 @njit(cache=True, error_model="numpy")
 def select_gumbel_root(visits, value_sum, prior, status, first_child, num_children, raw_value,
-                       gumbel_logits, search_visits, considered_visits, cfg, g: int,
+                       gumbel_logits, search_visits, considered_visits, cfg, g: int | np.integer,
                        score_buf: np.ndarray) -> int:  # fmt: skip
     """Root action of the next simulation: among the non-lost children whose search visits equal
     the schedule's considered visit, the one maximising gumbel + log P + sigma(q) (a proven win at
@@ -147,7 +147,7 @@ def select_gumbel_root(visits, value_sum, prior, status, first_child, num_childr
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def init_gumbel_root(trees, games, cfg, g: int, f: int, nc: int) -> None:
+def init_gumbel_root(trees, games, cfg, g: int | np.integer, f: int, nc: int) -> None:
     """Prepare the Gumbel root of game ``g`` for a new search (root children ``f .. f + nc``):
     the Sequential Halving schedule of ``min(gumbel_m, nc)`` actions into ``considered_visits``
     and, per child, ``gumbel_logits = g + log P`` (the Gumbel draw g only when the search has

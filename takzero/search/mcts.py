@@ -47,6 +47,7 @@ import numpy as np
 from takzero.game.core import I_SIZE, STATE_LEN, generate_moves, num_actions
 from takzero.search import readout
 from takzero.search.config import SearchConfig, pack_settings
+from takzero.search.evaluators import Evaluator
 from takzero.search.rng import game_seed, stream_state
 from takzero.search.steps import begin_kernel, expand_backup_kernel, select_kernel
 from takzero.search.tree import (
@@ -323,7 +324,7 @@ class BatchedMCTS:
 
     def run(
         self,
-        evaluator,
+        evaluator: Evaluator,
         games=None,
         add_noise: bool | None = None,
         simulations: int | None = None,
@@ -387,13 +388,14 @@ class BatchedMCTS:
             self._trees, self._games, leaves, self._settings, games, self._float_buf
         ))  # fmt: skip
 
-    def _pipeline_parts(self, evaluator, stats: SearchStats):
+    def _pipeline_parts(self, evaluator: Evaluator, stats: SearchStats):
         """The two leaf buffers, the evaluation thread, and a ``submit(buffer, n)`` that
         evaluates the first ``n`` leaves of ``buffer`` there (timed, counted in ``stats``)."""
         if self._leaves2 is None:
             self._leaves2 = new_leaves(self._leaves.states.shape[0])
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="takzero-eval")
+        pool = self._pool
 
         def timed_eval(states: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
             t = time.perf_counter()
@@ -403,11 +405,11 @@ class BatchedMCTS:
         def submit(leaves: Leaves, n: int) -> Future:
             stats.steps += 1
             stats.leaves += n
-            return self._pool.submit(timed_eval, leaves.states[:n])
+            return pool.submit(timed_eval, leaves.states[:n])
 
         return (self._leaves, self._leaves2), submit
 
-    def _run_halves(self, evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
+    def _run_halves(self, evaluator: Evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
         """The step loop with the search's games in two halves: while one half's leaves are
         evaluated on the pool's thread, the other half's are selected here; then the first
         half's are expanded and backed up. The halves share no tree, so each game sees the same
@@ -467,7 +469,7 @@ class BatchedMCTS:
             self._move_buf, self._float_buf,
         )  # fmt: skip
 
-    def _run_pipelined(self, evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
+    def _run_pipelined(self, evaluator: Evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
         """The step loop of one game with two batches in flight, evaluated at once: two workers
         (this thread and the pool's) each select a batch, evaluate it and expand / back it up,
         over and over. Selection and expansion (the compiled kernels, which share the trees and
@@ -518,7 +520,9 @@ class BatchedMCTS:
                     in_flight[w] = 0
                     turn.notify_all()
 
-        other = self._pool.submit(work, 1)
+        pool = self._pool
+        assert pool is not None  # made by _pipeline_parts
+        other = pool.submit(work, 1)
         try:
             work(0)
         finally:
@@ -634,7 +638,7 @@ class SearchResult:
 
 def search_position(
     state,
-    evaluator,
+    evaluator: Evaluator,
     simulations: int = 800,
     config: SearchConfig | None = None,
     seed: int = 0,

@@ -127,7 +127,7 @@ def pruned_visit_count(value_sum: float, visits: float, least: float, exploratio
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_prefix(visits, value_sum, prior, move, status, virtual_visits, first_child,
-                  num_children, cfg, g: int, x: int, use_virtual: bool) -> int:  # fmt: skip
+                  num_children, cfg, g: int | np.integer, x: int, use_virtual: bool) -> int:  # fmt: skip
     """PUCT at a non-root node ``x`` of game ``g``: the child index to descend into, -1 if every
     child is a proven loss. Children are stored by decreasing prior and a non-root node always
     selects either a visited child or the first unvisited one, hence its visited children form a
@@ -191,7 +191,7 @@ def select_prefix(visits, value_sum, prior, move, status, virtual_visits, first_
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_root(visits, value_sum, status, virtual_visits, first_child, num_children, noise,
-                mixed_prior, cfg, g: int, score_buf: np.ndarray,
+                mixed_prior, cfg, g: int | np.integer, score_buf: np.ndarray,
                 use_virtual: bool) -> int:  # fmt: skip
     """PUCT at the root of game ``g``: a full scan (noise mixes the priors, so no prefix
     property); the child index, -1 if every child is a proven loss. The mixed priors
@@ -289,7 +289,7 @@ def select_root(visits, value_sum, status, virtual_visits, first_child, num_chil
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def mix_root_noise(trees, games, cfg, g: int, f: int, nc: int) -> None:
+def mix_root_noise(trees, games, cfg, g: int | np.integer, f: int, nc: int) -> None:
     """Set the PUCT root priors of game ``g`` for a new search (root children ``f .. f + nc``):
     ``mixed_prior = (1 - eps) * P + eps * eta`` with ``eta ~ Dir(alpha)`` drawn into
     ``dirichlet_noise`` when the search has noise (``eps = noise_weight`` > 0; ``alpha =

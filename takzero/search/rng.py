@@ -42,7 +42,7 @@ def splitmix64(x: np.uint64) -> np.uint64:
 
 
 @njit(cache=True, error_model="numpy")
-def next_u64(rng: np.ndarray, g: int) -> np.uint64:
+def next_u64(rng: np.ndarray, g: int | np.integer) -> np.uint64:
     """Advance game ``g``'s stream (``rng`` (G,) uint64) and return 64 random bits."""
     s = rng[g] + np.uint64(GOLDEN)
     rng[g] = s
@@ -50,13 +50,13 @@ def next_u64(rng: np.ndarray, g: int) -> np.uint64:
 
 
 @njit(cache=True, error_model="numpy")
-def rand_uniform(rng: np.ndarray, g: int) -> float:
+def rand_uniform(rng: np.ndarray, g: int | np.integer) -> float:
     """Uniform float64 in the open interval (0, 1) from game ``g``'s stream (the top 53 bits)."""
     return (np.float64(next_u64(rng, g) >> np.uint64(11)) + 0.5) * _INV_2_53
 
 
 @njit(cache=True, error_model="numpy")
-def rand_normal(rng: np.ndarray, g: int) -> float:
+def rand_normal(rng: np.ndarray, g: int | np.integer) -> float:
     """Standard normal float64 (Box-Muller, the cosine branch) from game ``g``'s stream."""
     u1 = rand_uniform(rng, g)
     u2 = rand_uniform(rng, g)
@@ -64,13 +64,13 @@ def rand_normal(rng: np.ndarray, g: int) -> float:
 
 
 @njit(cache=True, error_model="numpy")
-def rand_gumbel(rng: np.ndarray, g: int) -> float:
+def rand_gumbel(rng: np.ndarray, g: int | np.integer) -> float:
     """Standard Gumbel float64, ``-log(-log(U))``, from game ``g``'s stream."""
     return -np.log(-np.log(rand_uniform(rng, g)))
 
 
 @njit(cache=True, error_model="numpy")
-def log_gamma(rng: np.ndarray, g: int, alpha: float) -> float:
+def log_gamma(rng: np.ndarray, g: int | np.integer, alpha: float) -> float:
     """log of a Gamma(alpha, 1) sample (alpha > 0): Marsaglia & Tsang (2000); for alpha < 1 the
     boost Gamma(a) = Gamma(a + 1) * U**(1/a), kept in log space so tiny alphas do not underflow."""
     a = alpha
@@ -92,7 +92,7 @@ def log_gamma(rng: np.ndarray, g: int, alpha: float) -> float:
 
 
 @njit(cache=True, error_model="numpy")
-def draw_dirichlet(rng: np.ndarray, g: int, out: np.ndarray, k: int, alpha: float) -> None:
+def draw_dirichlet(rng: np.ndarray, g: int | np.integer, out: np.ndarray, k: int, alpha: float) -> None:
     """Write a Dir(alpha, ..., alpha) sample of length ``k`` into ``out[:k]`` (float array): Gamma
     draws normalised to sum 1, through their logs (a max shift first, so no underflow to 0/0)."""
     mx = -np.inf

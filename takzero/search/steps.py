@@ -64,7 +64,7 @@ from takzero.search.tree import (
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _copy_state(src: np.ndarray, i: int, dst: np.ndarray, j: int) -> None:
+def _copy_state(src: np.ndarray, i: int | np.integer, dst: np.ndarray, j: int | np.integer) -> None:
     """``dst[j] = src[i]`` for positions of one board size: the header and the first N*N entries
     of each square field. The entries past N*N are zero in every position of size N, so rows that
     only ever hold positions of this size stay equal in full (element loops: numba's slice
@@ -88,7 +88,7 @@ def _copy_state(src: np.ndarray, i: int, dst: np.ndarray, j: int) -> None:
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _expand(visits, value_sum, prior, move, first_child, num_children, status, flags, num_nodes,
-            overflow, cfg, g: int, x: int, state: np.ndarray, net_priors: np.ndarray, offset: int,
+            overflow, cfg, g: int | np.integer, x: int | np.integer, state: np.ndarray, net_priors: np.ndarray, offset: int,
             move_buf: np.ndarray, prior_buf: np.ndarray) -> None:  # fmt: skip
     """Create the children of node ``x`` (position ``state``) with priors gathered from the
     network's ``net_priors[offset + action]`` (flat float32) and renormalised over the legal
@@ -114,7 +114,7 @@ def _expand(visits, value_sum, prior, move, first_child, num_children, status, f
     prev = np.inf
     for i in range(nm):
         m = move_buf[i]
-        child_prior = np.float64(net_priors[np.uint64(offset + move_to_action(m, size))])
+        child_prior: float = np.float64(net_priors[np.uint64(offset + move_to_action(m, size))])
         if not (child_prior > 0.0 and child_prior < np.inf):
             child_prior = 0.0
         prior_buf[i] = child_prior
@@ -139,9 +139,9 @@ def _expand(visits, value_sum, prior, move, first_child, num_children, status, f
             prior_buf[i] = prior_buf[i] * inv
         order = np.argsort(-prior_buf[:nm], kind="mergesort")
         for j in range(nm):
-            i = np.uint64(order[j])
-            prior[ug, np.uint64(f + j)] = prior_buf[i]
-            move[ug, np.uint64(f + j)] = move_buf[i]
+            src = np.uint64(order[j])
+            prior[ug, np.uint64(f + j)] = prior_buf[src]
+            move[ug, np.uint64(f + j)] = move_buf[src]
     # new slots already have zero statistics (the free-slot invariant, see ``clear_tree``), and
     # first_child is only read when num_children > 0
     first_child[g, x] = f
@@ -159,7 +159,7 @@ def _expand(visits, value_sum, prior, move, first_child, num_children, status, f
 
 
 @njit(cache=True, error_model="numpy")
-def _init_root(trees, games, cfg, g: int) -> None:
+def _init_root(trees, games, cfg, g: int | np.integer) -> None:
     """Prepare an expanded root for a new search: per-search visits, root terminal check, the
     root's value estimate (v_raw), then the Gumbel draw and schedule (``init_gumbel_root``) or the
     Dirichlet draw and mixed priors (``mix_root_noise``)."""
@@ -236,7 +236,7 @@ def begin_kernel(trees, games, settings: np.ndarray, game_ids: np.ndarray, full_
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _count_root_visit(search_visits, path, slot: int, g: int, root_first: int,
+def _count_root_visit(search_visits, path, slot: int | np.integer, g: int | np.integer, root_first: int,
                       gumbel: bool) -> None:  # fmt: skip
     """Count a simulation for the root child it went through (``search_visits``: Gumbel's
     Sequential Halving; PUCT does not use it)."""
@@ -247,7 +247,7 @@ def _count_root_visit(search_visits, path, slot: int, g: int, root_first: int,
 @njit(cache=True, error_model="numpy", inline="always")
 def _descend(visits, value_sum, prior, move, first_child, num_children, status, flags,
              virtual_visits, root_state, noise, gumbel_logits, mixed_prior, search_visits,
-             raw_value, considered_visits, states, path, cfg, g: int, slot: int,
+             raw_value, considered_visits, states, path, cfg, g: int | np.integer, slot: int | np.integer,
              score_buf: np.ndarray) -> tuple[int, int]:  # fmt: skip
     """One selection from the root of game ``g`` into leaf slot ``slot``. Returns (code, depth):
     code 0 if a leaf was recorded for evaluation (virtual visits added along its path), 1 if a
@@ -335,7 +335,7 @@ def _descend(visits, value_sum, prior, move, first_child, num_children, status, 
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_position(states, i: int) -> None:
+def _prefetch_position(states, i: int | np.integer) -> None:
     """Prefetch the first line of the header and of each square field of position ``states[i]``
     (the hardware prefetcher follows the rest)."""
     for off in (0, OFF_HEIGHT, OFF_TOP, OFF_LO, OFF_HI):
@@ -343,7 +343,7 @@ def _prefetch_position(states, i: int) -> None:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_root_node(visits, value_sum, first_child, num_children, status, g: int) -> None:
+def _prefetch_root_node(visits, value_sum, first_child, num_children, status, g: int | np.integer) -> None:
     """Prefetch the fields of game ``g``'s root node that a descent reads first."""
     prefetch(first_child, g, 0)
     prefetch(num_children, g, 0)
@@ -354,7 +354,7 @@ def _prefetch_root_node(visits, value_sum, first_child, num_children, status, g:
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _prefetch_root_children(visits, value_sum, first_child, num_children, status, mixed_prior,
-                            root_state, g: int, gumbel: bool) -> None:  # fmt: skip
+                            root_state, g: int | np.integer, gumbel: bool) -> None:  # fmt: skip
     """Prefetch what the root scan of game ``g`` reads (its root node must be cached: see
     ``_prefetch_root_node``): the children's statistics, the mixed priors and the root position's
     header and square fields."""
@@ -527,7 +527,7 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
         if use_virtual or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
             for i in range(depth + 1):
                 virtual_visits[g, path[j, i]] -= 1
-        value = np.float64(values[j])
+        value: float = np.float64(values[j])
         if not (value == value):
             value = 0.0
         value = min(1.0, max(-1.0, value))

@@ -215,8 +215,8 @@ def terminal_status(state: np.ndarray, max_plies: int) -> int:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def compute_status(num_children: np.ndarray, first_child: np.ndarray, status: np.ndarray, g: int,
-                   x: int) -> int:  # fmt: skip
+def compute_status(num_children: np.ndarray, first_child: np.ndarray, status: np.ndarray, g: int | np.integer,
+                   x: int | np.integer) -> int:  # fmt: skip
     """Proof status of node ``x`` of game ``g`` from its children (its own if not expanded): LOSS
     if a child is a WIN (for the player moving from ``x``), else UNKNOWN while a child is, else
     DRAW if a child is, else WIN (every child lost)."""
@@ -242,7 +242,7 @@ def compute_status(num_children: np.ndarray, first_child: np.ndarray, status: np
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def propagate(num_children, first_child, status, path, slot: int, g: int, d: int) -> None:
+def propagate(num_children, first_child, status, path, slot: int | np.integer, g: int | np.integer, d: int | np.integer) -> None:
     """Recompute proof statuses from ``path[slot, d]`` up to the root, stopping at the first node
     whose status does not change."""
     for i in range(d, -1, -1):
@@ -254,7 +254,7 @@ def propagate(num_children, first_child, status, path, slot: int, g: int, d: int
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def backup(visits, value_sum, path, slot: int, g: int, depth: int, v: float) -> None:
+def backup(visits, value_sum, path, slot: int | np.integer, g: int | np.integer, depth: int | np.integer, v: float) -> None:
     """Add one visit and value ``v`` (view of the player who moved into ``path[slot, depth]``) to
     ``visits`` and ``value_sum`` of every node of the path, negating at each ply."""
     for i in range(depth, -1, -1):

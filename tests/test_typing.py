@@ -1,0 +1,56 @@
+"""The type checker CI runs (``mypy`` in ``.ci/run``, its rooms in pyproject.toml's ``[tool.mypy]
+files``) keeps every room that passed: a room cannot silently drop out of the list, and the
+list passes (when mypy is installed) on the tree as it is."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The rooms the type checker covers. Add a room here and in pyproject.toml once it passes;
+#: never take one out.
+CHECKED_ROOMS = {"takzero/game", "takzero/search", "takzero/io"}
+
+
+def _mypy_config() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["mypy"]
+
+
+def test_mypy_config_lists_the_rooms() -> None:
+    files = {str(p).rstrip("/") for p in _mypy_config()["files"]}
+    missing = CHECKED_ROOMS - files
+    assert not missing, f"rooms dropped from [tool.mypy] files: {sorted(missing)}"
+    for room in files:
+        assert (ROOT / room).is_dir(), f"[tool.mypy] files names {room}, which is not a folder"
+
+
+def test_ci_runs_mypy_after_ruff() -> None:
+    lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "mypy" in lines, ".ci/run does not run `mypy` (reading its rooms from pyproject.toml)"
+    ruff = next(i for i, ln in enumerate(lines) if ln.startswith("ruff check"))
+    assert lines.index("mypy") > ruff
+
+
+def test_dev_extra_installs_mypy() -> None:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        dev = tomllib.load(f)["project"]["optional-dependencies"]["dev"]
+    assert any(req.split(">")[0].split("=")[0].strip() == "mypy" for req in dev)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
+def test_mypy_passes_on_the_rooms() -> None:
+    # about 20 s of CPU without mypy's cache (.mypy_cache), 3 s with it
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=590
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
