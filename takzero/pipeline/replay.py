@@ -1,30 +1,12 @@
 """Replay buffer: compact position records, a growing window, a reuse cap, backpressure and
 atomic on-disk shards.
 
-A record is one searched position of a self-play game:
-
-=============  =========================  ===================================================
-field          dtype, shape               meaning
-=============  =========================  ===================================================
-board          uint8 (R,)                 compact position (see :func:`pack_states`)
-policy_index   int32 (K,)                 action indices of the policy target (-1 = unused)
-policy_prob    float16 (K,)               their probabilities (the K largest, renormalised)
-value          int8                       final outcome from the mover's view: +1, 0, -1
-flat_diff      int8                       final flat count difference, mover's view
-game_id        int64                      (stream << 32) | game counter (see selfplay.game_id)
-generation     int32                      model generation that played the move
-ply            int16                      ply of the position
-ownership      int8 (N*N,)                final owner of each square's top piece, mover's view
-                                          (+1 mover, -1 opponent, 0 empty; ``game.ownership``)
-own_valid      bool                       the game ended on the board (False: resigned)
-opp_index      int32 (K2,)                opponent-policy target: the next recorded position's
-opp_prob       float16 (K2,)              policy target (all -1 / 0: none); K2 = 0 unless the
-                                          run trains the opponent-policy head
-search_value   float16                    root value of the last Reanalyse search, mover's view
-                                          (NaN: never reanalysed)
-end_ply        int16                      ply of the game's final position (the road, flat
-                                          win, draw or resignation; -1: unknown)
-=============  =========================  ===================================================
+A record is one searched position of a self-play game. Its fields (dtype, shape, meaning, and
+the value a shard written before the field existed loads with) are declared once, in
+:data:`RECORD_FIELDS`: board (the compact position, :func:`pack_states`), the policy target
+(``policy_index``/``policy_prob``, the K largest), the outcome (``value``, ``flat_diff``), where
+it came from (``game_id``, ``generation``, ``ply``), the ownership target, the opponent-policy
+target, Reanalyse's ``search_value`` and the game's ``end_ply``.
 
 Shards written before the ownership and opponent-policy fields existed load with ownership
 invalid and no opponent-policy target; shards without ``search_value`` load as never reanalysed,
@@ -148,9 +130,76 @@ def unpack_states(records: np.ndarray, size: int) -> np.ndarray:
     return states
 
 
+@dataclass(frozen=True)
+class RecordField:
+    """One field of a replay record, declared once: :data:`RECORD_FIELDS` is the schema that
+    :class:`Records` (its empty batch, the filling of old shards, concatenation, slicing, the
+    shard files and their checks) is derived from.
+
+    Attributes:
+        name: the field (and the ``Records`` attribute, and the shard's npz key).
+        dtype: numpy scalar type of the stored array.
+        width: ``""`` for one value per record, else what the row's length follows: ``"board"``
+            (``board_record_len(size)``), ``"top_k"`` (``replay.top_k``), ``"squares"`` (N*N) or
+            ``"opponent_top_k"`` (the opponent-policy width; 0 where a run does not train it).
+        fill: the field's value in records and shards written before it existed (``None``: the
+            field is required; a shard without it is refused).
+        meaning: one line for the docs.
+        group: fields added together: a shard that holds only some of a group gets them all
+            filled (a partial write).
+    """
+
+    name: str
+    dtype: type
+    width: str
+    fill: float | None
+    meaning: str
+    group: str = ""
+
+
+#: The replay record, field by field (see :class:`RecordField`). A new field: a row here, the
+#: attribute in :class:`Records`, its producer (``takzero.pipeline.selfplay``) and its reader.
+RECORD_FIELDS: tuple[RecordField, ...] = (
+    RecordField("board", np.uint8, "board", None, "compact position (see pack_states)"),
+    RecordField("policy_index", np.int32, "top_k", None, "action indices of the policy target (-1 = unused)"),
+    RecordField("policy_prob", np.float16, "top_k", None, "their probabilities (the K largest, renormalised)"),
+    RecordField("value", np.int8, "", None, "final outcome from the mover's view: +1, 0, -1"),
+    RecordField("flat_diff", np.int8, "", None, "final flat count difference, mover's view"),
+    RecordField("game_id", np.int64, "", None, "(stream << 32) | game counter (see selfplay.game_id)"),
+    RecordField("generation", np.int32, "", None, "model generation that played the move"),
+    RecordField("ply", np.int16, "", None, "ply of the position"),
+    RecordField("ownership", np.int8, "squares", 0, "final owner of each square's top piece, mover's "
+                "view (+1 mover, -1 opponent, 0 empty; game.ownership)", "ownership"),
+    RecordField("own_valid", np.bool_, "", False, "the game ended on the board (False: resigned)",
+                "ownership"),
+    RecordField("opp_index", np.int32, "opponent_top_k", -1, "opponent-policy target: the next "
+                "recorded position's policy target (all -1 / 0: none)", "opponent"),
+    RecordField("opp_prob", np.float16, "opponent_top_k", 0, "its probabilities", "opponent"),
+    RecordField("search_value", np.float16, "", np.nan, "root value of the last Reanalyse search, "
+                "mover's view (NaN: never reanalysed)"),
+    RecordField("end_ply", np.int16, "", -1, "ply of the game's final position (the road, flat win, "
+                "draw or resignation; -1: unknown)"),
+)  # fmt: skip
+
+
+def _row_width(width: str, size: int, top_k: int, opponent_top_k: int) -> int:
+    """The row length of a field of ``width`` kind (see :class:`RecordField`)."""
+    return {"board": board_record_len(size), "top_k": top_k, "squares": size * size,
+            "opponent_top_k": opponent_top_k}[width]  # fmt: skip
+
+
+class _FieldNames:
+    """``Records.FIELDS``: the names of the class's ``TABLE``, in order (a subclass with more
+    rows gets its own)."""
+
+    def __get__(self, obj: object, cls: type) -> tuple[str, ...]:
+        return tuple(f.name for f in cls.TABLE)  # type: ignore[attr-defined]
+
+
 @dataclass
 class Records:
-    """A batch of records as arrays (see the module docstring for fields)."""
+    """A batch of records as arrays, one attribute per row of :data:`RECORD_FIELDS` (``TABLE``).
+    A field left None is filled with its ``fill`` value (records made before it existed)."""
 
     board: np.ndarray
     policy_index: np.ndarray
@@ -160,99 +209,87 @@ class Records:
     game_id: np.ndarray
     generation: np.ndarray
     ply: np.ndarray
-    ownership: np.ndarray | None = None  # None: filled in (all invalid)
+    ownership: np.ndarray | None = None
     own_valid: np.ndarray | None = None
     opp_index: np.ndarray | None = None  # None: no opponent-policy target (width 0)
     opp_prob: np.ndarray | None = None
-    search_value: np.ndarray | None = None  # None: never reanalysed (NaN)
-    end_ply: np.ndarray | None = None  # None: the game's end unknown (-1)
+    search_value: np.ndarray | None = None
+    end_ply: np.ndarray | None = None
 
-    FIELDS = (
-        "board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation", "ply",
-        "ownership", "own_valid", "opp_index", "opp_prob", "search_value", "end_ply",
-    )  # fmt: skip
+    TABLE = RECORD_FIELDS
+    FIELDS = _FieldNames()
 
     def __post_init__(self) -> None:
         n = len(self.value)
-        if self.ownership is None:
-            self.ownership = np.zeros((n, _size_of_record(self.board.shape[1]) ** 2), np.int8)
-        if self.own_valid is None:
-            self.own_valid = np.zeros(n, np.bool_)
-        if self.opp_index is None or self.opp_prob is None:
-            self.opp_index = np.zeros((n, 0), np.int32)
-            self.opp_prob = np.zeros((n, 0), np.float16)
-        if self.search_value is None:
-            self.search_value = np.full(n, np.nan, np.float16)
-        if self.end_ply is None:
-            self.end_ply = np.full(n, -1, np.int16)
+        groups = {f.group for f in self.TABLE if f.group and getattr(self, f.name) is None}
+        for f in self.TABLE:
+            if getattr(self, f.name) is None or f.group in groups:
+                if f.fill is None:
+                    raise ValueError(f"replay field {f.name!r} is required")
+                shape: tuple[int, ...] = (n,)
+                if f.width:
+                    try:
+                        size = _size_of_record(self.board.shape[1])
+                    except ValueError as e:
+                        raise ValueError(f"replay field 'board': {e}") from None
+                    shape = (n, _row_width(f.width, size, self.policy_index.shape[1], 0))
+                setattr(self, f.name, np.full(shape, f.fill, f.dtype))
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
 
     @classmethod
     def empty(cls, size: int, top_k: int, opponent_top_k: int = 0) -> Records:
-        return cls(
-            board=np.zeros((0, board_record_len(size)), np.uint8),
-            policy_index=np.zeros((0, top_k), np.int32),
-            policy_prob=np.zeros((0, top_k), np.float16),
-            value=np.zeros(0, np.int8),
-            flat_diff=np.zeros(0, np.int8),
-            game_id=np.zeros(0, np.int64),
-            generation=np.zeros(0, np.int32),
-            ply=np.zeros(0, np.int16),
-            ownership=np.zeros((0, size * size), np.int8),
-            own_valid=np.zeros(0, np.bool_),
-            opp_index=np.zeros((0, opponent_top_k), np.int32),
-            opp_prob=np.zeros((0, opponent_top_k), np.float16),
-            search_value=np.zeros(0, np.float16),
-            end_ply=np.zeros(0, np.int16),
-        )
+        """No records, with the row widths of ``size``, ``top_k`` and ``opponent_top_k``."""
+        return cls(**{
+            f.name: np.zeros((0,) if not f.width else (0, _row_width(f.width, size, top_k, opponent_top_k)),
+                             f.dtype)
+            for f in cls.TABLE
+        })  # fmt: skip
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], opponent_top_k: int) -> Records:
-        """Records from a mapping of field arrays (e.g. a shard's npz). Shards from before the
-        ownership and opponent-policy fields existed load with ownership invalid and no opponent
-        target; the opponent-policy width is set to ``opponent_top_k`` (``with_opponent_width``).
+        """Records from a mapping of field arrays (e.g. a shard's npz). A field the mapping lacks
+        gets its ``fill`` (shards from before it existed; a group present only in part is filled
+        whole); the opponent-policy width is set to ``opponent_top_k`` (``with_opponent_width``).
 
-        Raises KeyError if one of the original fields is missing, ValueError if a field is not
-        numeric, has the wrong number of dimensions or not one row per record (the first
-        message names the field)."""
+        Raises KeyError if a required field is missing, ValueError if a field is not numeric, has
+        the wrong number of dimensions or not one row per record (the first message names the
+        field)."""
         n = None
-        for f in cls.FIELDS:
-            if f not in arrays:
+        for f in cls.TABLE:
+            if f.name not in arrays:
+                if f.fill is None:
+                    raise KeyError(f"replay field {f.name!r} is missing")
                 continue
-            a = np.asarray(arrays[f])
+            a = np.asarray(arrays[f.name])
             if a.dtype.kind not in "biuf":
-                raise ValueError(f"replay field {f!r}: dtype {a.dtype} is not numeric")
-            if a.ndim != _FIELD_NDIM[f]:
-                raise ValueError(f"replay field {f!r}: {a.ndim} dimensions, expected {_FIELD_NDIM[f]}")
+                raise ValueError(f"replay field {f.name!r}: dtype {a.dtype} is not numeric")
+            ndim = 2 if f.width else 1
+            if a.ndim != ndim:
+                raise ValueError(f"replay field {f.name!r}: {a.ndim} dimensions, expected {ndim}")
             if n is None:
                 n = a.shape[0]
             elif a.shape[0] != n:
-                raise ValueError(f"replay field {f!r}: {a.shape[0]} rows, expected {n} (one per record)")
-        extra = {f: arrays[f] for f in cls.FIELDS[8:12] if f in arrays}
-        if len(extra) < 4:  # written before these fields (or a partial write): fill them in
-            extra = {}
-        for f in ("search_value", "end_ply"):
-            if f in arrays:
-                extra[f] = arrays[f]
-        recs = cls(**{f: arrays[f] for f in cls.FIELDS[:8]}, **extra)
+                raise ValueError(f"replay field {f.name!r}: {a.shape[0]} rows, expected {n} (one per record)")
+        recs = cls(**{f.name: arrays.get(f.name) for f in cls.TABLE})
         return recs.with_opponent_width(opponent_top_k)
 
     def with_opponent_width(self, k: int) -> Records:
         """These records with ``k`` opponent-policy slots (extra slots dropped, missing ones
-        padded with -1 / 0); ``self`` when the width is already ``k``."""
-        have = self.opp_index.shape[1]
-        if have == k:
-            return self
-        n = len(self)
-        if have > k:
-            idx, prob = self.opp_index[:, :k], self.opp_prob[:, :k]
-        else:
-            idx = np.concatenate([self.opp_index, np.full((n, k - have), -1, np.int32)], axis=1)
-            prob = np.concatenate([self.opp_prob, np.zeros((n, k - have), np.float16)], axis=1)
-        out = self.take(slice(None))
-        out.opp_index, out.opp_prob = idx, prob
+        padded with the fields' fill, -1 / 0); ``self`` when the width is already ``k``."""
+        out = self
+        for f in self.TABLE:
+            if f.width != "opponent_top_k":
+                continue
+            a = getattr(self, f.name)
+            have = a.shape[1]
+            if have == k:
+                continue
+            if out is self:
+                out = self.take(slice(None))
+            pad = np.full((len(self), max(0, k - have)), f.fill, f.dtype)
+            setattr(out, f.name, a[:, :k] if have > k else np.concatenate([a, pad], axis=1))
         return out
 
     @classmethod
@@ -260,17 +297,15 @@ class Records:
         return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in cls.FIELDS})
 
     def take(self, idx: np.ndarray | slice) -> Records:
-        return Records(**{f: getattr(self, f)[idx] for f in self.FIELDS})
+        return type(self)(**{f: getattr(self, f)[idx] for f in self.FIELDS})
 
     def nbytes_per_position(self) -> float:
         n = max(len(self), 1)
         return sum(getattr(self, f).nbytes for f in self.FIELDS) / n
 
-
-#: dimensions of each record field's array (1: one value per record, 2: a row per record)
-_FIELD_NDIM = {"board": 2, "policy_index": 2, "policy_prob": 2, "value": 1, "flat_diff": 1, "game_id": 1,
-               "generation": 1, "ply": 1, "ownership": 2, "own_valid": 1, "opp_index": 2, "opp_prob": 2,
-               "search_value": 1, "end_ply": 1}  # fmt: skip
+    def widths(self) -> dict[str, int]:
+        """Row length of each field with rows (``RecordField.width`` not empty)."""
+        return {f.name: getattr(self, f.name).shape[1] for f in self.TABLE if f.width}
 
 
 def sparse_policy(dense: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -668,15 +703,16 @@ class ReplayBuffer:
         }
 
     def _check_widths(self, recs: Records) -> None:
-        """Raise ValueError when loaded records do not fit this buffer: a packed board of another
-        board size, policy rows of another ``replay.top_k`` or ownership of another size."""
-        want = {"board": board_record_len(self.size), "policy_index": self.cfg.top_k,
-                "policy_prob": self.cfg.top_k, "ownership": self.size * self.size}  # fmt: skip
-        for f, w in want.items():
-            have = getattr(recs, f).shape[1]
-            if have != w:
-                raise ValueError(f"replay field {f!r}: rows of {have}, this run's are {w} (board.size "
-                                 f"{self.size}, replay.top_k {self.cfg.top_k})")  # fmt: skip
+        """Raise ValueError when loaded records do not fit this buffer: rows of another board
+        size or ``replay.top_k`` (the opponent-policy width is adjusted, never refused)."""
+        have = recs.widths()
+        for f in recs.TABLE:
+            if not f.width or f.width == "opponent_top_k":
+                continue
+            want = _row_width(f.width, self.size, self.cfg.top_k, self.opponent_top_k)
+            if have[f.name] != want:
+                raise ValueError(f"replay field {f.name!r}: rows of {have[f.name]}, this run's are {want} "
+                                 f"(board.size {self.size}, replay.top_k {self.cfg.top_k})")  # fmt: skip
 
     def load(self, state: dict | None = None) -> int:
         """Reload records from the shards (newest first, up to ``window_max``) and counters from
