@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of takzero in one command (issue 55): the first thing to run on a GPU machine.
 #
-#   scripts/gpu_suite.sh                      # on the GPU machine: about 11 minutes (estimated)
+#   scripts/gpu_suite.sh                      # on the GPU machine: about 14 minutes (estimated)
 #   scripts/gpu_suite.sh --device cpu         # the same steps on the CPU, small (under 10 minutes)
 #   scripts/gpu_suite.sh --dry-run            # the steps, their commands and timeouts; runs nothing
 #   OUT=/tmp/gs scripts/gpu_suite.sh --only network_6x6,make_batch
@@ -19,14 +19,18 @@
 #   selfplay_8      self-play positions/s of 8 and 16 worker processes at once, local inference
 #   selfplay_16     (scripts/bench_pipeline.py --workers, +config=6x6_gpu: selfplay.pipeline on),
 #   selfplay_8_plain  and of 8 with selfplay.pipeline=false (what the two halves gain)
+#   selfplay_ray_8  self-play through Ray as a run starts it, 8 and 16 workers, local inference
+#   selfplay_ray_16 and then selfplay.inference=server (scripts/gpu_suite_selfplay.py): positions/s
+#                   and moves/s of each, the server's mean batch, the ratio server/local
 #   make_batch      the trainer's batch making, samples/s, against the per-record path (CPU)
 #   trainer         trainer samples/s, bf16 autocast, batch 256..2048 (+config=6x6_gpu)
 #   run             python -m takzero.train +config=6x6_gpu for 5 minutes, nvidia-smi sampled
 #                   every 5 s (run_gpu lines; skipped without nvidia-smi), the run's own summary
 #                   (a run_summary line parsed from its train.log)
 #
-# With --device cpu the sizes are small (small networks and batches, 2 and 4 workers instead of
-# 8 and 16, a 2-minute run with a tiny network): it checks that every step works, not speed.
+# With --device cpu (the short mode) the sizes are small (small networks and batches, 2 and 4
+# workers instead of 8 and 16, a 2-minute run with a tiny network): it checks that every step
+# works, not speed.
 # A step's timeout can be changed with GPU_SUITE_TIMEOUT_<STEP> (seconds, e.g.
 # GPU_SUITE_TIMEOUT_RUN=900); PYTHON picks the interpreter (default: python).
 set -u
@@ -43,7 +47,7 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1; shift ;;
     --only) ONLY=${2:?--only needs step names, comma-separated}; shift 2 ;;
     --run-minutes) RUN_MINUTES=${2:?--run-minutes needs a number}; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_suite.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,7 +64,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 STAMP=$(date +%Y%m%d-%H%M%S)
 PY=${PYTHON:-python}
-STEPS=(environment check_gpu network_6x6 network_6x64 network_10x128 selfplay_8 selfplay_16 selfplay_8_plain make_batch trainer run)
+STEPS=(environment check_gpu network_6x6 network_6x64 network_10x128 selfplay_8 selfplay_16 selfplay_8_plain
+       selfplay_ray_8 selfplay_ray_16 make_batch trainer run)
 if [ -n "$ONLY" ]; then
   for s in ${ONLY//,/ }; do
     [[ " ${STEPS[*]} " == *" $s "* ]] || { echo "gpu_suite.sh: no step '$s' (steps: ${STEPS[*]})" >&2; exit 2; }
@@ -74,6 +79,7 @@ if [ "$DEVICE" = cpu ]; then
   WORKERS=(2 4)
   SMALL=(device=cpu model.channels=16 model.blocks=1 selfplay.games_per_worker=16 mcts.simulations=16 mcts.gumbel_m=8)
   SP_SECONDS=8
+  RAY_ARGS=(--seconds 8 --warmup-s 150)
   TRAIN_ARGS=(--seconds 10 --train-steps 2 --train-batches 256 512)
   MB_BATCHES=(256 1024)
   RUN_MINUTES=${RUN_MINUTES:-2}
@@ -81,21 +87,22 @@ if [ "$DEVICE" = cpu ]; then
             mcts.simulations=16 mcts.gumbel_m=8 replay.min_positions=300 train.batch_size=64
             train.checkpoint_every=20 ray.worker_gpu_share=0 evaluator.baseline_every=0
             evaluator.early_baseline_generation=0 evaluator.tactics_every=0)
-  T=(30 420 240 120 420 150 200 150 60 200 0)
+  T=(30 420 240 120 420 150 200 150 300 360 60 200 0)
 else
   CHECK_ARGS=(--device "$DEVICE" --seconds 1.5 --selfplay-seconds 10)
   NET_ARGS=(--device cuda --batches 64 128 256 512 1024 2048 4096 --min-time 0.25 --no-train)
   WORKERS=(8 16)
   SMALL=(device="$DEVICE")
   SP_SECONDS=15
+  RAY_ARGS=(--seconds 10 --warmup-s 90)
   TRAIN_ARGS=(--seconds 10 --train-steps 10 --train-batches 256 512 1024 2048)
   MB_BATCHES=(256 1024 2048)
   RUN_MINUTES=${RUN_MINUTES:-5}
   RUN_ARGS=(device="$DEVICE")
-  T=(30 300 120 120 150 150 180 150 60 180 0)
+  T=(30 300 120 120 150 150 180 150 240 240 60 180 0)
 fi
-# the run: its minutes, start-up and the final checkpoint and summary
-T[10]=$(awk -v m="$RUN_MINUTES" 'BEGIN { printf "%d", m * 60 + 240 }')
+# the run (the last step): its minutes, start-up and the final checkpoint and summary
+T[${#STEPS[@]}-1]=$(awk -v m="$RUN_MINUTES" 'BEGIN { printf "%d", m * 60 + 240 }')
 RUN_DIR="$OUT_DIR/runs"
 
 command_of() {  # the command of step $1, one word per line
@@ -108,6 +115,8 @@ command_of() {  # the command of step $1, one word per line
     selfplay_8) printf '%s\n' "$PY" scripts/bench_pipeline.py --config 6x6_gpu --workers "${WORKERS[0]}" --seconds "$SP_SECONDS" -- "${SMALL[@]}" ;;
     selfplay_16) printf '%s\n' "$PY" scripts/bench_pipeline.py --config 6x6_gpu --workers "${WORKERS[1]}" --seconds "$SP_SECONDS" -- "${SMALL[@]}" ;;
     selfplay_8_plain) printf '%s\n' "$PY" scripts/bench_pipeline.py --config 6x6_gpu --workers "${WORKERS[0]}" --seconds "$SP_SECONDS" -- "${SMALL[@]}" selfplay.pipeline=false ;;
+    selfplay_ray_8) printf '%s\n' "$PY" scripts/gpu_suite_selfplay.py --config 6x6_gpu --workers "${WORKERS[0]}" "${RAY_ARGS[@]}" -- "${SMALL[@]}" ;;
+    selfplay_ray_16) printf '%s\n' "$PY" scripts/gpu_suite_selfplay.py --config 6x6_gpu --workers "${WORKERS[1]}" "${RAY_ARGS[@]}" -- "${SMALL[@]}" ;;
     make_batch) printf '%s\n' "$PY" scripts/bench_pipeline.py --config 6x6_gpu --make-batch-only --seconds 2 --batches "${MB_BATCHES[@]}" ;;
     trainer) printf '%s\n' "$PY" scripts/bench_pipeline.py --config 6x6_gpu "${TRAIN_ARGS[@]}" -- "${SMALL[@]}" ;;
     run) printf '%s\n' "$PY" scripts/gpu_suite_run.py --out "$OUT_DIR" --minutes "$RUN_MINUTES" -- \

@@ -201,6 +201,9 @@ class ReplayConfig:
     reanalyse_fraction: float = 0.0
     reanalyse_value_weight: float = 0.0  # w: value target (1 - w) z + w v (v: reanalysed root value)
     reanalyse_batch: int = 64  # positions searched together (one batched network call per step)
+    # Where Reanalyse's network runs: auto (as selfplay.inference), local (its own network) or
+    # server (the self-play inference server; needs selfplay.inference=server)
+    reanalyse_inference: str = "auto"
     # gamma in [0.5, 1]: a decisive outcome's value target is z * gamma ** (plies to the game's end),
     # so the network and the search prefer the shorter win and the longer loss (1 = off, the
     # AlphaZero target); replay.discount_value
@@ -230,6 +233,8 @@ class ReplayConfig:
         _check(_finite(r.reanalyse_value_weight) and 0 <= r.reanalyse_value_weight <= 1,
                "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)  # fmt: skip
         _check(r.reanalyse_batch >= 1, "replay.reanalyse_batch", "must be >= 1", r.reanalyse_batch)
+        _check(r.reanalyse_inference in INFERENCE_CHOICES, "replay.reanalyse_inference",
+               "must be auto, local or server", r.reanalyse_inference)  # fmt: skip
         _check(_finite(r.value_discount) and 0.5 <= r.value_discount <= 1, "replay.value_discount",
                "must be in [0.5, 1] (1 = off; at 0.5 a win 10 plies away is already worth 0.001)",
                r.value_discount)  # fmt: skip
@@ -307,6 +312,10 @@ class EvaluatorConfig:
     # of early_baseline_games games per baseline (the later checks play baseline_games)
     early_baseline_generation: int = 0
     early_baseline_games: int = 4
+    # Where the evaluation networks run: auto (as selfplay.inference), local (the evaluator's own,
+    # on the CPU) or server (the self-play inference server, each generation pinned there by
+    # number; needs selfplay.inference=server)
+    inference: str = "auto"
 
     def __post_init__(self) -> None:
         self.check()
@@ -323,6 +332,7 @@ class EvaluatorConfig:
         _check(0 < e.sprt_beta < 1, "evaluator.sprt_beta", "must be in (0, 1)", e.sprt_beta)
         _check(e.simulations >= 0, "evaluator.simulations", "must be >= 0 (0 = mcts.simulations)", e.simulations)
         _check(e.sampling_plies >= 0, "evaluator.sampling_plies", "must be >= 0", e.sampling_plies)
+        _check(e.inference in INFERENCE_CHOICES, "evaluator.inference", "must be auto, local or server", e.inference)
         _check(e.baseline_every >= 0, "evaluator.baseline_every", "must be >= 0", e.baseline_every)
         _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
         _check(e.tactics_every >= 0, "evaluator.tactics_every", "must be >= 0 (0 = no tactics curve)", e.tactics_every)
@@ -697,10 +707,16 @@ def validate(c: TrainConfig) -> None:
         + "): every batch would repeat positions",
         t.batch_size,
     )
+    for key, value in (("evaluator.inference", c.evaluator.inference),
+                       ("replay.reanalyse_inference", c.replay.reanalyse_inference)):  # fmt: skip
+        _check(value != "server" or c.selfplay.inference == "server", key,
+               "server needs selfplay.inference=server (the server exists only then)", value)  # fmt: skip
     check_sizes(c)
     check_ray_address(c.ray.address)
 
 
+#: Values of ``evaluator.inference`` and ``replay.reanalyse_inference`` (auto: as ``selfplay.inference``).
+INFERENCE_CHOICES = ("auto", "local", "server")
 #: The largest seed (numpy's legacy seed bound; the run derives int64 seeds from it).
 MAX_SEED = 2**32 - 1
 #: Simulations per move of any search a run makes (``mcts.simulations``, ``mcts.full_sims``,

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,16 @@ class Coordinator:
         self.stream_workers: dict[int, int] = {}
         #: games of the running check heard from the evaluator, not yet taken by the driver
         self.eval_games: list[tuple[int, str, int, float, str]] = []
+        #: the actor names of the run's inference servers (``selfplay.inference: server``)
+        self.servers: list[str] = []
+
+    def set_servers(self, names: list[str]) -> None:
+        """The actor names of the run's inference servers (``InferenceServers``)."""
+        self.servers = list(names)
+
+    def server_names(self) -> list[str]:
+        """The names :meth:`set_servers` gave ([] without servers)."""
+        return list(self.servers)
 
     def publish(self, kind: str, generation: int, ref: list[Any]) -> None:
         """Publish ``[ObjectRef]`` of a state dict (wrapped in a list so that Ray passes the
@@ -312,17 +323,25 @@ class EvaluatorActor:
     fixed baselines (Elo on a fixed scale). Its games never enter the replay buffer; it reads no
     file of the run or of the checkout: weights come as object-store references, the files of
     ``model:PATH`` baselines as bytes read by the driver (``model_files``), copied into a private
-    temporary folder on the evaluator's node."""
+    temporary folder on the evaluator's node.
+
+    Its networks are its own (torch on the CPU), or with ``evaluator.inference`` resolving to
+    server (``inference_server.uses_server``) the run's inference server's: each generation's
+    weights pinned there by number (``InferenceServer.pin``), found by the names the
+    coordinator (``progress``) holds."""
 
     def __init__(self, cfg: TrainConfig, model_files: dict[str, bytes] | None = None,
                  progress: Any = None) -> None:  # fmt: skip
         from takzero.pipeline.gating import GatingEvaluator
+        from takzero.pipeline.inference_server import server_for
 
         torch.set_num_threads(1)
         remove_stale_model_folders()  # those of evaluators killed before their close
         self.folder: Path | None = None
         local = localize_model_specs(cfg.evaluator.baselines, model_files or {}, self)
-        self.evaluator = GatingEvaluator(cfg, baseline_specs=local)
+        self.server = server_for(cfg, progress, "evaluator") if progress is not None else None
+        make = None if self.server is None else pinned_evaluators(cfg, self.server)
+        self.evaluator = GatingEvaluator(cfg, baseline_specs=local, make_evaluator=make)
         self.progress = progress  # the coordinator: hears each finished game (Coordinator.eval_game)
 
     def close(self) -> None:
@@ -362,6 +381,21 @@ class EvaluatorActor:
         )
         out.pop("candidate_weights", None)
         return out
+
+
+def pinned_evaluators(cfg: TrainConfig, server: tuple[Any, str]) -> Any:
+    """``make_evaluator(generation, weights)`` for :class:`~takzero.pipeline.gating.GatingEvaluator`
+    over the inference server ``server`` (handle, name): a ``RemoteEvaluator`` with those weights
+    pinned under their generation (weights of no generation, < 0: a local network)."""
+    from takzero.pipeline.gating import evaluator_from_weights
+    from takzero.pipeline.inference_server import RemoteEvaluator
+
+    def make(generation: int, weights: dict[str, torch.Tensor]) -> Any:
+        if generation < 0:
+            return evaluator_from_weights(cfg.model_config(), weights)
+        return RemoteEvaluator(server[0], cfg.board.size, name=server[1], pin=(generation, weights))
+
+    return make
 
 
 def model_spec_files(specs: list[str]) -> dict[str, bytes]:
@@ -430,6 +464,29 @@ def localize_model_specs(specs: list[str], files: dict[str, bytes], owner: Any =
     return out
 
 
+def replace_lost(tasks: list[Any], relaunch: Callable[[int], Any], what: str) -> list[int]:
+    """The one check of the run's long-running actor tasks (self-play workers, inference
+    servers, Reanalyse): for each finished task of ``tasks``, raise its error when it failed in
+    takzero's code; when its actor is gone for good (``RayActorError``: Ray gave up restarting
+    it, ``ActorDiedError`` and ``ActorUnavailableError`` included) log a warning naming ``what``
+    and the index and put ``relaunch(index)`` (a new actor's task) in its place. Never waits.
+    Returns the indices replaced."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    replaced = []
+    for i, t in enumerate(tasks):
+        if not ray.wait([t], timeout=0)[0]:
+            continue
+        try:
+            ray.get(t)
+        except RayActorError as e:
+            log.warning("%s %d lost (%s); starting a new one", what, i, type(e).__name__)
+            tasks[i] = relaunch(i)
+            replaced.append(i)
+    return replaced
+
+
 class SelfPlayPool:
     """The run's self-play workers and their ``run`` tasks (driver side).
 
@@ -465,26 +522,15 @@ class SelfPlayPool:
 
     def check(self) -> list[int]:
         """Raise the error of a worker task that failed in takzero's code; replace a worker whose
-        actor is gone for good. Never waits. Returns the ids of the workers replaced (their
-        games in flight are gone)."""
-        import ray
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+        actor is gone for good (:func:`replace_lost`). Never waits. Returns the ids of the
+        workers replaced (their games in flight are gone)."""
 
-        replaced = []
-        for i, t in enumerate(self.tasks):
-            ready, _ = ray.wait([t], timeout=0)
-            if not ready:
-                continue
-            try:
-                ray.get(t)
-            except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
-                log.warning("self-play worker %d lost (%s); starting a new one", i, type(e).__name__)
-                self.replaced += 1
-                w = self._new_worker(i)
-                self.workers[i] = w
-                self.tasks[i] = w.run.remote(self.coordinator, self.replay)
-                replaced.append(i)
-        return replaced
+        def relaunch(i: int) -> Any:
+            self.replaced += 1
+            self.workers[i] = self._new_worker(i)
+            return self.workers[i].run.remote(self.coordinator, self.replay)
+
+        return replace_lost(self.tasks, relaunch, "self-play worker")
 
     def finish(self, timeout_s: float = 60.0) -> dict[str, int]:
         """After the coordinator's stop: wait up to ``timeout_s`` for the tasks of the live

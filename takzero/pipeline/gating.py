@@ -257,10 +257,17 @@ class GatingEvaluator:
         baseline_specs: the player specs actually built for ``evaluator.baselines``, one per
             entry (default: those entries); the evaluator actor passes local copies of
             ``model:PATH`` files here. Labels always come from ``evaluator.baselines``.
+        make_evaluator: ``make_evaluator(generation, weights) -> evaluator`` (the ``Evaluator``
+            interface) for each network side; default :func:`evaluator_from_weights` (torch on
+            the CPU). The evaluator actor passes one that searches through the inference server
+            (``evaluator.inference``; ``inference_server.RemoteEvaluator`` with the weights
+            pinned there by generation).
     """
 
-    def __init__(self, cfg: Any, baseline_specs: list[str] | None = None) -> None:
+    def __init__(self, cfg: Any, baseline_specs: list[str] | None = None,
+                 make_evaluator: Callable[[int, dict[str, torch.Tensor]], Any] | None = None) -> None:  # fmt: skip
         self.cfg = cfg
+        self.make_evaluator = make_evaluator
         self.baseline_specs = list(cfg.evaluator.baselines) if baseline_specs is None else list(baseline_specs)
         if len(self.baseline_specs) != len(cfg.evaluator.baselines):
             raise ValueError("baseline_specs must have one spec per evaluator.baselines entry")
@@ -278,10 +285,16 @@ class GatingEvaluator:
         #: the tactics curve's positions (none when evaluator.tactics_every is 0)
         self.tactics = tactics_entries(cfg.board.size) if cfg.evaluator.tactics_every > 0 else []
 
-    def _side(self, name: str, weights: dict[str, torch.Tensor]) -> NetSide:
+    def _evaluator(self, generation: int, weights: dict[str, torch.Tensor]) -> Any:
+        """The network of ``generation``'s ``weights`` (see ``make_evaluator``)."""
+        if self.make_evaluator is not None:
+            return self.make_evaluator(generation, weights)
+        return evaluator_from_weights(self.model_config, weights)
+
+    def _side(self, name: str, generation: int, weights: dict[str, torch.Tensor]) -> NetSide:
         return NetSide(
             name=name,
-            evaluator=evaluator_from_weights(self.model_config, weights),
+            evaluator=self._evaluator(generation, weights),
             config=self.search,
             simulations=self.simulations,
             sampling_plies=self.cfg.evaluator.sampling_plies,
@@ -321,7 +334,7 @@ class GatingEvaluator:
         self.rounds += 1
         gen, weights = candidate
         inc_gen, inc_weights = incumbent
-        cand_side = self._side(f"takzero-gen{gen}", weights)
+        cand_side = self._side(f"takzero-gen{gen}", gen, weights)
         scalars: dict[str, float] = {}
         ptn: dict[str, str] = {}
         out: dict[str, Any] = {
@@ -339,7 +352,7 @@ class GatingEvaluator:
         if e.gating != "off":
             t0 = time.perf_counter()
             openings = random_openings(self.start, e.games // 2, plies=2, seed=seed)
-            inc_side = self._side(f"takzero-gen{inc_gen}", inc_weights)
+            inc_side = self._side(f"takzero-gen{inc_gen}", inc_gen, inc_weights)
             key = match_key("gating", f"gen {inc_gen}")
             match, text = play_rest(key, cand_side, inc_side, self.start, openings, ply_limit, seed, kept, on_game)
             decision = gate(
@@ -373,7 +386,7 @@ class GatingEvaluator:
                     if rung is False:
                         continue  # fewer than K checks yet (in this evaluator's life): no match
                     opp_gen, opp_weights = rung  # type: ignore[misc]
-                    opp_side = self._side(f"takzero-gen{opp_gen}", opp_weights)
+                    opp_side = self._side(f"takzero-gen{opp_gen}", opp_gen, opp_weights)
                     match, text = play_rest(match_key("baseline", f"{label} (gen {opp_gen})"), cand_side, opp_side,
                                             self.start, openings, ply_limit, seed, kept, on_game)  # fmt: skip
                     est = match.elo()
@@ -400,7 +413,7 @@ class GatingEvaluator:
         if play_baselines and self.ladder_depth > 0 and (not self.ladder or self.ladder[-1][0] < gen):
             self.ladder = [*self.ladder, (gen, weights)][-self.ladder_depth:]
         if tactics and self.tactics:
-            out["tactics"] = self.tactics_point(weights, seed)
+            out["tactics"] = self.tactics_point(weights, seed, generation=gen)
             scalars.update({f"tactics/{k}": v for k, v in out["tactics"]["rates"].items()})
         return out
 
@@ -416,17 +429,18 @@ class GatingEvaluator:
         rungs = [r for r in self.ladder if r[0] < generation]
         return rungs[-k] if len(rungs) >= k else False
 
-    def tactics_point(self, weights: dict[str, torch.Tensor], seed: int = 0) -> dict[str, Any]:
+    def tactics_point(self, weights: dict[str, torch.Tensor], seed: int = 0, generation: int = -1) -> dict[str, Any]:
         """The network ``weights`` alone (tinuë checks off: no prover) at the evaluation
         simulations on the tactics positions of the run's size, all searched at once
         (``tactics_set.network_moves``), judged by ``tactics_set.solves`` with
         :data:`TACTICS_VERIFY_NODES`. The positions keep the set's own komi (0) and reserves
         whatever the run's: the set's answers were mined for them. Returns 'rates', 'solved',
-        'positions' (by kind, and 'all'; rates in [0, 1]), 'unverified' (ids) and 'seconds'."""
+        'positions' (by kind, and 'all'; rates in [0, 1]), 'unverified' (ids) and 'seconds'.
+        ``generation``: the weights' generation (the key of a network pinned on the server)."""
         t0 = time.perf_counter()
         side = NetSide(
             name="tactics",
-            evaluator=evaluator_from_weights(self.model_config, weights),
+            evaluator=self._evaluator(generation, weights),
             config=replace(self.search, tinue_nodes=0, max_plies=0),  # no prover, no ply limit
             simulations=self.simulations,
         )

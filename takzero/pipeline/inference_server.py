@@ -49,7 +49,7 @@ import os
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -67,6 +67,25 @@ WEIGHTS_POLL_S = 0.5
 
 #: Positions of the int8 calibration ring of a server (its newest served positions).
 RING = 512
+
+#: Pinned networks a server keeps at most (the evaluator's candidate, incumbent and ladder rungs,
+#: Reanalyse's latest generation); the least recently used one goes first (a client whose
+#: network went re-pins it: :meth:`RemoteEvaluator.evaluate`).
+PINNED_MAX = 6
+
+#: Roles of a run that may search through the server besides self-play.
+ROLES = ("evaluator", "reanalyse")
+
+
+def uses_server(cfg: TrainConfig, role: str) -> bool:
+    """Whether ``role`` ('evaluator': the gating and baseline matches and the tactics curve;
+    'reanalyse') searches through the run's inference server: its key (``evaluator.inference``,
+    ``replay.reanalyse_inference``) is ``server``, or ``auto`` with ``selfplay.inference: server``.
+    Raises ValueError for another role."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got '{role}'")
+    key = cfg.evaluator.inference if role == "evaluator" else cfg.replay.reanalyse_inference
+    return key == "server" or (key == "auto" and cfg.selfplay.inference == "server")
 
 
 def pack_priors(states: np.ndarray, priors: np.ndarray) -> np.ndarray:
@@ -282,6 +301,12 @@ class InferenceServer:
         self._recent_count = 0
         self.quantize_seconds = 0.0
         self._torch: Any = None
+        self._device = device or cfg.device
+        #: pinned networks by generation (least recently used first), and the pins made, in order
+        self._pinned: OrderedDict[int, Batcher] = OrderedDict()
+        self._pin_lock = threading.Lock()
+        self.pins: list[int] = []
+        self._given = evaluator
         if evaluator is not None:
             self.backend = "given"
             self.evaluator = evaluator
@@ -290,7 +315,7 @@ class InferenceServer:
             from takzero.nn.inference import Evaluator, choose_backend
             from takzero.nn.model import TakNet
 
-            self._torch = Evaluator(TakNet(cfg.model_config()), device=device or cfg.device, bf16=sp.bf16)
+            self._torch = Evaluator(TakNet(cfg.model_config()), device=self._device, bf16=sp.bf16)
             self._metadata = dict(self._torch.metadata)
             backend = sp.backend
             if self._torch.device.type != "cpu" or backend == "torch":
@@ -345,6 +370,79 @@ class InferenceServer:
             self._recent_count += k
         return priors, values, wdl, np.full(n, generation, np.int64)
 
+    # -- pinned networks (the evaluator's, Reanalyse's) -----------------------------------------
+
+    def pin(self, generation: int, state_dict: dict[str, Any] | None) -> bool:
+        """Keep a network of ``generation``'s weights ``state_dict`` (a Ray caller passes the
+        ObjectRef itself: Ray resolves it here) beside the self-play one, for
+        :meth:`evaluate_pinned`; its runtime is torch (bf16 autocast on CUDA with
+        ``selfplay.bf16``, float32 on the CPU: the local evaluator's numbers there), its batches
+        its own. At most :data:`PINNED_MAX` are kept (least recently used out). Returns False
+        when ``generation`` was pinned already (nothing loaded)."""
+        generation = int(generation)
+        with self._pin_lock:
+            if generation in self._pinned:
+                self._pinned.move_to_end(generation)
+                return False
+        if self._given is not None:  # tests: the given evaluator serves every generation
+            run = self._given.evaluate
+        else:
+            from takzero.nn.inference import Evaluator
+            from takzero.nn.model import TakNet
+
+            model = TakNet(self.cfg.model_config())
+            model.load_state_dict(state_dict or {})
+            run = Evaluator(model, device=self._device, bf16=self.cfg.selfplay.bf16).evaluate
+        sp = self.cfg.selfplay
+        batcher = Batcher(run, sp.server_max_batch, sp.server_max_wait_ms / 1000.0,
+                          name=f"takzero-inference-{self.index}-gen{generation}", callers=1)  # fmt: skip
+        gone: list[Batcher] = []
+        with self._pin_lock:
+            old = self._pinned.pop(generation, None)
+            if old is not None:
+                gone.append(old)  # pinned meanwhile by another caller: the newer copy serves
+            self._pinned[generation] = batcher
+            self.pins.append(generation)
+            while len(self._pinned) > PINNED_MAX:
+                gone.append(self._pinned.popitem(last=False)[1])
+        for b in gone:
+            b.close()
+        return True
+
+    def unpin(self, generation: int) -> bool:
+        """Drop the pinned network of ``generation`` (a request in flight is answered first);
+        False when it was not pinned."""
+        with self._pin_lock:
+            batcher = self._pinned.pop(int(generation), None)
+        if batcher is None:
+            return False
+        batcher.close()
+        return True
+
+    def pinned(self) -> list[int]:
+        """The generations pinned now, least recently used first."""
+        with self._pin_lock:
+            return list(self._pinned)
+
+    def evaluate_pinned(self, states: np.ndarray, generation: int
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:  # fmt: skip
+        """:meth:`evaluate` with the pinned network of ``generation``; None when that is not
+        pinned (never, since a restart, or dropped): the caller pins it and asks again."""
+        with self._pin_lock:
+            batcher = self._pinned.get(int(generation))
+            if batcher is not None:
+                self._pinned.move_to_end(int(generation))
+        if batcher is None:
+            return None
+        try:
+            priors, values, wdl = batcher.evaluate(states)[:3]
+        except RuntimeError as e:  # dropped between the lookup and the call
+            if "closed" not in str(e):
+                raise
+            return None
+        states = np.asarray(states).reshape(len(values), STATE_LEN)
+        return pack_priors(states, priors), values, wdl, int(generation)
+
     # -- Ray methods --------------------------------------------------------------------------
 
     def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -377,7 +475,8 @@ class InferenceServer:
 
     def info(self) -> dict[str, Any]:
         """What the server did: its process id, start time, generation and the generations it
-        loaded, its runtime, threads, and the batcher's counts."""
+        loaded, its runtime, threads, the batcher's counts, and the pinned networks: 'pins'
+        (each pin made, in order), 'pinned' (those kept now) and their batches."""
         b = self.batcher
         return {
             "pid": os.getpid(), "index": self.index, "started_at": self.started_at,
@@ -385,33 +484,42 @@ class InferenceServer:
             "device": str(self._torch.device) if self._torch is not None else "cpu",
             "threads": self.threads, "batches": b.batches, "requests": b.requests,
             "positions": b.positions, "largest_batch": b.largest, "mean_batch": b.mean_batch,
-            "quantize_seconds": self.quantize_seconds,
+            "quantize_seconds": self.quantize_seconds, "pins": list(self.pins), "pinned": self.pinned(),
+            "pinned_batches": {g: b.batches for g, b in list(self._pinned.items())},
         }  # fmt: skip
 
 
 class RemoteEvaluator:
-    """A self-play worker's evaluator whose network is an :class:`InferenceServer` (see the
-    module docstring).
+    """An evaluator whose network is an :class:`InferenceServer` (see the module docstring):
+    the self-play network, or with ``pin`` a network of given weights pinned on the server.
 
     Args:
         server: the server's Ray actor handle.
         size: the board size.
         name: the server's actor name, looked up again when the actor is gone for good.
         retry_s: how long a call keeps retrying a server that is down before it raises.
+        pin: ``(generation, weights)``: search with these weights (a state dict, or the
+            ObjectRef of one) rather than the self-play network; they are pinned on the server
+            at the first call (:meth:`InferenceServer.pin`) and again whenever the server lost
+            them (a restart, or :data:`PINNED_MAX` newer pins); :meth:`release` unpins them.
     """
 
-    def __init__(self, server: Any, size: int, name: str | None = None, retry_s: float = 600.0) -> None:
+    def __init__(self, server: Any, size: int, name: str | None = None, retry_s: float = 600.0,
+                 pin: tuple[int, Any] | None = None) -> None:  # fmt: skip
         self.server = server
         self.name = name
         self.size = int(size)
         self.num_actions = num_actions(self.size)
         self.retry_s = float(retry_s)
+        self.pin = None if pin is None else (int(pin[0]), pin[1])
         #: the generation of the weights of the last answer (-1 before any)
         self.generation = -1
-        #: calls answered, and calls repeated because the server was down
+        #: calls answered, calls repeated because the server was down, pins made
         self.calls = 0
         self.retries = 0
+        self.pins = 0
         self._metadata: dict[str, Any] | None = None
+        self._ref: Any = None  # the pinned weights in the object store (put once)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -423,14 +531,44 @@ class RemoteEvaluator:
     def evaluate(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(priors (L, A) float32, values (L,) float32, wdl (L, 3) float32) of ``states``
         (L, STATE_LEN) int64 (values and wdl may be read-only). Raises ray.exceptions.RayActorError when the
-        server stays down for ``retry_s`` seconds, and the server's ValueError for bad states."""
+        server stays down for ``retry_s`` seconds, the server's ValueError for bad states, and
+        RuntimeError when pinned weights do not stay on the server (pinned again 3 times)."""
         states = np.ascontiguousarray(states)
         if states.ndim == 1:
             states = states[None]
-        packed, values, wdl, generation = self._call(lambda s: s.evaluate.remote(states))
+        if self.pin is None:
+            packed, values, wdl, generation = self._call(lambda s: s.evaluate.remote(states))
+        else:
+            generation = self.pin[0]
+            for _ in range(4):
+                out = self._call(lambda s: s.evaluate_pinned.remote(states, generation))
+                if out is not None:
+                    break
+                self._pin_weights()
+            else:
+                raise RuntimeError(f"the inference server did not keep the pinned generation {generation}")
+            packed, values, wdl, generation = out
         self.generation = int(generation)
         self.calls += 1
         return unpack_priors(states, packed, self.num_actions), values, wdl
+
+    def _pin_weights(self) -> None:
+        import ray
+
+        assert self.pin is not None
+        generation, weights = self.pin
+        if self._ref is None:
+            self._ref = weights if isinstance(weights, ray.ObjectRef) else ray.put(weights)
+        ref = self._ref
+        self._call(lambda s: s.pin.remote(generation, ref))  # Ray hands the server the weights
+        self.pins += 1
+
+    def release(self) -> None:
+        """Unpin this evaluator's weights on the server (nothing for the self-play network; a
+        server that is down is not waited for)."""
+        if self.pin is None or self.pins == 0:
+            return
+        self.server.unpin.remote(self.pin[0])
 
     def _call(self, send: Callable[[Any], Any]) -> Any:
         import ray
@@ -454,6 +592,23 @@ class RemoteEvaluator:
                         pass
 
 
+def server_for(cfg: TrainConfig, coordinator: Any, role: str) -> tuple[Any, str] | None:
+    """(actor handle, name) of the inference server that ``role`` (:data:`ROLES`) searches
+    through (:func:`uses_server`), found by the names the run's :class:`InferenceServers` gave
+    the coordinator (``Coordinator.server_names``): the evaluator the last server, Reanalyse the
+    first; None when the role searches locally. Raises RuntimeError when it should use a server
+    but the run has none."""
+    import ray
+
+    if not uses_server(cfg, role):
+        return None
+    names = ray.get(coordinator.server_names.remote())
+    if not names:
+        raise RuntimeError(f"{role} searches through the inference server, but the run started none")
+    name = names[-1] if role == "evaluator" else names[0]
+    return ray.get_actor(name), name
+
+
 def server_count(cfg: TrainConfig, gpus: float) -> int:
     """Inference servers of a run: one per GPU of the cluster when the network runs on GPUs
     (``device`` not ``cpu``), else one; never more than ``selfplay.workers``."""
@@ -463,7 +618,8 @@ def server_count(cfg: TrainConfig, gpus: float) -> int:
 
 def server_options(cfg: TrainConfig, name: str, clients: int, gpu: bool) -> dict[str, Any]:
     """Ray actor options of an inference server: named ``name`` (workers look it up again after
-    a replacement), threads for each client's two requests in flight and its weights task, one
+    a replacement), threads for each client's two requests in flight, its weights task and the
+    evaluator's and Reanalyse's calls, one
     GPU when ``gpu``, no CPU reserved (its network takes the CPU time the workers' own networks
     would have taken), the ``ray.selfplay_resources``; restarted without limit, with its calls
     retried on the new process."""
@@ -473,7 +629,7 @@ def server_options(cfg: TrainConfig, name: str, clients: int, gpu: bool) -> dict
         "num_gpus": 1 if gpu else 0,
         "max_restarts": -1,
         "max_task_retries": -1,
-        "max_concurrency": 2 * max(1, clients) + 4,
+        "max_concurrency": 2 * max(1, clients) + 8,  # + the evaluator's, Reanalyse's and pins
     }
     resources = cfg.ray.selfplay_resources or {}
     if resources:
@@ -510,6 +666,7 @@ class InferenceServers:
             server, task = self._start(i)
             self.servers.append(server)
             self.tasks.append(task)
+        coordinator.set_servers.remote(self.names)  # the evaluator and Reanalyse find them there
 
     def _start(self, i: int) -> tuple[Any, Any]:
         opts = server_options(self.cfg, self.names[i], self.clients[i], self.gpu)
@@ -523,24 +680,16 @@ class InferenceServers:
 
     def check(self) -> list[int]:
         """Raise the error of a server task that failed in takzero's code; replace a server
-        whose actor is gone for good (under the same name, so its workers find it). Never
-        waits. Returns the indices replaced."""
-        import ray
-        from ray.exceptions import RayActorError
+        whose actor is gone for good (``actors.replace_lost``; under the same name, so its
+        workers find it). Never waits. Returns the indices replaced."""
+        from takzero.pipeline.actors import replace_lost
 
-        replaced = []
-        for i, t in enumerate(self.tasks):
-            ready, _ = ray.wait([t], timeout=0)
-            if not ready:
-                continue
-            try:
-                ray.get(t)
-            except RayActorError as e:
-                log.warning("inference server %d lost (%s); starting a new one", i, type(e).__name__)
-                self.replaced += 1
-                self.servers[i], self.tasks[i] = self._start(i)
-                replaced.append(i)
-        return replaced
+        def relaunch(i: int) -> Any:
+            self.replaced += 1
+            self.servers[i], task = self._start(i)
+            return task
+
+        return replace_lost(self.tasks, relaunch, "inference server")
 
     def info(self, timeout: float = 10.0) -> list[dict[str, Any] | None]:
         """Each server's :meth:`InferenceServer.info` (None for one that did not answer)."""
@@ -580,5 +729,8 @@ __all__ = [
     "unpack_priors",
     "pack_priors",
     "server_count",
+    "server_for",
+    "uses_server",
+    "PINNED_MAX",
     "server_options",
 ]

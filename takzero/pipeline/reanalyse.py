@@ -133,14 +133,26 @@ class ReanalyseActor:
         self.cfg = cfg
 
     def run(self, coordinator: Any, replay: Any) -> int:
-        """Reanalyse until the coordinator says stop; returns the positions this process searched."""
+        """Reanalyse until the coordinator says stop; returns the positions this process searched.
+        Its network: its own, or with ``replay.reanalyse_inference`` resolving to server
+        (``inference_server.uses_server``) the run's first inference server's: the self-play
+        network there when that is the latest (``selfplay.use_latest``: its batches join the
+        workers'), else each latest generation pinned there by number (the one before unpinned)."""
         import ray
 
-        from takzero.nn.inference import Evaluator
-        from takzero.nn.model import TakNet
+        from takzero.pipeline.inference_server import RemoteEvaluator, server_for
 
-        evaluator = Evaluator(TakNet(self.cfg.model_config()), device=self.cfg.device)
-        worker = Reanalyser(self.cfg, evaluator)
+        server = server_for(self.cfg, coordinator, "reanalyse")
+        evaluator: Any = None
+        if server is None:
+            from takzero.nn.inference import Evaluator
+            from takzero.nn.model import TakNet
+
+            evaluator = Evaluator(TakNet(self.cfg.model_config()), device=self.cfg.device)
+        elif self.cfg.selfplay.use_latest:  # the server's own network is the latest: share its batches
+            evaluator = RemoteEvaluator(server[0], self.cfg.board.size, name=server[1])
+        # (pinned: the worker is built with its first network)
+        worker = None if evaluator is None else Reanalyser(self.cfg, evaluator)
         generation = -1
         last_check = 0.0
         while True:
@@ -149,11 +161,21 @@ class ReanalyseActor:
                 last_check = now
                 stop, w = ray.get(coordinator.exchange.remote("latest", generation))
                 if stop:
-                    return worker.searched
+                    return 0 if worker is None else worker.searched
                 if w is not None:
                     generation = w[0]
-                    evaluator.load_state_dict(ray.get(w[1][0]))
-            if generation < 0:
+                    if server is None:
+                        evaluator.load_state_dict(ray.get(w[1][0]))
+                    elif not self.cfg.selfplay.use_latest:  # the latest generation, pinned by number
+                        if evaluator is not None:
+                            evaluator.release()
+                        evaluator = RemoteEvaluator(server[0], self.cfg.board.size, name=server[1],
+                                                    pin=(generation, w[1][0]))  # fmt: skip
+                        if worker is None:
+                            worker = Reanalyser(self.cfg, evaluator)
+                        else:
+                            worker.set_evaluator(evaluator)
+            if generation < 0 or worker is None:
                 time.sleep(0.2)
                 continue
             job = ray.get(replay.reanalyse_take.remote(worker.batch))
@@ -194,17 +216,16 @@ class ReanalyseWorker:
     def check(self) -> None:
         """Raise the error of a task that failed in takzero's code; replace an actor that is gone
         for good. Never waits."""
-        import ray
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+        from takzero.pipeline.actors import replace_lost
 
-        if not ray.wait([self.task], timeout=0)[0]:
-            return
-        try:
-            ray.get(self.task)
-        except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
-            log.warning("reanalyse worker lost (%s); starting a new one", type(e).__name__)
+        def relaunch(_: int) -> Any:
             self.replaced += 1
             self._launch()
+            return self.task
+
+        tasks = [self.task]
+        replace_lost(tasks, relaunch, "reanalyse worker")
+        self.task = tasks[0]
 
     def finish(self, timeout_s: float = 60.0) -> None:
         """After the coordinator's stop: wait up to ``timeout_s`` for the task, then kill the actor."""
