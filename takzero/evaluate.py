@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="CPU threads of the networks (torch's, and onnxruntime's; 0: torch's default)")
     p.add_argument("--backend", choices=("auto", *EVAL_BACKENDS), default="auto",
                    help="CPU inference backend of the model and the model baselines: auto (default: "
-                        "onnx where onnxruntime is installed and the network can be exported, else "
-                        "torch), torch, or onnx (the same networks up to float rounding)")
+                        "int8 in onnxruntime where it is installed and the network can be exported "
+                        "and quantized, float32 onnx where it cannot be quantized, else torch), "
+                        "torch, onnx (float32, the same networks up to float rounding) or int8")
     p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
     p.add_argument(
         "--links", action="store_true",

@@ -74,7 +74,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "default and runs onnxruntime on one)",
     )
     p.add_argument("--backend", choices=PLAY_BACKENDS, default="auto",
-                   help="the network's runtime: auto (onnxruntime on the CPU), int8 (quantized), onnx, torch")
+                   help="the network's runtime: auto (int8 in onnxruntime on the CPU), int8 (quantized), onnx, torch")
     return p.parse_args(argv)
 
 

@@ -81,7 +81,7 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads of the network (onnxruntime and torch; default 1)")
     p.add_argument("--backend", choices=PLAY_BACKENDS, default="auto",
-                   help="the network's runtime: auto (onnxruntime on the CPU), int8 (quantized), onnx, torch")
+                   help="the network's runtime: auto (int8 in onnxruntime on the CPU), int8 (quantized), onnx, torch")
     p.add_argument("-v", "--verbose", action="store_true", help="log every line sent and read")
     args = p.parse_args(argv)
     if args.seek is None and args.accept is None:

@@ -57,8 +57,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--backend",
         choices=PLAY_BACKENDS,
         default="auto",
-        help="the network's runtime (Backend option): auto (onnxruntime on the CPU), int8 (the "
-        "network quantized to int8), onnx, torch",
+        help="the network's runtime (Backend option): auto (int8 in onnxruntime on the CPU, float32 "
+        "where the network cannot be quantized), int8 (the network quantized to int8), onnx (float32), torch",
     )
     p.add_argument("--commands", help="read commands from this file instead of stdin")
     p.add_argument(

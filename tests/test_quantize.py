@@ -201,3 +201,37 @@ def test_a_checkpoint_with_weights_that_are_not_finite_is_refused_naming_it(tmp_
     with pytest.raises(ValueError, match=r"bad\.pt: its weights are not finite") as info:
         Evaluator.load(path, device="cpu")
     assert "\n" not in str(info.value)
+
+
+def test_auto_plays_int8_an_int8_file_as_it_is_and_float32_where_int8_is_refused(
+    tmp_path: Path, net5: TakNet, monkeypatch
+) -> None:
+    """The ``auto`` play backend (the default of TEI, play, playtak and evaluate) quantizes a
+    checkpoint or a float32 ONNX file; an int8 ONNX file runs as it is; a network the quantizer
+    refuses plays in float32 onnxruntime with a warning naming why, instead of failing."""
+    import takzero.nn.inference as inference
+    from takzero.players.network import AUTO_PLAY_BACKEND, play_evaluator
+
+    assert AUTO_PLAY_BACKEND == "int8"
+    ev = Evaluator(net5, device="cpu")
+    auto = play_evaluator(ev, "auto", 1)
+    assert auto.metadata["precision"] == "int8" and auto._session is not None
+    import onnx
+
+    proto = onnx.load_from_string(auto.onnx_bytes)
+    inference.set_onnx_metadata(proto, auto.metadata)  # as `export --format onnx-int8` writes it
+    int8_file = tmp_path / "m.int8.onnx"
+    int8_file.write_bytes(proto.SerializeToString())
+    from_file = Evaluator.load(int8_file)
+    again = play_evaluator(from_file, "auto", 1)
+    assert again.metadata["precision"] == "int8"
+    states = policy_games_states(with_backend(ev, "onnx"), positions=16, seed=1)
+    np.testing.assert_array_equal(again.evaluate(states)[0], auto.evaluate(states)[0])
+
+    def refuse(*_a, **_k):
+        raise QuantizeError("onnxruntime could not quantize this graph")
+
+    monkeypatch.setattr(inference, "quantize", refuse)
+    with pytest.warns(UserWarning, match="int8 refused .*could not quantize"):
+        fallback = play_evaluator(Evaluator(net5, device="cpu"), "auto", 1)
+    assert fallback._session is not None and fallback.metadata.get("precision") != "int8"

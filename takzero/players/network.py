@@ -78,7 +78,7 @@ DEFAULT_TREE_NODES = 4_000_000
 #: Network runtimes of :meth:`NetworkPlayer.load` (:func:`play_evaluator`).
 PLAY_BACKENDS = ("auto", "int8", "onnx", "torch")
 #: What ``auto`` runs on the CPU when onnxruntime is installed.
-AUTO_PLAY_BACKEND = "onnx"
+AUTO_PLAY_BACKEND = "int8"
 
 
 _threads_chosen = False  # set_search_threads was called in this process
@@ -759,7 +759,9 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
     * ``int8``: onnxruntime with the network quantized to int8 (``takzero.nn.quantize``),
       calibrated on the positions its checkpoint carries, else on games of its own policy;
     * ``auto``: :data:`AUTO_PLAY_BACKEND` where it can run (onnxruntime installed, the network
-      on the CPU, a checkpoint or an ONNX file), else ``ev`` itself (a GPU, a TorchScript export).
+      on the CPU, a checkpoint or an ONNX file), else ``ev`` itself (a GPU, a TorchScript export);
+      with ``int8`` there, an int8 file runs as it is and a network that cannot be quantized
+      plays in float32 onnxruntime, with a warning naming why.
 
     onnxruntime measured 1.4-2.2x faster than torch on one CPU thread at every batch size
     (scripts/bench_selfplay_backend.py, scripts/bench_play.py). Raises ValueError for an unknown
@@ -781,6 +783,16 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
             return ev
         if importlib.util.find_spec("onnxruntime") is None:
             return ev
+        if AUTO_PLAY_BACKEND == "int8" and getattr(ev, "metadata", {}).get("precision") == "int8":
+            return with_backend(ev, "onnx", threads=max(1, int(threads)))  # an int8 file as it is
+        if AUTO_PLAY_BACKEND == "int8":
+            from takzero.nn.quantize import QuantizeError
+
+            try:
+                return with_backend(ev, "int8", threads=max(1, int(threads)))
+            except QuantizeError as e:  # e.g. an ONNX file that is int8 already: run it as it is
+                warnings.warn(f"auto backend: int8 refused ({e}); playing in float32 onnxruntime", stacklevel=2)
+                return with_backend(ev, "onnx", threads=max(1, int(threads)))
         backend = AUTO_PLAY_BACKEND
     return with_backend(ev, backend, threads=max(1, int(threads)))
 

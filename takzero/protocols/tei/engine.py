@@ -18,9 +18,11 @@ Commands and answers:
     komi the model was trained for (its ``half_komi``: checkpoint or export metadata), else 0. Also
     settable in ``teinewgame`` (below). A komi other than the model's gives one ``info string``
     (once per komi and model). PTN Ninja reads this option's range as the komis the engine plays.
-  - ``Nodes`` (spin): simulations per move when ``go`` gives no limit.
+  - ``Nodes`` (spin 1..``MAX_NODES``, 10^8): simulations per move when ``go`` gives no limit.
   - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
-  - ``TreeNodes`` (spin): the node budget of one search tree, the memory bound UCI engines call
+  - ``TreeNodes`` (spin 100000..:data:`MAX_TREE_NODES`, 10^8; a value whose tree could take
+    more than the machine's memory at :data:`TREE_BYTES_PER_NODE` bytes a node is refused too):
+    the node budget of one search tree, the memory bound UCI engines call
     ``Hash`` (counted in nodes, not megabytes: a network tree node is
     ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
     tree ends the search (``info string`` says so: later simulations would only back frozen
@@ -32,8 +34,9 @@ Commands and answers:
   - ``Threads`` (spin 1..64): CPU threads of the network (onnxruntime intra-op threads, and
     torch's); ``--threads`` sets it at start-up.
   - ``Backend`` (combo auto, int8, onnx, torch): the network's runtime
-    (``takzero.players.network.play_evaluator``): ``auto`` (onnxruntime on the CPU where the model
-    allows, ``AUTO_PLAY_BACKEND``), ``int8`` (the network quantized to int8,
+    (``takzero.players.network.play_evaluator``): ``auto`` (``AUTO_PLAY_BACKEND``: int8 in
+    onnxruntime on the CPU where the model allows, float32 onnxruntime where it cannot be
+    quantized), ``int8`` (the network quantized to int8,
     ``takzero.nn.quantize``, calibrated on the positions the checkpoint carries or on games of its
     own policy; a second or so the first time), ``onnx`` (float32) or ``torch``; ``--backend``
     sets it at start-up.
@@ -42,11 +45,12 @@ Commands and answers:
     (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
     simulation per network call.
   - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
-    no model). A checkpoint is read weights-only: one whose pickle would run code is refused with
+    no model; an empty value is refused, the model kept). A checkpoint is read weights-only: one whose pickle would run code is refused with
     an ``info string`` naming it, and the previous player stays (README, "Which model files are
     safe to take from a stranger": a TorchScript file holds code).
   - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
-    ``takzero.players.registry`` such as ``uct:200``, or ``none`` to refuse such sizes.
+    ``takzero.players.registry`` such as ``uct:200`` (at most ``MAX_NODES`` = 10^8 simulations, as
+    ``Nodes``), or ``none`` to refuse such sizes.
 
 * ``isready`` -> ``readyok``, only once every compiled kernel the current player needs is built
   (the first ``isready`` and every ``teinewgame`` warm the player up with a tiny search, so no
@@ -65,8 +69,10 @@ Commands and answers:
   search polls a stop flag every simulation and runs without the GIL) or one network call
   (network MCTS); the search answers ``bestmove`` with what it found. They act as soon as they
   are read, even while commands before them wait for that search (``go nodes 100000000``,
-  ``position ...``, ``quit``: the search is stopped, then the ``position`` is read); the end of
-  the input (a closed pipe or WebSocket connection) acts like ``quit``.
+  ``position ...``, ``quit``: the search is stopped, then the ``position`` is read), and they
+  stop every ``go`` read before them: one still waiting (``go``, ``go``, ``stop``) starts
+  stopped and answers at once with a legal move (each ``go`` still gets its ``bestmove``); the
+  end of the input (a closed pipe or WebSocket connection) acts like ``quit``.
 
 Behaviour worth knowing:
 
@@ -74,9 +80,9 @@ Behaviour worth knowing:
   input is read on a reader thread and the commands run in order on the calling thread, so
   ``stop``, ``quit`` and ``isready`` act during a search. Other commands that arrive during a
   finite search wait for it to finish (so transcripts are deterministic), except that a
-  ``stop``, a ``quit`` or the end of the input read while the search of the last ``go`` before
-  it runs stops that search at once; during ``go infinite`` any command but ``isready`` stops
-  the search first.
+  ``stop``, a ``quit`` or the end of the input stops the running search at once and every
+  ``go`` read before it (a ``stop`` piped right behind a ``go nodes N`` can so cut that search
+  before N); during ``go infinite`` any command but ``isready`` stops the search first.
 * Bounds: a command line is read up to :data:`MAX_LINE` characters (a longer one is skipped
   whole, said with ``info string``); at most :data:`MAX_QUEUED_LINES` lines and
   :data:`MAX_QUEUED_CHARS` characters wait while a search runs (more are dropped, said once per
@@ -124,6 +130,7 @@ clocks in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -165,6 +172,7 @@ __all__ = [
     "MAX_QUEUED_LINES",
     "MAX_SEED",
     "MAX_THREADS",
+    "MAX_TREE_NODES",
     "OPTIONS",
     "Option",
     "TEIEngine",
@@ -177,6 +185,12 @@ DEFAULT_SIZE = 6
 #: Default of the ``TreeNodes`` option (network: 4e6 * 28 bytes = 112 MB per tree, committed as
 #: used; a 5x5 search at 10,000 simulations/s fills about 0.6M nodes a second).
 DEFAULT_TREE_NODES = 4_000_000
+#: Most ``TreeNodes`` (a network tree of 10^8 nodes is 2.8 GB; a UCT tree of as many, some 9 GB).
+MAX_TREE_NODES = 100_000_000
+#: Bytes per tree node that ``TreeNodes`` is checked with against the machine's memory: an upper
+#: estimate of a node of either player's tree (network: ``BYTES_PER_NODE`` = 28; UCT: five int64
+#: node arrays, its path and an edge of five 8-byte fields, 96).
+TREE_BYTES_PER_NODE = 96
 #: Most ``Seed`` (the players' seeds are 31-bit).
 MAX_SEED = 2**31 - 1
 #: Most ``Threads`` (CPU threads of the network).
@@ -319,7 +333,7 @@ OPTIONS: dict[str, Option] = {
         Option("Nodes", "spin", "nodes_default", min=1, max=MAX_NODES),
         Option("MultiPV", "spin", "multipv", default=1, min=1, max=32),
         Option("TreeNodes", "spin", "tree_nodes", default=DEFAULT_TREE_NODES, min=100_000,
-               max=1_000_000_000, setter=_reconfiguring("tree_nodes")),
+               max=MAX_TREE_NODES, setter=lambda e, v: e._set_tree_nodes(int(v))),
         Option("MoveOverhead", "spin", "move_overhead", default=MOVE_OVERHEAD_MS, min=0, max=5000),
         Option("Seed", "spin", "seed", min=0, max=MAX_SEED),
         Option("Threads", "spin", "threads", min=1, max=MAX_THREADS,
@@ -352,6 +366,30 @@ def load_network_player(path: str | Path, simulations: int, seed: int, device: s
 def _player_nodes(player: Any) -> int | None:
     sims = getattr(player, "simulations", None)
     return int(sims) if sims is not None else None
+
+
+def check_player_spec(spec: str) -> None:
+    """:func:`takzero.players.registry.check_spec` and a bound on the simulation count a ``uct:N``
+    or ``model:PATH:N`` spec gives: at most :data:`MAX_NODES`, as ``Nodes`` and ``go nodes``
+    (``uct:10000000000000000000`` overflowed the search's int64 counts). Raises ValueError."""
+    kind = check_spec(spec)
+    count = spec.rpartition(":")[2] if ":" in spec else ""
+    if kind in ("uct", "model") and count.isascii() and count.isdigit() and int(count) > MAX_NODES:
+        raise ValueError(f"at most {MAX_NODES} simulations a move, got '{clip(count)}' in '{clip(spec)}'")
+
+
+def machine_memory() -> int:
+    """Bytes of memory of this machine: the physical memory, or the container's cgroup limit
+    when it is lower (as ``takzero.config.machine_memory``, which this room cannot import)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text()[:40].strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return int(total)
 
 
 def warm_positions(size: int) -> list[Position]:
@@ -413,10 +451,12 @@ class TEIEngine:
         self.device = device
         self.model_loader = model_loader
         self.player_spec = player
-        check_spec(player)  # validate early
+        check_player_spec(player)  # validate early
         self.fallback_spec = fallback if fallback is not None else player
         if self.fallback_spec != "none":
-            check_spec(self.fallback_spec)
+            check_player_spec(self.fallback_spec)
+        if nodes is not None and not 1 <= nodes <= MAX_NODES:
+            raise ValueError(f"nodes must be in 1..{MAX_NODES}, got {nodes}")
         self.model_path: str | None = None
         self.network: Any = None
         self.half_komi: int
@@ -446,6 +486,7 @@ class TEIEngine:
         self._search_stop = threading.Event()
         self._search_lock = threading.Lock()  # the worker, its stop flag and its go's number
         self._search_go: int | None = None  # the number of the running search's go (reader's count)
+        self._stopped_through = 0  # every go up to this number was followed by a stop/quit
         self._line_go: int | None = None  # the number of the go line being handled
         self._infinite = False
         self._quit = False
@@ -625,8 +666,8 @@ class TEIEngine:
 
     def _read(self, stream: TextIO, inbox: _Inbox) -> None:
         """The reader thread: lines of at most :data:`MAX_LINE` characters into ``inbox`` (each
-        ``go`` numbered), a ``stop``/``quit``/end of input stopping the running search when it
-        is the search of the last ``go`` read before it; ends after ``quit`` or at the end."""
+        ``go`` numbered), a ``stop``/``quit``/end of input stopping the running search and every
+        ``go`` read before it (:meth:`_preempt`); ends after ``quit`` or at the end."""
         gos = 0
         try:
             while True:
@@ -659,9 +700,13 @@ class TEIEngine:
         inbox.put(None, force=True)
 
     def _preempt(self, go_number: int) -> None:
-        """Stop the running search if it is that of ``go`` number ``go_number``."""
+        """A ``stop``/``quit``/end of input read after ``go`` number ``go_number``: stop the
+        running search if its ``go`` came before (whatever is queued between), and mark every
+        ``go`` up to that number stopped, so that one still waiting starts stopped and answers
+        at once (:meth:`_cmd_go`)."""
         with self._search_lock:
-            if self._worker is not None and go_number and self._search_go == go_number:
+            self._stopped_through = max(self._stopped_through, go_number)
+            if self._worker is not None and self._search_go is not None and self._search_go <= go_number:
                 self._search_stop.set()
 
     def handle(self, line: str) -> None:
@@ -774,7 +819,7 @@ class TEIEngine:
                 return
         else:
             try:
-                check_spec(spec)
+                check_player_spec(spec)
             except ValueError as e:
                 self.info(f"setoption: Fallback: {clip(str(e), 300)}; keeping {clip(self.fallback_spec)}")
                 return
@@ -784,9 +829,24 @@ class TEIEngine:
     def _plays_with(self, fallback: str, size: int) -> bool:
         return self.network is None or int(self.network.model_size) == size or fallback != "none"
 
+    def _set_tree_nodes(self, nodes: int) -> None:
+        need, have = nodes * TREE_BYTES_PER_NODE, machine_memory()
+        if need > have:
+            gib = 2**30
+            self.info(f"setoption: TreeNodes {nodes} would take up to {need / gib:.1f} GiB "
+                      f"({TREE_BYTES_PER_NODE} bytes a node), more than this machine's "
+                      f"{have / gib:.1f} GiB; keeping {self.tree_nodes}")  # fmt: skip
+            return
+        self.tree_nodes = nodes
+        self._configure_all()
+
     def _set_model(self, value: str) -> None:
         path = value.strip()
-        if path in ("", "<empty>"):
+        if not path:
+            self.info(f"setoption: Model needs a path (or <empty> for no model), got none; "
+                      f"keeping {clip(self.model_path or '<empty>', 200)}")  # fmt: skip
+            return
+        if path == "<empty>":
             self.network = None
             self.model_path = None
             self._select_player(announce=False)
@@ -920,7 +980,9 @@ class TEIEngine:
             args=(player, pos, nodes, seconds, stop, limits.infinite, t_go),
             daemon=True,
         )
-        with self._search_lock:
+        with self._search_lock:  # with _preempt's check: a stop read after this go stops it
+            if self._line_go is not None and self._line_go <= self._stopped_through:
+                stop.set()  # a stop or quit was read after this go: it answers at once
             self._search_stop = stop
             self._search_go = self._line_go
             self._worker = worker
