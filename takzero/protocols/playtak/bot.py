@@ -8,9 +8,7 @@ bot does with them:
   Start``), then ``Login Guest TOKEN`` (a fresh random token per bot, so that a reconnection logs
   in as the same guest) or ``Login NAME PASSWORD``. ``Authentication failure`` raises
   :class:`LoginError`.
-* **Finding games**: posts its seek (:class:`~takzero.protocols.playtak.lines.SeekSpec`) and
-  posts it again after each game, and/or accepts the open seeks it can play (``accept``: any
-  seeker, or one name).
+* **Finding games**: posts its seek and/or accepts open seeks (:mod:`.lobby`).
 * **Playing**: every ``Game Start`` (a new game, a rejoined one, or one the bot did not know)
   starts from the empty board and applies the plies that follow; the game is in sync when its
   clock update arrives (after a rejoin the server sends every ply and then the clocks; a new game
@@ -19,19 +17,10 @@ bot does with them:
   plies, ``Over`` (the result), ``Abandoned`` (the opponent left: a win) and ``Undo`` are
   followed. A game whose settings the player cannot play, or whose plies cannot be replayed, is
   resigned (``Game#N Resign``) as soon as its lines are read.
-* **Clock**: the time left is the last clock update minus the time since it arrived. A move gets
-  the TEI engine's budget (:meth:`~takzero.protocols.tei.lines.SearchLimits.budget_seconds`:
-  about 1/20 of the time left plus 3/4 of the increment) of the time left less ``reserve_s``
-  (latency); at a hard deadline (at most half of that time) the search is stopped and the best
-  move it reported so far, or a one-ply tactical move (the greedy baseline), is sent at once,
-  without waiting for the search. So a move never takes more than half of the time left. The
-  loop never calls the player itself: resets and the plies it is told wait for the next search,
-  which makes them in its own thread, so a slow call (a kernel compiling, a chunk of simulations
-  that overruns) delays a search, never a move; a new search waits for a stopped one to end.
-* **Keep-alive and reconnection**: ``PING`` every ``ping_interval`` seconds (30: the server's
-  advice); a connection that says nothing for three intervals, or breaks, is replaced: the bot
-  logs in again (same guest token or account), with growing waits, for up to
-  ``reconnect_timeout`` seconds. The real server sends a game still on as part of the login
+* **Clock and search**: a soft and a hard time per move, the player in its own thread
+  (:mod:`.thinking`).
+* **Keep-alive and reconnection** (:mod:`.connection`): a silent or broken connection is
+  replaced by a new login. The real server sends a game still on as part of the login
   (``Player.login`` -> ``Game.playerRejoin``): *before* ``Welcome`` for a guest, *after* it for
   an account (:mod:`takzero.protocols.playtak.server` cites the code). So the login is over only
   at the ``OK`` that answers the ``PING`` sent right after the ``Login`` line (the server reads
@@ -51,9 +40,7 @@ bot does with them:
 from __future__ import annotations
 
 import queue
-import secrets
 import socket
-import string
 import sys
 import threading
 import time
@@ -66,6 +53,7 @@ from takzero.game.moves import MoveError, format_playtak, parse_playtak
 from takzero.game.position import Position
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.baselines import GreedyPlayer
+from takzero.protocols.playtak.connection import Connection, LoginError, new_guest_token
 from takzero.protocols.playtak.lines import (
     PING,
     PING_INTERVAL,
@@ -89,8 +77,8 @@ from takzero.protocols.playtak.lines import (
     parse_welcome,
     result_winner,
 )
-from takzero.protocols.tei.lines import SearchLimits
-from takzero.search.limit import Limit
+from takzero.protocols.playtak.lobby import Lobby
+from takzero.protocols.playtak.thinking import MoveSearch, move_budget
 
 CLIENT_NAME = "takzero-bot"
 DEFAULT_SERVER = ("playtak.com", 10000)
@@ -100,11 +88,6 @@ DEFAULT_RESERVE_S = 1.0
 SETTLE_S = 0.2
 #: Longest wait after ``Welcome`` for the answer to the login's ``PING`` (the end of the login).
 LOGIN_SETTLE_S = 10.0
-#: Longest line read from the server; a longer one arrives in pieces (each ignored as malformed).
-MAX_LINE = 65536
-#: Most open seeks the bot keeps to accept (only seeks it could accept are kept; more are
-#: ignored until some are removed), so a lobby of millions of seeks costs a bounded memory.
-MAX_OFFERS = 1000
 #: Longest wait at the end for the search thread to end after its stop flag is set (seconds).
 SHUTDOWN_WAIT_S = 30.0
 #: Lines the bot has no use for (logged in verbose mode only).
@@ -115,30 +98,6 @@ _QUIET = {
 }  # fmt: skip
 _WAITING = 0  # the token of a move waiting for the last search to end (searches count from 1)
 _GAME_NOTES = {"OfferDraw", "RemoveDraw", "RequestUndo", "RemoveUndo", "GivenTime", "Show"}
-
-
-class LoginError(RuntimeError):
-    """The server refused the login (wrong name or password)."""
-
-
-def move_budget(remaining_s: float, increment_s: float, reserve_s: float) -> tuple[float, float]:
-    """(soft, hard) seconds for a move with ``remaining_s`` on the clock: ``soft`` is the search's
-    time limit, the TEI engine's budget (:meth:`SearchLimits.budget_seconds`) of the time left
-    less ``reserve_s``; ``hard`` is when the bot sends a move whatever the search is doing: at
-    most half of the time left less the reserve, and at least ``soft``. (0, 0) when nothing is
-    left beyond the reserve (play at once)."""
-    avail = remaining_s - reserve_s
-    if avail <= 0.01:
-        return 0.0, 0.0
-    limits = SearchLimits(wtime=int(avail * 1000), winc=int(max(0.0, increment_s) * 1000))
-    soft = limits.budget_seconds(WHITE) or 0.0
-    hard = min(avail / 2, max(1.5 * soft, soft + 0.1))
-    return min(soft, hard), hard
-
-
-def new_guest_token() -> str:
-    """20 random lower-case letters (the server's guest token; cryptographically random)."""
-    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(20))
 
 
 @dataclass
@@ -205,44 +164,6 @@ class _Game:
         return not self.position.is_over and self.position.side_to_move == self.start.colour
 
 
-class _Connection:
-    """A TCP connection: a reader thread putting ``("line", id, text)`` and finally ``("closed",
-    id, why)`` on the bot's queue, and a locked writer."""
-
-    def __init__(self, sock: socket.socket, cid: int, events: queue.Queue) -> None:
-        self.sock = sock
-        self.cid = cid
-        self._events = events
-        self._lock = threading.Lock()
-        sock.settimeout(None)
-        threading.Thread(target=self._read, daemon=True, name=f"playtak-read-{cid}").start()
-
-    def _read(self) -> None:
-        why = "closed by the server"
-        try:
-            with self.sock.makefile("rb") as f:
-                while raw := f.readline(MAX_LINE):
-                    self._events.put(("line", self.cid, raw.decode("utf-8", "replace").rstrip("\r\n")))
-        except (OSError, ValueError) as e:
-            why = str(e) or type(e).__name__
-        self._events.put(("closed", self.cid, why))
-
-    def send(self, line: str) -> bool:
-        with self._lock:
-            try:
-                self.sock.sendall((line + "\n").encode())
-                return True
-            except OSError:
-                return False
-
-    def close(self) -> None:
-        for op in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
-            try:
-                op()
-            except OSError:
-                pass
-
-
 class PlaytakBot:
     """The bot's state and loop (see the module doc); :meth:`run` plays until ``games`` games are
     over (None: until :meth:`stop`) and returns the :class:`BotStats`.
@@ -297,8 +218,7 @@ class PlaytakBot:
         self._fallback = GreedyPlayer(seed)
         self._events: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
-        self._player_lock = threading.Lock()
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._cid = 0
         self._connecting = False
         self._logged_in = False  # Welcome read on this connection
@@ -308,24 +228,11 @@ class PlaytakBot:
         self._name = ""
         self._last_heard = 0.0
         self._game: _Game | None = None
-        # Open seeks the bot could accept (at most MAX_OFFERS), by number; the lowest is tried
-        # first. A seek it cannot or may not accept is never stored, so each seek line costs
-        # O(1) and accepting is linear in the seeks read, whatever the lobby holds.
-        self._offers: dict[int, SeekOffer] = {}
-        self._refused_offers: set[int] = set()  # refused by the server (NOK); forgotten at removal
-        self._playable: dict[tuple[int, int, int, int], bool] = {}  # _can_play by settings
+        self._lobby = Lobby(accept, lambda: getattr(self.player, "model_size", None))
         self._asked = False
-        self._accepting: int | None = None
-        self._token = 0
-        self._stop_search = threading.Event()
-        self._worker: threading.Thread | None = None
+        self._search = MoveSearch(player, self._events, nodes)
         self._warm: set[tuple[int, int, int, int]] = set()
         self._games_started = 0
-        # Player calls waiting for the next search (which makes them, in order, holding the
-        # player): ("reset", size, half_komi, seed) and ("observe", position, code). The loop
-        # itself never calls the player, so a slow call can never hold up a move.
-        self._todo: list[tuple] = []
-        self._todo_lock = threading.Lock()
 
     # -- public --------------------------------------------------------------------------------
 
@@ -389,12 +296,10 @@ class PlaytakBot:
         host, port = self.server
         sock = socket.create_connection((host, port), timeout=10)
         self._cid += 1
-        self._conn = _Connection(sock, self._cid, self._events)
+        self._conn = Connection(sock, self._cid, self._events)
         self._logged_in = self._login_done = False
         self._asked = False
-        self._accepting = None
-        self._offers.clear()
-        self._refused_offers.clear()
+        self._lobby.clear()
         self._last_heard = time.monotonic()
         self._connecting = True
         try:
@@ -458,14 +363,11 @@ class PlaytakBot:
         if self._conn is not None:
             self._send(QUIT)
             self._conn.close()
-        worker = self._worker
-        if worker is not None:
-            # A search thread still inside the network when the interpreter ends aborts the
-            # process (status 134, "terminate called without an active exception"); its stop
-            # flag is set, so it ends within a network call or a prover check: wait for it.
-            worker.join(timeout=SHUTDOWN_WAIT_S)
-            if worker.is_alive():
-                self._say(f"the search did not end within {SHUTDOWN_WAIT_S:g} s of its stop")
+        # A search thread still inside the network when the interpreter ends aborts the process
+        # (status 134, "terminate called without an active exception"); its stop flag is set,
+        # so it ends within a network call or a prover check: wait for it.
+        if not self._search.join(SHUTDOWN_WAIT_S):
+            self._say(f"the search did not end within {SHUTDOWN_WAIT_S:g} s of its stop")
 
     def _finished(self) -> bool:
         if self._stopping.is_set():
@@ -561,10 +463,8 @@ class PlaytakBot:
             return
         self.stats.server_errors += 1
         self._say(f"server error: {line}")
-        if line == "NOK" and self._accepting is not None and self._game is None:
-            self._refused_offers.add(self._accepting)
-            self._offers.pop(self._accepting, None)
-            self._accepting = None
+        if line == "NOK" and self._lobby.accepting is not None and self._game is None:
+            self._lobby.refused()
             self._try_accept()
 
     # -- finding games -------------------------------------------------------------------------
@@ -582,65 +482,24 @@ class PlaytakBot:
         if self.accept is not None:
             self._try_accept()
 
-    def _can_play(self, offer: SeekOffer) -> bool:
-        key = (offer.size, offer.flats, offer.caps, offer.half_komi)
-        known = self._playable.get(key)
-        if known is not None:
-            return known
-        model_size = getattr(self.player, "model_size", None)
-        ok = model_size is None or model_size == offer.size
-        if ok:
-            try:
-                Position.start(offer.size, flats=offer.flats, caps=offer.caps, half_komi=offer.half_komi)
-            except ValueError:
-                ok = False
-        if len(self._playable) >= MAX_OFFERS:
-            self._playable.clear()
-        self._playable[key] = ok
-        return ok
-
-    def _acceptable(self, offer: SeekOffer) -> bool:
-        """Whether the bot would accept ``offer`` (another's, open to it, from the seeker asked
-        for, with settings it plays, not refused before)."""
-        return not (
-            offer.number in self._refused_offers
-            or offer.name == self._name
-            or not offer.open_to(self._name)
-            or (self.accept and offer.name.lower() != self.accept.lower())
-            or not self._can_play(offer)
-        )
-
     def _on_seek(self, kind: str, offer: SeekOffer) -> None:
-        if kind == "remove":
-            self._offers.pop(offer.number, None)
-            self._refused_offers.discard(offer.number)
-            if self._accepting == offer.number:
-                self._accepting = None
-            return
-        if self.accept is None or not self._acceptable(offer):
-            self._offers.pop(offer.number, None)  # a seek changed to one the bot cannot take
-            return
-        if offer.number in self._offers or len(self._offers) < MAX_OFFERS:
-            self._offers[offer.number] = offer
-        self._try_accept()
+        self._lobby.on_seek(kind, offer, self._name)
+        if kind != "remove":
+            self._try_accept()
 
     def _try_accept(self) -> None:
-        if self.accept is None or self._accepting is not None or self._game is not None:
+        if self.accept is None or self._lobby.accepting is not None or self._game is not None:
             return
         if not self._login_done or not self._games_left():
             return
-        while self._offers:
-            n = min(self._offers)  # the oldest seek first
-            offer = self._offers[n]
-            if not self._acceptable(offer):  # e.g. the bot's name changed at a new login
-                del self._offers[n]
-                continue
-            self._warm_up(offer.size, offer.flats, offer.caps, offer.half_komi)
-            self._accepting = n
-            self._say(f"accepting seek {n} of {offer.name}: {offer.size}x{offer.size}, "
-                      f"{offer.time_s}+{offer.increment_s} s")
-            self._send(format_accept(n))
+        offer = self._lobby.next_offer(self._name)
+        if offer is None:
             return
+        self._warm_up(offer.size, offer.flats, offer.caps, offer.half_komi)
+        self._lobby.accepting = offer.number
+        self._say(f"accepting seek {offer.number} of {offer.name}: {offer.size}x{offer.size}, "
+                  f"{offer.time_s}+{offer.increment_s} s")
+        self._send(format_accept(offer.number))
 
     def _warm_up(self, size: int, flats: int, caps: int, half_komi: int) -> None:
         """One tiny search (and a fallback move) so that the compiled kernels are built before
@@ -650,11 +509,7 @@ class PlaytakBot:
             return
         t0 = time.perf_counter()
         pos = Position.start(size, flats=flats, caps=caps, half_komi=half_komi)
-        with self._player_lock:  # the search, tree reuse and a second search all compile
-            self.player.reset(size, half_komi, seed=self.seed)
-            code = self.player.think(pos, Limit(nodes=8)).code
-            self.player.observe(pos, code)
-            self.player.think(pos.play(code), Limit(nodes=8))
+        self._search.warm_up(pos, half_komi, self.seed)
         self._fallback.reset(size, half_komi)
         self._fallback.choose(pos)
         self._warm.add(key)
@@ -670,7 +525,7 @@ class PlaytakBot:
         resigned."""
         old = self._game
         self._cancel_search()
-        self._accepting = None
+        self._lobby.accepting = None
         self._asked = False
         if old is None and self._lost is not None and self._lost[0] == gs.number:
             old = self._take_back_loss()  # counted as gone too early: it is back after all
@@ -769,23 +624,10 @@ class PlaytakBot:
 
     def _new_player_game(self, g: _Game) -> None:
         """The player starts the game afresh at its next search (earlier calls are dropped)."""
-        s = g.start
-        with self._todo_lock:
-            self._todo = [("reset", s.size, s.half_komi, self.seed + self._games_started)]
-
-    def _catch_up_player(self) -> None:
-        """Make the player calls that wait (in the search thread, holding the player)."""
-        with self._todo_lock:
-            todo, self._todo = self._todo, []
-        for call in todo:
-            if call[0] == "reset":
-                self.player.reset(call[1], call[2], seed=call[3])
-            else:
-                self.player.observe(call[1], call[2])
+        self._search.new_game(g.start.size, g.start.half_komi, self.seed + self._games_started)
 
     def _apply(self, g: _Game, code: int) -> None:
-        with self._todo_lock:
-            self._todo.append(("observe", g.position, code))
+        self._search.observe(g.position, code)
         g.position = g.position.play(code)
         g.codes.append(code)
 
@@ -888,38 +730,18 @@ class PlaytakBot:
         if hard <= 0:
             self._deadline_move(g, "no time left")
             return
-        if self._worker is not None and self._worker.is_alive():
+        if self._search.busy():
             if g.token != _WAITING:
                 g.token, g.best, g.deadline = _WAITING, None, time.monotonic() + hard
             return
-        self._token += 1
-        g.token, g.best, g.deadline = self._token, None, time.monotonic() + hard
-        self._stop_search = threading.Event()
-        self._worker = threading.Thread(
-            target=self._search, args=(self._token, g.position.copy(), soft, self._stop_search),
-            daemon=True, name="playtak-search",
-        )
-        self._worker.start()
-
-    def _search(self, token: int, position: Position, seconds: float, stop: threading.Event) -> None:
-        def progress(pm: PlayerMove, _nodes: int) -> None:
-            self._events.put(("progress", token, pm))
-
-        try:
-            with self._player_lock:
-                self._catch_up_player()
-                answer: PlayerMove | Exception = self.player.think(
-                    position, Limit(nodes=self.nodes, seconds=seconds, stop=stop), on_progress=progress
-                )
-        except Exception as e:  # noqa: BLE001 - reported to the loop, which plays a fallback
-            answer = e
-        self._events.put(("answer", token, answer))
+        g.token = self._search.start(g.position.copy(), soft)
+        g.best, g.deadline = None, time.monotonic() + hard
 
     def _on_answer(self, token: int, answer: PlayerMove | Exception) -> None:
         g = self._game
         if g is None or g.token != token:  # a search that was cancelled or overtaken by the deadline
-            if g is not None and g.token == _WAITING and self._worker is not None:
-                self._worker.join(timeout=1.0)  # it has posted its answer: it is ending
+            if g is not None and g.token == _WAITING:
+                self._search.join(1.0)  # it has posted its answer: it is ending
                 self._start_search(g)
             return
         if isinstance(answer, Exception):
@@ -933,7 +755,7 @@ class PlaytakBot:
         self._send_move(g, answer.code)
 
     def _deadline_move(self, g: _Game, why: str) -> None:
-        self._stop_search.set()
+        self._search.cancel()
         code = None
         if g.best is not None:
             try:
@@ -958,7 +780,7 @@ class PlaytakBot:
         self._apply(g, code)
 
     def _cancel_search(self) -> None:
-        self._stop_search.set()
+        self._search.cancel()
         if self._game is not None:
             self._game.token = None
 
