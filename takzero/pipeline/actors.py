@@ -19,7 +19,6 @@ import shutil
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import torch
 
 from takzero.config import ReplayConfig, TrainConfig
 from takzero.pipeline.replay import ReplayBuffer
+from takzero.pipeline.supervision import replace_lost
 
 log = logging.getLogger(__name__)
 
@@ -462,29 +462,6 @@ def localize_model_specs(specs: list[str], files: dict[str, bytes], owner: Any =
         local.write_bytes(files[path])
         out.append(spec.replace(path, str(local), 1))
     return out
-
-
-def replace_lost(tasks: list[Any], relaunch: Callable[[int], Any], what: str) -> list[int]:
-    """The one check of the run's long-running actor tasks (self-play workers, inference
-    servers, Reanalyse): for each finished task of ``tasks``, raise its error when it failed in
-    takzero's code; when its actor is gone for good (``RayActorError``: Ray gave up restarting
-    it, ``ActorDiedError`` and ``ActorUnavailableError`` included) log a warning naming ``what``
-    and the index and put ``relaunch(index)`` (a new actor's task) in its place. Never waits.
-    Returns the indices replaced."""
-    import ray
-    from ray.exceptions import RayActorError
-
-    replaced = []
-    for i, t in enumerate(tasks):
-        if not ray.wait([t], timeout=0)[0]:
-            continue
-        try:
-            ray.get(t)
-        except RayActorError as e:
-            log.warning("%s %d lost (%s); starting a new one", what, i, type(e).__name__)
-            tasks[i] = relaunch(i)
-            replaced.append(i)
-    return replaced
 
 
 class SelfPlayPool:

@@ -680,9 +680,9 @@ class InferenceServers:
 
     def check(self) -> list[int]:
         """Raise the error of a server task that failed in takzero's code; replace a server
-        whose actor is gone for good (``actors.replace_lost``; under the same name, so its
+        whose actor is gone for good (``supervision.replace_lost``; under the same name, so its
         workers find it). Never waits. Returns the indices replaced."""
-        from takzero.pipeline.actors import replace_lost
+        from takzero.pipeline.supervision import replace_lost
 
         def relaunch(i: int) -> Any:
             self.replaced += 1

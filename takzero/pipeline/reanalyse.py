@@ -216,7 +216,7 @@ class ReanalyseWorker:
     def check(self) -> None:
         """Raise the error of a task that failed in takzero's code; replace an actor that is gone
         for good. Never waits."""
-        from takzero.pipeline.actors import replace_lost
+        from takzero.pipeline.supervision import replace_lost
 
         def relaunch(_: int) -> Any:
             self.replaced += 1
