@@ -121,11 +121,12 @@ def test_replay_of_an_endless_fifo_stops_at_the_bound(tmp_path: Path) -> None:
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     r = run_limited(["-m", "takzero.game", "replay", str(fifo)], GIB, timeout=90)
-    t.join(30)
     assert r.returncode == 1
     line = _one_error_line(r.stderr, str(fifo))
     assert "not a regular file" in line and "MAX_PTN_FILE_BYTES" in line
-    assert written[0] < 2 * MAX_PTN_FILE_BYTES
+    assert written[0] == 0  # refused before it was opened (test_file_trust.py): nothing was read
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer's open() return
+    t.join(30)
 
 
 def test_each_reader_bound_is_one_ptn_error(tmp_path: Path) -> None:

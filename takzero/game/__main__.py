@@ -50,6 +50,8 @@
 ``python -m takzero.game link FILE.ptn [--game I] [--ply N] [--name NAME]``
     Print a PTN Ninja link (:mod:`takzero.io.ptn_ninja`) for each game of the file (or game I
     only), opening at ply N when given (without it PTN Ninja opens the game at its start).
+    A link over ``MAX_LINK_CHARS`` (32,000) characters is printed all the same, with a
+    ``FILE: warning: game I: ...`` line on stderr (it may not open in a browser).
     Exit status 2 with ``error: ...`` for a bad file.
 """
 
@@ -75,7 +77,7 @@ from takzero.game.ptn import (
     write_ptn_games,
 )
 from takzero.io.files import atomic_write_text
-from takzero.io.ptn_ninja import ptn_ninja_url
+from takzero.io.ptn_ninja import link_length_problem, ptn_ninja_url
 
 # Command-line value checks: argparse ``type=`` functions, so a bad value is refused at start-up
 # (exit status 2, a message naming the option) before any file is read.
@@ -413,7 +415,11 @@ def _link(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as e:
         print(f"error: {args.file}: cannot read: {e}", file=sys.stderr)
         return 2
-    for link in links:
+    numbers = range(1, len(games) + 1) if args.game is None else [args.game]
+    for n, link in zip(numbers, links, strict=True):
+        problem = link_length_problem(link)  # printed all the same; the warning says why
+        if problem:
+            print(f"{args.file}: warning: game {n}: {problem}", file=sys.stderr)
         print(link)
     return 0
 

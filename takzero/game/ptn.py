@@ -25,7 +25,8 @@ What the reader accepts (see ``tak-rules.md``):
 
 What it reads is bounded, so that no file makes it read or hold more than a bounded amount
 (each bound a named constant below, each breach one PTNError naming the file): a file of at most
-:data:`MAX_PTN_FILE_BYTES` (8 MiB; a pipe or a device is read only that far), a line of at most
+:data:`MAX_PTN_FILE_BYTES` (8 MiB) that is a regular file (a FIFO, a pipe, a device or a folder is
+refused unread), a line of at most
 :data:`MAX_PTN_LINE_CHARS` characters, a tag pair of at most :data:`MAX_PTN_TAG_CHARS`, a game of
 at most :data:`MAX_PTN_PLIES` plies, a token of at most 100 characters.
 
@@ -434,27 +435,52 @@ def read_ptn_each(
     return _Reader(text, check, strict_numbers, source).read_each(recover=True)
 
 
-def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_PTN_FILE_BYTES) -> bytes:
-    """The bytes of ``path``, at most ``max_bytes`` of them: a regular file larger than that is
-    refused from its size, before anything is read; anything else (a pipe, ``/dev/stdin``, a
-    device such as ``/dev/zero`` or ``/dev/urandom``) is read up to ``max_bytes + 1`` bytes and
-    refused when it has more. A FIFO's ``open`` waits for its writer, as ``cat`` does.
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words ('a folder', 'a FIFO or pipe', ...)."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO or pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
 
-    Raises PTNError (naming the file, its size and the bound) for too much, OSError for a file
-    that cannot be read (a folder, no such file, permissions)."""
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_PTN_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` of them. Anything that is
+    not a regular file (a FIFO, which would wait for a writer for ever; a pipe such as a piped
+    ``/dev/stdin``; a device such as ``/dev/zero`` or ``/dev/urandom``; a folder; a socket) is
+    refused from its ``stat`` before it is opened (and again from the opened file's ``fstat``,
+    opened without blocking, should it have been swapped meanwhile); a regular file larger than
+    ``max_bytes`` is refused from its size, before anything is read (or when it grows past the
+    bound while being read). Save the output of a pipe to a file to read it.
+
+    Raises PTNError (one line naming the file and what it is, or its size and the bound),
+    OSError for a file that cannot be looked at or read (no such file, permissions)."""
     source = os.fspath(path)
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        if stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+
+    def check(st: os.stat_result) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            raise PTNError(
+                f"not a regular file ({_file_kind(st.st_mode)}): only a regular file of at most "
+                f"{max_bytes:,} bytes is read (MAX_PTN_FILE_BYTES); nothing read", source=source)
+        if st.st_size > max_bytes:
             raise PTNError(
                 f"{st.st_size:,} bytes, over the reader's bound of {max_bytes:,} bytes for one file "
                 "(MAX_PTN_FILE_BYTES): split it into smaller files", source=source)
+
+    check(os.stat(path))  # follows links: /dev/stdin redirected from a file is that file
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as f:
+        check(os.fstat(fd))
+        os.set_blocking(fd, True)
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
-        kind = "a regular file" if stat.S_ISREG(st.st_mode) else "not a regular file"
         raise PTNError(
-            f"more than {max_bytes:,} bytes ({kind}), over the reader's bound for one file "
-            "(MAX_PTN_FILE_BYTES); read no further", source=source)
+            f"more than {max_bytes:,} bytes (it grew while read), over the reader's bound for one "
+            "file (MAX_PTN_FILE_BYTES); read no further", source=source)
     return data
 
 
@@ -481,8 +507,9 @@ def read_ptn_file(
 
     Raises OSError for an unreadable file and PTNError for bad content, including bytes that are
     not UTF-8 (the error gives the line and column of the first such byte), and for a file over
-    the reader's bounds: more than ``max_bytes`` (default :data:`MAX_PTN_FILE_BYTES`; a pipe or a
-    device such as ``/dev/zero`` is read only that far), a line over
+    the reader's bounds: more than ``max_bytes`` (default :data:`MAX_PTN_FILE_BYTES`), or not a
+    regular file (a FIFO, a pipe, a device such as ``/dev/zero``, a folder:
+    :func:`read_bounded`), a line over
     :data:`MAX_PTN_LINE_CHARS`, a tag over :data:`MAX_PTN_TAG_CHARS` characters.
     """
     data = read_bounded(path, max_bytes)

@@ -13,6 +13,11 @@ then percent-encoded; ``ply=INDEX`` opens the game at the ply of that 0-based in
 or after it with ``!``. A link without ``ply`` opens at the start of the game: PTN Ninja loads a
 linked game without its ``skipToEndOnLoad`` option (tried with PTN Ninja 3.5.5, issue 34), so a
 link that should show the end passes ``ply=len(moves)``.
+
+A link longer than :data:`MAX_LINK_CHARS` (a game of thousands of moves, or long comments) may
+not open: browsers and the web servers in front of a site cut long addresses at different
+lengths. :func:`link_length_problem` says so in one line; ``python -m takzero.game link`` still
+prints such a link, with that warning on stderr.
 """
 
 from __future__ import annotations
@@ -26,10 +31,24 @@ from takzero.io.lz_string import (
     decompress_from_encoded_uri_component,
 )
 
-__all__ = ["PTN_NINJA", "ptn_ninja_url", "read_ptn_ninja_url"]
+__all__ = ["MAX_LINK_CHARS", "PTN_NINJA", "link_length_problem", "ptn_ninja_url", "read_ptn_ninja_url"]
 
 #: The site's address (links are ``PTN_NINJA + compressed PTN + parameters``).
 PTN_NINJA = "https://ptn.ninja/"
+
+#: The longest link said to open (characters): browsers and servers accept about this much
+#: everywhere (Chrome takes 2 MB, Firefox some 65,000 characters, web servers often less).
+MAX_LINK_CHARS = 32_000
+
+
+def link_length_problem(url: str) -> str | None:
+    """None for a link of at most :data:`MAX_LINK_CHARS` characters, else one line saying how
+    long it is, that it may not open, and what to do instead."""
+    if len(url) <= MAX_LINK_CHARS:
+        return None
+    return (f"its PTN Ninja link is {len(url):,} characters, over the {MAX_LINK_CHARS:,} that "
+            "browsers and web servers reliably accept (MAX_LINK_CHARS): it may not open; open "
+            "the PTN file in PTN Ninja instead (its Open button)")  # fmt: skip
 
 
 def _url_encode(text: str) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from takzero.game.moves import MoveError
 from takzero.game.position import Position, TPSError
-from takzero.game.ptn import PTNError, read_ptn
+from takzero.game.ptn import PTNError, read_bounded, read_ptn
 
 
 def random_openings(
@@ -114,8 +114,15 @@ def load_openings(path: str | Path, size: int, half_komi: int) -> list[Opening]:
     moves; ``#`` comments and blank lines skipped), or PTN games when the file has tag pairs.
 
     Raises OSError for an unreadable file, ValueError naming the line for a bad opening (wrong
-    size, illegal move, an opening that ends the game) or an empty file."""
-    text = Path(path).read_text(encoding="utf-8")
+    size, illegal move, an opening that ends the game), an empty file, or a file that is not a
+    regular one of at most ``MAX_PTN_FILE_BYTES`` of UTF-8 (a FIFO, a device: refused unread,
+    ``takzero.game.ptn.read_bounded``)."""
+    try:
+        text = read_bounded(path).decode("utf-8")
+    except PTNError as e:
+        raise ValueError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}); is this an openings file?") from None
     out: list[Opening] = []
     if text.lstrip().startswith("["):
         try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from takzero.game.position import Position
+from takzero.game.ptn import PTNError, read_bounded
 from takzero.matches.games import NetSide
 from takzero.players.base import PlayerMove
 
@@ -58,12 +59,15 @@ def load_entries(paths: Sequence[str | Path], size: int | None = None) -> list[d
     ``position`` (a :class:`Position` from ``tps``, ``komi``, ``flats``, ``caps``) and
     ``expected`` (the moves that solve it, PTN: ``winning_moves`` when the file lists them, else
     ``expected_moves``), in file order; ``size``: only the entries of that board size. Raises
-    OSError for an unreadable file, ValueError (naming the file and entry) for a malformed one."""
+    OSError for an unreadable file, ValueError (naming the file and entry) for a malformed one or
+    one that is not a regular file of at most 8 MiB (``takzero.game.ptn.read_bounded``)."""
     out = []
     for path in paths:
         try:
-            data = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as err:
+            data = json.loads(read_bounded(path).decode("utf-8"))
+        except PTNError as err:  # a FIFO, a device, a folder or over 8 MiB: refused unread
+            raise ValueError(str(err)) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path}: not JSON: {err}") from None
         if not isinstance(data, list):
             raise ValueError(f"{path}: expected a JSON list of positions")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -76,7 +77,7 @@ from takzero.nn.losses import (
     value_loss,
     wdl_to_value,
 )
-from takzero.nn.safe_load import load_weights_only
+from takzero.nn.safe_load import check_checkpoint, load_weights_only
 from takzero.nn.trunks import DEFAULT_ATTENTION_HEADS, TRUNKS, build_trunk, pool_mean_max
 
 __all__ = [
@@ -417,19 +418,24 @@ def model_from_checkpoint(
     """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``, read
     weights-only: :func:`takzero.nn.safe_load.load_weights_only`).
 
-    ``source``: the file a loaded dict came from, named in the errors (default: the path, or
-    "the checkpoint"). Nothing is allocated before the config is checked against the bounds (``MAX_BLOCKS``,
+    ``source``: the file a loaded object came from, named in the errors (default: the path, or
+    "the checkpoint"); with it, a ``str`` ``checkpoint`` is that object, not a path. Nothing is allocated before the config is checked against the bounds (``MAX_BLOCKS``,
     ``MAX_CHANNELS``, ..., ``MAX_PARAMETERS``: :class:`ModelConfig`) and the weights' shapes
     against the config (:func:`check_weights_fit`).
 
-    Raises KeyError if 'model_config' or 'model_state' is missing, ValueError on a feature-version
+    Raises ValueError (one line naming ``source``) for contents that are not a checkpoint (a
+    list, a tensor, no ``model_config`` or ``model_state``, a ``half_komi`` or ``generation``
+    that is not an integer: :func:`takzero.nn.safe_load.check_checkpoint`), on a feature-version
     mismatch, a config over the bounds or a file that cannot be read (``UnsafeFileError``, a
     ValueError, for one whose pickle would run code; a device or a file over
     ``safe_load.MAX_MODEL_FILE_BYTES``), RuntimeError if the weights do not fit the config.
     """
-    source = source or (str(checkpoint) if not isinstance(checkpoint, dict) else "the checkpoint")
-    if not isinstance(checkpoint, dict):
+    # a str is a path unless ``source`` names the file it was loaded from (then it is the content)
+    is_path = isinstance(checkpoint, os.PathLike) or (isinstance(checkpoint, str) and source is None)
+    source = source or (str(checkpoint) if is_path else "the checkpoint")
+    if is_path:
         checkpoint = load_weights_only(checkpoint, map_location=map_location)
+    check_checkpoint(checkpoint, source)  # a list, a tensor, no model_state, a NaN half_komi
     cfg = checkpoint["model_config"]
     if not isinstance(cfg, ModelConfig):
         if not isinstance(cfg, Mapping):

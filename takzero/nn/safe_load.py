@@ -22,6 +22,7 @@ is to be taken only from people one trusts (README, "Which model files are safe"
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import re
@@ -37,7 +38,8 @@ import torch
 __all__ = [
     "UnsafeFileError", "CONVERT_COMMAND", "load_weights_only", "load_trusted", "to_plain",
     "dumps_weights_only", "one_line_reason", "MAX_MODEL_FILE_BYTES", "MAX_ONNX_WEIGHT_BYTES",
-    "MAX_ONNX_TENSOR_ELEMENTS", "check_model_file", "check_onnx_file",
+    "MAX_ONNX_TENSOR_ELEMENTS", "check_model_file", "check_onnx_file", "checkpoint_problem",
+    "check_checkpoint",
 ]
 
 #: The largest model or checkpoint file read (2 GiB): a 40-block, 256-channel network is some
@@ -124,11 +126,15 @@ def check_onnx_file(
     then, with the ``onnx`` package (skipped without it), the graph read without its external
     data: no weights in external files (a session from the file's bytes could not read them, and
     their size is not in the file), the initializers' and constants' bytes at most
-    ``max_weight_bytes``, and every tensor whose shape inference knows (the batch axis counted as
+    ``max_weight_bytes`` and finite (no NaN or inf in a floating-point initializer, no NaN in
+    a node's constant: such a network plays its first legal move every time, refused like a
+    checkpoint's), and every
+    tensor whose shape inference knows (the batch axis counted as
     1) at most ``max_tensor_elements`` elements, so that a small graph that makes a huge tensor
     (``ConstantOfShape``, ``Expand``) at its first run is refused.
 
-    Raises FileNotFoundError, ValueError (one line naming the file and the bound)."""
+    Raises FileNotFoundError, ValueError (one line naming the file and the bound, or the first
+    weights that are not finite)."""
     check_model_file(path, max_bytes)
     try:
         import onnx
@@ -141,17 +147,16 @@ def check_onnx_file(
         raise ValueError(f"{path}: cannot be read as an ONNX model: truncated, corrupt or another "
                          f"format ({one_line_reason(e)})") from None  # fmt: skip
     total = 0
-    tensors = list(proto.graph.initializer)
+    tensors: list[tuple[Any, bool]] = []  # (TensorProto, whether it is an initializer)
     for graph in _onnx_graphs(proto.graph):
+        tensors.extend((t, True) for t in graph.initializer)
         for node in graph.node:
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.TENSOR:
-                    tensors.append(attr.t)
+                    tensors.append((attr.t, False))
                 elif attr.type == onnx.AttributeProto.TENSORS:
-                    tensors.extend(attr.tensors)
-        if graph is not proto.graph:
-            tensors.extend(graph.initializer)
-    for t in tensors:
+                    tensors.extend((t, False) for t in attr.tensors)
+    for t, _ in tensors:
         if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
             raise ValueError(f"{path}: its weight {t.name!r} is in an external data file; takzero "
                              "reads ONNX models of one file only")  # fmt: skip
@@ -159,6 +164,10 @@ def check_onnx_file(
         if total > max_weight_bytes:
             raise ValueError(f"{path}: more than {max_weight_bytes:,} bytes of weights, over the "
                              "bound of an ONNX model (MAX_ONNX_WEIGHT_BYTES)")  # fmt: skip
+    bad = [t.name or "(unnamed)" for t, weight in tensors if not _onnx_tensor_finite(t, weight)]
+    if bad:  # a network of NaN or inf plays its first legal move every time (as a checkpoint's)
+        raise ValueError(f"{path}: its weights are not finite (NaN or inf in {', '.join(bad[:3])}"
+                         f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:  # noqa: BLE001 - a graph shape inference cannot follow: the session decides
@@ -188,6 +197,25 @@ def _onnx_graphs(graph: Any) -> list[Any]:
     return out
 
 
+def _onnx_tensor_finite(t: Any, weight: bool = True) -> bool:
+    """False when the floating-point TensorProto ``t`` holds a NaN, or an infinity when it is a
+    ``weight`` (an initializer: a constant of a node may be -inf, a mask's fill); its bytes are
+    already bounded by :data:`MAX_ONNX_WEIGHT_BYTES`. True for other types and for a tensor
+    whose data cannot be read (the session will say so)."""
+    import onnx
+    from onnx import numpy_helper
+
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+              onnx.TensorProto.BFLOAT16)  # fmt: skip
+    if t.data_type not in floats:
+        return True
+    try:
+        values = np.asarray(numpy_helper.to_array(t)).astype(np.float32, copy=False)
+    except Exception:  # noqa: BLE001 - wrong dims for its data: onnxruntime refuses it itself
+        return True
+    return bool(np.isfinite(values).all() if weight else not np.isnan(values).any())
+
+
 def _onnx_tensor_bytes(t: Any) -> int:
     """The bytes a TensorProto ``t`` stands for: its elements (dims) times its element size, or
     the bytes it holds when that is more (a tensor with wrong dims)."""
@@ -203,6 +231,63 @@ def _onnx_tensor_bytes(t: Any) -> int:
     held = len(t.raw_data) + 8 * (len(t.float_data) + len(t.int32_data) + len(t.int64_data)
                                   + len(t.double_data) + len(t.uint64_data)) + sum(len(x) for x in t.string_data)
     return max(n * itemsize, held)
+
+
+#: The half-komi a checkpoint may say (``takzero.game.position``: komi -100..100 points).
+MAX_ABS_HALF_KOMI = 200
+
+
+def _kind(obj: Any) -> str:
+    """A short name of ``obj``'s type for a message ('a list', 'a tensor', 'a str')."""
+    if isinstance(obj, torch.Tensor):
+        return "a tensor"
+    name = type(obj).__name__
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"
+
+
+def _integer_problem(value: Any, key: str, low: int, high: int) -> str | None:
+    """Why ``value`` (the checkpoint's ``key``) is not an integer in ``low..high``, or None. An
+    integral float (``2.0``) counts as an integer; a bool, NaN, inf, ``1.5`` or a string does
+    not."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"its {key} is {_kind(value)} ({str(value)[:40]!r}), not an integer"
+    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+        return f"its {key} is {value!r}, not an integer"
+    if not low <= value <= high:
+        return f"its {key} is {int(value)}, outside {low}..{high}"
+    return None
+
+
+def checkpoint_problem(obj: Any) -> str | None:
+    """What is wrong with ``obj`` as a takzero model checkpoint (what ``torch.load`` gave back
+    from a model or checkpoint file), in a few words, or None: it must be a dict with
+    ``model_config`` and ``model_state``; its ``half_komi``, when present, an
+    integer in -200..200; its ``generation``, when present and not None, an integer >= 0. The
+    config and the weights themselves are checked later (``takzero.nn.model.model_from_checkpoint``:
+    the config's bounds, :func:`~takzero.nn.model.check_weights_fit`)."""
+    if not isinstance(obj, dict):
+        return f"it holds {_kind(obj)}, not a dict with model_config and model_state"
+    missing = [k for k in ("model_config", "model_state") if k not in obj]
+    if missing:
+        keys = ", ".join(str(k)[:30] for k in list(obj)[:6]) + (", ..." if len(obj) > 6 else "")
+        return f"it has no {' and no '.join(missing)} (its keys: {keys or 'none'})"
+    if "half_komi" in obj:
+        problem = _integer_problem(obj["half_komi"], "half_komi", -MAX_ABS_HALF_KOMI, MAX_ABS_HALF_KOMI)
+        if problem:
+            return problem
+    if obj.get("generation") is not None:
+        problem = _integer_problem(obj["generation"], "generation", 0, 2**62)
+        if problem:
+            return problem
+    return None
+
+
+def check_checkpoint(obj: Any, source: str | Path) -> None:
+    """Raise ValueError (one line: ``'<source>: not a takzero checkpoint: <what is wrong>'``)
+    when :func:`checkpoint_problem` finds something wrong with ``obj``, read from ``source``."""
+    problem = checkpoint_problem(obj)
+    if problem:
+        raise ValueError(f"{source}: not a takzero checkpoint: {problem}")
 
 
 def load_weights_only(path: str | Path, map_location: str | torch.device = "cpu") -> Any:

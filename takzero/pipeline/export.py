@@ -32,11 +32,12 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     ``<path>.sha256`` sidecar, when present, is verified
     (``takzero.pipeline.checkpoints.load_checked``).
 
-    Raises FileNotFoundError for a missing file, ValueError when the file is not a checkpoint
-    with ``model_config`` and ``model_state``, fails its checksum, or is not weights-only (its
+    Raises FileNotFoundError for a missing file, ValueError (one line naming the file) when the
+    file is not a checkpoint with ``model_config`` and ``model_state`` and integer ``half_komi``
+    and ``generation`` (:func:`takzero.nn.safe_load.check_checkpoint`), fails its checksum, or is not weights-only (its
     pickle would run code: refused, with the ``--convert`` command for a trusted file).
     """
-    from takzero.nn.safe_load import load_weights_only
+    from takzero.nn.safe_load import check_checkpoint, load_weights_only
 
     path = Path(path)
     if not path.is_file():
@@ -51,8 +52,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             raise ValueError(str(e)) from None
     else:
         ckpt = load_weights_only(path)  # ValueError (UnsafeFileError) for a bad file
-    if not isinstance(ckpt, dict) or "model_config" not in ckpt or "model_state" not in ckpt:
-        raise ValueError(f"{path}: not a takzero checkpoint (needs model_config and model_state)")
+    check_checkpoint(ckpt, path)  # a list, a tensor, no model_state, a NaN half_komi: one line
     return ckpt
 
 
