@@ -22,6 +22,11 @@ More rows (issue 55; each alone or with the others, scripts/gpu_suite.sh runs th
 * ``--workers N`` (N > 1): N self-play workers in N processes (spawned), each as above for
   ``--seconds`` (counted from its first move), local inference (each its own network on the
   config's device); one ``selfplay_workers`` line: the total positions/s and each worker's.
+* ``--alternate torch onnx int8``: one worker per self-play backend in this process, taking
+  turns (``--rounds`` each) for ``--seconds`` in all; one ``selfplay_alternate`` line with
+  positions/s, moves/s and network share per backend and the ratios to the first (the side by
+  side measure of issue 54: ``python scripts/bench_pipeline.py --alternate torch onnx int8
+  --seconds 180``).
 * ``--train-batches``: one ``trainer`` line per batch size (bf16 autocast on CUDA when
   ``train.amp``), on the self-play positions.
 """
@@ -156,6 +161,49 @@ def bench_workers(args: argparse.Namespace, cfg: Any) -> None:
                       "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
 
 
+def bench_alternate(args: argparse.Namespace) -> None:
+    """The ``selfplay_alternate`` line: one worker per self-play backend (``selfplay.backend=B``
+    for each B of ``--alternate``), in this process, taking turns for ``--seconds`` in all
+    (``--rounds`` turns each), so that other load on the machine hits them alike; per backend
+    moves/s and positions/s (recorded positions, of finished games and of games still in play)
+    and each one's ratio to the first backend's."""
+    from takzero.config import compose_preset
+    from takzero.pipeline.selfplay import SelfPlayWorker
+
+    workers = {}
+    for backend in args.alternate:
+        cfg = compose_preset(args.config, [*args.overrides, f"selfplay.backend={backend}"], run_name="bench")
+        torch.set_num_threads(cfg.selfplay.threads)
+        worker = SelfPlayWorker.from_run(cfg, 0)
+        worker.play_step()  # compile, export or quantize and warm up (not timed)
+        workers[backend] = worker
+    turn = args.seconds / (args.rounds * len(workers))
+    done = {b: {"moves": 0, "positions": 0, "seconds": 0.0, "share": []} for b in workers}
+    for _ in range(args.rounds):
+        for backend, worker in workers.items():
+            before = sum(len(s.states) for s in worker.slots)
+            t0 = time.perf_counter()
+            positions = 0
+            while time.perf_counter() - t0 < turn:
+                recs, stats, _ = worker.play_step()
+                done[backend]["moves"] += int(stats["count/moves"])
+                done[backend]["share"].append(stats["selfplay/network_share"])
+                positions += 0 if recs is None else len(recs)
+            done[backend]["seconds"] += time.perf_counter() - t0
+            done[backend]["positions"] += positions + sum(len(s.states) for s in worker.slots) - before
+    first = args.alternate[0]
+    rate = {b: d["positions"] / d["seconds"] for b, d in done.items()}
+    print(json.dumps({
+        "bench": "selfplay_alternate", "config": args.config, "overrides": args.overrides,
+        "rounds": args.rounds, "seconds_each": {b: round(d["seconds"], 1) for b, d in done.items()},
+        "moves_per_s": {b: round(d["moves"] / d["seconds"], 1) for b, d in done.items()},
+        "positions_per_s": {b: round(r, 1) for b, r in rate.items()},
+        "network_share": {b: round(float(np.mean(d["share"])), 3) for b, d in done.items()},
+        f"ratio_to_{first}": {b: round(r / rate[first], 2) for b, r in rate.items()},
+        "loadavg_1min": round(os.getloadavg()[0], 2),
+    }), flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="6x6", help="named config under configs/config/")
@@ -166,9 +214,12 @@ def main() -> None:
                     help="trainer batch sizes to time (default: train.batch_size)")  # fmt: skip
     ap.add_argument("--make-batch-only", action="store_true", help="only the make_batch lines")
     ap.add_argument("--batches", type=int, nargs="+", default=[256, 1024], help="make_batch batch sizes")
+    ap.add_argument("--alternate", nargs="+", choices=("torch", "onnx", "int8"), default=None,
+                    help="one self-play worker per backend, taking turns (see bench_alternate)")
+    ap.add_argument("--rounds", type=int, default=6, help="turns of each backend with --alternate")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = ap.parse_args()
-    for name in ("seconds", "train_steps", "workers", "batches", "train_batches"):
+    for name in ("seconds", "train_steps", "workers", "batches", "train_batches", "rounds"):
         value = getattr(args, name)
         if value is not None and min(np.atleast_1d(value)) <= 0:
             ap.error(f"--{name.replace('_', '-')} must be > 0")
@@ -196,6 +247,9 @@ def main() -> None:
         return
     if args.workers > 1:
         bench_workers(args, cfg)
+        return
+    if args.alternate:
+        bench_alternate(args)
         return
 
     worker = SelfPlayWorker.from_run(cfg, 0)
