@@ -31,8 +31,13 @@ engine comes from the caller's ``make_engine(out)``, which is ``takzero.tei``'s 
 
 from __future__ import annotations
 
+import errno
+import selectors
+import socket
 import sys
 import threading
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -45,6 +50,215 @@ MAX_MESSAGE = 1 << 20
 #: Most connections served at once (each has its engine: a search tree of up to ``TreeNodes``
 #: nodes, 112 MB at the default, and a network runtime); more are refused politely.
 MAX_CONNECTIONS = 8
+#: Seconds a connection has for its opening handshake (an idle or half-open socket is dropped).
+HANDSHAKE_TIMEOUT = 5.0
+#: Most accepted sockets held that have sent nothing yet (no thread each; the oldest is closed
+#: to make room, each is closed after :data:`HANDSHAKE_TIMEOUT` seconds of silence).
+MAX_IDLE = 256
+#: Errors of ``accept`` that pass (out of file descriptors or memory for a moment, a peer gone
+#: before it was accepted): the listener waits a little and goes on instead of ending.
+_TRANSIENT_ACCEPT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
+                     errno.EPROTO, errno.EPERM, errno.EINTR}  # fmt: skip
+
+
+class _Gate:
+    """The sockets the server has started threads for, counted from when they are handed on
+    (:class:`_GatedListener`: once they sent their first bytes), so a socket still in its opening
+    handshake counts: at most ``engines`` serving an engine and ``pending`` in their handshake or
+    being refused; a new socket when ``pending`` are waiting pushes the oldest waiting one out
+    (shut down: its handshake ends at once), so slow handshakes cannot lock good clients out;
+    and at most ``engines + 2 * pending`` sockets (the pushed-out ones still closing) at all,
+    beyond which a new socket is closed at once, with no thread started for it."""
+
+    def __init__(self, engines: int, pending: int) -> None:
+        self.engines = engines
+        self.pending = pending
+        self._lock = threading.Lock()
+        self._waiting: OrderedDict[socket.socket, None] = OrderedDict()  # oldest first
+        self._held: set[socket.socket] = set()
+        self._serving = 0
+
+    def admit(self, sock: socket.socket) -> bool:
+        """Count a socket just accepted; False: too many held, close it."""
+        out = None
+        with self._lock:
+            if len(self._held) >= self.engines + 2 * self.pending:
+                return False
+            if len(self._waiting) >= self.pending:
+                out, _ = self._waiting.popitem(last=False)
+            self._held.add(sock)
+            self._waiting[sock] = None
+        if out is not None:
+            try:
+                out.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return True
+
+    def serve(self, sock: socket.socket) -> bool:
+        """The handshake of ``sock`` is done: True and it serves an engine, or False when
+        ``engines`` serve already (it stays waiting while it is refused)."""
+        with self._lock:
+            if self._serving >= self.engines:
+                return False
+            self._serving += 1
+            self._waiting.pop(sock, None)
+            return True
+
+    def unserve(self) -> None:
+        """An engine's connection ended."""
+        with self._lock:
+            self._serving -= 1
+
+    def done(self, sock: socket.socket) -> None:
+        """The socket's handler ended (closed)."""
+        with self._lock:
+            self._waiting.pop(sock, None)
+            self._held.discard(sock)
+
+    def held(self) -> int:
+        """Sockets held now."""
+        with self._lock:
+            return len(self._held)
+
+
+class _GatedListener:
+    """The listening socket as the ``websockets`` server sees it. A watcher thread accepts the
+    connections and holds each one, with no thread of its own, until it sends its first bytes
+    (its opening handshake; at most :data:`MAX_IDLE` such sockets, the oldest closed first, each
+    closed after ``idle_timeout`` seconds of silence), then hands it on if the :class:`_Gate`
+    admits it (else closes it). The server's accept loop waits on :meth:`fileno` (readable while
+    sockets are ready) and takes them with :meth:`accept`. An ``accept`` error that passes
+    (:data:`_TRANSIENT_ACCEPT`, such as running out of file descriptors) is waited out instead of
+    ending the server. Everything else (``getsockname`` ...) is the real socket's."""
+
+    def __init__(self, sock: socket.socket, gate: _Gate, log: Callable[[str], None],
+                 idle_timeout: float, max_idle: int) -> None:  # fmt: skip
+        self._sock = sock
+        self._gate = gate
+        self._log = log
+        self._idle_timeout = idle_timeout
+        self._max_idle = max_idle
+        self._ready: deque[tuple[socket.socket, Any]] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._wake_r, self._wake_w = socket.socketpair()  # a byte per ready socket
+        self._stop_r, self._stop_w = socket.socketpair()  # wakes the watcher at close
+        sock.setblocking(False)
+        self._watcher = threading.Thread(target=self._watch, daemon=True, name="tei-ws-accept")
+        self._watcher.start()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def fileno(self) -> int:
+        """What the server's accept loop waits on: readable while a socket is ready."""
+        return self._wake_r.fileno()
+
+    def close(self) -> None:
+        """Stop accepting: the listener, the sockets held and those ready are closed."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+            ready = list(self._ready)
+            self._ready.clear()
+        for s, _ in ready:
+            s.close()
+        try:
+            self._stop_w.send(b"x")
+        except OSError:
+            pass
+        self._watcher.join(timeout=5)
+        for s in (self._wake_r, self._wake_w, self._stop_r, self._stop_w):
+            s.close()
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        """The next socket that sent its first bytes (waits for one); OSError once closed."""
+        with self._cond:
+            while not self._ready and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                raise OSError(errno.EBADF, "the server is closed")
+            item = self._ready.popleft()
+        try:
+            self._wake_r.recv(1)
+        except OSError:
+            pass
+        return item
+
+    def _hand_on(self, sock: socket.socket, addr: Any) -> None:
+        sock.setblocking(True)
+        if not self._gate.admit(sock):
+            sock.close()
+            return
+        with self._cond:
+            if self._closed:
+                sock.close()
+                return
+            self._ready.append((sock, addr))
+            self._cond.notify()
+        self._wake_w.send(b"x")
+
+    def _watch(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self._sock, selectors.EVENT_READ)
+        sel.register(self._stop_r, selectors.EVENT_READ)
+        idle: OrderedDict[socket.socket, tuple[float, Any]] = OrderedDict()  # oldest first
+        said = -1e9
+
+        def drop(s: socket.socket) -> None:
+            idle.pop(s, None)
+            try:
+                sel.unregister(s)
+            except (KeyError, ValueError, OSError):
+                pass
+
+        try:
+            while not self._closed:
+                timeout = 1.0
+                if idle:
+                    timeout = max(0.0, min(1.0, next(iter(idle.values()))[0] - time.monotonic()))
+                for key, _ in sel.select(timeout):
+                    obj = key.fileobj
+                    if obj is self._stop_r:
+                        return
+                    if obj is self._sock:
+                        for _ in range(64):  # a few per round: the held ones are served too
+                            try:
+                                s, addr = self._sock.accept()
+                            except BlockingIOError:
+                                break
+                            except OSError as e:
+                                if self._closed or e.errno not in _TRANSIENT_ACCEPT:
+                                    return
+                                if time.monotonic() - said > 60:  # said once a minute at most
+                                    said = time.monotonic()
+                                    self._log(f"accept failed ({e.strerror or e}): waiting, the server goes on")
+                                time.sleep(0.1)
+                                break
+                            if len(idle) >= self._max_idle:
+                                oldest = next(iter(idle))
+                                drop(oldest)
+                                oldest.close()
+                            idle[s] = (time.monotonic() + self._idle_timeout, addr)
+                            sel.register(s, selectors.EVENT_READ)
+                    elif obj in idle:  # its first bytes (or its end): on to the server
+                        _, addr = idle[obj]
+                        drop(obj)
+                        self._hand_on(obj, addr)
+                now = time.monotonic()
+                while idle and next(iter(idle.values()))[0] <= now:  # silent too long
+                    s = next(iter(idle))
+                    drop(s)
+                    s.close()
+        finally:
+            for s in list(idle):
+                drop(s)
+                s.close()
+            sel.close()
+            self._sock.close()
 
 
 class LineEngine(Protocol):
@@ -129,22 +343,27 @@ def start_server(
     port: int = DEFAULT_PORT,
     log: Callable[[str], None] = _stderr,
     max_connections: int = MAX_CONNECTIONS,
+    handshake_timeout: float = HANDSHAKE_TIMEOUT,
 ) -> Any:
     """Listen on ``host:port`` and return the ``websockets`` server, not yet serving: call its
     ``serve_forever()`` (blocks; in a thread for tests) and ``shutdown()`` to stop. Each
     connection gets ``make_engine(out)``, whose ``run`` reads the connection's lines; an engine
     that cannot be built is reported to the client as ``info string cannot start: ...`` and the
     connection closed. At most ``max_connections`` (>= 1) connections are served at once; one
-    more is told ``info string the server is full ...`` and closed with code 1013. Raises
-    ImportError (no ``websockets``), OSError (the address cannot be bound, e.g. the port is
-    taken) and ValueError (``max_connections`` < 1)."""
+    more is told ``info string the server is full ...`` and closed with code 1013. Sockets are
+    counted from ``accept`` on (:class:`_Gate`): besides those served, at most
+    ``max_connections`` more in their opening handshake (``handshake_timeout`` seconds each;
+    a new socket pushes the oldest waiting one out) or being refused, so idle or half-open
+    sockets cost neither threads nor the service of good clients. Raises ImportError (no
+    ``websockets``), OSError (the address cannot be bound, e.g. the port is taken) and
+    ValueError (``max_connections`` < 1)."""
     from websockets.sync.server import serve
 
     if max_connections < 1:
         raise ValueError(f"max_connections must be >= 1, got {max_connections}")
     count = [0]
     lock = threading.Lock()
-    slots = threading.BoundedSemaphore(max_connections)
+    gate = _Gate(max_connections, max_connections)
 
     def handler(connection: Any) -> None:
         with lock:
@@ -152,7 +371,7 @@ def start_server(
             n = count[0]
         who = connection.remote_address
         out = _sender(connection)
-        if not slots.acquire(blocking=False):
+        if not gate.serve(connection.socket):
             log(f"connection {n} from {who[0]}:{who[1]} refused: {max_connections} connections already")
             out(f"info string the server is full ({max_connections} connections, its most): "
                 "try again later")  # fmt: skip
@@ -170,9 +389,22 @@ def start_server(
             del engine  # its tree and network go now, not when the next connection comes
             log(f"connection {n} closed")
         finally:
-            slots.release()
+            gate.unserve()
 
-    return serve(handler, host, port, compression=None, max_size=MAX_MESSAGE)
+    server = serve(handler, host, port, compression=None, max_size=MAX_MESSAGE,
+                   open_timeout=handshake_timeout)  # fmt: skip
+    inner = server.handler
+
+    def sock_handler(sock: socket.socket, addr: Any) -> None:
+        try:
+            inner(sock, addr)
+        finally:
+            gate.done(sock)
+
+    server.handler = sock_handler
+    server.socket = _GatedListener(server.socket, gate, log, handshake_timeout, MAX_IDLE)
+    server.gate = gate  # for tests: gate.held()
+    return server
 
 
 def serve_websocket(

@@ -50,10 +50,33 @@ def normalise(
     return out
 
 
+class Lockstep:
+    """A script read as a peer that waits for answers: the line after a finite ``go`` is given
+    only once that ``go`` has its ``bestmove`` in ``lines`` (a ``stop`` or ``quit`` read while
+    searches run stops them all, so a script read ahead would cut its searches at random)."""
+
+    def __init__(self, script: str, lines: list[str], timeout: float = 120) -> None:
+        self._rest = io.StringIO(script)
+        self._lines = lines
+        self._goes = 0
+        self._timeout = timeout
+
+    def readline(self, size: int = -1) -> str:
+        deadline = time.monotonic() + self._timeout
+        while sum(ln.startswith("bestmove") for ln in list(self._lines)) < self._goes:
+            assert time.monotonic() < deadline, "no bestmove"
+            time.sleep(0.002)
+        line = self._rest.readline(size)
+        words = line.split()
+        if words[:1] == ["go"] and "infinite" not in words:
+            self._goes += 1
+        return line
+
+
 def run_session(script: str, **kwargs) -> list[str]:
     lines: list[str] = []
     engine = TEIEngine(out=lines.append, **kwargs)
-    engine.run(io.StringIO(script))
+    engine.run(Lockstep(script, lines))
     return lines
 
 
@@ -93,14 +116,26 @@ def test_golden_baseline_session() -> None:
 def test_golden_baseline_session_as_subprocess() -> None:
     """The same script through ``python -m takzero.tei`` gives the same transcript."""
     script = (GOLDEN / "baseline_session.in").read_text()
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "takzero.tei", "--player", "uct:50", "--seed", "7"],
-        input=script, capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(ln.rstrip("\n") for ln in proc.stdout), daemon=True)
+    reader.start()
+    steps = Lockstep(script, got)  # one line at a time, after the answer of each go
+    try:
+        while line := steps.readline():
+            proc.stdin.write(line)
+            proc.stdin.flush()
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    reader.join(timeout=30)
     expected = (GOLDEN / "baseline_session.out").read_text().splitlines()
-    assert normalise(proc.stdout.splitlines()) == expected
+    assert normalise(got) == expected
 
 
 def test_golden_network_session(tmp_path: Path, tiny_tei_model) -> None:

@@ -110,15 +110,23 @@ def _server(**engine_kwargs) -> Iterator[tuple[str, list[str]]]:
 
 
 def _session(url: str, script: str) -> list[str]:
-    """Send each line of ``script`` as one message (as PTN Ninja does) and read every message
+    """Send each line of ``script`` as one message (as PTN Ninja does), the line after a finite
+    ``go`` once its ``bestmove`` came (a ``stop``/``quit`` read during a search stops every
+    search before it, so a script sent ahead would cut its searches), and read every message
     until the server closes the connection (after ``quit``)."""
     got: list[str] = []
     closed = websockets.exceptions.ConnectionClosed
     try:
         with connect(url, open_timeout=30) as ws:
             try:  # a server that refuses the session may close before every line is sent
+                goes = 0
                 for line in script.splitlines():
                     ws.send(line)
+                    words = line.split()
+                    if words[:1] == ["go"] and "infinite" not in words:
+                        goes += 1
+                        while sum(ln.startswith("bestmove") for ln in got) < goes:
+                            got.extend(str(ws.recv(timeout=120)).splitlines())
             except closed:
                 pass
             try:  # what arrived before the close is still read

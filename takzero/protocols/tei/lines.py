@@ -69,8 +69,8 @@ __all__ = [
 MAX_NODES = 100_000_000
 #: Milliseconds kept back from every time budget for process and pipe latency.
 MOVE_OVERHEAD_MS = 30
-#: The largest time (ms) a ``go`` parameter is taken at (larger values are capped: 2**31 - 1 ms
-#: is 24.8 days, beyond any clock and within what a timer can wait).
+#: The largest time (ms) a ``go`` parameter is taken at (larger values are capped, saying so:
+#: 2**31 - 1 ms is 24.8 days, beyond any clock and within what a timer can wait).
 MAX_MS = 2**31 - 1
 
 
@@ -333,7 +333,10 @@ class SearchLimits:
 
 def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
     """Parse the arguments of ``go`` (the tokens after it). Returns the limits and a list of
-    complaints (unknown tokens, bad numbers) for ``info string``; nothing raises."""
+    complaints (unknown tokens, bad numbers) for ``info string``; nothing raises. A value is a
+    whole number in ASCII digits (``1e3``, ``1.5``, ``nan``, ``-5``, ``0`` nodes: said and
+    ignored); one over the most (:data:`MAX_NODES` nodes, :data:`MAX_MS` ms) is capped there,
+    saying so."""
     limits = SearchLimits()
     problems: list[str] = []
     keys = {"nodes", "movetime", "wtime", "btime", "winc", "binc"}
@@ -360,15 +363,23 @@ def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:
             problems.append(f"go: '{tok}' needs a number")
             break
         raw = tokens[i + 1]
-        try:
-            value = int(float(raw))
-            if value < 0 or (tok == "nodes" and value < 1):
-                raise ValueError
-        except (ValueError, OverflowError):
-            problems.append(f"go: bad value '{clip(raw)}' for '{tok}' ignored")
+        least = 1 if tok == "nodes" else 0
+        digits = raw[1:] if raw[:1] in "+-" else raw
+        if not (digits.isascii() and digits.isdigit()):
+            problems.append(f"go: '{tok}' takes a whole number (ASCII digits), got '{clip(raw)}': ignored")
             i += 2
             continue
-        setattr(limits, tok, min(value, MAX_NODES if tok == "nodes" else MAX_MS))
+        value = int(raw) if len(digits) <= 40 else (-1 if raw[0] == "-" else 10**40)  # no huge int()
+        if value < least:
+            problems.append(f"go: '{tok}' must be at least {least}, got '{clip(raw)}': ignored")
+            i += 2
+            continue
+        most = MAX_NODES if tok == "nodes" else MAX_MS
+        if value > most:
+            unit = "nodes" if tok == "nodes" else f"ms, {most / 86_400_000:.1f} days"
+            problems.append(f"go: '{tok}' {clip(raw)} is over the most, {most} ({unit}): capped there")
+            value = most
+        setattr(limits, tok, value)
         i += 2
     return limits, problems
 
