@@ -238,7 +238,8 @@ def test_websocket_refuses_connections_over_the_cap_and_stops_a_closed_ones_sear
 @pytest.mark.timeout(120)
 def test_the_bots_lobby_is_bounded_and_accepting_is_linear(monkeypatch) -> None:
     import takzero.protocols.playtak.bot as bot_module
-    from takzero.protocols.playtak.bot import MAX_OFFERS, PlaytakBot
+    from takzero.protocols.playtak.bot import PlaytakBot
+    from takzero.protocols.playtak.lobby import MAX_OFFERS
     from takzero.protocols.playtak.lines import parse_seek
 
     bot = PlaytakBot(RandomPlayer(seed=0), ("127.0.0.1", 9), accept="", log=lambda _m: None)
@@ -257,13 +258,13 @@ def test_the_bots_lobby_is_bounded_and_accepting_is_linear(monkeypatch) -> None:
     n = 3000
     for i in range(1, n + 1):  # seeks the bot cannot play (too many capstones)
         bot._on_seek(*parse_seek(f"Seek new {i} Other{i} 5 600 10 A 0 21 20 1 0 0 0 0"))
-    assert sent == [] and len(bot._offers) == 0
+    assert sent == [] and len(bot._lobby.offers) == 0
     assert starts[0] <= 2  # one check per setting, not per seek and seek already read
-    bot._accepting = -1  # an accept in flight: playable seeks are kept, up to the bound
+    bot._lobby.accepting = -1  # an accept in flight: playable seeks are kept, up to the bound
     for i in range(n + 1, n + 2 * MAX_OFFERS):
         bot._on_seek(*parse_seek(f"Seek new {i} Other{i} 5 600 10 A 0 21 1 1 0 0 0 0"))
-    assert len(bot._offers) == MAX_OFFERS
-    bot._accepting = None
+    assert len(bot._lobby.offers) == MAX_OFFERS
+    bot._lobby.accepting = None
     bot._try_accept()
     assert sent == [f"Accept {n + 1}"]
 
