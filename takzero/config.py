@@ -149,6 +149,9 @@ class SelfPlayConfig:
     inference: str = "local"
     server_max_batch: int = 1024  # inference server: positions per network call at most
     server_max_wait_ms: float = 2.0  # inference server: how long a request waits for others to join its batch
+    # at a stop: seconds the workers play on (no new games), handing in the games that finish;
+    # those still in play are kept in the run folder and continued by the next start (0: dropped)
+    stop_grace_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         self.check()
@@ -173,6 +176,8 @@ class SelfPlayConfig:
         _check(1 <= s.server_max_batch <= 65536, "selfplay.server_max_batch", "must be in 1..65536 (positions)", s.server_max_batch)
         _check(_finite(s.server_max_wait_ms) and 0 <= s.server_max_wait_ms <= 1000, "selfplay.server_max_wait_ms",
                "must be in 0..1000 (milliseconds)", s.server_max_wait_ms)  # fmt: skip
+        _check(_finite(s.stop_grace_seconds) and 0 <= s.stop_grace_seconds <= 3600, "selfplay.stop_grace_seconds",
+               "must be in 0..3600 (seconds; 0: games in play at a stop are dropped)", s.stop_grace_seconds)  # fmt: skip
         if s.backend in ("onnx", "int8"):
             import importlib.util
 

@@ -91,7 +91,7 @@ def _no_ray(monkeypatch) -> None:
     """The run's set-up and shutdown without Ray: start-up says a Ctrl-C came (nothing starts)."""
     from takzero.pipeline.run import Run
 
-    monkeypatch.setattr(Run, "_start_actors", lambda self, trainer, state: False)
+    monkeypatch.setattr(Run, "_start_actors", lambda self, state: False)
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
@@ -216,7 +216,8 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_last_checkpoint_resumes
     atomic_torch_save(_run_state(cfg, 10), run_dir / "ckpt_000000010.pt")
     final = []
 
-    def start(self, trainer, state) -> bool:
+    def start(self, state) -> bool:
+        trainer = self._make_trainer(state)
         self.promoted = (1, {k: v.clone() for k, v in trainer.model.state_dict().items()})
         return True
 
@@ -249,7 +250,8 @@ def test_a_full_disk_at_the_final_checkpoint_is_one_line_too(tmp_path: Path, mon
     run_dir = tmp_path / "r"
     atomic_torch_save(_run_state(cfg, 10), run_dir / "ckpt_000000010.pt")
 
-    def start(self, trainer, state) -> bool:
+    def start(self, state) -> bool:
+        self._make_trainer(state)
         self.promoted = (1, {})
         return True
 

@@ -35,6 +35,7 @@ class FakeCoordinator:
         self.calls = 0
         self.weights = weights
         self.new_stream = _Remote(lambda worker_id: 7)
+        self.take_carried = _Remote(lambda n: None)  # no games left in play by an earlier stop
         self.exchange = _Remote(self._exchange)
 
     def _exchange(self, kind: str, known: int) -> tuple[bool, tuple[int, list[Any]] | None]:
@@ -67,7 +68,7 @@ def test_the_stop_hands_in_the_refused_games_and_says_what_it_kept(tmp_path: Pat
 
     monkeypatch.setattr(ray, "get", lambda x, timeout=None: x)
     cfg = _cfg(tmp_path, **{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 4,
-                            "selfplay.ply_limit": 12})  # fmt: skip
+                            "selfplay.ply_limit": 12, "selfplay.stop_grace_seconds": 0})  # fmt: skip
     from takzero.nn.model import TakNet
 
     replay = FakeReplay()

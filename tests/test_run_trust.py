@@ -104,7 +104,8 @@ def test_a_non_finite_run_stops_with_one_line_and_no_final_checkpoint(tmp_path: 
     atomic_torch_save(_run_state(cfg, 10), tmp_path / "r" / "ckpt_000000010.pt")
     final = []
 
-    def start(self, trainer, state) -> bool:
+    def start(self, state) -> bool:
+        trainer = self._make_trainer(state)
         self.promoted = (1, {k: v.clone() for k, v in trainer.model.state_dict().items()})
         return True
 
@@ -286,7 +287,7 @@ def test_a_checkpoint_with_a_matching_sidecar_but_wrong_content_is_set_aside(tmp
     atomic_torch_save(_run_state(cfg, 20), run_dir / "ckpt_000000020.pt")
     damage, reason = CONTENT[content]
     damage(run_dir / "ckpt_000000020.pt")
-    monkeypatch.setattr(Run, "_start_actors", lambda self, trainer, state: False)
+    monkeypatch.setattr(Run, "_start_actors", lambda self, state: self._make_trainer(state) is None)
     run = Run(cfg, command="x")
     run.run()  # no traceback: the older good checkpoint is resumed
     assert run.resume_from.path.name == "ckpt_000000010.pt" and run.trainer.step == 10

@@ -35,7 +35,7 @@ def test_rays_start_up_warnings_reach_train_log_only(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(run_module, "init_ray", init_ray)
     capfd.readouterr()
-    assert run._start_actors(trainer=None, state=None) is False  # type: ignore[arg-type]
+    assert run._start_actors(state=None) is False
     run.reporter.close()
     err = capfd.readouterr().err
     assert "Token authentication" not in err and "Token authentication" not in console.getvalue()

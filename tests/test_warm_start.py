@@ -47,8 +47,8 @@ def _run_setup(cfg) -> tuple[Run, dict[str, Any]]:
     (the trainer, the promoted weights it published)."""
     kept: dict[str, Any] = {}
 
-    def start_actors(self: Run, trainer: Trainer, state: dict[str, Any] | None) -> bool:
-        kept["trainer"] = trainer
+    def start_actors(self: Run, state: dict[str, Any] | None) -> bool:
+        trainer = kept["trainer"] = self._make_trainer(state)
         kept["promoted"] = self._load_best(trainer, self.c.promoted_generation, state) if state is None else None
         return False  # stop here, as a Ctrl-C during start-up does
 

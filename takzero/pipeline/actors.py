@@ -41,8 +41,11 @@ class Coordinator:
     :class:`PublishedWeights`) with their generation numbers, the stop flag, and how
     the self-play random streams handed out (see :meth:`new_stream`)."""
 
-    def __init__(self, first_stream: int = 0) -> None:
+    def __init__(self, first_stream: int = 0, carried: Any = None) -> None:
         self.next_stream = first_stream
+        #: the games the last stop left in play (``selfplay.UnfinishedGames``), not yet taken
+        #: by a worker (:meth:`take_carried`); None: none
+        self.carried = carried
         self.weights: dict[str, tuple[int, list[Any]] | None] = {"promoted": None, "latest": None}
         self.stopped = False
         self.stream_workers: dict[int, int] = {}
@@ -85,6 +88,20 @@ class Coordinator:
         self.next_stream += 1
         self.stream_workers[s] = worker_id
         return s
+
+    def take_carried(self, n: int) -> Any:
+        """Up to ``n`` of the games the last stop left in play (``selfplay.UnfinishedGames``),
+        each handed out once (a restarted worker gets none of those its first life took), for a
+        worker to continue; None when none are left."""
+        if self.carried is None or not self.carried.games or n <= 0:
+            return None
+        taken, self.carried = self.carried.split(n)
+        return taken
+
+    def carried_left(self) -> Any:
+        """The carried games no worker took (more than the slots of this start's workers): the
+        stop keeps them again. None when none are left."""
+        return self.carried if self.carried is not None and self.carried.games else None
 
     def streams(self) -> dict[int, int]:
         """The worker id of every stream handed out in this launch (stream -> worker id)."""
@@ -241,19 +258,28 @@ class SelfPlayActor:
         self.worker_id = worker_id
         self.server = server
         self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
+        self.continued = 0  # carried games this worker took at its start
 
-    def run(self, coordinator: Any, replay: Any) -> dict[str, int]:
+    def run(self, coordinator: Any, replay: Any) -> dict[str, Any]:
         """Play until the coordinator says stop. The worker is built here, with a random stream
         the coordinator hands out, so a restarted actor (whose task Ray retries) plays new games
         rather than the ones its first life played; it plays once the coordinator has weights
         for it (the driver may start the workers before it publishes them). Its first step's
         statistics carry the start-up times (:data:`STARTUP_KEYS`).
 
+        Its first games are those the last stop left in play, as many as it has slots
+        (``Coordinator.take_carried``; :meth:`SelfPlayWorker.continue_games`).
+
         At the stop, a step the buffer refused (backpressure) is handed in anyway
-        (``ReplayActor.submit(force=True)``): finished games are never dropped. Returns what this
-        process did: 'games' (finished), 'kept_games' and 'kept_positions' (handed in at the
-        stop), 'unfinished_games' and 'unfinished_positions' (games still being played, and the
-        positions they had recorded: dropped)."""
+        (``ReplayActor.submit(force=True)``): finished games are never dropped. Then, for
+        ``selfplay.stop_grace_seconds`` (> 0), it plays on without starting new games, handing in
+        each game that finishes (forced: the trainer has stopped), and keeps the games still in
+        play for the next start (``'carried'``, a ``selfplay.UnfinishedGames``). Returns what this
+        process did: 'games' (finished), 'continued' (carried games it took at its start),
+        'kept_games' and 'kept_positions' (handed in at the stop), 'stored_games' and
+        'stored_positions' (games in play kept for the next start, and the positions they had
+        recorded), 'unfinished_games' and 'unfinished_positions' (games in play dropped: grace 0),
+        'carried'."""
         import ray
 
         from takzero.pipeline.selfplay import SelfPlayWorker
@@ -265,6 +291,8 @@ class SelfPlayActor:
 
             remote = RemoteEvaluator(self.server[0], self.cfg.board.size, name=self.server[1])
         self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream, evaluator=remote)
+        carried = ray.get(coordinator.take_carried.remote(self.worker.num_games))
+        self.continued = self.worker.continue_games(carried) if carried is not None else 0
         startup = {"startup/actor_at": self.created_at, "startup/built_at": time.time()}
         generation = -1
         pending = None  # a step refused by the buffer, retried before playing on
@@ -275,7 +303,7 @@ class SelfPlayActor:
                 last_check = now
                 stop, w = ray.get(coordinator.exchange.remote(self.kind, generation))
                 if stop:
-                    return self._stop(replay, pending)
+                    return self._stop(replay, pending, played=generation >= 0)
                 if w is not None:
                     generation = w[0]
                     if remote is None:  # a server's workers never read the weights
@@ -298,9 +326,11 @@ class SelfPlayActor:
                 if not ray.get(replay.submit.remote(records, stats, ptn)):
                     pending = (records, stats, ptn)
 
-    def _stop(self, replay: Any, pending: tuple[Any, dict[str, float], list[str]] | None) -> dict[str, int]:
-        """Hand in the refused step (if any) whatever the buffer's backpressure; the counts
-        :meth:`run` returns."""
+    def _stop(self, replay: Any, pending: tuple[Any, dict[str, float], list[str]] | None,
+              played: bool = True) -> dict[str, Any]:  # fmt: skip
+        """Hand in the refused step (if any) whatever the buffer's backpressure; play out the
+        grace period (``selfplay.stop_grace_seconds``; only once the worker has had weights:
+        ``played``) and keep what is still in play; the report :meth:`run` returns."""
         import ray
 
         kept_games = kept_positions = 0
@@ -309,12 +339,26 @@ class SelfPlayActor:
             ray.get(replay.submit.remote(records, stats, ptn, force=True))
             kept_games = int(stats.get("count/games", 0))
             kept_positions = 0 if records is None else len(records)
+        grace = float(self.cfg.selfplay.stop_grace_seconds)
+        end = time.monotonic() + grace
+        while played and grace > 0 and self.worker.in_play() and time.monotonic() < end:
+            records, stats, ptn = self.worker.play_step(new_games=False)
+            stats = {**stats, "inflight/worker": float(self.worker_id)}
+            ray.get(replay.submit.remote(records, stats, ptn, force=True))
+            kept_games += int(stats.get("count/games", 0))
+            kept_positions += 0 if records is None else len(records)
+        left = self.worker.unfinished()
+        keep = grace > 0
         return {
             "games": self.worker.games_finished,
+            "continued": self.continued,
             "kept_games": kept_games,
             "kept_positions": kept_positions,
-            "unfinished_games": len(self.worker.slots),
-            "unfinished_positions": sum(len(slot.states) for slot in self.worker.slots),
+            "stored_games": left.games if keep else 0,
+            "stored_positions": left.positions if keep else 0,
+            "unfinished_games": 0 if keep else left.games,
+            "unfinished_positions": 0 if keep else left.positions,
+            "carried": left if keep and left.games else None,
         }
 
 
@@ -488,6 +532,7 @@ class SelfPlayPool:
         self.workers: list[Any] = []
         self.tasks: list[Any] = []
         self.replaced = 0
+        self.carried: Any = None  # the games the workers keep for the next start (finish)
         for i in range(cfg.selfplay.workers):
             w = self._new_worker(i)
             self.workers.append(w)
@@ -509,24 +554,38 @@ class SelfPlayPool:
 
         return replace_lost(self.tasks, relaunch, "self-play worker")
 
-    def finish(self, timeout_s: float = 60.0) -> dict[str, int]:
-        """After the coordinator's stop: wait up to ``timeout_s`` for the tasks of the live
-        workers to return (one that waits for a node never comes), then kill every worker.
-        Returns the sums of what the returned tasks report (:meth:`SelfPlayActor.run`: 'games',
-        'kept_games', 'kept_positions', 'unfinished_games', 'unfinished_positions'; a task that
-        failed or did not return counts nothing)."""
+    def finish(self, timeout_s: float | None = None) -> dict[str, int]:
+        """After the coordinator's stop: wait up to ``timeout_s`` (default: the grace period,
+        ``selfplay.stop_grace_seconds``, plus 60 s) for the tasks of the live workers to return
+        (one that waits for a node never comes), then kill every worker. Returns the sums of
+        what the returned tasks report (:meth:`SelfPlayActor.run`: 'games', 'continued',
+        'kept_games', 'kept_positions', 'stored_games', 'stored_positions', 'unfinished_games',
+        'unfinished_positions'; a task that failed or did not return counts nothing, and
+        'lost_workers' counts those); the games they keep for the next start are in
+        :attr:`carried` (a ``selfplay.UnfinishedGames``)."""
         import ray
 
+        from takzero.pipeline.selfplay import UnfinishedGames
+
+        if timeout_s is None:
+            timeout_s = float(self.cfg.selfplay.stop_grace_seconds) + 60.0
         ready, _ = ray.wait(self.tasks, num_returns=len(self.tasks), timeout=timeout_s)
-        totals = dict.fromkeys(("games", "kept_games", "kept_positions", "unfinished_games",
-                                "unfinished_positions"), 0)  # fmt: skip
+        totals = dict.fromkeys(("games", "continued", "kept_games", "kept_positions", "stored_games",
+                                "stored_positions", "unfinished_games", "unfinished_positions"), 0)  # fmt: skip
+        totals["lost_workers"] = len(self.tasks) - len(ready)
+        carried = []
         for t in ready:
             try:
                 report = ray.get(t)
             except Exception:  # noqa: BLE001 - a worker lost at the stop hands in nothing more
+                totals["lost_workers"] += 1
                 continue
             for k in totals:
-                totals[k] += int(report.get(k, 0))
+                if k != "lost_workers":
+                    totals[k] += int(report.get(k, 0))
+            if report.get("carried") is not None:
+                carried.append(report["carried"])
+        self.carried = UnfinishedGames.concat(carried)
         for w in self.workers:
             ray.kill(w)
         return totals

@@ -138,6 +138,7 @@ def tactics_line(generation: int, point: dict[str, Any]) -> str:
 #: The phases of a run's start-up, in order, each between two of the wall-clock stamps that
 #: :func:`startup_timings` reads: (phase, from stamp, to stamp).
 STARTUP_PHASES = (
+    ("launch", "process_started", "run_created"),  # Python, imports, Hydra (process_started)
     ("setup", "run_created", "ray_start"),  # run folder, checkpoint verified and loaded, trainer
     ("ray", "ray_start", "ray_ready"),  # ray.init
     ("to_pool", "ray_ready", "pool_created"),  # the actors created (processes start meanwhile)
@@ -160,6 +161,8 @@ def startup_timings(stamps: dict[str, float]) -> dict[str, float]:
             out[name] = round(stamps[b] - stamps[a], 2)
     if "run_created" in stamps and "startup/first_step_at" in stamps:
         out["total"] = round(stamps["startup/first_step_at"] - stamps["run_created"], 2)
+    if "process_started" in stamps and "startup/first_step_at" in stamps:
+        out["from_command"] = round(stamps["startup/first_step_at"] - stamps["process_started"], 2)
     if "replay_reload_s" in stamps:
         out["replay_reload"] = round(stamps["replay_reload_s"], 2)
     if "run_created" in stamps:
@@ -167,11 +170,48 @@ def startup_timings(stamps: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def process_started() -> float | None:
+    """When this process started (``time.time()`` seconds; Linux: ``/proc``), None where that
+    cannot be read: the start-up timings count from the command, not from the run object."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, the 22nd field: clock ticks after the boot
+        boot = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                    if ln.startswith("btime "))  # fmt: skip
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def startup_line(timings: dict[str, float], resumed: bool) -> str:
+    """The console line when self-play's first positions are in, from :func:`startup_timings`:
+    ``'self-play: under way, its first positions 21.3 s after the command (resume: launch 6.1,
+    setup 1.2, ray 3.1, actors 4.0, worker_build 5.2, first_step 1.7 s)'``."""
+    total = timings.get("from_command", timings.get("total"))
+    since = "after the command" if "from_command" in timings else "after the start-up began"
+    phases = ", ".join(f"{name} {timings[name]:.1f}" for name, *_ in STARTUP_PHASES if name in timings)
+    what = "resume" if resumed else "new run"
+    head = f"self-play: under way, its first positions {total:.1f} s {since}" if total is not None \
+        else "self-play: under way"  # fmt: skip
+    return f"{head} ({what}: {phases} s)" if phases else head
+
+
 def kept_line(kept: dict[str, int]) -> str:
-    """The summary's line of what the stop kept (``SelfPlayPool.finish``): ``'kept: 3 games, 240
-    positions handed in at the stop; 61 unfinished games (4,810 positions) dropped'``."""
-    return (f"kept: {kept['kept_games']} games, {kept['kept_positions']} positions handed in at the stop; "
-            f"{kept['unfinished_games']} unfinished games ({kept['unfinished_positions']:,} positions) dropped")
+    """The summary's line of what the stop kept (``SelfPlayPool.finish`` and the run's
+    ``unfinished_games.npz``): ``'kept: 3 games, 240 positions handed in at the stop; 61 games
+    in play (4,810 positions) kept, the resume continues them'``; with games dropped
+    (``selfplay.stop_grace_seconds=0``, a failed write): ``'...; 61 unfinished games (4,810
+    positions) dropped'``; workers that did not answer the stop are named."""
+    parts = [f"kept: {kept['kept_games']} games, {kept['kept_positions']} positions handed in at the stop"]
+    stored = kept.get("stored_games", 0)
+    if stored:
+        parts.append(f"{stored} games in play ({kept.get('stored_positions', 0):,} positions) kept, "
+                     "the resume continues them")  # fmt: skip
+    if kept.get("unfinished_games", 0) or not stored:
+        parts.append(f"{kept['unfinished_games']} unfinished games ({kept['unfinished_positions']:,} positions) dropped")
+    if kept.get("lost_workers", 0):
+        parts.append(f"{kept['lost_workers']} worker(s) did not answer the stop: their games in play are lost")
+    return "; ".join(parts)
 
 
 def strength_text(generation: int, record: dict[str, Any]) -> str:

@@ -22,6 +22,8 @@ folder. Everything lands in ``checkpoints/<run_name>/``:
                       checkpoint lost them: refused, ``resume.outputs_without_checkpoints``)
 ``evaluation_games.json``  the finished games of the check running (and of the owed ones),
                       written as they arrive: a check cut by a stop plays only the rest
+``unfinished_games.npz``  the self-play games in play at the last stop
+                      (``selfplay.stop_grace_seconds`` > 0), continued by the next start
 ``hydra/``            Hydra's own output
 ====================  ========================================================================
 
@@ -38,6 +40,13 @@ the newest readable checkpoint, exactly:
   self-play actor start (a resume, or a Ray restart of a crashed actor) takes a new stream and
   game-id prefix (``Coordinator.new_stream``, counted from ``launches``), and each evaluation draws
   its openings from (seed, launch, generation), so no resumed run replays earlier games;
+* games in play: at a stop the workers play on for ``selfplay.stop_grace_seconds`` without
+  starting new games, hand in those that finish, and the run keeps the rest in
+  ``unfinished_games.npz`` (``selfplay.UnfinishedGames``: moves and policy targets, no pickle);
+  the next start hands them to its workers first (``Coordinator.take_carried``), each under a new
+  game id of the new stream, and removes the file once its workers exist (a kill -9 after that
+  loses them, as it loses any game in play); the summary's ``kept:`` line says what was handed
+  in, kept and dropped;
 * counters: the workers hand in each step's statistics with its records (``ReplayActor.submit``);
   every checkpoint drains them in the same replay-actor call that reads the buffer's state (the
   final one after the workers have stopped); positions and games in replay shards written after the checkpoint count too;
@@ -117,7 +126,9 @@ from takzero.pipeline.progress import (
     evaluation_line,
     kept_line,
     kernels_cached,
+    process_started,
     resume_command,
+    startup_line,
     startup_timings,
     strength_text,
     summary_lines,
@@ -164,6 +175,10 @@ Promoted = tuple[int, dict[str, torch.Tensor]]  # (generation, CPU state dict) o
 #: KeptGames`` by generation, with the check's step and seed), written as they arrive: a check
 #: cut by Ctrl-C or kill -9 plays only the rest after the resume.
 EVALUATION_GAMES = "evaluation_games.json"
+
+#: The file in the run folder that keeps the self-play games in play at the last stop
+#: (``selfplay.UnfinishedGames``), continued by the next start.
+UNFINISHED_GAMES = "unfinished_games.npz"
 
 #: errno values of a full disk: a write that fails with one stops the run (the last checkpoint
 #: on disk is kept and resumes it)
@@ -224,8 +239,13 @@ class Run:
         #: wall-clock stamps of this start-up (``progress.startup_timings``), said once in
         #: train.log when the first self-play positions are in; None once said
         self.startup: dict[str, float] | None = {"run_created": time.time()}
+        started = process_started()
+        if started is not None:  # the command's own start: Python, imports and Hydra before this
+            self.startup["process_started"] = started
         #: what the workers' stop kept and dropped (``SelfPlayPool.finish``), for the summary
         self.kept: dict[str, int] | None = None
+        #: the games the last stop left in play (``UNFINISHED_GAMES``), handed to the workers
+        self.carried: Any = None
         self.stop_requested = False
         self.stop_reason = ""
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
@@ -241,10 +261,16 @@ class Run:
         self.resume_from: ResumePoint | None = None
         #: lines for the run's log about checkpoints rejected at start-up (said once it is open)
         self.resume_notes: list[str] = []
+        #: lines for the run's log about an unfinished-games file set aside (said once it is open)
+        self.carried_notes: list[str] = []
         #: the failed write (a full disk) that stopped the run; :meth:`run` raises it at the end
         self.write_error: OSError | None = None
         self.launch = 0
         self.trainer: Trainer | None = None  # set once made (the lineage of best.pt needs its step)
+        #: (step, generation) of the checkpoint resumed ((0, 0) for a new run): the figures
+        #: before the trainer is made (:meth:`_make_trainer`)
+        self.saved_step: tuple[int, int] = (0, 0)
+        self.init: Any = None  # train.init_from's weights (warm_start.InitWeights), None without
         self.reporter: RunReporter | None = None
         self.scalars: ScalarLog | None = None
         #: called once the actors are created (tests use it to act on a running run)
@@ -305,10 +331,13 @@ class Run:
         c = self.cfg
         return StopRule(c.train.total_steps, c.train.max_minutes, c.max_games)
 
-    def _snapshot(self, trainer: Trainer, replay_positions: int = 0) -> Snapshot:
+    def _snapshot(self, trainer: Trainer | None, replay_positions: int = 0) -> Snapshot:
+        """The progress line's figures (before the trainer is made: the checkpoint's step and
+        generation)."""
+        step, generation = (trainer.step, trainer.generation) if trainer is not None else self.saved_step
         return Snapshot(
-            step=trainer.step,
-            generation=trainer.generation,
+            step=step,
+            generation=generation,
             games=self.c.games,
             positions=self.c.positions,
             minutes=self.minutes(),
@@ -358,7 +387,7 @@ class Run:
             f"batch {cfg.train.batch_size}, training starts at {cfg.replay.min_positions} positions")  # fmt: skip
         if self.tactics_line:
             say(f"  {self.tactics_line}")
-        say(f"  {self._generation_plan(self.trainer.step if self.trainer is not None else 0)}")
+        say(f"  {self._generation_plan(self.trainer.step if self.trainer is not None else self.saved_step[0])}")
 
     def _generation_plan(self, step: int) -> str:
         """The start-up line that says when generations come and what each is checked against:
@@ -368,7 +397,7 @@ class Run:
         cfg, e = self.cfg, self.cfg.evaluator
         every = cfg.train.checkpoint_every
         nxt = (step // every + 1) * every
-        gen = self.trainer.generation + 1 if self.trainer is not None else nxt // every
+        gen = (self.trainer.generation if self.trainer is not None else self.saved_step[1]) + 1
         text = (f"generations: one at each checkpoint (every {every} steps, train.checkpoint_every), "
                 f"the next (gen {gen}) at step {nxt}")  # fmt: skip
         checks = []
@@ -491,6 +520,7 @@ class Run:
         for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
             for p in remove_stale_temp_files(folder):
                 log.info("removed the temp file of an interrupted write: %s", p)
+        self.carried = self._load_carried()
         self.launch = next_launch(self.run_dir)
         self._write_config()
         state = self.resume_from[1] if self.resume_from else None
@@ -511,16 +541,18 @@ class Run:
             return
         self.c.launch = self.launch
 
-        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
+        # The trainer is made once the self-play workers' processes are starting
+        # (:meth:`_make_trainer`: its optimiser alone imports torch._dynamo, seconds that
+        # self-play does not wait for); until then the checkpoint's step and generation stand in.
         torch.set_num_threads(cfg.train.threads)
-        self._restore(trainer)
-        self.trainer = trainer
+        self.init = init
+        if state is not None:
+            self.saved_step = (int(state["step"]), int(state["generation"]))
         if init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh
-            trainer.model.load_state_dict(init.model_state)
             self.c.init_from = init.describe()
             self.c.earlier = init.lineage.to_dict()
             self.c.snapshot_minutes_at = init.lineage.minutes  # snapshots go on at the chain's next multiple
-        reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(trainer))
+        reporter = self.reporter = RunReporter(self.run_dir, self._stop_rule(), self._snapshot(None))
         reporter.min_positions = cfg.replay.min_positions
         self._start_lines(reporter, state is not None)
         for note in self.resume_notes:
@@ -528,9 +560,14 @@ class Run:
         for note in warm_start_lines(cfg, init, self.resume_from):
             reporter.line(note)
         if state is not None:
-            reporter.line(f"resumed from {self.resume_from[0].name}: step {trainer.step}, "
-                          f"generation {trainer.generation}, games {self.c.games}, "
+            reporter.line(f"resumed from {self.resume_from[0].name}: step {self.saved_step[0]}, "
+                          f"generation {self.saved_step[1]}, games {self.c.games}, "
                           f"{self.c.minutes:.1f} min trained")  # fmt: skip
+        if self.carried is not None:
+            reporter.line(f"self-play: continuing the {self.carried.games} game(s) in play at the last stop "
+                          f"({self.carried.positions:,} positions recorded so far; {UNFINISHED_GAMES})")  # fmt: skip
+        for note in self.carried_notes:
+            reporter.line(note)
         if not kernels_cached(Path(__file__).resolve().parent.parent):
             reporter.line("numba: compiling the search and rules kernels (cold cache: about a minute "
                           "before the first games; later starts reuse the cache)")  # fmt: skip
@@ -538,7 +575,7 @@ class Run:
         # A resumed run drops the points written after its checkpoint (done again) and keeps the
         # checkpoint's own: up to the last step written before it was saved ("tb_step"; a value
         # drained at the final checkpoint can sit one step past the trainer's step).
-        tb_step = int(state.get("tb_step", trainer.step)) if state else -1
+        tb_step = int(state.get("tb_step", self.saved_step[0])) if state else -1
         writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=tb_step + 1 if state else None,
                                flush_secs=30)  # fmt: skip
         self.scalars = ScalarLog(writer, floor=tb_step)
@@ -547,19 +584,32 @@ class Run:
             log_hparams(writer, cfg)
 
         try:
-            if not self.stop_requested and self._start_actors(trainer, state):
+            if not self.stop_requested and self._start_actors(state):
+                assert self.trainer is not None
                 self.loop_started = True
-                self._loop(trainer)
-                self._last_evaluation(trainer)
+                self._loop(self.trainer)
+                self._last_evaluation(self.trainer)
         except NonFiniteError as e:
             self._training_failed(e)
         except Exception as e:  # noqa: BLE001 - a full disk shows through Ray's wrappers too
             failed = write_failure(e)
             if failed is None:
                 raise
-            self._write_failed(failed, trainer)
+            self._write_failed(failed)
         finally:
-            self._shutdown(trainer)
+            self._shutdown(self.trainer)
+
+    def _make_trainer(self, state: dict[str, Any] | None) -> Trainer:
+        """The trainer, restored from the checkpoint ``state`` (None: a new run, with
+        ``train.init_from``'s weights when given); also ``self.trainer``."""
+        cfg = self.cfg
+        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
+        torch.set_num_threads(cfg.train.threads)  # (as at the start: the trainer's own count)
+        self._restore(trainer)
+        if self.init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh
+            trainer.model.load_state_dict(self.init.model_state)
+        self.trainer = trainer
+        return trainer
 
     def _training_failed(self, e: NonFiniteError) -> None:
         """Training went non-finite: stop the run without a final checkpoint (the weights are
@@ -578,7 +628,7 @@ class Run:
         else:  # pragma: no cover - the reporter exists once set-up is done
             log.error("%s", line)
 
-    def _write_failed(self, e: OSError, trainer: Trainer) -> None:
+    def _write_failed(self, e: OSError) -> None:
         """A write failed (the disk filled): stop the run without a final checkpoint and say, in
         one line for the log, what failed, which checkpoint is the last good one and how to go on
         (:meth:`run` raises ``e`` once the run has shut down)."""
@@ -626,9 +676,10 @@ class Run:
 
         return restore
 
-    def _start_actors(self, trainer: Trainer, state: dict[str, Any] | None) -> bool:
-        """Start Ray and the actors, reload the replay buffer, publish the weights. Returns False
-        when a Ctrl-C arrived meanwhile (checked between the steps; each finishes first).
+    def _start_actors(self, state: dict[str, Any] | None) -> bool:
+        """Start Ray and the actors, make the trainer (:meth:`_make_trainer`, while the actors'
+        processes start), reload the replay buffer, publish the weights. Returns False when a
+        Ctrl-C arrived meanwhile (checked between the steps; each finishes first).
 
         The actors' processes start together, before the weights are published (a self-play
         worker waits for its first weights) and before the replay reload is awaited: the
@@ -663,7 +714,8 @@ class Run:
         check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
         # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
         here = on_node(driver_node_id())
-        self.coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(self.launch * STREAMS_PER_LAUNCH)
+        self.coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(
+            self.launch * STREAMS_PER_LAUNCH, self.carried)
         self.replay = ray.remote(ReplayActor).options(num_cpus=0, **here).remote(
             cfg.replay, cfg.board.size, self.run_dir / "replay", cfg.seed, cfg.replay_opponent_top_k()
         )
@@ -681,7 +733,10 @@ class Run:
         options = selfplay_options(cfg.ray.selfplay_resources or {}, share)
         self.pool = SelfPlayPool(cfg, options, self.coordinator, self.replay, self.servers)
         stamp("pool_created")
+        if self.carried is not None:  # the workers' now (the coordinator's until they take them)
+            (self.run_dir / UNFINISHED_GAMES).unlink(missing_ok=True)
 
+        trainer = self._make_trainer(state)
         # Weights: the promoted model (best.pt) drives self-play; the latest is the trainer's.
         # Weights go to the object store once per generation; actors share the reference.
         self.promoted = self._load_best(trainer, self.c.promoted_generation, state)
@@ -722,7 +777,6 @@ class Run:
         cfg = self.cfg
         assert self.reporter is not None and self.scalars is not None and self.pool is not None
         reporter, scalars, replay = self.reporter, self.scalars, self.replay
-        first_games_said = False
         last_log = time.monotonic()
         steps_at_log = trainer.step
         while not self._done(trainer):
@@ -753,10 +807,6 @@ class Run:
                 self.reanalysed = {k: int(rstats.get(f"reanalyse/{k}", 0)) for k in ("issued", "applied", "dropped")}
                 self.reanalysed["sampled"] = int(rstats.get("replay/total_sampled", 0))
                 scalars.add("train/samples_per_s", samples_per_s, trainer.step)
-                if not first_games_said and self.inflight:
-                    first_games_said = True
-                    reporter.line(f"self-play: under way after {reporter.session_seconds():.0f} s "
-                                  "(kernels ready, first searches done)")  # fmt: skip
                 reporter.update(self._snapshot(trainer, int(rstats.get("replay/positions", 0))))
                 for worker in self.pool.check():  # raises a worker's own error; replaces one gone for good
                     self.inflight.pop(float(worker), None)  # its games in play are gone with it
@@ -843,6 +893,59 @@ class Run:
             kept = f", keeping the {n} game(s) it had finished" if n else ""
             self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again{kept}")
         self.c.owed_checks = []
+
+    def _load_carried(self) -> Any:
+        """The games the last stop left in play (``UNFINISHED_GAMES``, a
+        ``selfplay.UnfinishedGames``), None when there are none. A file that cannot be read is
+        set aside as ``<name>.rejected`` with a line (the run goes on without those games)."""
+        from takzero.pipeline.selfplay import UnfinishedGames
+
+        path = self.run_dir / UNFINISHED_GAMES
+        if not path.exists():
+            return None
+        try:
+            games = UnfinishedGames.load(path, self.cfg.board.size)
+        except (OSError, ValueError) as e:
+            try:
+                kept = f"the file is now {set_aside(path).name}"
+            except OSError as moved:
+                kept = f"it could not be set aside ({moved.strerror or moved})"
+            note = f"{path.name} cannot be read ({e}): the games in play at the last stop are not continued ({kept})"
+            self.carried_notes.append(note)
+            log.warning("%s", note)
+            return None
+        return games if games.games else None
+
+    def _keep_carried(self) -> None:
+        """After the workers' stop: write the games they left in play, and the carried ones no
+        worker took, to ``UNFINISHED_GAMES`` for the next start (the counts of ``self.kept``
+        follow: a failed write moves them to the dropped ones, with a line)."""
+        import ray
+
+        from takzero.pipeline.selfplay import UnfinishedGames
+
+        assert self.pool is not None and self.kept is not None and self.reporter is not None
+        parts = [self.pool.carried] if self.pool.carried is not None else []
+        try:
+            left = ray.get(self.coordinator.carried_left.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - a lost coordinator: its games are gone with it
+            left = None
+        if left is not None:
+            parts.append(left)
+            self.kept["stored_games"] += left.games
+            self.kept["stored_positions"] += left.positions
+        games = UnfinishedGames.concat(parts)
+        if not games.games:
+            return
+        path = self.run_dir / UNFINISHED_GAMES
+        try:
+            games.save(path)
+        except OSError as e:
+            self.kept["unfinished_games"] += self.kept["stored_games"]
+            self.kept["unfinished_positions"] += self.kept["stored_positions"]
+            self.kept["stored_games"] = self.kept["stored_positions"] = 0
+            self.reporter.line(f"self-play: the {games.games} game(s) in play could not be kept "
+                               f"({path}: {e.strerror or e}): dropped")  # fmt: skip
 
     def _load_eval_games(self) -> dict[int, dict[str, Any]]:
         """The finished games of owed checks kept in ``EVALUATION_GAMES`` ({} when there is no
@@ -963,7 +1066,7 @@ class Run:
             if self._poll_evaluation(trainer, timeout=1.0):
                 break
 
-    def _shutdown(self, trainer: Trainer) -> None:
+    def _shutdown(self, trainer: Trainer | None) -> None:
         """Stop the workers, write the final checkpoint (if the loop ran), close TensorBoard,
         kill the actors and print the summary. Safe after a failed or interrupted start-up."""
         import ray
@@ -974,7 +1077,8 @@ class Run:
             reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary"
                           if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
-            self.stop_reason = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games) or "error"
+            step = trainer.step if trainer is not None else self.saved_step[0]
+            self.stop_reason = self._stop_rule().reason(step, self.minutes(), self.c.games) or "error"
         if self.loop_started and self.stop_requested:  # owed again after the resume
             # (left in the schedule: the final checkpoint keeps them, with their games so far)
             self.c.owed_checks = [c.to_list() for c in self.schedule.pending()]
@@ -985,13 +1089,18 @@ class Run:
         if self.pool is not None:
             # Workers first: after they stopped nothing reaches the buffer, so the final
             # checkpoint (which drains the statistics first) and the buffer agree exactly.
+            grace = self.cfg.selfplay.stop_grace_seconds
+            if grace > 0 and self.stop_requested:
+                reporter.line(f"self-play: up to {grace:g} s for the games in play (selfplay.stop_grace_seconds; "
+                              "a second Ctrl-C stops at once)")  # fmt: skip
             self.kept = self.pool.finish()
+            self._keep_carried()
         if self.servers is not None:  # after the workers: none waits on a server any more
             self.servers.finish()
         if self.reanalyser is not None:
             self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None \
-                and self.training_error is None:  # fmt: skip
+                and self.training_error is None and trainer is not None:  # fmt: skip
             try:
                 self._checkpoint(trainer)
             except Exception as e:  # noqa: BLE001 - best effort at shutdown
@@ -999,7 +1108,7 @@ class Run:
                 if failed is None:
                     log.exception("final checkpoint failed")
                 else:
-                    self._write_failed(failed, trainer)
+                    self._write_failed(failed)
         self.scalars.flush()
         self.scalars.writer.close()
         if self.evaluator is not None:  # its private copies of model: files (it has two threads)
@@ -1012,6 +1121,7 @@ class Run:
                 ray.kill(actor)
         self.inflight = {}
         if self.loop_started:
+            assert trainer is not None
             rule = self._stop_rule().reason(trainer.step, self.minutes(), self.c.games)
             finished = rule is not None
             if finished and self.write_error is not None and not self.stop_reason.startswith(str(rule)):
@@ -1264,6 +1374,7 @@ class Run:
                 self.startup.update({k: s[k] for k in STARTUP_KEYS})
                 timings = startup_timings(self.startup)
                 self.reporter.line(f"start-up timings (s): {json.dumps(timings)}", console=False)
+                self.reporter.line(startup_line(timings, self.resume_from is not None))
                 self.startup = None
         stats = [{k: v for k, v in s.items() if not k.startswith(("inflight/", "startup/"))} for s in stats]
         if stats:

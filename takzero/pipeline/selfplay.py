@@ -34,12 +34,21 @@ current weights to ONNX in memory at every new generation and runs them with onn
 own policy), and logs the seconds each quantization took (``selfplay/quantize_seconds``); ``auto``
 times torch and onnx on a batch of this worker's size when the worker starts and keeps the faster
 one. CPU only: a CUDA worker keeps torch.
+
+Stopping (``selfplay.stop_grace_seconds``): at a run's stop the worker plays on for a grace period
+without starting new games (``play_step(new_games=False)``), handing in the games that finish,
+and gives what is still in play to :meth:`SelfPlayWorker.unfinished` (:class:`UnfinishedGames`:
+moves, recorded plies and policy targets, no pickled object), which the run keeps in its folder
+and the next start hands back (:meth:`SelfPlayWorker.continue_games`): each game goes on from its
+position with its positions recorded so far, under a new game id of the new worker's stream.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +59,7 @@ from takzero.game import core
 from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
+from takzero.io.files import atomic_open
 from takzero.nn.actions import move_to_action
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator, quantize
 from takzero.nn.model import ModelConfig, TakNet
@@ -93,6 +103,215 @@ def stream_seed(seed: int, stream: int) -> int:
     SeedSequence over both, so nearby streams are independent)."""
     state = np.random.SeedSequence([seed, stream]).generate_state(2, np.uint32)
     return int((int(state[0]) << 32 | int(state[1])) & ((1 << 63) - 1))
+
+
+#: The largest unfinished-games file read back (:meth:`UnfinishedGames.load`), bytes.
+MAX_UNFINISHED_BYTES = 1 << 31
+
+#: No proof for a recorded position (``UnfinishedGames.proven``): the game's outcome is its target.
+NO_PROOF = -128
+
+
+@dataclass
+class UnfinishedGames:
+    """Self-play games still in play at a stop, as plain arrays (written to the run folder as an
+    ``.npz``, read back without pickle): G games, their moves (N move codes in all) and their
+    recorded positions (R in all: ply, mover, proof and policy target; the positions themselves
+    are the games' positions at those plies, rebuilt from the moves).
+
+    Attributes (G = games, R = recorded positions, P = policy entries):
+        size: the board size (0 with no games).
+        old_id: (G,) int64, each game's id before the stop (information only: a continued game
+            takes a new id).
+        resign_disabled: (G,) bool, resignation off in the game (``selfplay.resign_playout_share``).
+        low_streak: (G, 2) int32, each colour's plies in a row below the resignation threshold.
+        would_resign: (G,) int8, the colour that would have resigned (resignation off), -1 none.
+        n_moves, n_recorded: (G,) int32, moves played and positions recorded, by game.
+        moves: (N,) int64 move codes, game after game.
+        plies: (R,) int32 ply of each recorded position; movers: (R,) int8 its side to move;
+            proven: (R,) int8 its exact value for the mover, :data:`NO_PROOF` when none.
+        n_policy: (R,) int32 policy-target entries of each recorded position.
+        actions: (P,) int64 and probs: (P,) float32, the policy targets' entries.
+    """
+
+    size: int = 0
+    old_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    resign_disabled: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    low_streak: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int32))
+    would_resign: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    n_moves: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    n_recorded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    moves: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    plies: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    movers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    proven: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    n_policy: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    actions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    probs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+
+    #: (name, dtype, trailing shape, what counts its rows): the arrays and how they must agree
+    ARRAYS = (
+        ("old_id", np.int64, (), "games"), ("resign_disabled", np.bool_, (), "games"),
+        ("low_streak", np.int32, (2,), "games"), ("would_resign", np.int8, (), "games"),
+        ("n_moves", np.int32, (), "games"), ("n_recorded", np.int32, (), "games"),
+        ("moves", np.int64, (), "n_moves"), ("plies", np.int32, (), "n_recorded"),
+        ("movers", np.int8, (), "n_recorded"), ("proven", np.int8, (), "n_recorded"),
+        ("n_policy", np.int32, (), "n_recorded"), ("actions", np.int64, (), "n_policy"),
+        ("probs", np.float32, (), "n_policy"),
+    )  # fmt: skip
+
+    @property
+    def games(self) -> int:
+        return len(self.old_id)
+
+    @property
+    def positions(self) -> int:
+        """Recorded positions of all the games (the records they will hand in, less resignations'
+        none: each is a record once its game ends)."""
+        return len(self.plies)
+
+    @classmethod
+    def from_slots(cls, size: int, slots: list[_Slot]) -> UnfinishedGames:
+        """The games of ``slots`` (each still in play)."""
+        if not slots:
+            return cls()
+        acts = [a for s in slots for a in s.actions]
+        probs = [p for s in slots for p in s.probs]
+        return cls(
+            size=size,
+            old_id=np.array([s.game_id for s in slots], np.int64),
+            resign_disabled=np.array([s.resign_disabled for s in slots], np.bool_),
+            low_streak=np.array([s.low_streak for s in slots], np.int32).reshape(-1, 2),
+            would_resign=np.array([-1 if s.would_resign is None else s.would_resign for s in slots], np.int8),
+            n_moves=np.array([len(s.game.moves) for s in slots], np.int32),
+            n_recorded=np.array([len(s.states) for s in slots], np.int32),
+            moves=np.array([m for s in slots for m in s.game.moves], np.int64),
+            plies=np.array([p for s in slots for p in s.plies], np.int32),
+            movers=np.array([m for s in slots for m in s.movers], np.int8),
+            proven=np.array([NO_PROOF if v is None else v for s in slots for v in s.proven], np.int8),
+            n_policy=np.array([len(a) for a in acts], np.int32),
+            actions=np.concatenate(acts).astype(np.int64) if acts else np.zeros(0, np.int64),
+            probs=np.concatenate(probs).astype(np.float32) if probs else np.zeros(0, np.float32),
+        )  # fmt: skip
+
+    @classmethod
+    def concat(cls, parts: list[UnfinishedGames]) -> UnfinishedGames:
+        """The games of ``parts`` one after the other. Raises ValueError for parts of other sizes."""
+        parts = [p for p in parts if p.games]
+        if not parts:
+            return cls()
+        sizes = {p.size for p in parts}
+        if len(sizes) > 1:
+            raise ValueError(f"unfinished games of several board sizes: {sorted(sizes)}")
+        return cls(size=parts[0].size,
+                   **{name: np.concatenate([getattr(p, name) for p in parts]) for name, *_ in cls.ARRAYS})  # fmt: skip
+
+    def split(self, n: int) -> tuple[UnfinishedGames, UnfinishedGames]:
+        """(the first ``n`` games, the rest)."""
+        n = max(0, min(n, self.games))
+        moves = int(self.n_moves[:n].sum())
+        recs = int(self.n_recorded[:n].sum())
+        pol = int(self.n_policy[:recs].sum())
+        cut = {"games": n, "n_moves": moves, "n_recorded": recs, "n_policy": pol}
+        head: dict[str, Any] = {}
+        tail: dict[str, Any] = {}
+        for name, _, _, rows in self.ARRAYS:
+            a = getattr(self, name)
+            head[name], tail[name] = a[: cut[rows]], a[cut[rows]:]
+        size_head = self.size if n else 0
+        size_tail = self.size if self.games - n else 0
+        return UnfinishedGames(size=size_head, **head), UnfinishedGames(size=size_tail, **tail)
+
+    def save(self, path: str | Path) -> None:
+        """Write the games to ``path`` (an ``.npz``, atomically). Raises OSError."""
+        arrays = {name: getattr(self, name) for name, *_ in self.ARRAYS}
+        with atomic_open(path, "wb") as f:
+            np.savez(f, size=np.int64(self.size), **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path, size: int) -> UnfinishedGames:
+        """Read games that :meth:`save` wrote, for a board of ``size`` (no pickle is read).
+
+        Raises:
+            ValueError: not such a file, another board size, arrays of wrong types or that
+                disagree in length (one line).
+            OSError: the file cannot be read.
+        """
+        if os.path.getsize(path) > MAX_UNFINISHED_BYTES:  # (np.savez does not compress: a bound on what is read)
+            raise ValueError(f"over {MAX_UNFINISHED_BYTES >> 20} MiB: not a file this run wrote")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a .npy, a pickle, a broken zip: one line
+            raise ValueError(f"not an unfinished-games file ({type(e).__name__}: {e})") from None
+        missing = [name for name, *_ in cls.ARRAYS if name not in data] + ([] if "size" in data else ["size"])
+        if missing:
+            raise ValueError(f"not an unfinished-games file (no {', '.join(missing)})")
+        if data["size"].shape != () or int(data["size"]) != size:
+            raise ValueError(f"its games are of board size {data['size']}, this run's is {size}")
+        out: dict[str, np.ndarray] = {}
+        for name, dtype, shape, _ in cls.ARRAYS:
+            a = data[name]
+            if a.dtype != dtype or a.shape[1:] != shape:
+                raise ValueError(f"{name} is {a.dtype}{list(a.shape)}, not {np.dtype(dtype)}")
+            out[name] = a
+        lengths = {"games": len(out["old_id"]), "n_moves": int(out["n_moves"].sum()),
+                   "n_recorded": int(out["n_recorded"].sum()), "n_policy": int(out["n_policy"].sum())}  # fmt: skip
+        for name, _, _, rows in cls.ARRAYS:
+            if len(out[name]) != lengths[rows]:
+                raise ValueError(f"{name} has {len(out[name])} rows, not {lengths[rows]}")
+        if any((out[k] < 0).any() for k in ("n_moves", "n_recorded", "n_policy")):
+            raise ValueError("negative counts")
+        return cls(size=size if lengths["games"] else 0, **out)
+
+    def slots(self, start: Position, ply_limit: int) -> list[_Slot | None]:
+        """The games as worker slots, each replayed from ``start`` with its positions recorded
+        again; None for a game that does not replay (an illegal move, a recorded ply or mover
+        that does not fit the moves) or that is already over (a lower ``selfplay.ply_limit``):
+        it cannot go on. Game ids are left 0 (the worker gives new ones)."""
+        out: list[_Slot | None] = []
+        m0 = r0 = p0 = 0
+        for g in range(self.games):
+            nm, nr = int(self.n_moves[g]), int(self.n_recorded[g])
+            moves = self.moves[m0:m0 + nm].tolist()
+            plies = self.plies[r0:r0 + nr].tolist()
+            n_pol = self.n_policy[r0:r0 + nr]
+            ends = p0 + np.cumsum(n_pol)
+            starts = ends - n_pol
+            m0, r0, p0 = m0 + nm, r0 + nr, p0 + int(n_pol.sum())
+            try:
+                game = Game(start, ply_limit=ply_limit)
+                states: list[np.ndarray] = []
+                at = {p: i for i, p in enumerate(plies)}
+                if len(at) != nr or any(p < 0 or p >= nm for p in plies) or plies != sorted(plies):
+                    raise ValueError("recorded plies out of order")
+                for ply, move in enumerate(moves):
+                    if ply in at:
+                        if int(self.movers[r0 - nr + at[ply]]) != game.position.side_to_move:
+                            raise ValueError("mover")
+                        states.append(game.position.state.copy())
+                    if game.result.over:
+                        raise ValueError("over")
+                    game.play(int(move))
+                if game.result.over:
+                    raise ValueError("over")
+            except Exception:  # noqa: BLE001 - an illegal move included: this game cannot go on
+                out.append(None)
+                continue
+            rows = range(r0 - nr, r0)
+            proven = [None if int(self.proven[i]) == NO_PROOF else int(self.proven[i]) for i in rows]
+            out.append(_Slot(
+                game=game, game_id=0, resign_disabled=bool(self.resign_disabled[g]),
+                low_streak=[int(x) for x in self.low_streak[g]],
+                would_resign=None if int(self.would_resign[g]) < 0 else int(self.would_resign[g]),
+                states=states,
+                actions=[self.actions[a:b].copy() for a, b in zip(starts, ends, strict=True)],
+                probs=[self.probs[a:b].copy() for a, b in zip(starts, ends, strict=True)],
+                movers=[int(self.movers[i]) for i in rows], plies=plies, proven=proven,
+            ))  # fmt: skip
+        return out
 
 
 class SelfPlayWorker:
@@ -180,7 +399,8 @@ class SelfPlayWorker:
         self.start = Position.start(self.size, komi=board.komi, flats=board.flats, caps=board.caps)
         self.games_finished = 0
         self._next_id = 0
-        self.slots: list[_Slot] = [self._new_game(g) for g in range(self.num_games)]
+        #: the games in play, by slot (None: a slot left empty at a stop, ``play_step(new_games=False)``)
+        self.slots: list[_Slot | None] = [self._new_game(g) for g in range(self.num_games)]
 
     @classmethod
     def from_run(
@@ -242,23 +462,57 @@ class SelfPlayWorker:
             if len(codes) == 0 or game.result.over:
                 break
             game.play(int(codes[self.rng.integers(len(codes))]))
-        gid = game_id(self.stream, self._next_id)
-        self._next_id += 1
         slot = _Slot(
             game=game,
-            game_id=gid,
+            game_id=self._next_game_id(),
             resign_disabled=bool(self.rng.random() < self.cfg.resign_playout_share),
         )
         self.mcts.reset(g, game.position.state)
         return slot
 
+    def _next_game_id(self) -> int:
+        gid = game_id(self.stream, self._next_id)
+        self._next_id += 1
+        return gid
+
+    # -- a stop and the next start -------------------------------------------------------------
+
+    def in_play(self) -> int:
+        """Games in play (slots not left empty)."""
+        return sum(slot is not None for slot in self.slots)
+
+    def unfinished(self) -> UnfinishedGames:
+        """The games in play, for a later start to continue (:meth:`continue_games`)."""
+        return UnfinishedGames.from_slots(self.size, [slot for slot in self.slots if slot is not None])
+
+    def continue_games(self, games: UnfinishedGames) -> int:
+        """Put the first games of ``games`` (as many as there are slots) in this worker's slots in
+        place of new ones: each goes on from its position with its recorded positions and
+        resignation state, under a new game id of this worker's stream (so no id is used twice,
+        whatever restarts follow). Returns how many went on; the others (beyond the slots, or
+        that no longer replay: :meth:`UnfinishedGames.slots`) are not played."""
+        taken, _ = games.split(self.num_games)
+        n = 0
+        for slot in taken.slots(self.start, self.cfg.ply_limit):
+            if slot is None:
+                continue
+            slot.game_id = self._next_game_id()
+            self.mcts.reset(n, slot.game.position.state)
+            self.slots[n] = slot
+            n += 1
+        return n
+
     # -- one step ----------------------------------------------------------------------------
 
-    def play_step(self) -> tuple[Records | None, dict[str, float], list[str]]:
+    def play_step(self, new_games: bool = True) -> tuple[Records | None, dict[str, float], list[str]]:
         """Search every open game once, play one move in each; returns (records of the games that
-        finished, statistics for logging, PTN texts of sample games)."""
+        finished, statistics for logging, PTN texts of sample games). ``new_games=False`` (a
+        stop's grace period): a finished game's slot stays empty (``None``) instead of taking a
+        new game."""
         t0 = time.perf_counter()
         active = self.mcts.active_games()
+        if active.size == 0 and not new_games:
+            return self._finish([], None, 0, 0, time.perf_counter() - t0)
         if active.size == 0:  # every slot finished without a move (cannot normally happen)
             for g in range(self.num_games):
                 self.slots[g] = self._new_game(g)
@@ -270,6 +524,7 @@ class SelfPlayWorker:
         finished: list[tuple[_Slot, int | None, str]] = []
         for g in active:
             slot = self.slots[g]
+            assert slot is not None  # (an active slot holds a game)
             pos = slot.game.position
             out = self.driver.outcome(g, policy=self.mcts.is_full_search(g), choose=False)
             sims += out.nodes
@@ -288,7 +543,7 @@ class SelfPlayWorker:
             mover = pos.side_to_move
             if self._resigns(slot, mover, out.value):
                 finished.append((slot, 1 - mover, "resign"))
-                self.slots[g] = self._new_game(g)
+                self._replace(g, new_games)
                 continue
             move = self.mcts.choose_move(g)  # after the resignation check: as the stream expects
             slot.game.play(move)
@@ -296,8 +551,16 @@ class SelfPlayWorker:
             res = slot.game.result
             if res.over:
                 finished.append((slot, res.winner, res.reason))
-                self.slots[g] = self._new_game(g)
+                self._replace(g, new_games)
         return self._finish(finished, sstats, sims, len(active), time.perf_counter() - t0)
+
+    def _replace(self, g: int, new_game: bool) -> None:
+        """Slot ``g``'s game ended: a new game in it, or (at a stop) an empty slot."""
+        if new_game:
+            self.slots[g] = self._new_game(g)
+        else:
+            self.slots[g] = None
+            self.mcts.free(g)
 
     def _proof(self, proven: int | None, pos: Position) -> tuple[int | None, int | None]:
         """The exact value of a recorded position for its side to move, when
@@ -348,14 +611,14 @@ class SelfPlayWorker:
             "count/moves": float(searched),
             "selfplay/simulations_per_s": sims / max(seconds, 1e-9),
             "selfplay/moves_per_s": searched / max(seconds, 1e-9),
-            "selfplay/mean_batch_size": sstats.leaves / max(sstats.steps, 1),
-            "selfplay/network_share": sstats.eval_seconds / max(seconds, 1e-9),
+            "selfplay/mean_batch_size": sstats.leaves / max(sstats.steps, 1) if sstats else 0.0,
+            "selfplay/network_share": sstats.eval_seconds / max(seconds, 1e-9) if sstats else 0.0,
             "selfplay/generation": float(self.generation),
             "selfplay/quantize_seconds": float(self.quantize_seconds),
             # gauges of this worker (the driver keeps the latest per stream, not summed over time)
             "inflight/stream": float(self.stream),
-            "inflight/games": float(self.num_games),
-            "inflight/positions": float(sum(len(slot.states) for slot in self.slots)),
+            "inflight/games": float(self.in_play()),
+            "inflight/positions": float(sum(len(slot.states) for slot in self.slots if slot is not None)),
         }
         ptn: list[str] = []
         lengths = []
