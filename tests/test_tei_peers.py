@@ -239,8 +239,8 @@ def test_websocket_refuses_connections_over_the_cap_and_stops_a_closed_ones_sear
 def test_the_bots_lobby_is_bounded_and_accepting_is_linear(monkeypatch) -> None:
     import takzero.protocols.playtak.bot as bot_module
     from takzero.protocols.playtak.bot import PlaytakBot
-    from takzero.protocols.playtak.lobby import MAX_OFFERS
     from takzero.protocols.playtak.lines import parse_seek
+    from takzero.protocols.playtak.lobby import MAX_OFFERS
 
     bot = PlaytakBot(RandomPlayer(seed=0), ("127.0.0.1", 9), accept="", log=lambda _m: None)
     bot._login_done, bot._name = True, "Bot"
