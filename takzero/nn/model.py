@@ -46,6 +46,7 @@ import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -413,7 +414,7 @@ def checkpoint_dict(model: TakNet, **extra: Any) -> dict[str, Any]:
 
 
 def model_from_checkpoint(
-    checkpoint: dict[str, Any] | str, map_location: str = "cpu", source: str | None = None
+    checkpoint: dict[str, Any] | str | os.PathLike, map_location: str = "cpu", source: str | None = None
 ) -> TakNet:
     """Rebuild a model from a checkpoint dict (or a path to one saved by ``torch.save``, read
     weights-only: :func:`takzero.nn.safe_load.load_weights_only`).
@@ -433,9 +434,12 @@ def model_from_checkpoint(
     # a str is a path unless ``source`` names the file it was loaded from (then it is the content)
     is_path = isinstance(checkpoint, os.PathLike) or (isinstance(checkpoint, str) and source is None)
     source = source or (str(checkpoint) if is_path else "the checkpoint")
-    if is_path:
-        checkpoint = load_weights_only(checkpoint, map_location=map_location)
-    check_checkpoint(checkpoint, source)  # a list, a tensor, no model_state, a NaN half_komi
+    loaded: Any = checkpoint
+    if isinstance(checkpoint, str | os.PathLike) and is_path:
+        loaded = load_weights_only(Path(checkpoint), map_location=map_location)
+    check_checkpoint(loaded, source)  # a list, a tensor, no model_state, a NaN half_komi
+    checkpoint = loaded
+    assert isinstance(checkpoint, dict)  # check_checkpoint refused anything else
     cfg = checkpoint["model_config"]
     if not isinstance(cfg, ModelConfig):
         if not isinstance(cfg, Mapping):
