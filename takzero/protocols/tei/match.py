@@ -27,9 +27,11 @@ which an in-process player can do.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import queue
 import re
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -121,10 +123,29 @@ def check_board_size(client: TEIClient, size: int, half_komi: int, allow_fallbac
 
 #: Seconds between wake-ups of a wait for an engine's line (see ``TEIClient._next``).
 POLL_S = 0.2
+#: Seconds an engine that has exited gets for the lines still in its pipe to arrive; then what
+#: is left of its process group (a child that holds the pipe open) is killed and the wait ends,
+#: without waiting for the pipe's end (``TEIClient._next``).
+EXIT_GRACE_S = 0.5
+
+
+def kill_process_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL every process of ``proc``'s process group (``proc`` was started in a session of
+    its own, so the group is the engine and every child it made that did not leave it), the
+    engine itself included when it still runs. Nothing happens when the group is empty or on a
+    platform without process groups."""
+    if os.name != "posix":
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class TEIClient:
-    """One TEI engine process.
+    """One TEI engine process, started in a session (and process group) of its own: when the
+    engine exits, or is closed or killed, whatever is left of its group (a child that still holds
+    its output pipe) is killed, and no wait is for the pipe's end once the engine has exited.
 
     Args:
         command: the command line (split with ``shlex.split``).
@@ -182,10 +203,11 @@ class TEIClient:
                 stderr=self._stderr_file or subprocess.DEVNULL,
                 text=True,
                 bufsize=1,
+                start_new_session=True,  # its own process group: killed whole (kill_process_group)
             )
         except OSError as e:
             raise EngineError("crash", f"cannot start '{self.command}': {e}") from None
-        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self.proc, self._lines), daemon=True)
         self._reader.start()
         self.send("tei")
         self.options = {}
@@ -201,14 +223,24 @@ class TEIClient:
                 break
         self.is_ready(self.startup_timeout)
 
-    def _read(self, proc: subprocess.Popen[str]) -> None:
+    def _read(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        # The reader owns proc.stdout and closes it at the pipe's end: close() cannot (closing a
+        # file another thread is reading waits for that read, i.e. for every holder of the pipe).
         assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\r\n")
-            if self.log:
-                self.log(f"< {line}")
-            self._lines.put(line)
-        self._lines.put(None)
+        try:
+            for line in proc.stdout:
+                line = line.rstrip("\r\n")
+                if self.log:
+                    self.log(f"< {line}")
+                lines.put(line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            lines.put(None)
+            try:
+                proc.stdout.close()
+            except OSError:
+                pass
 
     def send(self, line: str) -> None:
         """Send one line. Raises EngineError('crash') if the process is gone."""
@@ -235,11 +267,21 @@ class TEIClient:
         # Waited for in slices of POLL_S: a Ctrl-C that the kernel delivers to the reader thread
         # only sets CPython's flag, which the main thread acts on when it wakes up.
         deadline = time.monotonic() + max(timeout, 0.001)
+        exited_at: float | None = None
         while True:
             try:
                 line = self._lines.get(timeout=max(min(POLL_S, deadline - time.monotonic()), 0.001))
                 break
             except queue.Empty:
+                if self.proc is not None and self.proc.poll() is not None:
+                    # The engine is gone but the pipe has not ended: a child of it holds the
+                    # pipe. Its last lines get EXIT_GRACE_S, then its group is killed.
+                    exited_at = exited_at or time.monotonic()
+                    if time.monotonic() - exited_at >= EXIT_GRACE_S:
+                        kill_process_group(self.proc)
+                        line = None
+                        break
+                    continue
                 if time.monotonic() >= deadline:
                     raise EngineError(
                         "timeout", f"{self.name} did not answer {waiting_for} within {timeout:.1f} s"
@@ -250,6 +292,8 @@ class TEIClient:
                     self.proc.wait(timeout=2)
                 except subprocess.TimeoutExpired:
                     pass
+                if self.proc.poll() is not None:
+                    kill_process_group(self.proc)  # what it left behind
             raise EngineError(
                 "crash",
                 f"{self.name} stopped ({self._exit_text()}) while {waiting_for} was awaited",
@@ -302,7 +346,10 @@ class TEIClient:
                 infos.append(line)
 
     def close(self, timeout: float = 3.0) -> None:
-        """``quit``, then terminate/kill if the process does not exit within ``timeout`` s."""
+        """``quit``, then terminate/kill if the process does not exit within ``timeout`` s; then
+        every process left in its group (children holding its pipes) is killed. Returns once the
+        engine has exited, never waiting for its output pipe to end (the reader thread closes
+        it when it does)."""
         proc = self.proc
         if proc is not None:
             if proc.poll() is None:
@@ -321,20 +368,23 @@ class TEIClient:
                     except subprocess.TimeoutExpired:
                         proc.kill()
                         proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
+            kill_process_group(proc)
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            except OSError:
+                pass
+            if self._reader is not None:
+                self._reader.join(timeout=1.0)  # ends at the pipe's end, now that the group is gone
             self.proc = None
         if self._stderr_file is not None:
             self._stderr_file.close()
             self._stderr_file = None
 
     def kill(self) -> None:
-        """Kill the process at once (after a timeout); the next game restarts it."""
+        """Kill the process and its group at once (after a timeout); the next game restarts it."""
         if self.proc is not None and self.proc.poll() is None:
+            kill_process_group(self.proc)
             self.proc.kill()
             self.proc.wait()
         self.close(timeout=0.1)
