@@ -31,20 +31,26 @@ class SlowEvaluator(HashEvaluator):
         self.max_busy = 0
         self.stop_after, self.stop = stop_after, stop
         self.threads: set[str] = set()
+        self._lock = threading.Lock()  # two workers call at once: counts under a lock
+        self.last_call = threading.local()  # this thread's call number (1, 2, ...)
 
     def evaluate(self, states):
-        self.busy += 1
-        self.max_busy = max(self.max_busy, self.busy)
-        self.threads.add(threading.current_thread().name)
+        with self._lock:
+            self.busy += 1
+            self.max_busy = max(self.max_busy, self.busy)
+            self.threads.add(threading.current_thread().name)
         try:
             if self.delay:
                 time.sleep(self.delay)
-            self.calls += 1
-            if self.stop_after is not None and self.calls >= self.stop_after and self.stop is not None:
+            with self._lock:
+                self.calls += 1
+                self.last_call.n = self.calls
+            if self.stop_after is not None and self.last_call.n >= self.stop_after and self.stop is not None:
                 self.stop.set()
             return super().evaluate(states)
         finally:
-            self.busy -= 1
+            with self._lock:
+                self.busy -= 1
 
 
 def _mcts(games: int = 3, k: int = 8, seed: int = 0) -> BatchedMCTS:
@@ -102,13 +108,14 @@ def test_one_game_pipelined_runs_two_network_calls_at_once() -> None:
 
 def test_an_evaluator_error_in_either_worker_is_raised_and_the_other_batch_backed_up() -> None:
     """A network call that fails in one worker is raised from ``run``; the other worker backs up
-    its batch in flight first, and the search object is idle afterwards (the failed batch's
-    virtual visits stay: a failed search's tree is not searched on)."""
+    its batch in flight first, the failed batch's selection is taken back (no virtual visit
+    left, tests/test_two_workers_hostile.py searches such a tree on), and the search object is
+    idle afterwards."""
 
     class Failing(SlowEvaluator):
         def evaluate(self, states):
             out = super().evaluate(states)
-            if self.calls == 6:
+            if self.last_call.n == 6:  # this call's number: self.calls may be 7 already
                 raise RuntimeError("network failed")
             return out
 
@@ -117,6 +124,7 @@ def test_an_evaluator_error_in_either_worker_is_raised_and_the_other_batch_backe
     with pytest.raises(RuntimeError, match="network failed"):
         mcts.run(ev, simulations=10_000, pipelined=True)
     assert ev.busy == 0 and ev.calls <= 7
+    assert _no_virtual_visits(mcts)
 
 
 @pytest.mark.parametrize("seed", [3, 4])

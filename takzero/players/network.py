@@ -235,9 +235,16 @@ class NetworkSearch:
 
     def _root(self, g: int, position: Position) -> None:
         """Slot ``g`` rooted at ``position``: the kept tree when it is, unless that tree is
-        nearly full (a search on it could not grow: it would stop at once, see :meth:`think`),
-        else a fresh one."""
-        if not self.root_is(g, position) or self.mcts.tree_size(g) > REUSE_FULL_SHARE * self.config.node_budget:
+        nearly full (a search on it could not grow: it would stop at once, see :meth:`think`)
+        or holds leaves frozen when a tree was full (``BatchedMCTS.frozen_nodes``: never
+        expanded, each visit a backup without a network call, so a search on them counts
+        nodes it does not search and no new overflow ends it), else a fresh one."""
+        mcts = self.mcts
+        if (
+            not self.root_is(g, position)
+            or mcts.tree_size(g) > REUSE_FULL_SHARE * self.config.node_budget
+            or (mcts.overflow(g) > 0 and mcts.frozen_nodes(g) > 0)  # scanned only after a fill
+        ):
             self.reset(g, position)
 
     # -- readouts ---------------------------------------------------------------------------

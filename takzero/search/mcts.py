@@ -40,6 +40,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,6 +52,7 @@ from takzero.search.evaluators import Evaluator
 from takzero.search.rng import game_seed, stream_state
 from takzero.search.steps import begin_kernel, expand_backup_kernel, select_kernel
 from takzero.search.tree import (
+    FLAG_NOEXPAND,
     UNKNOWN,
     Leaves,
     Scratch,
@@ -204,6 +206,14 @@ class BatchedMCTS:
         """Leaves left unexpanded in slot ``g`` because its tree was full (since ``reset``)."""
         return int(self._games.overflow[g])
 
+    def frozen_nodes(self, g: int) -> int:
+        """Nodes of slot ``g``'s tree flagged ``FLAG_NOEXPAND``: leaves evaluated when the tree
+        was full (or at ``MAX_DEPTH``), which no search expands, only backs up again without a
+        network call. Tree reuse keeps them (``advance``); a caller that wants every visit to
+        reach the network starts afresh instead (``takzero.players.network.NetworkSearch``)."""
+        n = int(self._trees.num_nodes[g])
+        return int(np.count_nonzero(self._trees.flags[g, :n] & FLAG_NOEXPAND))
+
     def is_full_search(self, g: int) -> bool:
         """True if the last search of ``g`` was a full one (always, without playout caps): its
         policy target is meant to be recorded."""
@@ -340,7 +350,9 @@ class BatchedMCTS:
         runs it for every caller.
 
         ``evaluator.evaluate(states)`` must return ``(priors (L, A), values (L,), wdl)``.
-        Returns timing figures (:class:`SearchStats`).
+        Returns timing figures (:class:`SearchStats`). What the evaluator raises is raised here,
+        after the leaves of the failed call (and of any other call it had in flight) are taken
+        back: the trees stay searchable and the object idle.
 
         ``pipelined``: two batches in flight, one evaluated on a second thread while the other
         is selected; faster where the evaluator and the kernels can run at once (two cores, or a
@@ -369,7 +381,12 @@ class BatchedMCTS:
                 self._pending = 0
                 break
             t1 = time.perf_counter()
-            priors, values, _ = evaluator.evaluate(states)
+            try:
+                priors, values, _ = evaluator.evaluate(states)
+            except BaseException:
+                self._abandon(self._leaves, self._pending)  # the tree stays searchable
+                self._pending = 0
+                raise
             t2 = time.perf_counter()
             stats.eval_seconds += t2 - t1
             stats.steps += 1
@@ -415,35 +432,48 @@ class BatchedMCTS:
         half's are expanded and backed up. The halves share no tree, so each game sees the same
         select / evaluate / expand sequence as in the plain loop (the same search, given an
         evaluator whose output does not depend on the batch). A stop or a passed deadline ends
-        it once the batch in flight is backed up."""
+        it once the batch in flight is backed up. A failed network call is raised once the
+        other half's call has ended; the selections of both halves are taken back
+        (:meth:`_abandon`)."""
         bufs, submit = self._pipeline_parts(evaluator, stats)
         games = self._search_games
         parts = (games[: games.size // 2].copy(), games[games.size // 2 :].copy())
         pending: list[tuple[Future, int] | None] = [None, None]
+        held = [0, 0]  # leaves selected and not backed up yet, per half
         done = [False, False]
 
         def finish(h: int) -> None:
             item = pending[h]
             if item is not None:
+                pending[h] = None
                 priors, values, took = item[0].result()
                 stats.eval_seconds += took
                 self._expand_from(bufs[h], item[1], priors, values)
-                pending[h] = None
+                held[h] = 0
 
-        h = 0
-        while True:
-            n = 0
-            if not done[h] and not _stopped(stop, deadline):
-                n = self._select_into(bufs[h], parts[h])
-            if n == 0:
-                done[h] = True
-            finish(1 - h)  # the other half's batch, evaluated meanwhile
-            if n:
-                pending[h] = (submit(bufs[h], n), n)
-            if _stopped(stop, deadline) or (done[0] and done[1]):
-                finish(h)
-                return
-            h = 1 - h
+        try:
+            h = 0
+            while True:
+                n = 0
+                if not done[h] and not _stopped(stop, deadline):
+                    n = self._select_into(bufs[h], parts[h])
+                    held[h] = n
+                if n == 0:
+                    done[h] = True
+                finish(1 - h)  # the other half's batch, evaluated meanwhile
+                if n:
+                    pending[h] = (submit(bufs[h], n), n)
+                if _stopped(stop, deadline) or (done[0] and done[1]):
+                    finish(h)
+                    return
+                h = 1 - h
+        except BaseException:
+            for k in (0, 1):
+                item = pending[k]
+                if item is not None:
+                    futures_wait([item[0]])  # its buffer is free only once its call has ended
+                self._abandon(bufs[k], held[k])
+            raise
 
     def _expand_from(self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray) -> None:
         """Expand and back up the ``n`` leaves of buffer ``leaves`` with ``priors`` (n, A) and
@@ -469,6 +499,24 @@ class BatchedMCTS:
             self._move_buf, self._float_buf,
         )  # fmt: skip
 
+    def _abandon(self, leaves: Leaves, n: int) -> None:
+        """Take back the selection of the ``n`` leaves of buffer ``leaves`` whose network call
+        failed: their virtual visits and in-flight counts, as ``expand_backup_kernel`` would
+        before expanding them. The tree is then as if they had never been selected (terminal
+        leaves met on the way stay backed up), so the next search of it runs (a root leaf left
+        holding its virtual visit was never expanded again; a stuck one blocked its path)."""
+        if n <= 0:
+            return
+        use_virtual = int(self._settings[0]["leaves_per_step"]) > 1
+        vv, inflight = self._trees.virtual_visits, self._games.inflight
+        for j in range(n):
+            g = int(leaves.game[j])
+            depth = int(leaves.depth[j])
+            if use_virtual or depth == 0:
+                vv[g, leaves.path[j, : depth + 1]] -= 1  # one path: no node twice
+            if depth > 0:
+                inflight[g] -= 1
+
     def _run_pipelined(self, evaluator: Evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
         """The step loop of one game with two batches in flight, evaluated at once: two workers
         (this thread and the pool's) each select a batch, evaluate it and expand / back it up,
@@ -483,7 +531,8 @@ class BatchedMCTS:
         allow two calls at once (``takzero.nn.inference.Evaluator`` and ``CachedEvaluator``
         do).
 
-        Raises what the evaluator raises (the other worker first backs up its batch)."""
+        Raises what the evaluator raises (the other worker first backs up its batch; the failed
+        batch's selection is taken back, :meth:`_abandon`, so the tree can be searched on)."""
         bufs, _ = self._pipeline_parts(evaluator, stats)
         turn = threading.Condition()
         in_flight = [0, 0]
@@ -510,6 +559,7 @@ class BatchedMCTS:
                 except BaseException as e:
                     with turn:
                         failed.append(e)
+                        self._abandon(bufs[w], n)
                         in_flight[w] = 0
                         turn.notify_all()
                     raise
