@@ -145,3 +145,41 @@ def test_the_player_plays_on_after_a_failed_network_call(threads: int) -> None:
     move = player.think(pos, Limit(nodes=200))
     assert move.nodes == 200 and int(move.code) in set(pos.legal_move_codes().tolist())
     assert _clean(player._search.mcts)
+
+
+@pytest.mark.parametrize(("games", "k", "pipelined"), [(1, 8, False), (1, 8, True), (3, 4, True), (4, 1, True)])
+@pytest.mark.parametrize("how", ["deadline", "stop"])
+def test_a_search_stopped_before_it_starts_still_makes_one_network_call(games: int, k: int, pipelined: bool, how: str) -> None:
+    """``run`` promises one network call however early a stop or deadline comes (a player must
+    answer a move: ``go movetime 1`` on a busy machine, a ``stop`` right behind ``go``, a clock
+    that the tinuë check used up). The plain loop checks after its call; the two workers and the
+    two halves checked before selecting and made none, leaving a fresh root unexpanded (the
+    player then failed: 'game 0 has no expanded root')."""
+    cfg = SearchConfig(simulations=200, leaves_per_step=k, root_noise=False)
+    mcts = BatchedMCTS(games, 5, cfg, seed=0)
+    pos = Position.from_tps(MID_GAME)
+    for g in range(games):
+        mcts.reset(g, pos.state)
+    stop = threading.Event()
+    stop.set()
+    kwargs = {"deadline": time.perf_counter() - 1.0} if how == "deadline" else {"stop": stop}
+    mcts.run(HashEvaluator(5, seed=1), simulations=10_000, pipelined=pipelined, **kwargs)
+    assert _clean(mcts)
+    for g in range(games):
+        assert mcts.tree_size(g) > 1  # the root expanded
+        assert mcts.choose_move(g, temperature=0.0) in set(pos.legal_move_codes().tolist())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_player_answers_a_search_stopped_before_it_starts(threads: int) -> None:
+    ev = HashEvaluator(5, seed=1)
+    ev.metadata = {"size": 5}
+    player = NetworkPlayer.load(ev, simulations=64, seed=0)
+    player.set_threads(threads)
+    pos = Position.from_tps(MID_GAME)
+    player.reset(5, pos.half_komi)
+    stop = threading.Event()
+    stop.set()
+    move = player.think(pos, Limit(nodes=10_000, stop=stop))
+    assert int(move.code) in set(pos.legal_move_codes().tolist())
+    assert _clean(player._search.mcts)

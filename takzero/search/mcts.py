@@ -432,7 +432,8 @@ class BatchedMCTS:
         half's are expanded and backed up. The halves share no tree, so each game sees the same
         select / evaluate / expand sequence as in the plain loop (the same search, given an
         evaluator whose output does not depend on the batch). A stop or a passed deadline ends
-        it once the batch in flight is backed up. A failed network call is raised once the
+        it once the batch in flight is backed up (each half makes one call however early it
+        comes, as the plain loop's first call). A failed network call is raised once the
         other half's call has ended; the selections of both halves are taken back
         (:meth:`_abandon`)."""
         bufs, submit = self._pipeline_parts(evaluator, stats)
@@ -441,6 +442,7 @@ class BatchedMCTS:
         pending: list[tuple[Future, int] | None] = [None, None]
         held = [0, 0]  # leaves selected and not backed up yet, per half
         done = [False, False]
+        tried = [False, False]  # each half selects once, however early a stop comes
 
         def finish(h: int) -> None:
             item = pending[h]
@@ -455,15 +457,16 @@ class BatchedMCTS:
             h = 0
             while True:
                 n = 0
-                if not done[h] and not _stopped(stop, deadline):
+                if not done[h] and (not tried[h] or not _stopped(stop, deadline)):
                     n = self._select_into(bufs[h], parts[h])
                     held[h] = n
+                tried[h] = True
                 if n == 0:
                     done[h] = True
                 finish(1 - h)  # the other half's batch, evaluated meanwhile
                 if n:
                     pending[h] = (submit(bufs[h], n), n)
-                if _stopped(stop, deadline) or (done[0] and done[1]):
+                if (_stopped(stop, deadline) and tried[1 - h]) or (done[0] and done[1]):
                     finish(h)
                     return
                 h = 1 - h
@@ -527,7 +530,9 @@ class BatchedMCTS:
         elsewhere. A worker that finds no leaf while the other's batch is in flight waits for
         that batch's backup (it may open new leaves), and ends when none is in flight. A stop
         or a passed deadline ends each worker once its batch in flight is backed up (at most one
-        network call more than a plain run), so the trees stay consistent. The evaluator must
+        network call more than a plain run), so the trees stay consistent; as in the plain
+        loop, one batch is selected and evaluated however early the stop comes (a fresh root
+        gets expanded, so there is a move to answer). The evaluator must
         allow two calls at once (``takzero.nn.inference.Evaluator`` and ``CachedEvaluator``
         do).
 
@@ -536,16 +541,18 @@ class BatchedMCTS:
         bufs, _ = self._pipeline_parts(evaluator, stats)
         turn = threading.Condition()
         in_flight = [0, 0]
+        selected = [0]  # batches selected: the first one is, however early a stop comes
         failed: list[BaseException] = []
 
         def work(w: int) -> None:
             while True:
                 with turn:
                     while True:
-                        if failed or _stopped(stop, deadline):
+                        if failed or (selected[0] and _stopped(stop, deadline)):
                             return
                         n = self._select_into(bufs[w])
                         if n:
+                            selected[0] += 1
                             break
                         if not in_flight[1 - w]:  # nothing can open new leaves: done
                             return
