@@ -183,3 +183,36 @@ def test_the_player_answers_a_search_stopped_before_it_starts(threads: int) -> N
     move = player.think(pos, Limit(nodes=10_000, stop=stop))
     assert int(move.code) in set(pos.legal_move_codes().tolist())
     assert _clean(player._search.mcts)
+
+
+class _BadAnswerOnce(HashEvaluator):
+    """Answers its ``bad_at``-th call with priors that cannot be expanded (None): the failure
+    comes in the backup, under the workers' lock, not in the network call."""
+
+    def __init__(self, bad_at: int) -> None:
+        super().__init__(5, seed=1)
+        self.bad_at = bad_at
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def evaluate(self, states):
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        time.sleep(0.002)
+        priors, values, wdl = super().evaluate(states)
+        return (None if n == self.bad_at else priors), values, wdl
+
+
+@pytest.mark.timeout(60, method="thread")  # a hang: the waiting worker blocks the main thread
+@pytest.mark.parametrize("bad_at", [1, 2, 3, 6])
+def test_a_failed_backup_in_either_worker_ends_the_search(bad_at: int) -> None:
+    """An error while a worker backs up its batch (here: priors that are not an array) is raised
+    from ``run``. Before, the other worker, waiting for that batch's backup to open leaves
+    (or for its virtual visits to clear), waited for ever."""
+    cfg = SearchConfig(simulations=200, leaves_per_step=8, root_noise=False)
+    for _ in range(5):  # the waiting worker is a matter of timing: several tries
+        mcts = BatchedMCTS(1, 5, cfg, seed=0)
+        mcts.reset(0, Position.from_tps(MID_GAME).state)
+        with pytest.raises((TypeError, ValueError, IndexError, AttributeError)):
+            mcts.run(_BadAnswerOnce(bad_at), simulations=2000, pipelined=True)

@@ -544,7 +544,7 @@ class BatchedMCTS:
         selected = [0]  # batches selected: the first one is, however early a stop comes
         failed: list[BaseException] = []
 
-        def work(w: int) -> None:
+        def steps(w: int) -> None:
             while True:
                 with turn:
                     while True:
@@ -564,7 +564,7 @@ class BatchedMCTS:
                 try:
                     priors, values, _ = evaluator.evaluate(bufs[w].states[:n])
                 except BaseException as e:
-                    with turn:
+                    with turn:  # one step: the other selects no more once this is seen
                         failed.append(e)
                         self._abandon(bufs[w], n)
                         in_flight[w] = 0
@@ -576,6 +576,16 @@ class BatchedMCTS:
                     self._expand_from(bufs[w], n, priors, values)
                     in_flight[w] = 0
                     turn.notify_all()
+
+        def work(w: int) -> None:
+            try:
+                steps(w)
+            except BaseException as e:  # whatever failed (network call, backup): both end
+                with turn:
+                    if not any(f is e for f in failed):
+                        failed.append(e)
+                    turn.notify_all()  # the other may wait for this worker's batch
+                raise
 
         pool = self._pool
         assert pool is not None  # made by _pipeline_parts
