@@ -226,9 +226,11 @@ def _checkpoint(tmp_path: Path) -> Path:
     return path
 
 
-def test_backend_auto_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sessions(
+def test_backend_onnx_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``onnx``: float32 onnxruntime, a new session per thread count (two workers: ``threads //
+    2`` each); ``auto`` (the default) quantizes a checkpoint to int8; TorchScript stays as is."""
     pytest.importorskip("onnxruntime")
     import takzero.nn.inference as inference
 
@@ -236,7 +238,7 @@ def test_backend_auto_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sess
     real = inference.onnx_evaluator
     monkeypatch.setattr(inference, "onnx_evaluator", lambda m, threads=1: seen.append(threads) or real(m, threads))
     path = _checkpoint(tmp_path)
-    p = NetworkPlayer.load(str(path), simulations=8, threads=1)
+    p = NetworkPlayer.load(str(path), simulations=8, threads=1, backend="onnx")
     assert seen == []  # built at the first search
     p.reset(4, 2)
     p.think(Position.start(4), Limit(nodes=8))
@@ -246,9 +248,13 @@ def test_backend_auto_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sess
     p.set_threads(2)
     p.think(Position.start(4), Limit(nodes=8))
     assert seen == [1, 2]
-    p.set_pipeline(None)  # two threads: one searches, the network gets the other
+    p.set_pipeline(None)  # two threads: two workers, one network thread each
     p.think(Position.start(4), Limit(nodes=8))
     assert seen == [1, 2, 1] and p._search.driver.pipelined
+    auto = NetworkPlayer.load(str(path), simulations=8)
+    auto.reset(4, 2)
+    auto.think(Position.start(4), Limit(nodes=8))
+    assert auto.backend == "auto" and auto.evaluator.metadata["precision"] == "int8"
     torch_player = NetworkPlayer.load(str(path), simulations=8, backend="torch")
     assert getattr(torch_player.evaluator, "_session", None) is None
     with pytest.raises(ValueError, match="backend"):

@@ -196,3 +196,50 @@ def test_treenodes_is_bounded_by_its_most_and_by_the_machine(monkeypatch) -> Non
     assert "more than this machine's 1.0 GiB" in lines[-1] and "keeping 4000000" in lines[-1]
     engine.handle("setoption name TreeNodes value 200000")
     assert engine.tree_nodes == 200_000
+
+
+def test_a_backend_the_model_cannot_run_in_is_refused_and_a_fallback_is_said(tmp_path) -> None:
+    """``setoption Backend int8`` with a TorchScript model was accepted and then every ``go``
+    failed to the first legal move; now it is refused in one line, the old runtime kept. The
+    ``auto`` backend's float32 fallback (a network int8 refuses) is said as an ``info string``
+    at the next ``isready`` (a GUI shows no stderr)."""
+    import torch
+
+    import takzero.nn.inference as inference
+    from takzero.nn.inference import Evaluator, export_torchscript
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.nn.quantize import QuantizeError
+    from takzero.protocols.tei.engine import TEIEngine
+
+    torch.manual_seed(0)
+    net = TakNet(ModelConfig(size=4, channels=8, blocks=1)).eval()
+    ckpt = tmp_path / "m.pt"
+    torch.save(checkpoint_dict(net, half_komi=0), ckpt)
+    ts = tmp_path / "m.ts"
+    export_torchscript(Evaluator.load(str(ckpt)).model, ts)
+    lines: list[str] = []
+    eng = TEIEngine(model=str(ts), out=lines.append, threads=1)
+    for cmd in ("tei", "setoption name Backend value int8", "isready", "teinewgame 4",
+                "position startpos", "go nodes 30"):
+        eng.handle(cmd)
+    eng._finish_search()
+    assert any("Backend int8 cannot run this model" in line and "keeping auto" in line for line in lines)
+    assert eng.backend == "auto"
+    assert not any("search failed" in line for line in lines)
+    assert lines[-1].startswith("bestmove ")
+
+    real = inference.quantize
+
+    def refuse(*_a, **_k):
+        raise QuantizeError("onnxruntime could not quantize this graph")
+
+    inference.quantize = refuse
+    try:
+        lines.clear()
+        eng2 = TEIEngine(model=str(ckpt), out=lines.append, threads=1)
+        eng2.handle("tei")
+        eng2.handle("isready")
+    finally:
+        inference.quantize = real
+    ready = lines.index("readyok")
+    assert any("int8 refused" in line and line.startswith("info string") for line in lines[:ready])

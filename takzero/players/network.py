@@ -138,6 +138,10 @@ def _warn_komi_mismatch(player_name: str, model_half_komi: int | None, half_komi
     )
 
 
+class BackendFallbackWarning(UserWarning):
+    """The ``auto`` backend could not quantize a network and plays it in float32 instead."""
+
+
 class KomiMismatchWarning(UserWarning):
     """A network trained for one komi plays a position with another."""
 
@@ -798,7 +802,8 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
             try:
                 return with_backend(ev, "int8", threads=max(1, int(threads)))
             except QuantizeError as e:  # e.g. an ONNX file that is int8 already: run it as it is
-                warnings.warn(f"auto backend: int8 refused ({e}); playing in float32 onnxruntime", stacklevel=2)
+                warnings.warn(f"auto backend: int8 refused ({e}); playing in float32 onnxruntime",
+                              BackendFallbackWarning, stacklevel=2)
                 return with_backend(ev, "onnx", threads=max(1, int(threads)))
         backend = AUTO_PLAY_BACKEND
     return with_backend(ev, backend, threads=max(1, int(threads)))
@@ -814,6 +819,7 @@ __all__ = [
     "NETWORK_CHUNK",
     "PLAY_BACKENDS",
     "AUTO_PLAY_BACKEND",
+    "BackendFallbackWarning",
     "KomiMismatchWarning",
     "NetworkPlayer",
     "NetworkSearch",

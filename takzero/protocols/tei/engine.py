@@ -31,9 +31,12 @@ Commands and answers:
   - ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
     latency.
   - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
-  - ``Threads`` (spin 1..64): CPU threads of the network (onnxruntime intra-op threads, and
-    torch's); ``--threads`` sets it at start-up.
-  - ``Backend`` (combo auto, int8, onnx, torch): the network's runtime
+  - ``Threads`` (spin 1..64): CPU threads of the search: with 2 or more, two search workers each
+    select, evaluate and back up a batch of leaves, their network calls at once, each with
+    ``Threads // 2`` onnxruntime (and torch) threads; with 1, one loop and the network on one
+    thread; ``--threads`` sets it at start-up.
+  - ``Backend`` (combo auto, int8, onnx, torch; a runtime the model cannot run in, e.g. a
+    TorchScript file in onnx or int8, is refused and the old one kept): the network's runtime
     (``takzero.players.network.play_evaluator``): ``auto`` (``AUTO_PLAY_BACKEND``: int8 in
     onnxruntime on the CPU where the model allows, float32 onnxruntime where it cannot be
     quantized), ``int8`` (the network quantized to int8,
@@ -97,7 +100,8 @@ Behaviour worth knowing:
 * Tree reuse: when a ``position`` command extends the previous one by some moves, the player is told
   those moves (``Player.observe``) and keeps its search tree; otherwise it starts a fresh tree.
   ``teinewgame`` resets the player with the seed, so a session replays exactly with the same
-  commands (``go nodes``).
+  commands (``go nodes``) with ``Threads 1``; with two threads or more the two search workers
+  interleave by timing, so scores and lines vary a little from run to run.
 * Board sizes a model does not play: the ``Fallback`` player plays them (said once per game with
   ``info string``). With ``Fallback none`` such a size is refused where it would enter: at
   ``teinewgame`` (the previous size stays), at ``position tps`` (the previous position stays),
@@ -134,6 +138,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,7 +148,7 @@ from typing import Any, TextIO
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
 from takzero.players.base import BasePlayer, PlayerMove
-from takzero.players.network import PLAY_BACKENDS
+from takzero.players.network import PLAY_BACKENDS, BackendFallbackWarning
 from takzero.players.registry import check_spec, make_player
 from takzero.protocols.tei.lines import (
     MAX_NODES,
@@ -341,7 +346,7 @@ OPTIONS: dict[str, Option] = {
         Option("Batch", "spin", "batch", default=0, min=0, max=MAX_LEAVES,
                setter=_reconfiguring("batch")),
         Option("Backend", "combo", "backend", default="auto", var=PLAY_BACKENDS,
-               setter=_reconfiguring("backend")),
+               setter=lambda e, v: e._set_backend(str(v))),
         Option("Model", "string", "model_path", setter=lambda e, v: e._set_model(str(v)),
                shown=lambda v: str(v) if v else "<empty>"),
         Option("Fallback", "string", "fallback_spec",
@@ -468,6 +473,7 @@ class TEIEngine:
         self.backend: str = OPTIONS["backend"].parse(str(backend))
         self.size = DEFAULT_SIZE
         self._warmed: set[str] = set()
+        self._notes: list[str] = []  # said as info strings at the next isready
         self.baseline: BasePlayer = make_player(player, seed=self.seed)
         self.nodes_default = nodes
         if model:
@@ -518,12 +524,44 @@ class TEIEngine:
         loading happen before ``readyok``, not in the first timed ``go``."""
         sims = nodes if nodes is not None else 400
         net = self.model_loader(path, sims, self.seed, self.device)
-        self._configure(net)
-        warm = getattr(net, "think", None)
-        if warm is not None:
-            for pos in warm_positions(int(net.model_size)):
-                warm(pos, Limit(nodes=1))
+        with warnings.catch_warnings(record=True) as caught:  # said at the next isready
+            warnings.simplefilter("always", BackendFallbackWarning)
+            self._configure(net)
+            warm = getattr(net, "think", None)
+            if warm is not None:
+                for pos in warm_positions(int(net.model_size)):
+                    warm(pos, Limit(nodes=1))
+        self._keep_notes(caught)
         return net
+
+    def _keep_notes(self, caught: list[warnings.WarningMessage]) -> None:
+        """Keep the backend fallbacks among ``caught`` for the next ``isready`` (an
+        ``info string`` each: a GUI shows no stderr); other warnings go on as warnings."""
+        for w in caught:
+            if issubclass(w.category, BackendFallbackWarning):
+                self._notes.append(str(w.message))
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+    def _set_backend(self, value: str) -> None:
+        """``setoption Backend``: the network is rebuilt in the new runtime at once, so a model
+        that cannot run there (a TorchScript file in onnx or int8) is refused here, the old
+        runtime kept, instead of failing every later search."""
+        net = self.network
+        old = getattr(net, "backend", None)
+        if net is not None and old != value and hasattr(net, "use_backend"):
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", BackendFallbackWarning)
+                    net.use_backend(value, self.threads, check=True)
+                self._keep_notes(caught)
+            except (ValueError, ImportError) as e:
+                net.use_backend(old, self.threads)
+                self.info(f"setoption: Backend {value} cannot run this model ({clip(str(e), 300)}); "
+                          f"keeping {self.backend}")  # fmt: skip
+                return
+        self.backend = value
+        self._configure_all()
 
     def _configure(self, player: Any) -> None:
         """Apply the engine's tree budget, threads and batch to ``player`` (players without a
@@ -766,6 +804,9 @@ class TEIEngine:
 
     def _cmd_isready(self, args: list[str]) -> None:
         self._warm()
+        for note in self._notes:
+            self.info(note)
+        self._notes.clear()
         self.send("readyok")
 
     def _cmd_stop(self, args: list[str]) -> None:
