@@ -279,10 +279,11 @@ def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp
     pytest.importorskip("onnxruntime")
     with pytest.raises(ValueError, match="not a TorchScript export"):
         with_backend(Evaluator.load(str(ts)), "onnx")
-    # auto: the checkpoint runs in onnxruntime, the TorchScript baseline stays on torch
+    # auto: the checkpoint runs in onnxruntime quantized to int8 (and says so: it was labelled
+    # "onnx"), the TorchScript baseline stays on torch
     (r,) = evaluate_model(str(tiny_model), [f"model:{ts}:2"], pairs=1, simulations=2, ply_limit=10,
                           say=lambda line: None)  # fmt: skip
-    assert r["backend"] == "onnx" and r["games"] == 2
+    assert r["backend"] == "int8" and r["games"] == 2
     (r,) = evaluate_model(str(ts), ["random"], pairs=1, simulations=2, ply_limit=10, say=lambda line: None)
     assert r["backend"] == "torch"
 

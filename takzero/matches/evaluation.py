@@ -154,7 +154,10 @@ def evaluate_model(
     requested = backend
     if backend == "auto":
         net = play_evaluator(net, "auto", ort_threads)
-        backend = "onnx" if getattr(net, "_session", None) is not None else "torch"
+        if getattr(net, "_session", None) is None:
+            backend = "torch"
+        else:  # what auto chose: int8 where the network was quantized (or the file is int8)
+            backend = "int8" if net.metadata.get("precision") == "int8" else "onnx"
     elif backend != "torch":
         net = _on_backend(net, backend, ort_threads, f"model {model}")
     for spec, player in zip(baselines, players, strict=True):
