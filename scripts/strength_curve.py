@@ -217,13 +217,13 @@ def read_model(path: Path) -> tuple[int, int, Lineage]:
         raise ValueError(f"{path}: cannot be loaded: {e}") from None
     if not isinstance(d, dict) or not isinstance(d.get("model_config"), dict) or "model_state" not in d:
         raise ValueError(f"{path}: holds no model_config and model_state (not a takzero model file)")
-    try:
-        net = model_from_checkpoint(d)
-    except Exception as e:  # noqa: BLE001 - any way the weights fail to build a network
-        raise ValueError(f"{path}: its weights do not build a network ({type(e).__name__}: {e})") from None
     generation = d.get("generation", -1)
     if isinstance(generation, bool) or not isinstance(generation, int):
         raise ValueError(f"{path}: its generation must be a whole number, got {generation!r:.40}")
+    try:
+        net = model_from_checkpoint(d, source=str(path))
+    except Exception as e:  # noqa: BLE001 - any way the weights fail to build a network
+        raise ValueError(f"{path}: its weights do not build a network ({type(e).__name__}: {e})") from None
     try:
         lineage = Lineage.of_file(d)
     except ValueError as e:

@@ -85,10 +85,10 @@ def test_exported_model_plays_like_the_checkpoint(tmp_path: Path) -> None:
     export_checkpoint(ckpt, tmp_path / "out" / "m.onnx", fmt="onnx")
     shutil.copytree(tmp_path / "out", tmp_path / "copy")
     shutil.rmtree(tmp_path / "out")  # loading needs only the file
-    players = [
-        NetworkPlayer.load(ckpt, simulations=24, seed=3),
-        NetworkPlayer.load(tmp_path / "copy" / "m.pt", simulations=24, seed=3),
-        NetworkPlayer.load(tmp_path / "copy" / "m.onnx", simulations=24, seed=3),
+    players = [  # float32 all: auto would quantize the checkpoint and the ONNX file to int8
+        NetworkPlayer.load(ckpt, simulations=24, seed=3, backend="onnx"),
+        NetworkPlayer.load(tmp_path / "copy" / "m.pt", simulations=24, seed=3),  # TorchScript: torch
+        NetworkPlayer.load(tmp_path / "copy" / "m.onnx", simulations=24, seed=3, backend="onnx"),
     ]
     assert players[1].name == "r-g2" and players[1].model_half_komi == 2
     test_positions = positions(4, 6, seed=1)

@@ -21,7 +21,8 @@ from takzero.config import compose_preset
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "scripts" / "gpu_suite.sh"
 STEPS = ["environment", "check_gpu", "network_6x6", "network_6x64", "network_10x128", "selfplay_8",
-         "selfplay_16", "selfplay_8_plain", "make_batch", "trainer", "run"]  # fmt: skip
+         "selfplay_16", "selfplay_8_plain", "selfplay_ray_8", "selfplay_ray_16", "make_batch", "trainer",
+         "run"]  # fmt: skip
 
 
 def _json_lines(text: str) -> list[dict]:
