@@ -8,6 +8,8 @@ run with self-play, gating and Reanalyse all through the server."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -168,6 +170,10 @@ def test_gating_and_reanalyse_through_the_server_equal_the_local_path(ray_sessio
     before = pinned.evaluate(states)
     pid = info["pid"]
     ray.kill(servers.servers[0], no_restart=False)
+    for _ in range(300):  # the kill is asynchronous: a call made before it lands reaches the old process
+        if (servers.info()[0] or {}).get("pid") not in (None, pid):
+            break
+        time.sleep(0.1)
     after = pinned.evaluate(states)
     assert pinned.pins == 2 and (servers.info()[0] or {}).get("pid") != pid
     for x, y in zip(before, after, strict=True):
