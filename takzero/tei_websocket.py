@@ -178,7 +178,7 @@ class _GatedListener:
         """The next socket that sent its first bytes (waits for one); OSError once closed."""
         with self._cond:
             while not self._ready and not self._closed:
-                self._cond.wait()
+                self._cond.wait(0.5)  # a timed wait: a Ctrl-C or a close is seen within it
             if self._closed:
                 raise OSError(errno.EBADF, "the server is closed")
             item = self._ready.popleft()
