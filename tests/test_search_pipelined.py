@@ -123,7 +123,9 @@ def test_an_evaluator_error_in_either_worker_is_raised_and_the_other_batch_backe
     ev = Failing(5, delay=0.005)
     with pytest.raises(RuntimeError, match="network failed"):
         mcts.run(ev, simulations=10_000, pipelined=True)
-    assert ev.busy == 0 and ev.calls <= 7
+    # the failing call (6th), the other worker's in flight, and at most one more that it selected
+    # while the failing worker waited for the lock to record its failure
+    assert ev.busy == 0 and ev.calls <= 8
     assert _no_virtual_visits(mcts)
 
 
