@@ -141,7 +141,7 @@ def test_a_pipelined_search_agrees_with_a_plain_one(seed: int) -> None:
     # the same judgement of the moves (measured 0.92-0.99 at 8 leaves a step, the order of
     # close moves may swap: the two workers interleave by timing) ...
     assert np.corrcoef(visits_a, visits_b)[0, 1] > 0.9
-    assert moves_a[np.argmax(visits_a)] in moves_b[np.argsort(-visits_b)[:3]]
+    assert moves_a[np.argmax(visits_a)] in moves_b[np.argsort(-visits_b)[:5]]
     # ... but not the same tree: the second batch is selected before the first is backed up
     assert not np.array_equal(visits_a, visits_b)
 
