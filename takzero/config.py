@@ -29,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import komi_to_half_komi
+from takzero.io.machine import machine_memory
 from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
@@ -731,22 +732,6 @@ MAX_SIMULATIONS = 1_000_000
 MAX_NODE_BUDGET = 2**31 - 1
 #: Seconds ``ray.address``'s host:port is given to answer at start-up.
 RAY_CONNECT_TIMEOUT_S = 5.0
-
-
-def machine_memory() -> int:
-    """Bytes of memory of this machine: the physical memory (``os.sysconf``), or the container's
-    limit (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) when it is lower."""
-    import os
-
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(limit_file).read_text()[:40].strip()
-        except OSError:
-            continue
-        if text.isdigit() and 0 < int(text) < total:
-            total = int(text)
-    return int(total)
 
 
 def implied_memory(c: TrainConfig) -> list[tuple[str, int, str]]:

@@ -5,6 +5,8 @@ nothing of it):
   used by every user-facing output of the package and scripts/, and ``write_ptn_file``;
 * :mod:`takzero.io.ptn_ninja` -- PTN Ninja links (over :mod:`takzero.io.lz_string`, lz-string's
   URI-safe codec);
+* :mod:`takzero.io.machine` -- the machine's memory (``machine_memory``: the run's memory checks
+  and the TEI engine's ``TreeNodes`` bound share it);
 * :mod:`takzero.io.picture` -- board pictures (matplotlib imported inside its functions, so the
   room stays light).
 

@@ -134,7 +134,6 @@ clocks in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -147,6 +146,7 @@ from typing import Any, TextIO
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
+from takzero.io.machine import machine_memory
 from takzero.players.base import BasePlayer, PlayerMove
 from takzero.players.network import PLAY_BACKENDS, BackendFallbackWarning
 from takzero.players.registry import check_spec, make_player
@@ -381,20 +381,6 @@ def check_player_spec(spec: str) -> None:
     count = spec.rpartition(":")[2] if ":" in spec else ""
     if kind in ("uct", "model") and count.isascii() and count.isdigit() and int(count) > MAX_NODES:
         raise ValueError(f"at most {MAX_NODES} simulations a move, got '{clip(count)}' in '{clip(spec)}'")
-
-
-def machine_memory() -> int:
-    """Bytes of memory of this machine: the physical memory, or the container's cgroup limit
-    when it is lower (as ``takzero.config.machine_memory``, which this room cannot import)."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(limit_file).read_text()[:40].strip()
-        except OSError:
-            continue
-        if text.isdigit() and 0 < int(text) < total:
-            total = int(text)
-    return int(total)
 
 
 def warm_positions(size: int) -> list[Position]:
