@@ -192,33 +192,42 @@ def legal_mask(states: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
+def softmax_at(logits: np.ndarray, out: np.ndarray, legal: np.ndarray, n: int) -> None:
+    """Row kernel: ``out`` (A,) float32 gets the softmax of ``logits`` (A,) over the ``n`` action
+    indices ``legal[:n]`` (int64) and 0 elsewhere; no legal entry, or all of them -inf, gives
+    zeros; a NaN or +inf legal logit makes the legal entries NaN (the rules of
+    ``model.masked_softmax``). Shared by :func:`legal_softmax` and the mask path of
+    ``takzero.nn.inference.masked_softmax_np``."""
+    out[:] = 0.0
+    mx = -np.inf
+    for i in range(n):
+        if logits[legal[i]] > mx:
+            mx = logits[legal[i]]
+    if not np.isfinite(mx):
+        mx = 0.0
+    total = 0.0
+    for i in range(n):
+        e = np.exp(np.float32(logits[legal[i]] - mx))
+        out[legal[i]] = e
+        total += e
+    if total > 0.0 and total < np.inf:
+        inv = np.float32(1.0 / total)
+        for i in range(n):
+            out[legal[i]] *= inv
+    elif total != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
+        for i in range(n):
+            out[legal[i]] = np.nan
+
+
+@njit(cache=True, nogil=True)
 def _legal_softmax_impl(states: np.ndarray, logits: np.ndarray, out: np.ndarray, moves: np.ndarray,
                         legal: np.ndarray) -> None:  # fmt: skip
     for g in range(states.shape[0]):
-        state = states[g]
-        size = state[I_SIZE]
-        out[g, :] = 0.0
-        n = generate_moves(state, moves)
-        mx = -np.inf
+        size = states[g, I_SIZE]
+        n = generate_moves(states[g], moves)
         for i in range(n):
-            a = move_to_action(moves[i], size)
-            legal[i] = a
-            if logits[g, a] > mx:
-                mx = logits[g, a]
-        if not np.isfinite(mx):
-            mx = 0.0
-        total = 0.0
-        for i in range(n):
-            e = np.exp(np.float32(logits[g, legal[i]] - mx))
-            out[g, legal[i]] = e
-            total += e
-        if total > 0.0 and total < np.inf:
-            inv = np.float32(1.0 / total)
-            for i in range(n):
-                out[g, legal[i]] *= inv
-        elif total != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
-            for i in range(n):
-                out[g, legal[i]] = np.nan
+            legal[i] = move_to_action(moves[i], size)
+        softmax_at(logits[g], out[g], legal, n)
 
 
 def legal_softmax(states: np.ndarray, logits: np.ndarray) -> np.ndarray:

@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from takzero.game.core import I_SIZE, STATE_LEN
-from takzero.nn.actions import legal_mask, legal_softmax, num_actions
+from takzero.nn.actions import legal_mask, legal_softmax, num_actions, softmax_at
 from takzero.nn.features import check_version, encode, layers_from_channels
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.losses import masked_softmax
@@ -397,29 +397,11 @@ def _masked_softmax_rows(logits: np.ndarray, mask: np.ndarray, out: np.ndarray) 
     legal = np.empty(a_cols, np.int64)
     for b in range(b_rows):
         n = 0
-        mx = -np.inf
         for a in range(a_cols):
             if mask[b, a]:
                 legal[n] = a
                 n += 1
-                if logits[b, a] > mx:
-                    mx = logits[b, a]
-        out[b, :] = 0.0
-        if not np.isfinite(mx):
-            mx = 0.0
-        s = 0.0
-        for i in range(n):
-            a = legal[i]
-            e = np.exp(np.float32(logits[b, a] - mx))
-            out[b, a] = e
-            s += e
-        if s > 0.0 and s < np.inf:
-            inv = np.float32(1.0 / s)
-            for i in range(n):
-                out[b, legal[i]] *= inv
-        elif s != 0.0:  # NaN (a NaN logit) or +inf (a +inf logit): the row is broken, say so
-            for i in range(n):
-                out[b, legal[i]] = np.nan
+        softmax_at(logits[b], out[b], legal, n)
 
 
 @numba.njit(cache=True, nogil=True)
