@@ -129,21 +129,29 @@ def test_an_evaluator_error_in_either_worker_is_raised_and_the_other_batch_backe
     assert _no_virtual_visits(mcts)
 
 
-@pytest.mark.parametrize("seed", [3, 4])
-def test_a_pipelined_search_agrees_with_a_plain_one(seed: int) -> None:
-    plain, piped = _mcts(games=1), _mcts(games=1)
-    ev = HashEvaluator(5, seed=seed)
-    plain.run(ev, simulations=2000)
-    piped.run(ev, simulations=2000, pipelined=True)
-    moves_a, visits_a = plain.root_visits(0)
-    moves_b, visits_b = piped.root_visits(0)
-    np.testing.assert_array_equal(moves_a, moves_b)
-    # the same judgement of the moves (measured 0.92-0.99 at 8 leaves a step, the order of
-    # close moves may swap: the two workers interleave by timing) ...
-    assert np.corrcoef(visits_a, visits_b)[0, 1] > 0.9
-    assert moves_a[np.argmax(visits_a)] in moves_b[np.argsort(-visits_b)[:5]]
-    # ... but not the same tree: the second batch is selected before the first is backed up
-    assert not np.array_equal(visits_a, visits_b)
+def test_a_pipelined_search_agrees_with_a_plain_one() -> None:
+    """The two workers interleave by timing, so one search's root visits are a sample: the
+    agreement is judged over eight evaluators (seeds) at once, never on one. Measured on one
+    loaded core, 100 searches (4 seeds x 25): the correlation of root visits at least 0.889 (median
+    0.970) per search, the plain search's best move in the pipelined one's top five in all 100.
+    A pipelined search that lost or double-counted backups, or kept virtual visits, correlates
+    far lower and misses the best move."""
+    correlations, found = [], 0
+    for seed in range(3, 11):
+        plain, piped = _mcts(games=1), _mcts(games=1)
+        ev = HashEvaluator(5, seed=seed)
+        plain.run(ev, simulations=2000)
+        piped.run(ev, simulations=2000, pipelined=True)
+        moves_a, visits_a = plain.root_visits(0)
+        moves_b, visits_b = piped.root_visits(0)
+        np.testing.assert_array_equal(moves_a, moves_b)
+        assert visits_b.sum() == 2000 and _no_virtual_visits(piped)
+        correlations.append(np.corrcoef(visits_a, visits_b)[0, 1])
+        found += moves_a[np.argmax(visits_a)] in moves_b[np.argsort(-visits_b)[:5]]
+        # ... but not the same tree: the second batch is selected before the first is backed up
+        assert not np.array_equal(visits_a, visits_b)
+    assert np.mean(correlations) > 0.9, correlations
+    assert found >= 7, found
 
 
 @pytest.mark.parametrize("games", [1, 3])
