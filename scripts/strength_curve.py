@@ -354,6 +354,7 @@ def evaluate_file(path: Path, lineage: Lineage, generation: int, args: argparse.
         "games_selfplay": lineage.games,
         "steps": lineage.steps,
         "runs": list(lineage.runs),
+        "lineage_known": lineage.known,  # False: the counters are lower bounds (a file without lineage)
         "wins": s["wins"],
         "draws": s["draws"],
         "losses": s["losses"],

@@ -21,7 +21,9 @@ metadata dict (JSON) with:
 * ``run_name`` and ``generation`` (None when unknown), ``source`` (the checkpoint's file name),
   ``takzero_version``;
 * ``lineage``: the training behind the weights, summed over a chain of warm starts
-  (``minutes``, ``positions``, ``games``, ``steps``, ``runs``; :mod:`takzero.pipeline.lineage`).
+  (``minutes``, ``positions``, ``games``, ``steps``, ``runs``; :mod:`takzero.pipeline.lineage`);
+  ``known: false`` when a file of the chain carried none (the counters are then lower bounds, and
+  a file with no lineage at all is said as "training: unknown", never as 0.0 min).
 
 TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
 (see :mod:`takzero.nn.inference`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
@@ -105,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, ImportError, KeyError, RuntimeError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1
+    lineage = Lineage.from_dict(meta["lineage"])  # (a file without one: unknown, never "0.0 min")
     print(
         f"wrote {out} ({args.format}): {meta['size']}x{meta['size']}, komi {meta['komi']:g}, "
         f"feature version {meta['feature_version']}, {meta['num_actions']} actions, "
-        f"run {meta.get('run_name')!r} generation {meta.get('generation')}; trained "
-        f"{Lineage.from_dict(meta['lineage']).describe()}"
+        f"run {meta.get('run_name')!r} generation {meta.get('generation')}; "
+        f"{'trained' if lineage.known else 'training:'} {lineage.describe()}"
     )
     return 0
 

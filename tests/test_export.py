@@ -140,14 +140,37 @@ def test_exported_files_carry_the_lineage(tmp_path: Path, capsys) -> None:
                            "earlier": {"minutes": 5.0, "positions": 500, "games": 20, "steps": 100, "runs": ["a"]}})  # fmt: skip
     meta = export_checkpoint(ckpt, tmp_path / "c.pt", komi=2)
     assert meta["lineage"] == {"minutes": 15.0, "positions": 1500, "games": 60, "steps": 400, "runs": ["a", "b"]}
-    # A bare model file: no counters, its run name.
+    # A bare model file: its training is unknown (no counters, said as unknown), its run name.
     assert export_checkpoint(tiny_checkpoint(run_name="x"), tmp_path / "d.pt", komi=2)["lineage"] == {
-        "minutes": 0.0, "positions": 0, "games": 0, "steps": 0, "runs": ["x"]}  # fmt: skip
+        "minutes": 0.0, "positions": 0, "games": 0, "steps": 0, "runs": ["x"], "known": False}  # fmt: skip
     for bad in ({"minutes": -1.0}, {"positions": "many"}, {"steps": True}, {"runs": "a"}, [1, 2]):
         torch.save(tiny_checkpoint(half_komi=4, lineage=bad), best)
         assert main([str(best), "-o", str(tmp_path / "x.pt")]) == 1
         err = capsys.readouterr().err
         assert "export failed" in err and str(best) in err and "lineage" in err, err
+
+
+def test_a_file_without_lineage_is_never_said_as_trained_0_minutes(tmp_path: Path, capsys) -> None:
+    """A model file or checkpoint with no lineage (training-time) information: the export's line
+    says its training is unknown, never 'trained 0.0 min'; the exported metadata keeps it as
+    unknown (``known: false``), and a warm start from such a file says lower bounds."""
+    from takzero.pipeline.lineage import Lineage
+
+    for name, ckpt in (("bare", tiny_checkpoint(half_komi=4)), ("named", tiny_checkpoint(half_komi=4, run_name="v1"))):
+        path = tmp_path / f"{name}.pt"
+        torch.save(ckpt, path)
+        assert main([str(path), "-o", str(tmp_path / f"{name}_out.pt")]) == 0
+        out = capsys.readouterr().out
+        assert "0.0 min" not in out and "trained" not in out, out
+        assert "training: unknown (the file carries no lineage" in out, out
+        meta = read_metadata(tmp_path / f"{name}_out.pt")["lineage"]
+        assert meta["known"] is False and not Lineage.from_dict(meta).known
+    # a run warm-started from such a file: its counters are lower bounds, said as such
+    chain = Lineage.of_file({"run_name": "v1"}).plus(12.0, 300, 10, 40, "next")
+    assert not chain.known and Lineage.from_dict(chain.to_dict()) == chain
+    assert chain.describe().startswith("at least 12.0 min, 300 positions") and "unknown" in chain.describe()
+    with pytest.raises(ValueError, match="lineage: known"):
+        Lineage.from_dict({"known": "no"})
 
 
 def test_bad_inputs_fail_with_a_message(tmp_path: Path, capsys) -> None:

@@ -213,7 +213,8 @@ def test_lineage_counts_add_up_and_round_trip() -> None:
 
 def test_lineage_of_a_file_model_checkpoint_or_bare() -> None:
     """A model file gives its entry; a checkpoint its run's counters on top of the run's own
-    earlier lineage; a bare model file zero counters and its run name."""
+    earlier lineage; a bare model file unknown training (zero counters as lower bounds) and its
+    run name."""
     from takzero.pipeline.lineage import Lineage
 
     entry = Lineage(10.0, 100, 5, 50, ("a",))
@@ -222,8 +223,8 @@ def test_lineage_of_a_file_model_checkpoint_or_bare() -> None:
             "run": {"minutes": 12.0, "positions": 300, "games": 9, "earlier": entry.to_dict()}}  # fmt: skip
     assert Lineage.of_file(ckpt) == Lineage(22.0, 400, 14, 120, ("a", "b"))
     assert Lineage.of_file({"step": 3, "run_name": "c", "run": {"minutes": 1.0}}) == Lineage(1.0, 0, 0, 3, ("c",))
-    assert Lineage.of_file({"run_name": "v1"}) == Lineage(runs=("v1",))
-    assert Lineage.of_file({}) == Lineage()
+    assert Lineage.of_file({"run_name": "v1"}) == Lineage(runs=("v1",), known=False)  # unknown, not 0 min
+    assert Lineage.of_file({}) == Lineage(known=False)
     for bad in ({"run": {"minutes": None}}, {"run": {"earlier": "x"}}, {"run": {"minutes": -5}},
                 {"run": {}, "step": -7}, {"run": "x"}):  # fmt: skip
         with pytest.raises(ValueError, match="lineage"):

@@ -10,7 +10,10 @@ lineage as the counters *before* it (``RunCounters.earlier``) and adds its own.
 
 Files without the entry (shipped networks of earlier code, a checkpoint of a run with no warm
 start) count what they say: a checkpoint ``ckpt_*.pt`` carries its run's own counters
-(``"run"``, ``"step"``), a bare model file nothing (the lineage starts at zero and names its run).
+(``"run"``, ``"step"``); a bare model file says nothing, so its training is *unknown*
+(``Lineage.known`` False, kept as ``"known": false`` in :meth:`Lineage.to_dict`): it is never
+said as 0.0 min, and a chain that starts from such a file says its counters as lower bounds
+("at least ...").
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class Lineage:
         games: self-play games finished.
         steps: trainer steps (optimiser updates).
         runs: the run names of the chain, oldest first ("" where a file named none).
+        known: False when the training of some link of the chain is unknown (a model file
+            without a lineage entry): the counters are then lower bounds.
     """
 
     minutes: float = 0.0
@@ -43,18 +48,24 @@ class Lineage:
     games: int = 0
     steps: int = 0
     runs: tuple[str, ...] = ()
+    known: bool = True
 
     def plus(self, minutes: float, positions: int, games: int, steps: int, run_name: str) -> Lineage:
         """This lineage with one more run's own counters added (``run_name`` appended unless it
         is already the last name: a run's own files all extend the same earlier lineage)."""
         runs = self.runs if self.runs and self.runs[-1] == run_name else (*self.runs, run_name)
         return Lineage(self.minutes + float(minutes), self.positions + int(positions),
-                       self.games + int(games), self.steps + int(steps), runs)  # fmt: skip
+                       self.games + int(games), self.steps + int(steps), runs, self.known)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain types for a model file or checkpoint (``"lineage"`` / ``RunCounters.earlier``)."""
-        return {"minutes": self.minutes, "positions": self.positions, "games": self.games,
-                "steps": self.steps, "runs": list(self.runs)}  # fmt: skip
+        """Plain types for a model file or checkpoint (``"lineage"`` / ``RunCounters.earlier``);
+        ``"known": False`` only for a lineage with an unknown link (files of a known one are as
+        before)."""
+        d: dict[str, Any] = {"minutes": self.minutes, "positions": self.positions, "games": self.games,
+                             "steps": self.steps, "runs": list(self.runs)}  # fmt: skip
+        if not self.known:
+            d["known"] = False
+        return d
 
     @classmethod
     def from_dict(cls, d: Any) -> Lineage:
@@ -63,7 +74,7 @@ class Lineage:
         Raises:
             ValueError: ``d`` is not a dict; minutes not a number in [0, MAX_MINUTES]; a count
                 not a whole number in [0, MAX_COUNT] (bools and strings refused); ``runs`` not a
-                list of strings.
+                list of strings; ``known`` not a bool.
         """
         if d is None:
             return cls()
@@ -84,14 +95,18 @@ class Lineage:
         runs = d.get("runs", [])
         if not isinstance(runs, list | tuple) or not all(isinstance(r, str) for r in runs):
             raise ValueError(f"lineage: runs must be a list of run names, got {runs!r:.80}")
-        return cls(float(minutes), counts[0], counts[1], counts[2], tuple(runs))
+        known = d.get("known", True)
+        if not isinstance(known, bool):
+            raise ValueError(f"lineage: known must be true or false, got {known!r:.60}")
+        return cls(float(minutes), counts[0], counts[1], counts[2], tuple(runs), known)
 
     @classmethod
     def of_file(cls, d: dict[str, Any]) -> Lineage:
         """The lineage of a loaded model or checkpoint file ``d``: its ``"lineage"`` entry; else,
         for a checkpoint, its run's counters (``"run"``: minutes, positions, games; ``"step"``)
-        on top of the run's own earlier lineage (``"run"`` ``"earlier"``); else none (a bare
-        model file: zero counters, its ``run_name`` if it gives one).
+        on top of the run's own earlier lineage (``"run"`` ``"earlier"``); else unknown (a bare
+        model file: zero counters that are only a lower bound, ``known`` False, its ``run_name``
+        if it gives one).
 
         Raises:
             ValueError: the entry, or the checkpoint's counters, are malformed (:meth:`from_dict`'s
@@ -103,7 +118,7 @@ class Lineage:
         name = name if isinstance(name, str) else str(name)
         run = d.get("run")
         if run is None:
-            return cls(runs=(name,) if name else ())
+            return cls(runs=(name,) if name else (), known=False)
         if not isinstance(run, dict):
             raise ValueError(f"lineage: a checkpoint's run counters must be a dict, got {type(run).__name__}")
         earlier = cls.from_dict(run.get("earlier") or None)
@@ -112,8 +127,17 @@ class Lineage:
         return earlier.plus(own.minutes, own.positions, own.games, own.steps, name)
 
     def describe(self) -> str:
-        """One line: ``'95.3 min, 412,000 positions, 9,800 steps over 2 runs (a, b)'``."""
+        """One line: ``'95.3 min, 412,000 positions, 9,800 steps over 2 runs (a, b)'``; with an
+        unknown link ``'at least 12.0 min, ... (the training of an earlier file is unknown)'``,
+        and with nothing known ``'unknown (the file carries no lineage) ...'``, never a false
+        0.0 min."""
         names = ", ".join(r or "?" for r in self.runs)
         over = f" over {len(self.runs)} run{'s' if len(self.runs) != 1 else ''} ({names})" if self.runs else ""
-        return (f"{self.minutes:.1f} min, {self.positions:,} positions, {self.games:,} games, "
-                f"{self.steps:,} steps{over}")  # fmt: skip
+        counts = (f"{self.minutes:.1f} min, {self.positions:,} positions, {self.games:,} games, "
+                  f"{self.steps:,} steps")  # fmt: skip
+        if self.known:
+            return counts + over
+        if not (self.minutes or self.positions or self.games or self.steps):
+            return "unknown (the file carries no lineage: no training time, positions or steps)" + (
+                f" ({'run ' + names})" if self.runs else "")
+        return f"at least {counts}{over} (the training of an earlier file is unknown: it carries no lineage)"

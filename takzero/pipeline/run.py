@@ -1238,7 +1238,9 @@ class Run:
         atomic_torch_save(d, path)
         self.c.snapshot_minutes_at = minutes
         if self.reporter is not None:
-            self.reporter.line(f"weight snapshot at {minutes:.1f} min of training (lineage): {path}")
+            known = d["lineage"].get("known", True)  # (an earlier file's training unknown: a lower bound)
+            self.reporter.line(f"weight snapshot at {'' if known else 'at least '}{minutes:.1f} min of training "
+                               f"(lineage): {path}")  # fmt: skip
         return path
 
     def _promote(self, promoted: Promoted) -> None:

@@ -160,7 +160,7 @@ def warm_start_lines(cfg: TrainConfig, init: InitWeights | None, resumed: Any) -
         return []
     lines = [f"  warm start: weights from {init.describe()} (train.init_from); optimiser, "
              "steps and replay start fresh"]  # fmt: skip
-    if init.lineage.minutes > 0 or init.lineage.positions > 0:
+    if init.lineage.minutes > 0 or init.lineage.positions > 0 or not init.lineage.known:
         lines.append(f"  warm start: the training behind it: {init.lineage.describe()}")
     if init.half_komi is not None and init.half_komi != cfg.half_komi():
         lines.append(f"  warm start: the file was trained with komi {init.half_komi / 2:g}, this "
