@@ -240,10 +240,19 @@ def test_worker_node_lost_mid_run(tmp_path: Path, ray_temp_dir: str) -> None:
             seen["removed"] = True
             time.sleep(3)
             seen["while_down"] = ray.get(run.replay.positions_by_source.remote())
-            time.sleep(5)
-            seen["later_down"] = ray.get(run.replay.positions_by_source.remote())
+            # Until the other worker hands in more (it was a fixed 5 s: on a loaded machine the
+            # worker's next game may take longer), at most 240 s.
+            other_first = _streams_of(ray.get(run.pool.coordinator.streams.remote()), 1 - seen["lost_worker"])[0]
+            seen["later_down"] = seen["while_down"]
+            end = time.monotonic() + 240
+            while time.monotonic() < end and not done.is_set():
+                seen["later_down"] = ray.get(run.replay.positions_by_source.remote())
+                if seen["later_down"].get(other_first, 0) > seen["while_down"].get(other_first, 0):
+                    break
+                time.sleep(0.5)
             node_c = cluster.add_node(num_cpus=1, temp_dir=ray_temp_dir)
             seen["node_c"] = node_c.node_id
+            end = time.monotonic() + 240  # each wait its own deadline: a slow one does not eat the next's
             while time.monotonic() < end and not done.is_set():
                 later = _streams_of(ray.get(run.pool.coordinator.streams.remote()), seen["lost_worker"])[1:]
                 by_stream = ray.get(run.replay.positions_by_source.remote())

@@ -170,9 +170,10 @@ def test_gating_and_reanalyse_through_the_server_equal_the_local_path(ray_sessio
     before = pinned.evaluate(states)
     pid = info["pid"]
     ray.kill(servers.servers[0], no_restart=False)
-    for _ in range(300):  # the kill is asynchronous: a call made before it lands reaches the old process
-        if (servers.info()[0] or {}).get("pid") not in (None, pid):
-            break
+    # The kill is asynchronous: a call made before it lands reaches the old process. The wait is
+    # generous (it was 30 s): on a loaded machine a new actor process takes long to import torch.
+    end = time.monotonic() + 300
+    while (servers.info()[0] or {}).get("pid") in (None, pid) and time.monotonic() < end:
         time.sleep(0.1)
     after = pinned.evaluate(states)
     assert pinned.pins == 2 and (servers.info()[0] or {}).get("pid") != pid
@@ -180,9 +181,8 @@ def test_gating_and_reanalyse_through_the_server_equal_the_local_path(ray_sessio
         np.testing.assert_array_equal(x, y)
     # one gone for good: replaced under its name, found again by the client
     ray.kill(servers.servers[0], no_restart=True)
-    for _ in range(100):
-        if servers.check():
-            break
+    end = time.monotonic() + 300  # (it was 20 s)
+    while not servers.check() and time.monotonic() < end:
         ray.wait([servers.tasks[0]], timeout=0.2)
     assert servers.replaced == 1
     again = pinned.evaluate(states)
