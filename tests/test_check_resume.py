@@ -37,6 +37,9 @@ class _Writer:
     def flush(self) -> None:
         pass
 
+    def close(self) -> None:
+        pass
+
 
 def _run(tmp_path: Path, console: io.StringIO, **overrides):
     from takzero.pipeline.run import Run
@@ -148,7 +151,7 @@ def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_t
     again.schedule.skipped = again.c.skipped_checks
     again.promoted = run.promoted
     again._restore_owed()
-    check = again.schedule.owed[1]
+    (check,) = again.schedule.resumed  # it had finished games: it ran when cut, and runs first
     assert check.seed == owed[4] and set(check.kept["baseline uct"]["done"]) == {"0", "2"}
     assert ("evaluation: gen 1 baselines (cut by the last stop) runs again, keeping the 2 game(s) it had finished"
             in console2.getvalue())
@@ -198,7 +201,8 @@ def test_a_gating_already_decided_before_the_stop_is_not_played_again(tmp_path: 
     run.c.owed_checks = [[3, 60, ["gating", "baselines"], 0, 11]]
     run.promoted = (3, weights)
     run._restore_owed()
-    assert run.schedule.owed[3].kinds == ("baselines",) and run.schedule.owed[3].seed == 11
+    (check,) = run.schedule.resumed
+    assert check.generation == 3 and check.kinds == ("baselines",) and check.seed == 11
     assert any("gen 3 gating: already decided" in s for s in run.c.skipped_checks)
     run.reporter.close()
 
@@ -318,7 +322,7 @@ def test_the_weights_of_a_cut_check_are_not_pruned_and_it_runs_first_after_the_r
         {"1": {"step": 10, "seed": 7, "matches": {"baseline uct": {"games": 2, "done": {"0": [1.0, "p"]}}}}}))
     run.promoted = (0, {})
     run._restore_owed()
-    assert not run.c.skipped_checks
+    assert run.c.skipped_checks == ["gen 3 baselines: measured at gen 5 instead (owed too when the evaluator was free)"]
     first = run.schedule.next()
     assert first is not None and first.generation == 1 and kept_games(first) == 1 and first.seed == 7
     run.schedule.finished()
@@ -331,3 +335,109 @@ def kept_games(check: Check) -> int:
     from takzero.pipeline.gating import kept_count
 
     return kept_count(check.kept)
+
+
+# -- every check the resume says will run does run; the others are said as not run ---------------
+
+
+def _restored_run(tmp_path: Path, console: io.StringIO, owed: list[list], games: dict | None = None, **overrides):
+    """A run whose last checkpoint owed ``owed`` (each generation's checkpoint on disk), with
+    ``games`` as its evaluation_games.json, restored as a resume does."""
+    run = _run(tmp_path, console, **overrides)
+    for entry in owed:
+        atomic_torch_save({"generation": entry[0], "model_state": {"w": torch.full((1,), float(entry[0]))}},
+                          run.run_dir / f"ckpt_{entry[1]:09d}.pt")  # fmt: skip
+    if games is not None:
+        (run.run_dir / "evaluation_games.json").write_text(json.dumps(games))
+    run.c.owed_checks = [list(e) for e in owed]
+    run.promoted = (0, {})
+    run._restore_owed()
+    return run
+
+
+def _promised(console: io.StringIO) -> list[int]:
+    import re
+
+    return [int(m) for m in re.findall(r"^evaluation: gen (\d+) .* runs", console.getvalue(), re.M)]
+
+
+def _handed_out(run, newer: list[int]) -> list[Check]:
+    """The checks the evaluator gets, one at a time, while ``newer`` generations are made
+    before it is free (the resumed run goes on training meanwhile)."""
+    for g in newer:
+        run.schedule.owe(g, 10 * g)
+    out = []
+    while (check := run.schedule.next()) is not None:
+        out.append(check)
+        run.schedule.finished()
+    return out
+
+
+def test_a_check_cut_before_its_checkpoint_said_it_ran_completes_first_with_its_games(tmp_path: Path) -> None:
+    """kill -9 while generation 1's check ran, before a checkpoint marked it as running (the
+    checkpoint of generation 1 is written before its check starts): its kept games say it ran.
+    It completes first with them, even when newer generations are owed too (it was merged into
+    the newest one, and its kept games dropped, though the start-up line said it ran again)."""
+    console = io.StringIO()
+    games = {"1": {"step": 10, "seed": 7, "matches": {"gating gen 0": {"games": 4, "done": {"0": [1.0, "p"]}}}}}
+    run = _restored_run(tmp_path, console, [[1, 10, ["gating"], 0, 7, False], [2, 20, ["gating"], 0, 8, False]],
+                        games)  # fmt: skip
+    assert "evaluation: gen 1 gating (cut by the last stop) runs again, keeping the 1 game(s)" in console.getvalue()
+    checks = _handed_out(run, [3])
+    assert [c.generation for c in checks][:2] == [1, 2]
+    assert kept_games(checks[0]) == 1 and checks[0].seed == 7
+    assert sorted(_promised(console)) == [1, 2]
+    assert not run.c.skipped_checks, run.c.skipped_checks
+    run.reporter.close()
+
+
+def test_every_check_a_resume_says_runs_is_handed_out_and_the_rest_are_said_as_not_run(tmp_path: Path) -> None:
+    """The cut check (gen 1) and the owed ones (gens 2 and 3: gen 2's baselines carried into
+    gen 3, its gating superseded): each start-up line promises a check that the evaluator then
+    gets before any newer generation's (4, 5 made meanwhile), and what will not run (gen 2's
+    gating) is said at once and recorded for the summary."""
+    console = io.StringIO()
+    owed = [[1, 10, ["gating", "baselines"], 0, 5, True], [2, 20, ["gating", "baselines"], 0, 6, False],
+            [3, 30, ["gating"], 0, 7, False]]  # fmt: skip
+    run = _restored_run(tmp_path, console, owed, **{"evaluator.baseline_every": 1})
+    promised = _promised(console)
+    assert promised == [1, 3], console.getvalue()
+    assert "evaluation: gen 3 gating and baselines (with the baselines of gen 2) (owed at the last stop) runs" \
+        in console.getvalue()  # fmt: skip
+    assert "evaluation not run: gen 2 gating: gen 3 was owed too" in console.getvalue()
+    assert run._evaluation_text() == "eval gen 1: waiting for the evaluator (+1 owed)"
+    checks = _handed_out(run, [4, 5])
+    assert [c.generation for c in checks][:2] == promised
+    assert checks[1].carried == [2] and checks[1].weights is not None
+    assert [c.generation for c in checks][2:] == [5]  # the newer ones as usual (4 carried into 5)
+    # a kill -9 before they ran: the next checkpoint owes them again, as ones that run first
+    run2 = _run(tmp_path, io.StringIO())
+    run2.schedule.restore_all([Check.from_list(c.to_list()) for c in checks[:2]])
+    assert [c.generation for c in run2.schedule.resumed] == [1, 3]
+    run.reporter.close()
+    run2.reporter.close()
+
+
+def test_a_stop_that_writes_no_final_checkpoint_promises_only_what_the_last_one_owes(tmp_path: Path) -> None:
+    """A full disk (or non-finite training) stops the run without a final checkpoint: the
+    summary's 'run again when the run goes on' names only the checks the checkpoint on disk owes;
+    a check owed since then is listed as not run (it said it would run again, and never did)."""
+    import errno
+
+    console = io.StringIO()
+    run = _run(tmp_path, console, **{"evaluator.gating": "off", "evaluator.baseline_every": 1})
+    run.loop_started = True
+    run.stop_requested = True
+    run.write_error = OSError(errno.ENOSPC, "No space left on device")
+    run.stop_reason = "the disk is full"
+    run.promoted = (0, {})
+    run.schedule.owe(2, 20)
+    run.schedule.next()  # gen 2 runs (the checkpoint of gen 2 on disk owes it)
+    run.schedule.owe(3, 30)  # gen 3's checkpoint failed: no file owes it
+    run.saved_owed = [[2, 20, ["baselines"], 0, 1, False]]
+    trainer = SimpleNamespace(step=30, generation=3)
+    run._shutdown(trainer)
+    text = console.getvalue()
+    assert "evaluations cut by the stop, run again when the run goes on: gen 2 baselines" in text, text
+    assert "gen 3 baselines" not in text.split("run again when the run goes on:")[1].splitlines()[0]
+    assert "gen 3 baselines: the run stopped (the disk is full) and no checkpoint keeps it" in text, text

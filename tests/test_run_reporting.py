@@ -301,9 +301,11 @@ def test_a_check_cut_by_ctrl_c_is_owed_again_after_the_resume(tmp_path: Path) ->
     run.c.owed_checks = [[c.generation, c.step, list(c.kinds)] for c in kept]
     run._restore_owed()
     assert run.c.owed_checks == []
-    assert list(run.schedule.owed) == [12] and torch.equal(run.schedule.owed[12].weights["w"], weights["w"])
+    (owed,) = run.schedule.resumed  # it runs first after the resume, before any newer generation's
+    assert owed.generation == 12 and torch.equal(owed.weights["w"], weights["w"])
     assert run.c.skipped_checks[-1].startswith("gen 16 baselines: cut by the last stop, and its weights are gone")
-    assert "evaluation: gen 12 baselines (cut by the last stop) runs again" in console.getvalue()
+    assert "evaluation: gen 12 baselines (owed at the last stop) runs, before any newer generation's" in console.getvalue()
+    assert "evaluation not run: gen 16 baselines: cut by the last stop, and its weights are gone" in console.getvalue()
     check = run.schedule.next()
     run.promoted = (20, {})
     run._gating({**_result(12, None), "candidate_weights": {}}, SimpleNamespace(step=760, generation=20), check)

@@ -249,7 +249,10 @@ class SelfPlayActor:
     searches with (``selfplay.inference: server``,
     :class:`takzero.pipeline.inference_server.InferenceServers`): the worker then owns no
     network and reads no weights (the server loads each generation once); None: its own
-    network, which takes each new generation's weights."""
+    network, which takes each new generation's weights. The run passes the server's name only
+    (``(None, name)``): the handle is looked up in :meth:`run`, since Ray keeps no actor handle
+    of a restarted actor's constructor alive (ray-project/ray#53727, an error line at every
+    start otherwise)."""
 
     def __init__(self, cfg: TrainConfig, worker_id: int, server: tuple[Any, str] | None = None) -> None:
         self.created_at = time.time()
@@ -289,7 +292,8 @@ class SelfPlayActor:
         if self.server is not None:
             from takzero.pipeline.inference_server import RemoteEvaluator
 
-            remote = RemoteEvaluator(self.server[0], self.cfg.board.size, name=self.server[1])
+            handle = self.server[0] if self.server[0] is not None else ray.get_actor(self.server[1])
+            remote = RemoteEvaluator(handle, self.cfg.board.size, name=self.server[1])
         self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream, evaluator=remote)
         carried = ray.get(coordinator.take_carried.remote(self.worker.num_games))
         self.continued = self.worker.continue_games(carried) if carried is not None else 0
@@ -372,21 +376,44 @@ class EvaluatorActor:
     Its networks are its own (torch on the CPU), or with ``evaluator.inference`` resolving to
     server (``inference_server.uses_server``) the run's inference server's: each generation's
     weights pinned there by number (``InferenceServer.pin``), found by the names the
-    coordinator (``progress``) holds."""
+    coordinator (``progress``) holds.
+
+    The run creates it with the config alone and hands the coordinator and the files with each
+    :meth:`evaluate` (the evaluator is built at the first): Ray keeps no actor handle or
+    object-store argument of a constructor alive for a restart (ray-project/ray#53727), and
+    says so at every start with an error-level line on the console when an actor that Ray
+    restarts is created with one. ``model_files`` and ``progress`` given here (tests) are used
+    instead."""
 
     def __init__(self, cfg: TrainConfig, model_files: dict[str, bytes] | None = None,
                  progress: Any = None) -> None:  # fmt: skip
+        torch.set_num_threads(1)
+        remove_stale_model_folders()  # those of evaluators killed before their close
+        self.cfg = cfg
+        self.folder: Path | None = None
+        self.model_files = model_files
+        self.progress = progress  # the coordinator: hears each finished game (Coordinator.eval_game)
+        self.server: tuple[Any, str] | None = None
+        self.evaluator: Any = None  # the GatingEvaluator, built at the first evaluate (_build)
+
+    def _build(self, progress: Any, model_files: list[Any] | None) -> None:
+        """Build the evaluator once: the ``model:PATH`` baselines copied from ``model_files``
+        (``[ObjectRef]`` of :func:`model_spec_files`' dict, or nothing), the inference server
+        found through the coordinator ``progress`` when this role uses one."""
+        import ray
+
         from takzero.pipeline.gating import GatingEvaluator
         from takzero.pipeline.inference_server import server_for
 
-        torch.set_num_threads(1)
-        remove_stale_model_folders()  # those of evaluators killed before their close
-        self.folder: Path | None = None
-        local = localize_model_specs(cfg.evaluator.baselines, model_files or {}, self)
-        self.server = server_for(cfg, progress, "evaluator") if progress is not None else None
-        make = None if self.server is None else pinned_evaluators(cfg, self.server)
-        self.evaluator = GatingEvaluator(cfg, baseline_specs=local, make_evaluator=make)
-        self.progress = progress  # the coordinator: hears each finished game (Coordinator.eval_game)
+        if self.progress is None:
+            self.progress = progress
+        if self.evaluator is not None:
+            return
+        files = self.model_files if self.model_files is not None else (ray.get(model_files[0]) if model_files else {})
+        local = localize_model_specs(self.cfg.evaluator.baselines, files or {}, self)
+        self.server = server_for(self.cfg, self.progress, "evaluator") if self.progress is not None else None
+        make = None if self.server is None else pinned_evaluators(self.cfg, self.server)
+        self.evaluator = GatingEvaluator(self.cfg, baseline_specs=local, make_evaluator=make)
 
     def close(self) -> None:
         """Remove the private copies of the ``model:PATH`` files (the run calls it at its end;
@@ -406,12 +433,16 @@ class EvaluatorActor:
         tactics: bool = False,
         baseline_games: int = 0,
         kept: dict[str, Any] | None = None,
+        progress: Any = None,
+        model_files: list[Any] | None = None,
     ) -> dict[str, Any]:
         """:meth:`GatingEvaluator.evaluate` of the two generations (pass ObjectRefs: Ray resolves
         them from the node's object store), playing only the games ``kept`` does not hold
-        (``gating.KeptGames``); each finished game goes to the coordinator given at creation
-        (``Coordinator.eval_game``). The candidate's weights are not sent back (the driver has
-        them)."""
+        (``gating.KeptGames``); each finished game goes to the coordinator ``progress`` (or the
+        one given at creation; ``Coordinator.eval_game``). ``model_files``: ``[ObjectRef]`` of
+        the bytes of the ``model:PATH`` baselines (:func:`model_spec_files`), read at the first
+        call. The candidate's weights are not sent back (the driver has them)."""
+        self._build(progress, model_files)
         on_game = None
         if self.progress is not None:
             progress = self.progress
@@ -539,7 +570,8 @@ class SelfPlayPool:
             self.tasks.append(w.run.remote(coordinator, replay))
 
     def _new_worker(self, i: int) -> Any:
-        server = self.servers.for_worker(i) if self.servers is not None else None
+        # the server by name (no actor handle in a restarted actor's constructor: SelfPlayActor)
+        server = (None, self.servers.for_worker(i)[1]) if self.servers is not None else None
         return self.cls.remote(self.cfg, i, server)
 
     def check(self) -> list[int]:

@@ -258,6 +258,9 @@ class Run:
         self.training_error: NonFiniteError | None = None
         #: finished games of the owed checks, by generation (``EVALUATION_GAMES``)
         self.eval_games: dict[int, dict[str, Any]] = {}
+        #: the owed checks of the newest checkpoint on disk (``RunCounters.owed_checks``): what a
+        #: resume will run, whatever this session does after it
+        self.saved_owed: list[list[Any]] = []
         self.resume_from: ResumePoint | None = None
         #: lines for the run's log about checkpoints rejected at start-up (said once it is open)
         self.resume_notes: list[str] = []
@@ -279,6 +282,8 @@ class Run:
         self.coordinator: Any = None
         self.replay: Any = None
         self.evaluator: Any = None
+        #: ``[ObjectRef]`` of the ``model:PATH`` baselines' bytes, handed with each evaluate
+        self.eval_files: list[Any] = []
         self.pool: SelfPlayPool | None = None
         self.servers: InferenceServers | None = None  # selfplay.inference: server
         self.reanalyser: ReanalyseWorker | None = None  # replay.reanalyse_fraction > 0
@@ -363,15 +368,17 @@ class Run:
         (``+ tactics`` when it draws the tactics point too), ``'eval gen 1: waiting for the
         evaluator'`` while one is owed and none runs, with ``(+2 owed)`` for more; "" when none
         is owed."""
-        running, owed = self.schedule.running, sorted(self.schedule.owed)
+        running = self.schedule.running
+        owed = sorted([c.generation for c in self.schedule.resumed] + list(self.schedule.owed))
         if running is not None:
             total = self._check_games(running)
             games = f": {min(kept_count(running.kept), total)}/{total} games" if total else ""
             text = f"eval gen {running.generation}{games}" + (" + tactics" if running.tactics else "")
             return text + (f" ({len(owed)} more owed)" if owed else "")
         if owed:
+            first = self.schedule.resumed[0].generation if self.schedule.resumed else owed[-1]  # (the next to run)
             more = f" (+{len(owed) - 1} owed)" if len(owed) > 1 else ""
-            return f"eval gen {owed[-1]}: waiting for the evaluator{more}"
+            return f"eval gen {first}: waiting for the evaluator{more}"
         return ""
 
     def _start_lines(self, reporter: RunReporter, resumed: bool) -> None:
@@ -526,6 +533,7 @@ class Run:
         state = self.resume_from[1] if self.resume_from else None
         self.c = RunCounters.from_checkpoint(state)
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
+        self.saved_owed = list(self.c.owed_checks)
 
         done = self._finished_already(state)
         if done is not None:
@@ -852,15 +860,27 @@ class Run:
         """Owe again the checks the last session left running or owed (``RunCounters.
         owed_checks``: a Ctrl-C's final checkpoint, or any checkpoint before a kill -9), each
         with the weights of its generation's checkpoint ``ckpt_<step>.pt``, its seed and the
-        games it had finished (``EVALUATION_GAMES``); the one that was running runs first. An
-        older owed check that a newer restored one will carry needs no weights; any other whose
-        checkpoint is gone or unreadable is recorded as skipped."""
+        games it had finished (``EVALUATION_GAMES``). A check with finished games was running
+        when the stop cut it (also one that a checkpoint written before it started owes as not
+        started). They run first, before any newer generation's, and none is superseded
+        (``EvaluationSchedule.restore_all``: the cut ones as they are, the others as one, the
+        older carried into the newest); each gets one line saying so, and each that will not run
+        is recorded as skipped with its reason (the summary lists it). An older owed check that a
+        newer restored one will carry needs no weights; any other whose checkpoint is gone or
+        unreadable is recorded as skipped."""
         self.eval_games = self._load_eval_games()
         promoted = self.promoted[0] if self.promoted is not None else -1
         restored: list[Check] = []
         with_weights = False  # a newer check is restored with its weights
+        skipped_before = len(self.c.skipped_checks)
         for entry in sorted(self.c.owed_checks, key=lambda e: -int(e[0])):
             check = Check.from_list(entry)  # with its game count: an early check stays cheap
+            if check.seed is None:  # owed by a checkpoint written before seeds were kept
+                check.seed = self._eval_seed(check.generation)
+            saved = self.eval_games.get(check.generation, {})
+            if saved.get("step") == check.step and saved.get("seed") == check.seed:
+                check.kept = saved.get("matches", {})
+                check.started = check.started or kept_count(check.kept) > 0  # it ran when cut
             if "gating" in check.kinds and promoted >= check.generation:
                 # best.pt, newer than the checkpoint, holds a promotion of it or of a later one
                 check.kinds = tuple(k for k in check.kinds if k != "gating")
@@ -879,19 +899,19 @@ class Run:
                     self.c.skipped_checks.append(f"{check.describe()}: cut by the last stop, and its weights are "
                                                  f"gone ({e}; train.keep_checkpoints)")  # fmt: skip
                     continue
-            with_weights = with_weights or check.weights is not None
-            if check.seed is None:  # owed by a checkpoint written before seeds were kept
-                check.seed = self._eval_seed(check.generation)
-            saved = self.eval_games.get(check.generation, {})
-            if saved.get("step") == check.step and saved.get("seed") == check.seed:
-                check.kept = saved.get("matches", {})
+            with_weights = with_weights or (check.weights is not None and not check.started)
             restored.append(check)
-        for check in reversed(restored):
-            self.schedule.restore(check)
-            assert self.reporter is not None
+        assert self.reporter is not None
+        for check in self.schedule.restore_all(restored):
             n = kept_count(check.kept)
-            kept = f", keeping the {n} game(s) it had finished" if n else ""
-            self.reporter.line(f"evaluation: {check.describe()} (cut by the last stop) runs again{kept}")
+            if n:
+                how = f"(cut by the last stop) runs again, keeping the {n} game(s) it had finished"
+            else:
+                how = "(owed at the last stop) runs"
+            carried = f" (with the baselines of gen {', '.join(map(str, check.carried))})" if check.carried else ""
+            self.reporter.line(f"evaluation: {check.describe()}{carried} {how}, before any newer generation's")
+        for text in self.c.skipped_checks[skipped_before:]:
+            self.reporter.line(f"evaluation not run: {text}")
         self.c.owed_checks = []
 
     def _load_carried(self) -> Any:
@@ -991,26 +1011,32 @@ class Run:
             return 2 * (e.games // 2)
         return 2 * ((check.baseline_games or e.baseline_games) // 2)
 
-    def _evaluator_started(self) -> bool:
+    def _evaluator_started(self, now: bool = False) -> bool:
         """Whether the evaluator actor exists; it is created once self-play is under way (the
         first worker's first step drained: its process would take CPU from the workers'
-        start) or ``EVALUATOR_START_S`` after the workers were created."""
+        start) or ``EVALUATOR_START_S`` after the workers were created, or at once with ``now``
+        (the run's end: the owed checks are not left for want of an evaluator)."""
         if self.evaluator is None and self.pool is not None:
             waited = time.time() - (self.startup or {}).get("pool_created", 0.0)
-            if self.startup is None or waited > EVALUATOR_START_S:
+            if now or self.startup is None or waited > EVALUATOR_START_S:
                 import ray
 
-                e = self.cfg.evaluator
+                files = model_spec_files(self.cfg.evaluator.baselines)
+                # The coordinator and the files go with each evaluate, not to the constructor:
+                # Ray keeps no handle or object-store argument of a restarted actor's
+                # constructor (ray-project/ray#53727) and prints an error line saying so.
+                self.eval_files = [ray.put(files)] if files else []
                 self.evaluator = (
                     ray.remote(EvaluatorActor)  # two threads: close() runs beside an evaluation
                     .options(max_concurrency=2, **evaluator_options(self.cfg.ray.evaluator_resources or {}))
-                    .remote(self.cfg, model_spec_files(e.baselines), self.coordinator)
+                    .remote(self.cfg)
                 )
         return self.evaluator is not None
 
-    def _start_check(self) -> None:
-        """Start the newest owed check (:meth:`EvaluationSchedule.next`) if the evaluator is free."""
-        if self.eval_task is not None or not self._evaluator_started():
+    def _start_check(self, now: bool = False) -> None:
+        """Start the next check (:meth:`EvaluationSchedule.next`) if the evaluator is free (``now``:
+        create the evaluator at once if it is not there yet, :meth:`_evaluator_started`)."""
+        if self.eval_task is not None or not self._evaluator_started(now and self.schedule.pending() != []):
             return
         check = self.schedule.next()
         if check is None:
@@ -1025,7 +1051,7 @@ class Run:
             check.generation, self.weights.ref(check.weights),
             self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
             seed=check.seed, tactics=check.tactics,
-            baseline_games=check.baseline_games, kept=kept,
+            baseline_games=check.baseline_games, kept=kept, progress=self.coordinator, model_files=self.eval_files,
         )  # fmt: skip
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
@@ -1055,7 +1081,7 @@ class Run:
         EVAL_WAIT_AT_END_S in all) so the run ends with a gating decision and the last
         generation's strength; after Ctrl-C, stop at once (the final checkpoint keeps the work;
         the summary names the checks not run)."""
-        self._start_check()
+        self._start_check(now=not self.stop_requested)  # (an evaluator not made yet is made now)
         if self.eval_task is None or self.stop_requested:
             return
         assert self.reporter is not None
@@ -1109,6 +1135,15 @@ class Run:
                     log.exception("final checkpoint failed")
                 else:
                     self._write_failed(failed)
+        if self.loop_started and self.stop_requested:
+            # Only what a checkpoint on disk owes runs after the resume (none was written at a
+            # full disk or non-finite training): the rest is said as not run, never promised.
+            on_disk = {int(x[0]) for x in self.saved_owed}
+            for x in self.c.owed_checks:
+                if int(x[0]) not in on_disk:
+                    self.c.skipped_checks.append(f"{Check.from_list(x).describe()}: the run stopped "
+                                                 f"({self.stop_reason}) and no checkpoint keeps it")  # fmt: skip
+            self.c.owed_checks = [x for x in self.c.owed_checks if int(x[0]) in on_disk]
         self.scalars.flush()
         self.scalars.writer.close()
         if self.evaluator is not None:  # its private copies of model: files (it has two threads)
@@ -1279,6 +1314,7 @@ class Run:
         state["run_name"] = self.cfg.run_name
         name = f"ckpt_{trainer.step:09d}.pt"
         atomic_torch_save(state, self.run_dir / name)
+        self.saved_owed = list(self.c.owed_checks)
         atomic_write_text(self.run_dir / CHECKPOINTED, name + "\n")
         # the weights of the checks that will run (the one running or cut, and the newest owed:
         # older owed ones are carried into it) stay on disk until they have run

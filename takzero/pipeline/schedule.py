@@ -9,9 +9,12 @@ generation, with the baseline and tactics checks of any older owed generation ca
 (the curves get their point, one generation later); what was not run is recorded with the reason
 (:attr:`EvaluationSchedule.skipped`): an older generation's gating superseded by a newer one, a
 baseline check measured at a later generation, or the run ending first (:meth:`abandon`). A run
-stopped by Ctrl-C keeps its running and owed checks instead (:meth:`take_pending`) and owes them
-again after the resume (:meth:`restore`; :meth:`Check.to_list` and :meth:`Check.from_list` are
-its form in the checkpoint). Each check keeps the trainer step of its generation, where its
+stopped by Ctrl-C keeps its running and owed checks instead (:meth:`take_pending`; every
+checkpoint keeps them too, :meth:`pending`, so a kill -9 loses none) and owes them again after the
+resume (:meth:`restore_all`; :meth:`Check.to_list` and :meth:`Check.from_list` are its form in the
+checkpoint): the cut check (the one that was running) and the newest owed one, with the older
+owed ones carried into it as :meth:`next` would, run first, before any newer generation's, and
+are never superseded; so every check the resume says will run does run (or the summary lists it). Each check keeps the trainer step of its generation, where its
 TensorBoard points go, and the game count of its baseline matches.
 """
 
@@ -128,8 +131,9 @@ class EvaluationSchedule:
         self.early_games = early_games
         self.owed: dict[int, Check] = {}
         self.running: Check | None = None
-        #: a check that was running when the last session stopped: :meth:`next` hands it out first
-        self.resumed: Check | None = None
+        #: the checks the last session left (:meth:`restore_all`), by generation: :meth:`next`
+        #: hands them out first, and never lets a newer generation stand for them
+        self.resumed: list[Check] = []
         self.skipped: list[str] = list(skipped or [])
 
     def owe(self, generation: int, step: int, weights: Any = None) -> Check | None:
@@ -154,11 +158,20 @@ class EvaluationSchedule:
         calls :meth:`finished` when its result (or its loss) arrives."""
         if self.running is not None:
             return None
-        if self.resumed is not None:  # cut while it ran: it completes first, with its kept games
-            self.running, self.resumed = self.resumed, None
+        if self.resumed:  # left by the last session: they complete first (a cut one with its games)
+            self.running = self.resumed.pop(0)
+            self.running.started = True
             return self.running
         if not self.owed:
             return None
+        check = self._merge_owed()
+        check.started = True
+        self.running = check
+        return check
+
+    def _merge_owed(self) -> Check:
+        """Take the owed checks out as one: the newest, with the baseline and tactics checks of
+        the older ones carried into it (their gating recorded as skipped)."""
         newest = max(self.owed)
         check = self.owed.pop(newest)
         older = [self.owed[g] for g in sorted(self.owed)]
@@ -189,8 +202,6 @@ class EvaluationSchedule:
             self.skipped.append(f"gen {gens} baselines: measured at gen {newest} instead (owed too when "
                                 "the evaluator was free)")  # fmt: skip
         check.kinds = tuple(k for k in KINDS if k in check.kinds)  # one order: describe()
-        check.started = True
-        self.running = check
         return check
 
     def finished(self, lost: str | None = None) -> Check | None:
@@ -204,34 +215,52 @@ class EvaluationSchedule:
     def pending(self) -> list[Check]:
         """The running check and the owed ones, by generation, left in the schedule: what a
         checkpoint keeps (``RunCounters.owed_checks``), so that a kill -9 loses no check."""
-        checks = [c for c in (self.running, self.resumed) if c is not None] + list(self.owed.values())
+        checks = ([self.running] if self.running is not None else []) + self.resumed + list(self.owed.values())
         return sorted(checks, key=lambda c: c.generation)
 
     def take_pending(self) -> list[Check]:
         """The running check and the owed ones (by generation), taken out of the schedule
         without a skip reason: a run stopped by Ctrl-C keeps them in its checkpoint and owes
         them again after the resume (:meth:`restore`)."""
-        checks = [c for c in (self.running, self.resumed) if c is not None] + [self.owed[g] for g in sorted(self.owed)]
-        self.running, self.resumed, self.owed = None, None, {}
-        return sorted(checks, key=lambda c: c.generation)
+        checks = self.pending()
+        self.running, self.resumed, self.owed = None, [], {}
+        return checks
 
     def restore(self, check: Check) -> None:
         """Owe ``check`` again (one kept by :meth:`take_pending` in an earlier session; one that
         was running, ``check.started``, runs first). Raises ValueError for a generation not newer
         than every owed one."""
-        if check.started and self.resumed is None:
-            self.resumed = check
+        if check.started:
+            self.resumed = sorted([*self.resumed, check], key=lambda c: c.generation)
             return
         if self.owed and check.generation <= max(self.owed):
             raise ValueError(f"generation {check.generation} is not newer than the owed {max(self.owed)}")
         self.owed[check.generation] = check
 
+    def restore_all(self, checks: list[Check]) -> list[Check]:
+        """Owe again the checks an earlier session left (its checkpoint's, :meth:`pending`):
+        those that had started (cut while they ran) as they are, the others as one, the newest
+        with the older ones' baseline and tactics checks carried into it (their gating recorded
+        as skipped, as :meth:`next` does). All of them run first, by generation, before any
+        check of a newer generation, and none is superseded. Returns them in the order they
+        run."""
+        cut = [c for c in checks if c.started]
+        owed, self.owed = self.owed, {}
+        for c in sorted((c for c in checks if not c.started), key=lambda c: c.generation):
+            self.owed[c.generation] = c
+        merged = [self._merge_owed()] if self.owed else []
+        self.owed = owed
+        for c in merged:  # (a checkpoint keeps it as one that runs first, and keeps its weights)
+            c.started = True
+        self.resumed = sorted([*self.resumed, *cut, *merged], key=lambda c: c.generation)
+        return list(self.resumed)
+
     def abandon(self, reason: str) -> None:
         """The run stops: the running check and every owed one are recorded as skipped for
         ``reason``."""
-        if self.resumed is not None:
-            self.skipped.append(f"{self.resumed.describe()}: {reason} before the evaluator was free")
-            self.resumed = None
+        for check in self.resumed:
+            self.skipped.append(f"{check.describe()}: {reason} before the evaluator was free")
+        self.resumed = []
         if self.running is not None:
             self.skipped.append(f"{self.running.describe()}: {reason} while it ran")
             self.running = None
