@@ -78,7 +78,7 @@ def test_idle_sockets_neither_exhaust_the_listener_nor_lock_good_clients_out() -
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("ending", ["stop", "quit"])
 def test_stop_and_quit_cut_the_search_whatever_go_waits_behind_it(ending: str) -> None:
     """``go nodes 10^8``, ``go nodes 10^8``, then ``stop`` (or ``quit``): both searches answer
@@ -88,7 +88,7 @@ def test_stop_and_quit_cut_the_search_whatever_go_waits_behind_it(ending: str) -
     try:
         eng.send("teinewgame 5")
         eng.send("isready")
-        eng.wait_for("readyok", 120)
+        eng.wait_for("readyok", 600)  # warm-up (compiling) is not on the clock
         eng.send("go nodes 100000000")
         eng.send("go nodes 100000000")
         time.sleep(0.3)

@@ -160,7 +160,7 @@ def test_websocket_go_infinite_stop_and_one_engine_per_connection() -> None:
                 ws.send("isready")
                 ws.send(f"position startpos moves {moves}")
             for ws in (a, b):
-                while ws.recv(timeout=120) != "readyok":
+                while ws.recv(timeout=600) != "readyok":  # warm-up (compiling) is not on the clock
                     pass
             a.send("go infinite")
             first = a.recv(timeout=60)

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("ending", ["quit", "stop", "eof"])
 def test_a_search_is_stopped_by_what_comes_after_a_waiting_command(ending: str) -> None:
     """``go nodes 100000000`` then ``position`` (which waits for the search) then the ending:
@@ -34,7 +34,7 @@ def test_a_search_is_stopped_by_what_comes_after_a_waiting_command(ending: str) 
     try:
         eng.send("teinewgame 5")
         eng.send("isready")
-        eng.wait_for("readyok", 60)
+        eng.wait_for("readyok", 600)  # warm-up (compiling) is not on the clock
         eng.send("go nodes 100000000")
         time.sleep(0.3)  # the search runs
         eng.send("position startpos moves a1")
@@ -191,7 +191,7 @@ def test_the_time_to_follow_the_game_comes_out_of_movetime() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(900)
 def test_websocket_refuses_connections_over_the_cap_and_stops_a_closed_ones_search() -> None:
     websockets = pytest.importorskip("websockets")
     from websockets.sync.client import connect
@@ -207,7 +207,7 @@ def test_websocket_refuses_connections_over_the_cap_and_stops_a_closed_ones_sear
         url = f"ws://127.0.0.1:{server.socket.getsockname()[1]}"
         with connect(url, open_timeout=60) as a:
             a.send("isready")
-            while a.recv(timeout=120) != "readyok":
+            while a.recv(timeout=600) != "readyok":  # warm-up (compiling) is not on the clock
                 pass
             with connect(url, open_timeout=60) as b:
                 got = b.recv(timeout=60)
