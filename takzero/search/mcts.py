@@ -47,7 +47,6 @@ import numpy as np
 
 from takzero.game.core import I_SIZE, STATE_LEN, generate_moves, num_actions
 from takzero.search import readout
-from takzero.search.bound_kernel import BoundKernel
 from takzero.search.config import SearchConfig, pack_settings
 from takzero.search.evaluators import Evaluator
 from takzero.search.rng import game_seed, stream_state
@@ -160,9 +159,6 @@ class BatchedMCTS:
         self._scratch: Scratch | None = None
         self._pending = 0
         self._search_games = np.arange(g_count, dtype=np.int32)
-        # the two kernels of every step, called without numba's typing of the trees on each call
-        self._select_kernel = BoundKernel(select_kernel)
-        self._expand_kernel = BoundKernel(expand_backup_kernel)
 
     # -- game slots --------------------------------------------------------------------------
 
@@ -305,7 +301,7 @@ class BatchedMCTS:
         """
         if self._pending:
             raise RuntimeError("expand_backup must be called before selecting again")
-        n = self._select_kernel(
+        n = select_kernel(
             self._trees, self._games, self._leaves, self._settings, self._search_games,
             self._float_buf,
         )
@@ -405,7 +401,7 @@ class BatchedMCTS:
         """One selection (``select_kernel``) of ``games`` (default: the search's) into the leaf
         buffer ``leaves``; returns its count."""
         games = self._search_games if games is None else games
-        return int(self._select_kernel(
+        return int(select_kernel(
             self._trees, self._games, leaves, self._settings, games, self._float_buf
         ))  # fmt: skip
 
@@ -501,7 +497,7 @@ class BatchedMCTS:
             flat = flat.copy()
         if not values.flags.writeable:
             values = values.copy()
-        self._expand_kernel(
+        expand_backup_kernel(
             self._trees, self._games, leaves, self._settings, n, flat, stride, values,
             self._move_buf, self._float_buf,
         )  # fmt: skip
