@@ -135,7 +135,7 @@ ALLOWED_DIRECT_WRITES = {
     ("takzero/io/files.py", "open"),  # the helper itself
     ("takzero/numba_cache.py", "open"),  # the lock file of the cache guard (the stamp: temp file, then os.replace)
     ("takzero/pipeline/checkpoints.py", "open"),  # sidecar temp file, then os.replace
-    ("takzero/pipeline/run.py", "write_text"),  # config temp file, then os.replace
+    ("takzero/pipeline/run_checkpoints.py", "write_text"),  # config temp file, then os.replace
     ("takzero/pipeline/resume.py", "write_text"),  # launch counter temp file, then os.replace
     ("takzero/pipeline/actors.py", "write_bytes"),  # a fresh mkdtemp folder of model copies
     ("takzero/nn/quantize.py", "write_bytes"),  # the float32 graph into a fresh TemporaryDirectory for quantize_static
@@ -144,7 +144,7 @@ ALLOWED_DIRECT_WRITES = {
     ("takzero/pipeline/replay.py", "open"),  # replay buffer snapshot: mkstemp, then os.replace
     # logs, appended to on purpose (an append keeps what was there):
     ("takzero/pipeline/progress.py", "open"),  # train.log
-    ("takzero/pipeline/run.py", "open"),  # the run's append-only logs
+    ("takzero/pipeline/run_actors.py", "open"),  # the run's append-only logs (selfplay.ptn)
     ("scripts/ablate.py", "open"),  # ablate_train.log
     ("scripts/bench_tei_stop.py", "open"),  # a pipe, not a file
 }

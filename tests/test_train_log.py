@@ -30,6 +30,7 @@ def test_rays_start_up_warnings_reach_train_log_only(tmp_path: Path, monkeypatch
     import ray  # noqa: F401 - Ray's import installs its console handler on the "ray" logger
 
     import takzero.pipeline.run as run_module
+    import takzero.pipeline.run_actors as run_actors
 
     run = run_module.Run(smoke_config(tmp_path), command="python -m takzero.train run_name=r")
     run.run_dir.mkdir(parents=True, exist_ok=True)
@@ -43,7 +44,7 @@ def test_rays_start_up_warnings_reach_train_log_only(tmp_path: Path, monkeypatch
             "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.")
         run.stop_requested = True  # _start_actors returns right after Ray's start
 
-    monkeypatch.setattr(run_module, "init_ray", init_ray)
+    monkeypatch.setattr(run_actors, "init_ray", init_ray)
     capfd.readouterr()
     assert run._start_actors(state=None) is False
     run.reporter.close()
