@@ -3,7 +3,7 @@
 The command line only: it parses the arguments and serves stdin (or, with ``--websocket``,
 WebSocket connections through :mod:`takzero.tei_websocket`) with a
 :class:`takzero.protocols.tei.engine.TEIEngine`. The commands the engine answers, its options (one
-row each of :data:`takzero.protocols.tei.engine.OPTIONS`) and its behaviour are described there.
+row each of :data:`takzero.protocols.tei.options.OPTIONS`) and its behaviour are described there.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import sys
 from takzero.io.files import exit_now
 from takzero.players.network import PLAY_BACKENDS
 from takzero.players.registry import help_text, spec_syntax
-from takzero.protocols.tei.engine import DEFAULT_PLAYER, MAX_SEED, MAX_THREADS, TEIEngine
+from takzero.protocols.tei.engine import DEFAULT_PLAYER, TEIEngine
+from takzero.protocols.tei.options import MAX_SEED, MAX_THREADS
 from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, serve_websocket
 
 __all__ = ["main"]

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from takzero.protocols.tei.engine import MAX_TREE_NODES, TEIEngine
+from takzero.protocols.tei.engine import TEIEngine
 from takzero.protocols.tei.lines import MAX_MS, MAX_NODES, parse_go
+from takzero.protocols.tei.options import DEFAULT_TREE_NODES, MAX_TREE_NODES
 from tests.test_tei import PipeEngine
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -188,11 +189,11 @@ def test_treenodes_is_bounded_by_its_most_and_by_the_machine(monkeypatch) -> Non
     lines: list[str] = []
     engine = TEIEngine(out=lines.append, player="uct:10")
     engine.handle(f"setoption name TreeNodes value {MAX_TREE_NODES + 1}")
-    assert engine.tree_nodes == engine_module.DEFAULT_TREE_NODES
+    assert engine.tree_nodes == DEFAULT_TREE_NODES
     assert f"100000..{MAX_TREE_NODES}" in lines[-1] and "keeping" in lines[-1]
     monkeypatch.setattr(engine_module, "machine_memory", lambda: 2**30)  # a 1 GiB machine
     engine.handle("setoption name TreeNodes value 20000000")
-    assert engine.tree_nodes == engine_module.DEFAULT_TREE_NODES
+    assert engine.tree_nodes == DEFAULT_TREE_NODES
     assert "more than this machine's 1.0 GiB" in lines[-1] and "keeping 4000000" in lines[-1]
     engine.handle("setoption name TreeNodes value 200000")
     assert engine.tree_nodes == 200_000

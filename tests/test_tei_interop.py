@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from takzero import tei
-from takzero.protocols.tei.engine import OPTIONS, TEIEngine
+from takzero.protocols.tei.engine import TEIEngine
 from takzero.protocols.tei.lines import TEIProtocolError, format_sizes, parse_sizes
+from takzero.protocols.tei.options import OPTIONS
 from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, start_server
 from tests.test_tei import GOLDEN, ROOT, normalise
 

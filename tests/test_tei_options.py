@@ -1,4 +1,4 @@
-"""The TEI option table (``takzero.protocols.tei.engine.OPTIONS``): each option is one row, and the
+"""The TEI option table (``takzero.protocols.tei.options.OPTIONS``): each option is one row, and the
 ``option`` lines of ``tei``, the checks of ``setoption`` and the engine's start values all come
 from it. The golden transcripts of ``tests/test_tei.py`` pin today's lines; these tests pin the
 table's own rules, including the types no option uses yet (check, combo, button)."""
@@ -9,8 +9,9 @@ import io
 
 import pytest
 
-from takzero.protocols.tei import engine as tei_engine
-from takzero.protocols.tei.engine import OPTIONS, Option, TEIEngine
+from takzero.protocols.tei import options as tei_options
+from takzero.protocols.tei.engine import TEIEngine
+from takzero.protocols.tei.options import OPTIONS, Option
 
 
 def _session(script: str, **kwargs) -> list[str]:
@@ -117,8 +118,8 @@ def test_a_malformed_row_is_refused(kwargs: dict, message: str) -> None:
 
 
 def test_the_seed_bound_of_the_command_line_is_the_rows() -> None:
-    assert OPTIONS["seed"].max == tei_engine.MAX_SEED
-    assert OPTIONS["threads"].max == tei_engine.MAX_THREADS
+    assert OPTIONS["seed"].max == tei_options.MAX_SEED
+    assert OPTIONS["threads"].max == tei_options.MAX_THREADS
 
 
 def test_backend_runs_the_network_in_int8_and_back(tmp_path) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from takzero.players import RandomPlayer
-from takzero.protocols.tei.engine import MAX_INFO, MAX_LINE, TEIEngine
+from takzero.protocols.tei.engine import MAX_INFO, TEIEngine
+from takzero.protocols.tei.reader import MAX_LINE
 from tests.test_tei import PipeEngine
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

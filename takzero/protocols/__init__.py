@@ -2,8 +2,9 @@
 
 * :mod:`takzero.protocols.tei` -- TEI (Tak Engine Interface, UCI for Tak):
   :mod:`~takzero.protocols.tei.lines` (the text of each line, one formatter/parser each, and the
-  time budget of a ``go``), :mod:`~takzero.protocols.tei.engine` (the engine's state machine and
-  its option table; the command line is :mod:`takzero.tei`), :mod:`~takzero.protocols.tei.match`
+  time budget of a ``go``), :mod:`~takzero.protocols.tei.engine` (the engine's session, with
+  its option table, its go command, its reader and its players beside it; the command line is
+  :mod:`takzero.tei`), :mod:`~takzero.protocols.tei.match`
   (the client of external engines and the match runner; the command line is
   :mod:`takzero.match`);
 * :mod:`takzero.protocols.playtak` -- the playtak.com server protocol:

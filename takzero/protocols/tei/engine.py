@@ -11,49 +11,8 @@ Commands and answers:
   Size lines (``size 5 halfkomi -20 -19 ... 20``): one for the model's board size, one for the
   sizes the fallback plays (every other size of 3..8; none with ``Fallback none``), each with
   every half komi of the ``HalfKomi`` range (a model plays other komis than it was trained for,
-  and says so with ``info string``). Options (each checked against the range it advertises; a
-  value outside it, or not a number, is refused with ``info string`` and the old value is kept):
-
-  - ``HalfKomi`` (spin -20..20): half points added to black's flat count; its default is the
-    komi the model was trained for (its ``half_komi``: checkpoint or export metadata), else 0. Also
-    settable in ``teinewgame`` (below). A komi other than the model's gives one ``info string``
-    (once per komi and model). PTN Ninja reads this option's range as the komis the engine plays.
-  - ``Nodes`` (spin 1..``MAX_NODES``, 10^8): simulations per move when ``go`` gives no limit.
-  - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
-  - ``TreeNodes`` (spin 100000..:data:`MAX_TREE_NODES`, 10^8; a value whose tree could take
-    more than the machine's memory at :data:`TREE_BYTES_PER_NODE` bytes a node is refused too):
-    the node budget of one search tree, the memory bound UCI engines call
-    ``Hash`` (counted in nodes, not megabytes: a network tree node is
-    ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
-    tree ends the search (``info string`` says so: later simulations would only back frozen
-    leaves up again, overstating the nodes); a full UCT tree scores new positions by rollouts
-    without storing them.
-  - ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
-    latency.
-  - ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
-  - ``Threads`` (spin 1..64): CPU threads of the search: with 2 or more, two search workers each
-    select, evaluate and back up a batch of leaves, their network calls at once, each with
-    ``Threads // 2`` onnxruntime (and torch) threads; with 1, one loop and the network on one
-    thread; ``--threads`` sets it at start-up.
-  - ``Backend`` (combo auto, int8, onnx, torch; a runtime the model cannot run in, e.g. a
-    TorchScript file in onnx or int8, is refused and the old one kept): the network's runtime
-    (``takzero.players.network.play_evaluator``): ``auto`` (``AUTO_PLAY_BACKEND``: int8 in
-    onnxruntime on the CPU where the model allows, float32 onnxruntime where it cannot be
-    quantized), ``int8`` (the network quantized to int8,
-    ``takzero.nn.quantize``, calibrated on the positions the checkpoint carries or on games of its
-    own policy; a second or so the first time), ``onnx`` (float32) or ``torch``; ``--backend``
-    sets it at start-up.
-  - ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
-    with virtual loss); 0 (default) chooses by the limit
-    (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
-    simulation per network call.
-  - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
-    no model; an empty value is refused, the model kept). A checkpoint is read weights-only: one whose pickle would run code is refused with
-    an ``info string`` naming it, and the previous player stays (README, "Which model files are
-    safe to take from a stranger": a TorchScript file holds code).
-  - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
-    ``takzero.players.registry`` such as ``uct:200`` (at most ``MAX_NODES`` = 10^8 simulations, as
-    ``Nodes``), or ``none`` to refuse such sizes.
+  and says so with ``info string``). The options and their checks:
+  :mod:`takzero.protocols.tei.options` (one table, :data:`~takzero.protocols.tei.options.OPTIONS`).
 
 * ``isready`` -> ``readyok``, only once every compiled kernel the current player needs is built
   (the first ``isready`` and every ``teinewgame`` warm the player up with a tiny search, so no
@@ -86,9 +45,10 @@ Behaviour worth knowing:
   ``stop``, a ``quit`` or the end of the input stops the running search at once and every
   ``go`` read before it (a ``stop`` piped right behind a ``go nodes N`` can so cut that search
   before N); during ``go infinite`` any command but ``isready`` stops the search first.
-* Bounds: a command line is read up to :data:`MAX_LINE` characters (a longer one is skipped
-  whole, said with ``info string``); at most :data:`MAX_QUEUED_LINES` lines and
-  :data:`MAX_QUEUED_CHARS` characters wait while a search runs (more are dropped, said once per
+* Bounds: a command line is read up to :data:`~takzero.protocols.tei.reader.MAX_LINE` characters
+  (a longer one is skipped whole, said with ``info string``); at most
+  :data:`~takzero.protocols.tei.reader.MAX_QUEUED_LINES` lines and
+  :data:`~takzero.protocols.tei.reader.MAX_QUEUED_CHARS` characters wait while a search runs (more are dropped, said once per
   run of drops); an ``info string`` is cut at :data:`MAX_INFO`
   characters and quotes at most 40 characters of any token it echoes.
 * Time: ``go wtime/btime [winc/binc]`` spends ``remaining / 20 + 3/4 inc``, at most half of what is
@@ -118,16 +78,18 @@ Behaviour worth knowing:
 Without ``--model`` the engine plays ``--player`` (a player spec, default ``uct:200``), which makes
 it testable without a network.
 
-The options are one table, :data:`OPTIONS`: one :class:`Option` row each (name, type, start
-value, range, the engine attribute it sets and, where setting it does more, its setter), as
-python-chess's ``engine.Option`` describes an engine's options; the ``option`` lines of ``tei``,
-the checks of ``setoption`` and the engine's start values all read it, so a new option is one row.
-
-The protocol state machine (:class:`TEIEngine`) reads command lines and prints lines through a
-callable, so the same session runs over stdin (:mod:`takzero.tei`) and WebSocket
-(:mod:`takzero.tei_websocket`). The text of the protocol lines (``setoption``, ``position``,
-``teinewgame`` and ``go`` parsed; ``id``, ``option``, ``info`` and ``bestmove`` formatted) and the
-time budget of a ``go`` are in :mod:`takzero.protocols.tei.lines`, shared with the match runner's
+The session (:class:`TEIEngine`, this module: the state machine of the command lines, ``tei``,
+``isready``, ``setoption``, ``teinewgame``, ``position``, ``go``, ``stop``, ``quit``, one handler
+each, over the game, the options' values and the players) reads command lines and prints lines
+through a callable, so the same session runs over stdin (:mod:`takzero.tei`) and WebSocket
+(:mod:`takzero.tei_websocket`). Beside it, one concern a module: the option table
+(:mod:`takzero.protocols.tei.options`), each ``go`` as one object from its search to its
+``bestmove`` (:mod:`takzero.protocols.tei.go`), the reader thread with its bounded inbox
+(:mod:`takzero.protocols.tei.reader`) and the players with the one in the seat: chosen, configured,
+warmed up, kept in step with the game (:mod:`takzero.protocols.tei.seat`). The text of the
+protocol lines (``setoption``, ``position``, ``teinewgame`` and ``go`` parsed; ``id``, ``option``,
+``info`` and ``bestmove`` formatted) and the time budget of a ``go`` are in
+:mod:`takzero.protocols.tei.lines`, shared with the match runner's
 client (:mod:`takzero.protocols.tei.match`). What is not protocol lives below it: players and their
 clocks in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.players.registry``.
 """
@@ -137,263 +99,49 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import warnings
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
 from takzero.io.machine import machine_memory
-from takzero.players.base import BasePlayer, PlayerMove
-from takzero.players.network import PLAY_BACKENDS, BackendFallbackWarning
-from takzero.players.registry import check_spec, make_player
+from takzero.players.base import BasePlayer
+from takzero.players.registry import make_player
+from takzero.protocols.tei.go import GoCommand
 from takzero.protocols.tei.lines import (
     MAX_NODES,
-    MOVE_OVERHEAD_MS,
     TEIProtocolError,
     clip,
     format_bestmove,
     format_id,
-    format_info,
-    format_option,
     format_sizes,
     parse_go,
     parse_position,
     parse_setoption,
     parse_teinewgame,
 )
-from takzero.search.limit import Limit
+from takzero.protocols.tei.options import OPTIONS, TREE_BYTES_PER_NODE
+from takzero.protocols.tei.reader import Inbox, read_commands
+from takzero.protocols.tei.seat import (
+    DEFAULT_PLAYER,
+    PlayerSeat,
+    check_player_spec,
+    load_network_player,
+)
 
 __all__ = [
     "DEFAULT_PLAYER",
     "ENGINE_AUTHOR",
     "ENGINE_NAME",
     "MAX_INFO",
-    "MAX_LINE",
-    "MAX_QUEUED_CHARS",
-    "MAX_QUEUED_LINES",
-    "MAX_SEED",
-    "MAX_THREADS",
-    "MAX_TREE_NODES",
-    "OPTIONS",
-    "Option",
     "TEIEngine",
 ]
 
 ENGINE_NAME = "takzero"
 ENGINE_AUTHOR = "takzero developers"
-DEFAULT_PLAYER = "uct:200"
 DEFAULT_SIZE = 6
-#: Default of the ``TreeNodes`` option (network: 4e6 * 28 bytes = 112 MB per tree, committed as
-#: used; a 5x5 search at 10,000 simulations/s fills about 0.6M nodes a second).
-DEFAULT_TREE_NODES = 4_000_000
-#: Most ``TreeNodes`` (a network tree of 10^8 nodes is 2.8 GB; a UCT tree of as many, some 9 GB).
-MAX_TREE_NODES = 100_000_000
-#: Bytes per tree node that ``TreeNodes`` is checked with against the machine's memory: an upper
-#: estimate of a node of either player's tree (network: ``BYTES_PER_NODE`` = 28; UCT: five int64
-#: node arrays, its path and an edge of five 8-byte fields, 96).
-TREE_BYTES_PER_NODE = 96
-#: Most ``Seed`` (the players' seeds are 31-bit).
-MAX_SEED = 2**31 - 1
-#: Most ``Threads`` (CPU threads of the network).
-MAX_THREADS = 64
-#: Most ``Batch`` (positions per network call of a network search; 0: automatic).
-MAX_LEAVES = 32
-#: Simulations of each warm-up search (``isready``/``teinewgame``): enough to run every kernel.
-WARM_NODES = 16
-#: The longest command line read (characters; a ``position`` of a 10,000-ply game is about
-#: 100,000): a longer line is skipped whole, with one ``info string``.
-MAX_LINE = 1 << 18
-#: Most command lines waiting while a search runs; more are dropped (one ``info string`` per
-#: search). ``quit`` and the end of the input are never dropped.
-MAX_QUEUED_LINES = 4096
-#: Most characters of the command lines waiting while a search runs (as ``MAX_QUEUED_LINES``).
-MAX_QUEUED_CHARS = 1 << 22
 #: The longest ``info string`` text printed (characters); a longer one is cut, saying so.
 MAX_INFO = 2000
-
-
-#: The option types of UCI (and so of TEI), as python-chess's ``engine.Option.type`` names them.
-OPTION_TYPES = ("spin", "check", "combo", "string", "button")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One TEI option, a row of :data:`OPTIONS` (the fields of python-chess's ``engine.Option``:
-    name, type, default, min, max, var; plus where its value lives in the engine).
-
-    Args:
-        name: the name as announced and as ``setoption name`` gives it (matched case-insensitively).
-        type: one of :data:`OPTION_TYPES`. ``spin``: an integer in ``min..max``; ``check``:
-            ``true``/``false``; ``combo``: one of ``var``; ``string``: any text (the setter checks
-            it); ``button``: no value (the setter is called with None).
-        attr: the :class:`TEIEngine` attribute that holds the value (read for the ``option`` line
-            and for the "keeping ..." of a refused value; written by ``setoption`` unless
-            ``setter`` is given).
-        default: the value a new engine starts with (None: the constructor sets ``attr`` from its
-            arguments, as for ``Nodes``, ``Seed``, ``Threads``, ``Model`` and ``Fallback``).
-        min, max: the range of a ``spin`` (announced and checked).
-        var: the choices of a ``combo``.
-        setter: ``setter(engine, value)`` instead of setting ``attr``, for options whose change does
-            more (reconfigure the players, load a model, restart the tree).
-        shown: how the current value is written in the ``option`` line (default ``str``).
-
-    Raises ValueError (at construction) for an unknown type, a spin without a range or a combo
-    without choices.
-    """
-
-    name: str
-    type: str
-    attr: str
-    default: object = None
-    min: int | None = None
-    max: int | None = None
-    var: tuple[str, ...] = ()
-    setter: Callable[[TEIEngine, object], None] | None = field(default=None, compare=False)
-    shown: Callable[[object], str] = field(default=str, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.type not in OPTION_TYPES:
-            raise ValueError(f"option {self.name}: type must be one of {OPTION_TYPES}, got {self.type!r}")
-        if self.type == "spin" and (self.min is None or self.max is None):
-            raise ValueError(f"option {self.name}: a spin needs min and max")
-        if self.type == "combo" and not self.var:
-            raise ValueError(f"option {self.name}: a combo needs its choices (var)")
-
-    def parse(self, text: str) -> Any:
-        """The value ``setoption ... value <text>`` sets: an int for a spin, a bool for a check,
-        the choice for a combo, ``text`` unchanged for a string, None for a button. Raises
-        ValueError, with the message to print, when ``text`` is not a value of the option."""
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        if self.type == "spin":
-            assert self.min is not None and self.max is not None
-            try:
-                value = int(text.strip())
-            except ValueError:
-                value = None
-            if value is None or not self.min <= value <= self.max:
-                raise ValueError(
-                    f"setoption: {self.name} must be an integer in {self.min}..{self.max}, got '{shown}'"
-                )
-            return value
-        if self.type == "check":
-            word = text.strip().lower()
-            if word not in ("true", "false"):
-                raise ValueError(f"setoption: {self.name} must be true or false, got '{shown}'")
-            return word == "true"
-        if self.type == "combo":
-            for choice in self.var:
-                if choice.lower() == text.strip().lower():
-                    return choice
-            raise ValueError(f"setoption: {self.name} must be one of {', '.join(self.var)}, got '{shown}'")
-        if self.type == "button":
-            return None
-        return text
-
-    def value(self, engine: TEIEngine) -> Any:
-        """The option's current value in ``engine``."""
-        return getattr(engine, self.attr)
-
-    def set(self, engine: TEIEngine, value: object) -> None:
-        """Apply a parsed value to ``engine`` (its setter, else the attribute)."""
-        if self.setter is not None:
-            self.setter(engine, value)
-        else:
-            setattr(engine, self.attr, value)
-
-    def text(self, engine: TEIEngine) -> str:
-        """The current value as the ``option`` line writes it (``true``/``false`` for a check)."""
-        value = self.value(engine)
-        if self.type == "check":
-            return "true" if value else "false"
-        return self.shown(value)
-
-    def line(self, engine: TEIEngine) -> str:
-        """The ``option name ... type ...`` line announced after ``tei``."""
-        if self.type == "button":
-            return f"option name {self.name} type button"
-        return format_option(self.name, self.type, self.text(engine), self.min, self.max, self.var)
-
-
-def _reconfiguring(attr: str) -> Callable[[TEIEngine, object], None]:
-    """A setter that sets ``attr`` and applies it to every player the engine holds."""
-
-    def setter(engine: TEIEngine, value: object) -> None:
-        setattr(engine, attr, value)
-        engine._configure_all()
-
-    return setter
-
-
-#: The engine's options in the order ``tei`` announces them, by lower-case name. A new option is
-#: one row (and, when it is more than a value the engine reads, its setter).
-OPTIONS: dict[str, Option] = {
-    o.name.lower(): o
-    for o in (
-        Option("HalfKomi", "spin", "half_komi", default=0, min=-20, max=20,
-               setter=lambda e, v: e._set_half_komi(v)),
-        Option("Nodes", "spin", "nodes_default", min=1, max=MAX_NODES),
-        Option("MultiPV", "spin", "multipv", default=1, min=1, max=32),
-        Option("TreeNodes", "spin", "tree_nodes", default=DEFAULT_TREE_NODES, min=100_000,
-               max=MAX_TREE_NODES, setter=lambda e, v: e._set_tree_nodes(int(v))),
-        Option("MoveOverhead", "spin", "move_overhead", default=MOVE_OVERHEAD_MS, min=0, max=5000),
-        Option("Seed", "spin", "seed", min=0, max=MAX_SEED),
-        Option("Threads", "spin", "threads", min=1, max=MAX_THREADS,
-               setter=_reconfiguring("threads")),
-        Option("Batch", "spin", "batch", default=0, min=0, max=MAX_LEAVES,
-               setter=_reconfiguring("batch")),
-        Option("Backend", "combo", "backend", default="auto", var=PLAY_BACKENDS,
-               setter=lambda e, v: e._set_backend(str(v))),
-        Option("Model", "string", "model_path", setter=lambda e, v: e._set_model(str(v)),
-               shown=lambda v: str(v) if v else "<empty>"),
-        Option("Fallback", "string", "fallback_spec",
-               setter=lambda e, v: e._set_fallback(str(v).strip())),
-    )
-}  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# Player construction
-# ---------------------------------------------------------------------------------------------
-
-
-def load_network_player(path: str | Path, simulations: int, seed: int, device: str = "cpu"):
-    """A :class:`takzero.players.NetworkPlayer` for an exported model (TorchScript/ONNX) or a
-    checkpoint. Raises OSError/ValueError/RuntimeError when the file cannot be used."""
-    from takzero.players import NetworkPlayer
-
-    return NetworkPlayer.load(str(path), simulations=simulations, seed=seed, device=device)
-
-
-def _player_nodes(player: Any) -> int | None:
-    sims = getattr(player, "simulations", None)
-    return int(sims) if sims is not None else None
-
-
-def check_player_spec(spec: str) -> None:
-    """:func:`takzero.players.registry.check_spec` and a bound on the simulation count a ``uct:N``
-    or ``model:PATH:N`` spec gives: at most :data:`MAX_NODES`, as ``Nodes`` and ``go nodes``
-    (``uct:10000000000000000000`` overflowed the search's int64 counts). Raises ValueError."""
-    kind = check_spec(spec)
-    count = spec.rpartition(":")[2] if ":" in spec else ""
-    if kind in ("uct", "model") and count.isascii() and count.isdigit() and int(count) > MAX_NODES:
-        raise ValueError(f"at most {MAX_NODES} simulations a move, got '{clip(count)}' in '{clip(spec)}'")
-
-
-def warm_positions(size: int) -> list[Position]:
-    """Positions a warm-up searches: the empty board and one a few plies in (placements and a
-    spread, so move generation, rollouts and the provers all run)."""
-    start = Position.start(size)
-    pos = start.copy()
-    for _ in range(6):
-        if pos.is_over:
-            break
-        codes = pos.legal_move_codes()
-        pos = pos.play(int(codes[len(codes) // 2]))
-    return [start, pos]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,7 +149,7 @@ def warm_positions(size: int) -> list[Position]:
 # ---------------------------------------------------------------------------------------------
 
 
-class TEIEngine:
+class TEIEngine(PlayerSeat):
     """The protocol state machine. ``out(line)`` receives every line the engine prints (without
     newline); :meth:`run` reads commands from a text stream until ``quit`` or end of input.
 
@@ -474,13 +222,10 @@ class TEIEngine:
         self._player: Any = None
         self._player_spec: str | None = None  # the spec of a baseline in use (for warming)
         self._synced: tuple[Position, list[int]] | None = None
-        self._worker: threading.Thread | None = None
-        self._search_stop = threading.Event()
-        self._search_lock = threading.Lock()  # the worker, its stop flag and its go's number
-        self._search_go: int | None = None  # the number of the running search's go (reader's count)
+        self._go: GoCommand | None = None  # the go in flight
+        self._search_lock = threading.Lock()  # the go in flight and _stopped_through
         self._stopped_through = 0  # every go up to this number was followed by a stop/quit
         self._line_go: int | None = None  # the number of the go line being handled
-        self._infinite = False
         self._quit = False
         if self.network is not None and getattr(self.network, "model_half_komi", None) is not None:
             self.half_komi = int(self.network.model_half_komi)  # the model's own komi by default
@@ -503,179 +248,17 @@ class TEIEngine:
             text = f"{text[: MAX_INFO - 40]}... (cut, {len(text)} characters)"
         self.send(f"info string {text}")
 
-    # -- players ---------------------------------------------------------------------------
-
-    def _load(self, path: str, nodes: int | None) -> Any:
-        """Load the network player and run a one-simulation search, so that compiling and
-        loading happen before ``readyok``, not in the first timed ``go``."""
-        sims = nodes if nodes is not None else 400
-        net = self.model_loader(path, sims, self.seed, self.device)
-        with warnings.catch_warnings(record=True) as caught:  # said at the next isready
-            warnings.simplefilter("always", BackendFallbackWarning)
-            self._configure(net)
-            warm = getattr(net, "think", None)
-            if warm is not None:
-                for pos in warm_positions(int(net.model_size)):
-                    warm(pos, Limit(nodes=1))
-        self._keep_notes(caught)
-        return net
-
-    def _keep_notes(self, caught: list[warnings.WarningMessage]) -> None:
-        """Keep the backend fallbacks among ``caught`` for the next ``isready`` (an
-        ``info string`` each: a GUI shows no stderr); other warnings go on as warnings."""
-        for w in caught:
-            if issubclass(w.category, BackendFallbackWarning):
-                self._notes.append(str(w.message))
-            else:
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-    def _set_backend(self, value: str) -> None:
-        """``setoption Backend``: the network is rebuilt in the new runtime at once, so a model
-        that cannot run there (a TorchScript file in onnx or int8) is refused here, the old
-        runtime kept, instead of failing every later search."""
-        net = self.network
-        old = getattr(net, "backend", None)
-        if net is not None and old != value and hasattr(net, "use_backend"):
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", BackendFallbackWarning)
-                    net.use_backend(value, self.threads, check=True)
-                self._keep_notes(caught)
-            except (ValueError, ImportError) as e:
-                net.use_backend(old, self.threads)
-                self.info(f"setoption: Backend {value} cannot run this model ({clip(str(e), 300)}); "
-                          f"keeping {self.backend}")  # fmt: skip
-                return
-        self.backend = value
-        self._configure_all()
-
-    def _configure(self, player: Any) -> None:
-        """Apply the engine's tree budget, threads and batch to ``player`` (players without a
-        tree or a network ignore them)."""
-        setter = getattr(player, "set_tree_nodes", None)
-        if setter is not None:
-            setter(self.tree_nodes)
-        set_threads = getattr(player, "set_threads", None)
-        if set_threads is not None:
-            set_threads(self.threads)
-        set_leaves = getattr(player, "set_leaves", None)
-        if set_leaves is not None:
-            set_leaves(self.batch or None)
-        use_backend = getattr(player, "use_backend", None)
-        if use_backend is not None and getattr(player, "backend", None) != self.backend:
-            use_backend(self.backend, self.threads)
-
-    def _configure_all(self) -> None:
-        """Apply the tree budget, threads and batch to every player the engine holds."""
-        for player in (self._player, self.network, self.baseline):
-            if player is not None:
-                self._configure(player)
-
-    def _plays(self, size: int) -> bool:
-        """Whether the engine has a player for ``size`` boards."""
-        return self._plays_with(self.fallback_spec, size)
-
-    def _refusal(self, size: int) -> str:
-        m = int(self.network.model_size)
-        return (
-            f"the model plays {m}x{m} only and Fallback is none: {size}x{size} refused "
-            f"(set Fallback to a player spec such as uct:200 to play it)"
-        )
-
-    def _select_player(self, announce: bool = True) -> None:
-        """Pick the player for ``self.size``: the network if it plays this size, else the
-        fallback; reset it for a new game with the seed. A player that cannot be built or reset
-        is replaced by the random player (said with ``info string``), so there is always one."""
-        spec: str | None = None
-        try:
-            if self.network is None:
-                player, spec = self.baseline, self.player_spec
-            elif int(self.network.model_size) == self.size:
-                player = self.network
-            else:
-                spec = self.fallback_spec if self.fallback_spec != "none" else DEFAULT_PLAYER
-                player = make_player(spec, seed=self.seed)
-                if announce:
-                    m = int(self.network.model_size)
-                    self.info(
-                        f"the model plays {m}x{m} only; playing {self.size}x{self.size} "
-                        f"with the baseline {spec}"
-                    )
-            self._configure(player)
-            player.reset(self.size, self.half_komi, self.seed)
-        except Exception as e:  # noqa: BLE001 - a player is needed whatever happened
-            self.info(f"cannot use the player for {self.size}x{self.size} ({e}); playing random moves")
-            spec = "random"
-            player = make_player(spec, seed=self.seed)
-            player.reset(self.size, self.half_komi, self.seed)
-        self._player = player
-        self._player_spec = spec
-        self._synced = None
-
-    def _warm(self) -> None:
-        """Build the compiled kernels of the current player before ``readyok``: a tiny search on
-        a throw-away player of the same spec (so the real player's random stream is untouched).
-        Once per spec and size per process; network players are warmed when loaded."""
-        self._prepare()
-        spec = self._player_spec
-        key = f"{spec}@{self.size}"
-        if spec is None or key in self._warmed:
-            return
-        self._warmed.add(key)
-        try:
-            player = make_player(spec, seed=0)
-            self._configure(player)
-            player.reset(self.size, self.half_komi, 0)
-            for pos in warm_positions(self.size):
-                player.think(pos, Limit(nodes=WARM_NODES))
-        except Exception as e:  # noqa: BLE001 - warming is an optimisation; say and go on
-            self.info(f"warming up {spec} failed ({e}); the first search may be slow")
-
-    def _prepare(self) -> None:
-        """Let the current player allocate what its next search needs (the network player's
-        search tree, :meth:`takzero.players.network.NetworkPlayer.prepare`), so that the first
-        timed ``go`` of a session or of a new game does not pay for it."""
-        prepare = getattr(self._player, "prepare", None)
-        if prepare is None:
-            return
-        try:
-            prepare()
-        except Exception as e:  # noqa: BLE001 - an optimisation; the search allocates it anyway
-            self.info(f"preparing the player failed ({e}); the first search may be slow")
-
-    def _sync_player(self) -> None:
-        """Tell the player the moves since its last position (tree reuse), or reset its tree."""
-        p = self._player
-        if self._synced is not None:
-            start, moves = self._synced
-            if start == self.start and self.moves[: len(moves)] == moves:
-                new = self.moves[len(moves) :]
-                pos = self.start.copy()
-                for code in moves:
-                    pos.make(code)
-                for code in new:
-                    p.observe(pos.copy(), code)
-                    pos.make(code)
-                self._synced = (self.start.copy(), list(self.moves))
-                return
-        p.reset(self.size, self.half_komi, None)
-        pos = self.start.copy()
-        for code in self.moves:
-            p.observe(pos.copy(), code)
-            pos.make(code)
-        self._synced = (self.start.copy(), list(self.moves))
-
     # -- main loop -------------------------------------------------------------------------
 
     def run(self, stream: TextIO) -> None:
         """Read and handle commands from ``stream`` until ``quit`` or end of input (which acts
         like ``quit``: a running search is stopped and answered). ``stream`` needs only
-        ``readline(size)``; it is read on a reader thread (:meth:`_read`), so that ``stop``,
+        ``readline(size)``; it is read on a reader thread (:func:`takzero.protocols.tei.reader.read_commands`), so that ``stop``,
         ``quit`` and the end of the input stop a search even while earlier commands wait for
         it; the commands run in order on the calling thread."""
-        inbox = _Inbox()
-        reader = threading.Thread(target=self._read, args=(stream, inbox), daemon=True,
-                                  name="tei-input")  # fmt: skip
+        inbox = Inbox()
+        reader = threading.Thread(target=read_commands, args=(stream, inbox, self.info, self._preempt),
+                                  daemon=True, name="tei-input")  # fmt: skip
         reader.start()
         while not self._quit:
             item = inbox.get()
@@ -688,41 +271,6 @@ class TEIEngine:
                 self._line_go = None
         self._finish_search(stop=True)
 
-    def _read(self, stream: TextIO, inbox: _Inbox) -> None:
-        """The reader thread: lines of at most :data:`MAX_LINE` characters into ``inbox`` (each
-        ``go`` numbered), a ``stop``/``quit``/end of input stopping the running search and every
-        ``go`` read before it (:meth:`_preempt`); ends after ``quit`` or at the end."""
-        gos = 0
-        try:
-            while True:
-                line = stream.readline(MAX_LINE + 1)
-                if not line:
-                    break
-                if len(line) > MAX_LINE or (len(line) == MAX_LINE + 1 and not line.endswith("\n")):
-                    skipped = len(line)
-                    while line and not line.endswith("\n"):  # the rest of the line, in pieces
-                        line = stream.readline(MAX_LINE + 1)
-                        skipped += len(line)
-                    self.info(f"a command line of {skipped} characters (over {MAX_LINE}) was skipped")
-                    continue
-                words = line.split(maxsplit=1)
-                cmd = words[0] if words else ""
-                if cmd == "go":
-                    gos += 1
-                elif cmd in ("stop", "quit"):
-                    self._preempt(gos)
-                if cmd == "quit":
-                    inbox.put((gos, line), force=True)
-                    return
-                if not inbox.put((gos, line)):
-                    if inbox.note_drop():
-                        self.info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
-                                  f"'{clip(cmd)}' and later ones dropped")  # fmt: skip
-        except (OSError, ValueError) as e:  # a broken or closed input ends it as its end does
-            self.info(f"the input cannot be read ({clip(str(e), 200)}): ending")
-        self._preempt(gos)
-        inbox.put(None, force=True)
-
     def _preempt(self, go_number: int) -> None:
         """A ``stop``/``quit``/end of input read after ``go`` number ``go_number``: stop the
         running search if its ``go`` came before (whatever is queued between), and mark every
@@ -730,8 +278,9 @@ class TEIEngine:
         at once (:meth:`_cmd_go`)."""
         with self._search_lock:
             self._stopped_through = max(self._stopped_through, go_number)
-            if self._worker is not None and self._search_go is not None and self._search_go <= go_number:
-                self._search_stop.set()
+            go = self._go
+            if go is not None and go.number is not None and go.number <= go_number:
+                go.stop()
 
     def handle(self, line: str) -> None:
         """Handle one command line (never raises; problems become ``info string``)."""
@@ -753,7 +302,7 @@ class TEIEngine:
                 if cmd == "isready":
                     self.send("readyok")
                     return
-                if self._infinite:
+                if self._go is not None and self._go.infinite:
                     self.info(f"'{cmd[:40]}' during go infinite: stopping the search first")
                     self._finish_search(stop=True)
                 else:
@@ -852,9 +401,6 @@ class TEIEngine:
                 return
         self.fallback_spec = spec
         self._select_player(announce=False)
-
-    def _plays_with(self, fallback: str, size: int) -> bool:
-        return self.network is None or int(self.network.model_size) == size or fallback != "none"
 
     def _set_tree_nodes(self, nodes: int) -> None:
         need, have = nodes * TREE_BYTES_PER_NODE, machine_memory()
@@ -995,150 +541,37 @@ class TEIEngine:
             except Exception as e2:  # noqa: BLE001
                 self.info(f"the player cannot play this position ({e2}); playing random moves")
                 player = make_player("random", seed=self.seed)
-        side = pos.side_to_move
-        seconds = limits.budget_seconds(side, self.move_overhead)
-        nodes = limits.nodes
-        if nodes is None and seconds is None and not limits.infinite:
-            nodes = self.nodes_default
-        stop = threading.Event()
-        self._infinite = limits.infinite
-        worker = threading.Thread(
-            target=self._search,
-            args=(player, pos, nodes, seconds, stop, limits.infinite, t_go),
-            daemon=True,
-        )
+        go = GoCommand(
+            player, pos, limits, number=self._line_go, t_go=t_go,
+            move_overhead=self.move_overhead, nodes_default=self.nodes_default,
+            multipv=self.multipv, tree_nodes=self.tree_nodes, send=self.send, info=self.info,
+        )  # fmt: skip
         with self._search_lock:  # with _preempt's check: a stop read after this go stops it
-            if self._line_go is not None and self._line_go <= self._stopped_through:
-                stop.set()  # a stop or quit was read after this go: it answers at once
-            self._search_stop = stop
-            self._search_go = self._line_go
-            self._worker = worker
-        worker.start()
+            if go.number is not None and go.number <= self._stopped_through:
+                go.stop()  # a stop or quit was read after this go: it answers at once
+            self._go = go
+        go.start()
 
-    # -- searching -------------------------------------------------------------------------
+    # -- the go in flight ------------------------------------------------------------------
 
     def _searching(self) -> bool:
-        return self._worker is not None
+        return self._go is not None
 
     def _finish_search(self, stop: bool = False) -> None:
         """Wait for the running search (setting its stop flag first if ``stop``)."""
-        w = self._worker
-        if w is None:
+        go = self._go
+        if go is None:
             return
         if stop:
-            self._search_stop.set()
-        w.join()
+            go.stop()
+        go.wait()
         with self._search_lock:
-            self._worker = None
-            self._search_go = None
-        self._infinite = False
-
-    def _report(self, pos: Position, pm: PlayerMove, seconds: float, total: int) -> None:
-        """The ``info`` lines of an answer: one, or one per line of ``pm.lines`` with MultiPV."""
-        if self.multipv > 1 and pm.lines:
-            for k, line in enumerate(pm.lines[: self.multipv], start=1):
-                self.send(format_info(pos, line, seconds, total, multipv=k))
-        else:
-            self.send(format_info(pos, pm, seconds, total))
-
-    def _search(
-        self,
-        player: Any,
-        pos: Position,
-        nodes: int | None,
-        seconds: float | None,
-        stop: threading.Event,
-        infinite: bool = False,
-        t_go: float | None = None,
-    ) -> None:
-        """The worker thread: one search, its ``info`` lines and exactly one ``bestmove``. With
-        ``infinite`` (``go infinite``) the ``bestmove`` waits for ``stop`` (or ``quit``) even when
-        the player is done sooner (a player that does not search, a proven position), as UCI
-        asks. ``t_go``: when the ``go`` was read (``time.perf_counter``); the time since comes
-        out of ``seconds``."""
-        t0 = time.perf_counter()
-        if seconds is not None and t_go is not None:
-            seconds = max(0.005, seconds - (t0 - t_go))
-        reported: list[PlayerMove] = []
-        move: str | None = None
-        timer = None
-        if seconds is not None:
-            # Backstop: the players keep ``seconds`` themselves (checked every simulation); this
-            # stops whatever runs past a quarter more (e.g. the tinue checks after a search).
-            # Still safe on a clock: the budget is at most half of the time left.
-            timer = threading.Timer(1.25 * seconds, stop.set)
-            timer.daemon = True
-            timer.start()
-
-        def progress(pm: PlayerMove, total: int) -> None:
-            reported[:] = [pm]
-            self._report(pos, pm, time.perf_counter() - t0, total)
-
-        try:
-            # ``multipv`` only when asked for, so players whose ``think`` predates it still play.
-            extra = {"multipv": self.multipv} if self.multipv > 1 else {}
-            limit = Limit(nodes=nodes, seconds=seconds, stop=stop, infinite=infinite)
-            pm = player.think(pos, limit, on_progress=progress, **extra)
-            if not reported or reported[0] is not pm:
-                self._report(pos, pm, time.perf_counter() - t0, pm.nodes)
-            if pm.info.get("tree_full"):
-                self.info(f"the search tree is full ({self.tree_nodes} nodes, TreeNodes): the "
-                          "search stopped there; raise TreeNodes for longer searches")  # fmt: skip
-            if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
-                raise ValueError(f"the player answered an illegal move code {pm.code}")
-            move = pos.ptn(pm.code)
-        except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
-            self.info(f"search failed ({e}); playing the first legal move")
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if infinite:
-                stop.wait()
-            if move is None:
-                move = pos.ptn(int(pos.legal_move_codes()[0]))
-            self.send(format_bestmove(move))
+            self._go = None
 
 
-class _Inbox:
-    """The lines read ahead for :meth:`TEIEngine.run`: a queue of ``(go number, line)`` items,
-    at most :data:`MAX_QUEUED_LINES` of them and :data:`MAX_QUEUED_CHARS` characters (``force``
-    adds past it: ``quit``, the end), whose :meth:`get` waits; None is the end of the input."""
-
-    def __init__(self) -> None:
-        self._items: deque = deque()
-        self._chars = 0
-        self._ready = threading.Condition()
-        self._dropping = False
-
-    def put(self, item: tuple[int, str] | None, force: bool = False) -> bool:
-        """Add ``item``; False (not added) when full and not ``force``."""
-        size = len(item[1]) if item is not None else 0
-        with self._ready:
-            full = len(self._items) >= MAX_QUEUED_LINES or self._chars + size > MAX_QUEUED_CHARS
-            if full and not force:
-                return False
-            self._dropping = False
-            self._items.append(item)
-            self._chars += size
-            self._ready.notify()
-            return True
-
-    def note_drop(self) -> bool:
-        """True for the first drop of a run of drops (said once)."""
-        with self._ready:
-            first = not self._dropping
-            self._dropping = True
-            return first
-
-    def get(self) -> tuple[int, str] | None:
-        """The next item, waiting for it."""
-        with self._ready:
-            while not self._items:
-                self._ready.wait()
-            item = self._items.popleft()
-            if item is not None:
-                self._chars -= len(item[1])
-            return item
+def _player_nodes(player: Any) -> int | None:
+    sims = getattr(player, "simulations", None)
+    return int(sims) if sims is not None else None
 
 
 def _stdout_line(line: str) -> None:

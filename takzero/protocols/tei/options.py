@@ -1,0 +1,232 @@
+"""The TEI engine's options as one table: :data:`OPTIONS`, one :class:`Option` row each (name,
+type, start value, range, the engine attribute it sets and, where setting it does more, its
+setter), as python-chess's ``engine.Option`` describes an engine's options. The ``option`` lines
+of ``tei``, the checks of ``setoption`` and the engine's start values all read it
+(:mod:`takzero.protocols.tei.engine`), so a new option is one row.
+
+Each option is checked against the range it advertises; a value outside it, or not a number, is
+refused with ``info string`` and the old value is kept. The options, in the order ``tei``
+announces them:
+
+- ``HalfKomi`` (spin -20..20): half points added to black's flat count; its default is the
+  komi the model was trained for (its ``half_komi``: checkpoint or export metadata), else 0. Also
+  settable in ``teinewgame`` (:mod:`takzero.protocols.tei.engine`). A komi other than the model's gives one ``info string``
+  (once per komi and model). PTN Ninja reads this option's range as the komis the engine plays.
+- ``Nodes`` (spin 1..``MAX_NODES``, 10^8): simulations per move when ``go`` gives no limit.
+- ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
+- ``TreeNodes`` (spin 100000..:data:`MAX_TREE_NODES`, 10^8; a value whose tree could take
+  more than the machine's memory at :data:`TREE_BYTES_PER_NODE` bytes a node is refused too):
+  the node budget of one search tree, the memory bound UCI engines call
+  ``Hash`` (counted in nodes, not megabytes: a network tree node is
+  ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
+  tree ends the search (``info string`` says so: later simulations would only back frozen
+  leaves up again, overstating the nodes); a full UCT tree scores new positions by rollouts
+  without storing them.
+- ``MoveOverhead`` (spin 0..5000, ms): kept back from every time budget for process and pipe
+  latency.
+- ``Seed`` (spin 0..2147483647): the players' seed, applied at every ``teinewgame``.
+- ``Threads`` (spin 1..64): CPU threads of the search: with 2 or more, two search workers each
+  select, evaluate and back up a batch of leaves, their network calls at once, each with
+  ``Threads // 2`` onnxruntime (and torch) threads; with 1, one loop and the network on one
+  thread; ``--threads`` sets it at start-up.
+- ``Backend`` (combo auto, int8, onnx, torch; a runtime the model cannot run in, e.g. a
+  TorchScript file in onnx or int8, is refused and the old one kept): the network's runtime
+  (``takzero.players.network.play_evaluator``): ``auto`` (``AUTO_PLAY_BACKEND``: int8 in
+  onnxruntime on the CPU where the model allows, float32 onnxruntime where it cannot be
+  quantized), ``int8`` (the network quantized to int8,
+  ``takzero.nn.quantize``, calibrated on the positions the checkpoint carries or on games of its
+  own policy; a second or so the first time), ``onnx`` (float32) or ``torch``; ``--backend``
+  sets it at start-up.
+- ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
+  with virtual loss); 0 (default) chooses by the limit
+  (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
+  simulation per network call.
+- ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
+  no model; an empty value is refused, the model kept). A checkpoint is read weights-only: one whose pickle would run code is refused with
+  an ``info string`` naming it, and the previous player stays (README, "Which model files are
+  safe to take from a stranger": a TorchScript file holds code).
+- ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
+  ``takzero.players.registry`` such as ``uct:200`` (at most ``MAX_NODES`` = 10^8 simulations, as
+  ``Nodes``), or ``none`` to refuse such sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from takzero.players.network import PLAY_BACKENDS
+from takzero.protocols.tei.lines import MAX_NODES, MOVE_OVERHEAD_MS, format_option
+
+#: The engine an option reads and sets: a :class:`takzero.protocols.tei.engine.TEIEngine` (named,
+#: not imported: the engine imports this table).
+Engine = Any
+
+__all__ = [
+    "DEFAULT_TREE_NODES",
+    "MAX_LEAVES",
+    "MAX_SEED",
+    "MAX_THREADS",
+    "MAX_TREE_NODES",
+    "OPTIONS",
+    "OPTION_TYPES",
+    "TREE_BYTES_PER_NODE",
+    "Option",
+]
+
+#: Default of the ``TreeNodes`` option (network: 4e6 * 28 bytes = 112 MB per tree, committed as
+#: used; a 5x5 search at 10,000 simulations/s fills about 0.6M nodes a second).
+DEFAULT_TREE_NODES = 4_000_000
+#: Most ``TreeNodes`` (a network tree of 10^8 nodes is 2.8 GB; a UCT tree of as many, some 9 GB).
+MAX_TREE_NODES = 100_000_000
+#: Bytes per tree node that ``TreeNodes`` is checked with against the machine's memory: an upper
+#: estimate of a node of either player's tree (network: ``BYTES_PER_NODE`` = 28; UCT: five int64
+#: node arrays, its path and an edge of five 8-byte fields, 96).
+TREE_BYTES_PER_NODE = 96
+#: Most ``Seed`` (the players' seeds are 31-bit).
+MAX_SEED = 2**31 - 1
+#: Most ``Threads`` (CPU threads of the network).
+MAX_THREADS = 64
+#: Most ``Batch`` (positions per network call of a network search; 0: automatic).
+MAX_LEAVES = 32
+
+
+#: The option types of UCI (and so of TEI), as python-chess's ``engine.Option.type`` names them.
+OPTION_TYPES = ("spin", "check", "combo", "string", "button")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One TEI option, a row of :data:`OPTIONS` (the fields of python-chess's ``engine.Option``:
+    name, type, default, min, max, var; plus where its value lives in the engine).
+
+    Args:
+        name: the name as announced and as ``setoption name`` gives it (matched case-insensitively).
+        type: one of :data:`OPTION_TYPES`. ``spin``: an integer in ``min..max``; ``check``:
+            ``true``/``false``; ``combo``: one of ``var``; ``string``: any text (the setter checks
+            it); ``button``: no value (the setter is called with None).
+        attr: the :class:`~takzero.protocols.tei.engine.TEIEngine` attribute that holds the value
+            (read for the ``option`` line and for the "keeping ..." of a refused value; written by
+            ``setoption`` unless ``setter`` is given).
+        default: the value a new engine starts with (None: the constructor sets ``attr`` from its
+            arguments, as for ``Nodes``, ``Seed``, ``Threads``, ``Model`` and ``Fallback``).
+        min, max: the range of a ``spin`` (announced and checked).
+        var: the choices of a ``combo``.
+        setter: ``setter(engine, value)`` instead of setting ``attr``, for options whose change does
+            more (reconfigure the players, load a model, restart the tree).
+        shown: how the current value is written in the ``option`` line (default ``str``).
+
+    Raises ValueError (at construction) for an unknown type, a spin without a range or a combo
+    without choices.
+    """
+
+    name: str
+    type: str
+    attr: str
+    default: object = None
+    min: int | None = None
+    max: int | None = None
+    var: tuple[str, ...] = ()
+    setter: Callable[[Engine, object], None] | None = field(default=None, compare=False)
+    shown: Callable[[object], str] = field(default=str, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.type not in OPTION_TYPES:
+            raise ValueError(f"option {self.name}: type must be one of {OPTION_TYPES}, got {self.type!r}")
+        if self.type == "spin" and (self.min is None or self.max is None):
+            raise ValueError(f"option {self.name}: a spin needs min and max")
+        if self.type == "combo" and not self.var:
+            raise ValueError(f"option {self.name}: a combo needs its choices (var)")
+
+    def parse(self, text: str) -> Any:
+        """The value ``setoption ... value <text>`` sets: an int for a spin, a bool for a check,
+        the choice for a combo, ``text`` unchanged for a string, None for a button. Raises
+        ValueError, with the message to print, when ``text`` is not a value of the option."""
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        if self.type == "spin":
+            assert self.min is not None and self.max is not None
+            try:
+                value = int(text.strip())
+            except ValueError:
+                value = None
+            if value is None or not self.min <= value <= self.max:
+                raise ValueError(
+                    f"setoption: {self.name} must be an integer in {self.min}..{self.max}, got '{shown}'"
+                )
+            return value
+        if self.type == "check":
+            word = text.strip().lower()
+            if word not in ("true", "false"):
+                raise ValueError(f"setoption: {self.name} must be true or false, got '{shown}'")
+            return word == "true"
+        if self.type == "combo":
+            for choice in self.var:
+                if choice.lower() == text.strip().lower():
+                    return choice
+            raise ValueError(f"setoption: {self.name} must be one of {', '.join(self.var)}, got '{shown}'")
+        if self.type == "button":
+            return None
+        return text
+
+    def value(self, engine: Engine) -> Any:
+        """The option's current value in ``engine``."""
+        return getattr(engine, self.attr)
+
+    def set(self, engine: Engine, value: object) -> None:
+        """Apply a parsed value to ``engine`` (its setter, else the attribute)."""
+        if self.setter is not None:
+            self.setter(engine, value)
+        else:
+            setattr(engine, self.attr, value)
+
+    def text(self, engine: Engine) -> str:
+        """The current value as the ``option`` line writes it (``true``/``false`` for a check)."""
+        value = self.value(engine)
+        if self.type == "check":
+            return "true" if value else "false"
+        return self.shown(value)
+
+    def line(self, engine: Engine) -> str:
+        """The ``option name ... type ...`` line announced after ``tei``."""
+        if self.type == "button":
+            return f"option name {self.name} type button"
+        return format_option(self.name, self.type, self.text(engine), self.min, self.max, self.var)
+
+
+def _reconfiguring(attr: str) -> Callable[[Engine, object], None]:
+    """A setter that sets ``attr`` and applies it to every player the engine holds."""
+
+    def setter(engine: Engine, value: object) -> None:
+        setattr(engine, attr, value)
+        engine._configure_all()
+
+    return setter
+
+
+#: The engine's options in the order ``tei`` announces them, by lower-case name. A new option is
+#: one row (and, when it is more than a value the engine reads, its setter).
+OPTIONS: dict[str, Option] = {
+    o.name.lower(): o
+    for o in (
+        Option("HalfKomi", "spin", "half_komi", default=0, min=-20, max=20,
+               setter=lambda e, v: e._set_half_komi(v)),
+        Option("Nodes", "spin", "nodes_default", min=1, max=MAX_NODES),
+        Option("MultiPV", "spin", "multipv", default=1, min=1, max=32),
+        Option("TreeNodes", "spin", "tree_nodes", default=DEFAULT_TREE_NODES, min=100_000,
+               max=MAX_TREE_NODES, setter=lambda e, v: e._set_tree_nodes(int(v))),
+        Option("MoveOverhead", "spin", "move_overhead", default=MOVE_OVERHEAD_MS, min=0, max=5000),
+        Option("Seed", "spin", "seed", min=0, max=MAX_SEED),
+        Option("Threads", "spin", "threads", min=1, max=MAX_THREADS,
+               setter=_reconfiguring("threads")),
+        Option("Batch", "spin", "batch", default=0, min=0, max=MAX_LEAVES,
+               setter=_reconfiguring("batch")),
+        Option("Backend", "combo", "backend", default="auto", var=PLAY_BACKENDS,
+               setter=lambda e, v: e._set_backend(str(v))),
+        Option("Model", "string", "model_path", setter=lambda e, v: e._set_model(str(v)),
+               shown=lambda v: str(v) if v else "<empty>"),
+        Option("Fallback", "string", "fallback_spec",
+               setter=lambda e, v: e._set_fallback(str(v).strip())),
+    )
+}  # fmt: skip
+

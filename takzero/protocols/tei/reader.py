@@ -1,0 +1,113 @@
+"""The input of a TEI session: a reader thread (:func:`read_commands`) that reads the command lines
+ahead into a bounded :class:`Inbox` while the session handles them in order, so that ``stop``,
+``quit`` and the end of the input act as soon as they are read, even while earlier commands wait
+for a search.
+
+Bounds: a command line is read up to :data:`MAX_LINE` characters (a longer one is skipped whole,
+said with ``info string``); at most :data:`MAX_QUEUED_LINES` lines and :data:`MAX_QUEUED_CHARS`
+characters wait while a search runs (more are dropped, said once per run of drops). Each ``go`` is
+numbered as it is read, and a ``stop``, a ``quit`` or the end of the input calls the session's
+``preempt`` with the number of ``go`` lines read before it (it stops the search of any of them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TextIO
+
+from takzero.protocols.tei.lines import clip
+
+__all__ = ["MAX_LINE", "MAX_QUEUED_CHARS", "MAX_QUEUED_LINES", "Inbox", "read_commands"]
+
+#: The longest command line read (characters; a ``position`` of a 10,000-ply game is about
+#: 100,000): a longer line is skipped whole, with one ``info string``.
+MAX_LINE = 1 << 18
+#: Most command lines waiting while a search runs; more are dropped (one ``info string`` per
+#: search). ``quit`` and the end of the input are never dropped.
+MAX_QUEUED_LINES = 4096
+#: Most characters of the command lines waiting while a search runs (as ``MAX_QUEUED_LINES``).
+MAX_QUEUED_CHARS = 1 << 22
+
+
+class Inbox:
+    """The lines read ahead for :meth:`takzero.protocols.tei.engine.TEIEngine.run`: a queue of
+    ``(go number, line)`` items, at most :data:`MAX_QUEUED_LINES` of them and
+    :data:`MAX_QUEUED_CHARS` characters (``force`` adds past it: ``quit``, the end), whose
+    :meth:`get` waits; None is the end of the input."""
+
+    def __init__(self) -> None:
+        self._items: deque = deque()
+        self._chars = 0
+        self._ready = threading.Condition()
+        self._dropping = False
+
+    def put(self, item: tuple[int, str] | None, force: bool = False) -> bool:
+        """Add ``item``; False (not added) when full and not ``force``."""
+        size = len(item[1]) if item is not None else 0
+        with self._ready:
+            full = len(self._items) >= MAX_QUEUED_LINES or self._chars + size > MAX_QUEUED_CHARS
+            if full and not force:
+                return False
+            self._dropping = False
+            self._items.append(item)
+            self._chars += size
+            self._ready.notify()
+            return True
+
+    def note_drop(self) -> bool:
+        """True for the first drop of a run of drops (said once)."""
+        with self._ready:
+            first = not self._dropping
+            self._dropping = True
+            return first
+
+    def get(self) -> tuple[int, str] | None:
+        """The next item, waiting for it."""
+        with self._ready:
+            while not self._items:
+                self._ready.wait()
+            item = self._items.popleft()
+            if item is not None:
+                self._chars -= len(item[1])
+            return item
+
+
+def read_commands(
+    stream: TextIO, inbox: Inbox, info: Callable[[str], None], preempt: Callable[[int], None]
+) -> None:
+    """The reader thread: lines of at most :data:`MAX_LINE` characters into ``inbox`` (each
+    ``go`` numbered), a ``stop``/``quit``/end of input stopping the running search and every
+    ``go`` read before it (``preempt(number of gos read)``); ``info`` says what was skipped or
+    dropped; ends after ``quit`` or at the end."""
+    gos = 0
+    try:
+        while True:
+            line = stream.readline(MAX_LINE + 1)
+            if not line:
+                break
+            if len(line) > MAX_LINE or (len(line) == MAX_LINE + 1 and not line.endswith("\n")):
+                skipped = len(line)
+                while line and not line.endswith("\n"):  # the rest of the line, in pieces
+                    line = stream.readline(MAX_LINE + 1)
+                    skipped += len(line)
+                info(f"a command line of {skipped} characters (over {MAX_LINE}) was skipped")
+                continue
+            words = line.split(maxsplit=1)
+            cmd = words[0] if words else ""
+            if cmd == "go":
+                gos += 1
+            elif cmd in ("stop", "quit"):
+                preempt(gos)
+            if cmd == "quit":
+                inbox.put((gos, line), force=True)
+                return
+            if not inbox.put((gos, line)):
+                if inbox.note_drop():
+                    info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
+                         f"'{clip(cmd)}' and later ones dropped")  # fmt: skip
+    except (OSError, ValueError) as e:  # a broken or closed input ends it as its end does
+        info(f"the input cannot be read ({clip(str(e), 200)}): ending")
+    preempt(gos)
+    inbox.put(None, force=True)
