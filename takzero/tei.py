@@ -15,7 +15,7 @@ from takzero.io.files import exit_now
 from takzero.players.network import PLAY_BACKENDS
 from takzero.players.registry import help_text, spec_syntax
 from takzero.protocols.tei.engine import DEFAULT_PLAYER, TEIEngine
-from takzero.protocols.tei.options import MAX_SEED, MAX_THREADS
+from takzero.protocols.tei.options import MAX_SEED, MAX_THREADS, MemoryBudget
 from takzero.tei_websocket import DEFAULT_ADDRESS, parse_address, serve_websocket
 
 __all__ = ["main"]
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.websocket is not None:
         del engine  # it was the check; each connection builds its own
-        return serve_websocket(lambda out: TEIEngine(**options, out=out), *args.websocket)
+        memory = MemoryBudget()  # one for all connections: their trees together fit the machine
+        return serve_websocket(lambda out: TEIEngine(**options, out=out, memory=memory), *args.websocket)
     if args.commands:
         try:
             f = open(args.commands, encoding="utf-8")  # noqa: SIM115 - closed below

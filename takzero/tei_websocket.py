@@ -8,8 +8,11 @@ WebSocket, with no bridge such as websocketd in between:
 * one engine per connection, built when the connection opens (so two browser tabs never share a
   search tree or a position; engines start while others search: the network's ONNX export
   is serialised by ``takzero.nn.inference.ONNX_EXPORT_LOCK``) and ended when it closes (a
-  running search is stopped at once, as at the end of stdin, even while commands wait for it;
-  the engine, its tree and its network runtime are dropped with the connection);
+  running search is stopped at once, as at the end of stdin, even while commands wait for it, and
+  the commands still queued are dropped unanswered; the engine, its tree and its network runtime
+  are dropped with the connection; the engines share one memory budget for their search trees,
+  given by the caller's ``make_engine``, so a ``TreeNodes`` that does not fit beside the other
+  connections' is refused);
 * at most :data:`MAX_CONNECTIONS` connections at once (``max_connections``): one more is told
   ``info string the server is full ...`` and closed (close code 1013, "try again later");
   a message is at most :data:`MAX_MESSAGE` bytes (a longer one closes the connection, code
@@ -288,12 +291,14 @@ class MessageLines:
     """A WebSocket connection read as a text stream: :meth:`readline` returns the client's next
     line (messages split at line breaks, each line ending in ``\\n``), and ``""`` once the
     connection is closed, as a file at its end. One message is held at a time, its lines cut
-    out as they are read (no copy of every line)."""
+    out as they are read (no copy of every line). ``peer_closed`` is True once the connection
+    is closed: the engine then drops what it has queued, as nobody reads its answers."""
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
         self._text = ""
         self._pos = 0
+        self.peer_closed = False
 
     def readline(self, size: int = -1) -> str:
         """The next line (at most ``size`` characters when ``size`` >= 0: a longer line comes
@@ -304,6 +309,7 @@ class MessageLines:
             try:
                 message = self._connection.recv()
             except ConnectionClosed:
+                self.peer_closed = True
                 return ""
             if isinstance(message, bytes):
                 message = message.decode("utf-8", "replace")

@@ -277,7 +277,8 @@ def test_a_failing_search_still_answers_a_legal_move() -> None:
     engine = TEIEngine(out=lines.append, player="random")
     engine.baseline = FailingPlayer()
     engine._select_player(announce=False)
-    engine.run(io.StringIO("teinewgame 4\nposition startpos moves a1\ngo nodes 5\nquit\n"))
+    # Lockstep: the quit comes after the bestmove (a go still queued at a quit is not searched)
+    engine.run(Lockstep("teinewgame 4\nposition startpos moves a1\ngo nodes 5\nquit\n", lines))
     assert any("search failed (boom)" in ln for ln in lines)
     move = lines[-1].split()[1]
     assert lines[-1].startswith("bestmove")

@@ -184,17 +184,17 @@ def test_a_fallback_beyond_the_most_simulations_is_refused(spec: str) -> None:
 
 def test_treenodes_is_bounded_by_its_most_and_by_the_machine(monkeypatch) -> None:
     """Old: ``TreeNodes`` went to 10^9 (28-96 GB a tree) whatever the machine."""
-    import takzero.protocols.tei.engine as engine_module
+    import takzero.protocols.tei.options as options_module
 
     lines: list[str] = []
     engine = TEIEngine(out=lines.append, player="uct:10")
     engine.handle(f"setoption name TreeNodes value {MAX_TREE_NODES + 1}")
     assert engine.tree_nodes == DEFAULT_TREE_NODES
     assert f"100000..{MAX_TREE_NODES}" in lines[-1] and "keeping" in lines[-1]
-    monkeypatch.setattr(engine_module, "machine_memory", lambda: 2**30)  # a 1 GiB machine
+    monkeypatch.setattr(options_module, "machine_memory", lambda: 2**30)  # a 1 GiB machine
     engine.handle("setoption name TreeNodes value 20000000")
     assert engine.tree_nodes == DEFAULT_TREE_NODES
-    assert "more than this machine's 1.0 GiB" in lines[-1] and "keeping 4000000" in lines[-1]
+    assert "of this machine's 1.0 GiB" in lines[-1] and "keeping 4000000" in lines[-1]
     engine.handle("setoption name TreeNodes value 200000")
     assert engine.tree_nodes == 200_000
 

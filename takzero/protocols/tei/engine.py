@@ -33,8 +33,12 @@ Commands and answers:
   are read, even while commands before them wait for that search (``go nodes 100000000``,
   ``position ...``, ``quit``: the search is stopped, then the ``position`` is read), and they
   stop every ``go`` read before them: one still waiting (``go``, ``go``, ``stop``) starts
-  stopped and answers at once with a legal move (each ``go`` still gets its ``bestmove``); the
-  end of the input (a closed pipe or WebSocket connection) acts like ``quit``.
+  stopped and answers at once with a legal move, unsearched (each ``go`` still gets its
+  ``bestmove``). A ``go`` read while an earlier ``go`` searches or waits stops it the same way,
+  so a flood of queued ``go`` lines costs one search. The end of the input acts like ``quit``:
+  what was read before them is still handled, without any search or warm-up, and the engine
+  ends. A closed WebSocket connection (or an output that cannot be written) drops everything
+  still queued, unanswered.
 
 Behaviour worth knowing:
 
@@ -104,7 +108,6 @@ from typing import Any, TextIO
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
-from takzero.io.machine import machine_memory
 from takzero.players.base import BasePlayer
 from takzero.players.registry import make_player
 from takzero.protocols.tei.go import GoCommand
@@ -120,7 +123,7 @@ from takzero.protocols.tei.lines import (
     parse_setoption,
     parse_teinewgame,
 )
-from takzero.protocols.tei.options import OPTIONS, TREE_BYTES_PER_NODE
+from takzero.protocols.tei.options import OPTIONS, TREE_BYTES_PER_NODE, MemoryBudget
 from takzero.protocols.tei.reader import Inbox, read_commands
 from takzero.protocols.tei.seat import (
     DEFAULT_PLAYER,
@@ -163,6 +166,9 @@ class TEIEngine(PlayerSeat):
         out: where lines go (default: stdout, flushed).
         model_loader: builds the network player from (path, nodes, seed, device) (tests may swap).
         threads: CPU threads of the network (``Threads`` option, 1..64).
+        backend: the network's runtime (``Backend`` option).
+        memory: the memory budget the search trees are held against, shared by the engines of one
+            process (the WebSocket server's connections); None: this engine's own, the machine's.
 
     Raises (constructor only) whatever ``model_loader`` raises for a bad ``model``, ValueError for
     a bad player spec or seed.
@@ -180,9 +186,11 @@ class TEIEngine(PlayerSeat):
         model_loader: Callable[..., Any] = load_network_player,
         threads: int = 1,
         backend: str = "auto",
+        memory: MemoryBudget | None = None,
     ) -> None:
         self._out = out or _stdout_line
         self._out_lock = threading.Lock()
+        self._gone = False  # the peer cannot be written to any more
         for option in OPTIONS.values():  # the start values of the table's rows
             if option.default is not None:
                 setattr(self, option.attr, option.default)
@@ -226,6 +234,8 @@ class TEIEngine(PlayerSeat):
         self._search_lock = threading.Lock()  # the go in flight and _stopped_through
         self._stopped_through = 0  # every go up to this number was followed by a stop/quit
         self._line_go: int | None = None  # the number of the go line being handled
+        self._inbox: Inbox | None = None  # the commands read ahead (run)
+        self._memory = memory if memory is not None else MemoryBudget()
         self._quit = False
         if self.network is not None and getattr(self.network, "model_half_komi", None) is not None:
             self.half_komi = int(self.network.model_half_komi)  # the model's own komi by default
@@ -233,6 +243,7 @@ class TEIEngine(PlayerSeat):
             self.position = self.start.copy()
         self._komi_chosen = False  # set by setoption HalfKomi / teinewgame halfkomi
         self._komi_warned: set[tuple[str | None, int]] = set()  # (model, komi) said once
+        self._memory.hold(self, self.tree_nodes * TREE_BYTES_PER_NODE, force=True)
         self._select_player(announce=False)
 
     # -- output ----------------------------------------------------------------------------
@@ -240,7 +251,20 @@ class TEIEngine(PlayerSeat):
     def send(self, line: str) -> None:
         """Print one line (thread-safe)."""
         with self._out_lock:
-            self._out(line)
+            if self._gone:
+                return
+            try:
+                self._out(line)
+            except (OSError, ValueError):  # a broken pipe, a closed stdout: the peer is gone
+                self._gone = True
+        if self._gone:
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        """The peer is gone: every search stops and nothing queued is handled or answered."""
+        if self._inbox is not None:
+            self._inbox.close(drop=True)
+        self._preempt(sys.maxsize)
 
     def info(self, text: str) -> None:
         """Print ``info string <text>`` (cut at :data:`MAX_INFO` characters, saying so)."""
@@ -256,20 +280,29 @@ class TEIEngine(PlayerSeat):
         ``readline(size)``; it is read on a reader thread (:func:`takzero.protocols.tei.reader.read_commands`), so that ``stop``,
         ``quit`` and the end of the input stop a search even while earlier commands wait for
         it; the commands run in order on the calling thread."""
-        inbox = Inbox()
+        inbox = self._inbox = Inbox()
+        self._memory.hold(self, self.tree_nodes * TREE_BYTES_PER_NODE, force=True)
         reader = threading.Thread(target=read_commands, args=(stream, inbox, self.info, self._preempt),
                                   daemon=True, name="tei-input")  # fmt: skip
         reader.start()
-        while not self._quit:
-            item = inbox.get()
-            if item is None:
-                break
-            self._line_go, line = item
-            try:
-                self.handle(line)
-            finally:
-                self._line_go = None
-        self._finish_search(stop=True)
+        try:
+            while not self._quit:
+                item = inbox.get()
+                if item is None:
+                    break
+                self._line_go, line = item
+                try:
+                    self.handle(line)
+                finally:
+                    self._line_go = None
+            self._finish_search(stop=True)
+        finally:
+            self._memory.release(self)  # the tree budget goes back to the other connections
+
+    def _ending(self) -> bool:
+        """True once ``quit`` or the end of the input was read: what is still queued is handled
+        without searching or warming up."""
+        return self._inbox is not None and self._inbox.closing
 
     def _preempt(self, go_number: int) -> None:
         """A ``stop``/``quit``/end of input read after ``go`` number ``go_number``: stop the
@@ -338,7 +371,8 @@ class TEIEngine(PlayerSeat):
         return [format_sizes(group, komis) for group in (model, others) if group]
 
     def _cmd_isready(self, args: list[str]) -> None:
-        self._warm()
+        if not self._ending():  # no warm-up for an engine about to end
+            self._warm()
         for note in self._notes:
             self.info(note)
         self._notes.clear()
@@ -403,12 +437,13 @@ class TEIEngine(PlayerSeat):
         self._select_player(announce=False)
 
     def _set_tree_nodes(self, nodes: int) -> None:
-        need, have = nodes * TREE_BYTES_PER_NODE, machine_memory()
-        if need > have:
-            gib = 2**30
-            self.info(f"setoption: TreeNodes {nodes} would take up to {need / gib:.1f} GiB "
-                      f"({TREE_BYTES_PER_NODE} bytes a node), more than this machine's "
-                      f"{have / gib:.1f} GiB; keeping {self.tree_nodes}")  # fmt: skip
+        """``setoption TreeNodes``: held against the memory budget (what the other engines of
+        the process hold is not free); a value that does not fit is refused in one line, the
+        old value kept."""
+        need = nodes * TREE_BYTES_PER_NODE
+        if not self._memory.hold(self, need):
+            self.info(f"setoption: TreeNodes {nodes} refused: {self._memory.refusal(self, need)}; "
+                      f"keeping {self.tree_nodes}")  # fmt: skip
             return
         self.tree_nodes = nodes
         self._configure_all()
@@ -487,7 +522,8 @@ class TEIEngine(PlayerSeat):
                 self.info(f"teinewgame: {str(e).removeprefix('setoption: ')}; keeping {self.half_komi}")
         self._new_game(size)
         self._check_model_komi()
-        self._warm()
+        if not self._ending():
+            self._warm()
 
     def _new_game(self, size: int) -> None:
         self.size = size
@@ -528,6 +564,11 @@ class TEIEngine(PlayerSeat):
         if pos.is_over:
             self.info(f"the game is over ({pos.result}, {pos.result.reason}); there is no move")
             self.send(format_bestmove(None))
+            return
+        if self._line_go is not None and self._line_go <= self._stopped_through:
+            # Preempted while queued (a stop, a quit, a later go or the end of the input was read
+            # after it): answered at once, unsearched, so queued gos cost no search each.
+            self.send(format_bestmove(pos.ptn(int(pos.legal_move_codes()[0]))))
             return
         player = self._player
         try:

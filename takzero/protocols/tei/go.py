@@ -20,7 +20,8 @@ from typing import Any
 
 from takzero.game.position import Position
 from takzero.players.base import PlayerMove
-from takzero.protocols.tei.lines import SearchLimits, format_bestmove, format_info
+from takzero.protocols.tei.lines import SearchLimits, clip, format_bestmove, format_info
+from takzero.protocols.tei.options import TREE_BYTES_PER_NODE
 from takzero.search.limit import Limit
 
 __all__ = ["GoCommand"]
@@ -138,6 +139,11 @@ class GoCommand:
             if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
                 raise ValueError(f"the player answered an illegal move code {pm.code}")
             move = pos.ptn(pm.code)
+        except MemoryError as e:  # the tree (or the search) did not fit: said as an error
+            gib = self._tree_nodes * TREE_BYTES_PER_NODE / 2**30
+            self._info(f"error: out of memory, no search ({clip(str(e) or 'MemoryError', 200)}; "
+                       f"TreeNodes {self._tree_nodes} may take up to {gib:.1f} GiB): lower "
+                       "TreeNodes; answering the first legal move, unsearched")  # fmt: skip
         except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
             self._info(f"search failed ({e}); playing the first legal move")
         finally:

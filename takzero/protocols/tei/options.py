@@ -15,7 +15,10 @@ announces them:
 - ``Nodes`` (spin 1..``MAX_NODES``, 10^8): simulations per move when ``go`` gives no limit.
 - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
 - ``TreeNodes`` (spin 100000..:data:`MAX_TREE_NODES`, 10^8; a value whose tree could take
-  more than the machine's memory at :data:`TREE_BYTES_PER_NODE` bytes a node is refused too):
+  more than the memory free for it at :data:`TREE_BYTES_PER_NODE` bytes a node is refused too,
+  in one line naming the most that fits and what is free (:class:`MemoryBudget`: the machine's
+  memory, or the process's address-space limit, less what the trees of the other engines of the
+  process hold: the WebSocket server's connections share one budget)):
   the node budget of one search tree, the memory bound UCI engines call
   ``Hash`` (counted in nodes, not megabytes: a network tree node is
   ``takzero.search.config.BYTES_PER_NODE`` bytes, a UCT node one simulation). A full network
@@ -52,10 +55,15 @@ announces them:
 
 from __future__ import annotations
 
+import os
+import resource
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from takzero.io.machine import machine_memory
 from takzero.players.network import PLAY_BACKENDS
 from takzero.protocols.tei.lines import MAX_NODES, MOVE_OVERHEAD_MS, format_option
 
@@ -69,6 +77,7 @@ __all__ = [
     "MAX_SEED",
     "MAX_THREADS",
     "MAX_TREE_NODES",
+    "MemoryBudget",
     "OPTIONS",
     "OPTION_TYPES",
     "TREE_BYTES_PER_NODE",
@@ -230,3 +239,96 @@ OPTIONS: dict[str, Option] = {
     )
 }  # fmt: skip
 
+
+
+GIB = 2**30
+
+
+def _address_space_free() -> int | None:
+    """Bytes the process may still map under its address-space limit (``RLIMIT_AS``, as
+    ``ulimit -v`` sets it), or None without such a limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        mapped = 0
+    return max(0, soft - mapped)
+
+
+class MemoryBudget:
+    """The memory the search trees of the TEI engines of one process may take together: each
+    engine holds ``TreeNodes * TREE_BYTES_PER_NODE`` bytes of it (:meth:`hold`; the WebSocket
+    server gives every connection's engine the same budget, so 8 connections cannot each take the
+    whole machine), given back when its session ends (:meth:`release`, or when the engine is
+    garbage-collected). Thread-safe.
+
+    Args:
+        total: bytes of the budget; None: the machine's memory
+            (:func:`takzero.io.machine.machine_memory`, the container's limit where lower), read
+            at each check. Either way a process address-space limit (``RLIMIT_AS``) bounds what
+            is free too.
+    """
+
+    def __init__(self, total: int | None = None) -> None:
+        self._total = total
+        self._held: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def total(self) -> int:
+        """Bytes of the whole budget."""
+        return int(self._total) if self._total is not None else machine_memory()
+
+    def _others(self, owner: Any) -> tuple[int, int]:
+        """(bytes, count) held by the engines other than ``owner`` (lock held)."""
+        others = [n for o, n in self._held.items() if o is not owner]
+        return sum(others), len(others)
+
+    def free(self, owner: Any) -> int:
+        """Bytes ``owner`` may hold: the total less what the others hold, at most what the
+        address-space limit leaves (plus what ``owner`` holds now: its old tree goes when the
+        budget changes)."""
+        with self._lock:
+            return self._free(owner)
+
+    def _free(self, owner: Any) -> int:
+        held, _ = self._others(owner)
+        free = max(0, self.total() - held)
+        room = _address_space_free()
+        if room is not None:
+            free = min(free, room + self._held.get(owner, 0))
+        return free
+
+    def hold(self, owner: Any, nbytes: int, force: bool = False) -> bool:
+        """Make ``owner`` hold ``nbytes`` (instead of what it held): True, or False (nothing
+        changed) when more than it held and more than :meth:`free`. ``force``: hold it whatever
+        is free (an engine's start value: an engine always starts)."""
+        with self._lock:
+            if force or nbytes <= self._held.get(owner, 0) or nbytes <= self._free(owner):
+                self._held[owner] = int(nbytes)
+                return True
+            return False
+
+    def release(self, owner: Any) -> None:
+        """``owner`` holds nothing any more."""
+        with self._lock:
+            self._held.pop(owner, None)
+
+    def refusal(self, owner: Any, nbytes: int) -> str:
+        """Why ``nbytes`` of tree does not fit, for the one line of a refused ``setoption``:
+        what it takes, what is free and why, and the most ``TreeNodes`` that fits."""
+        with self._lock:
+            free = self._free(owner)
+            held, count = self._others(owner)
+            total = self.total()
+            room = _address_space_free()
+        why = f"of this machine's {total / GIB:.1f} GiB"
+        if count:
+            why += f", {held / GIB:.1f} GiB held by {count} other connection{'s' * (count != 1)}"
+        if room is not None and room + self._held.get(owner, 0) <= max(0, total - held):
+            why += f"; the process's address-space limit leaves {room / GIB:.1f} GiB"
+        most = free // TREE_BYTES_PER_NODE
+        return (f"its tree could take {nbytes / GIB:.1f} GiB ({TREE_BYTES_PER_NODE} bytes a node) "
+                f"and {free / GIB:.1f} GiB is free ({why}): at most {most} nodes now")

@@ -6,8 +6,13 @@ for a search.
 Bounds: a command line is read up to :data:`MAX_LINE` characters (a longer one is skipped whole,
 said with ``info string``); at most :data:`MAX_QUEUED_LINES` lines and :data:`MAX_QUEUED_CHARS`
 characters wait while a search runs (more are dropped, said once per run of drops). Each ``go`` is
-numbered as it is read, and a ``stop``, a ``quit`` or the end of the input calls the session's
-``preempt`` with the number of ``go`` lines read before it (it stops the search of any of them).
+numbered as it is read, and a ``stop``, a ``quit``, a later ``go`` or the end of the input calls
+the session's ``preempt`` with the number of ``go`` lines read before it (it stops the search of
+any of them: one still queued answers at once, without searching, so a flood of queued ``go``
+lines costs one search and a ``bestmove`` line each). ``quit`` and the end of the input
+:meth:`Inbox.close` the inbox: the session ends once it has handled what was read before them (no
+search and no warm-up among it); when the peer is gone (a closed WebSocket connection: the
+stream's ``peer_closed``) everything still queued is dropped instead, unanswered.
 """
 
 from __future__ import annotations
@@ -42,11 +47,34 @@ class Inbox:
         self._chars = 0
         self._ready = threading.Condition()
         self._dropping = False
+        self._closing = False  # a quit or the end of the input was read: no search, no warm-up
+        self._hung_up = False  # the peer is gone: nothing more is handled
+
+    @property
+    def closing(self) -> bool:
+        """True once a ``quit`` or the end of the input was read (or the peer is gone)."""
+        return self._closing
+
+    def close(self, drop: bool = False) -> None:
+        """A ``quit`` or the end of the input was read: what waits is still handled (with
+        ``drop``, for a peer that is gone, it is dropped unanswered, and so is anything put
+        later); :meth:`get` gives None after it."""
+        with self._ready:
+            self._closing = True
+            if drop:
+                self._hung_up = True
+                self._items.clear()
+                self._chars = 0
+            self._items.append(None)
+            self._ready.notify()
 
     def put(self, item: tuple[int, str] | None, force: bool = False) -> bool:
-        """Add ``item``; False (not added) when full and not ``force``."""
+        """Add ``item``; False (not added) when full and not ``force``; after
+        ``close(drop=True)`` nothing is added (True: dropped on purpose, not for room)."""
         size = len(item[1]) if item is not None else 0
         with self._ready:
+            if self._hung_up:
+                return True
             full = len(self._items) >= MAX_QUEUED_LINES or self._chars + size > MAX_QUEUED_CHARS
             if full and not force:
                 return False
@@ -64,10 +92,12 @@ class Inbox:
             return first
 
     def get(self) -> tuple[int, str] | None:
-        """The next item, waiting for it."""
+        """The next item, waiting for it (None: the end; always None once the peer is gone)."""
         with self._ready:
             while not self._items:
                 self._ready.wait()
+            if self._hung_up:
+                return None
             item = self._items.popleft()
             if item is not None:
                 self._chars -= len(item[1])
@@ -78,9 +108,10 @@ def read_commands(
     stream: TextIO, inbox: Inbox, info: Callable[[str], None], preempt: Callable[[int], None]
 ) -> None:
     """The reader thread: lines of at most :data:`MAX_LINE` characters into ``inbox`` (each
-    ``go`` numbered), a ``stop``/``quit``/end of input stopping the running search and every
-    ``go`` read before it (``preempt(number of gos read)``); ``info`` says what was skipped or
-    dropped; ends after ``quit`` or at the end."""
+    ``go`` numbered), a ``stop``/``quit``/``go``/end of input stopping the running search and
+    every ``go`` read before it (``preempt(number of gos read before it)``); ``info`` says what
+    was skipped or dropped; ends after ``quit`` or at the end (closing ``inbox``, dropping what
+    waits when ``stream.peer_closed`` is true: the peer is gone)."""
     gos = 0
     try:
         while True:
@@ -96,12 +127,13 @@ def read_commands(
                 continue
             words = line.split(maxsplit=1)
             cmd = words[0] if words else ""
+            if cmd in ("go", "stop", "quit"):
+                preempt(gos)  # a go read during a search or behind a queued go preempts them
             if cmd == "go":
                 gos += 1
-            elif cmd in ("stop", "quit"):
-                preempt(gos)
             if cmd == "quit":
                 inbox.put((gos, line), force=True)
+                inbox.close()
                 return
             if not inbox.put((gos, line)):
                 if inbox.note_drop():
@@ -110,4 +142,4 @@ def read_commands(
     except (OSError, ValueError) as e:  # a broken or closed input ends it as its end does
         info(f"the input cannot be read ({clip(str(e), 200)}): ending")
     preempt(gos)
-    inbox.put(None, force=True)
+    inbox.close(drop=bool(getattr(stream, "peer_closed", False)))

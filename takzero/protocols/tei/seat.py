@@ -232,6 +232,9 @@ class PlayerSeat:
             return
         try:
             prepare()
+        except MemoryError as e:  # the tree does not fit: every search would fail the same way
+            self.info(f"error: out of memory allocating the search tree ({clip(str(e) or 'MemoryError', 200)}; "
+                      f"TreeNodes {self.tree_nodes}): lower TreeNodes")  # fmt: skip
         except Exception as e:  # noqa: BLE001 - an optimisation; the search allocates it anyway
             self.info(f"preparing the player failed ({e}); the first search may be slow")
 
