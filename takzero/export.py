@@ -5,7 +5,7 @@ Command line::
     python -m takzero.export checkpoints/<run>/best.pt -o model.pt            # TorchScript
     python -m takzero.export checkpoints/<run>/best.pt -o model.onnx --format onnx
     python -m takzero.export checkpoints/<run>/best.pt -o model_int8.onnx --format onnx-int8
-    python -m takzero.export model.pt --info                                  # print metadata
+    python -m takzero.export model.pt --info        # print metadata (long strings and lists cut)
     python -m takzero.export --convert OLD.pt       # a trusted file that is not weights-only
 
 The output never replaces the input, its ``.sha256`` sidecar or another checkpoint (a file with
@@ -24,6 +24,10 @@ metadata dict (JSON) with:
   (``minutes``, ``positions``, ``games``, ``steps``, ``runs``; :mod:`takzero.pipeline.lineage`);
   ``known: false`` when a file of the chain carried none (the counters are then lower bounds, and
   a file with no lineage at all is said as "training: unknown", never as 0.0 min).
+
+What the command prints of a file's metadata is cut and escaped (a run name of a stranger's file
+may hold a megabyte, newlines or terminal escape sequences: ``safe_load.shown``); ``--info``
+prints JSON, with strings over 200 characters and lists over 100 items cut.
 
 TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
 (see :mod:`takzero.nn.inference`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
@@ -45,7 +49,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from takzero.nn.quoting import shown
 from takzero.pipeline.export import (
     FORMATS,
     convert_paths,
@@ -79,15 +85,35 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+#: The longest metadata string ``--info`` prints whole (a longer one is cut, its length said).
+INFO_STRING_CHARS = 200
+#: The longest metadata list ``--info`` prints whole.
+INFO_LIST_ITEMS = 100
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` (metadata) with every string over :data:`INFO_STRING_CHARS` characters cut and
+    its length said, and every list over :data:`INFO_LIST_ITEMS` items cut (``--info``; JSON
+    escapes the control characters itself)."""
+    if isinstance(value, str) and len(value) > INFO_STRING_CHARS:
+        return f"{value[:INFO_STRING_CHARS]}... ({len(value):,} characters)"
+    if isinstance(value, dict):
+        return {k: _shortened(v) for k, v in value.items()}
+    if isinstance(value, list):
+        more = [f"... ({len(value) - INFO_LIST_ITEMS:,} more)"] if len(value) > INFO_LIST_ITEMS else []
+        return [_shortened(v) for v in value[:INFO_LIST_ITEMS]] + more
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status (0 ok, 1 error with a message on stderr)."""
     args = _parse_args(argv)
     try:
         if args.info:
-            print(json.dumps(read_metadata(args.checkpoint), indent=2, sort_keys=True))
+            print(json.dumps(_shortened(read_metadata(args.checkpoint)), indent=2, sort_keys=True))
             return 0
         if args.convert:
-            for line in convert_paths(args.checkpoint, args.out):
+            for line in convert_paths(args.checkpoint, args.out, warn=lambda msg: print(msg, file=sys.stderr, flush=True)):
                 print(line)
             return 0
         out = args.out or free_name("model.onnx" if args.format.startswith("onnx") else "model.pt")
@@ -105,13 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             warn=lambda msg: print(msg, file=sys.stderr),
         )
     except (OSError, ValueError, ImportError, KeyError, RuntimeError) as e:
-        print(f"export failed: {e}", file=sys.stderr)
+        print(f"export failed: {shown(str(e), 2000)}", file=sys.stderr)
         return 1
     lineage = Lineage.from_dict(meta["lineage"])  # (a file without one: unknown, never "0.0 min")
-    print(
-        f"wrote {out} ({args.format}): {meta['size']}x{meta['size']}, komi {meta['komi']:g}, "
+    print(  # the file's strings cut and escaped (a run name may hold newlines or ANSI codes)
+        f"wrote {shown(out, 200)} ({args.format}): {meta['size']}x{meta['size']}, komi {meta['komi']:g}, "
         f"feature version {meta['feature_version']}, {meta['num_actions']} actions, "
-        f"run {meta.get('run_name')!r} generation {meta.get('generation')}; "
+        f"run {shown(meta.get('run_name'), 60)} generation {meta.get('generation')}; "
         f"{'trained' if lineage.known else 'training:'} {lineage.describe()}"
     )
     return 0

@@ -78,11 +78,41 @@ def check_writable_folder(folder: str | os.PathLike[str]) -> Path:
     return folder
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: the same path once resolved (symbolic links,
+    ``..``), or one file by two names (a hard link). False when either cannot be looked at."""
+    a, b = Path(a), Path(b)
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and a.samefile(b)
+    except (OSError, RuntimeError):  # a loop of links, a path that cannot be looked at
+        return False
+
+
+def check_not_input(
+    output: str | os.PathLike[str], *inputs: str | os.PathLike[str] | None, option: str = "-o"
+) -> None:  # fmt: skip
+    """Refuse an ``output`` path that is one of the command's ``inputs`` (None ones skipped):
+    a command never writes over what it reads, even atomically (an annotated game over its
+    record, a picture over the PTN it draws). Every command-line module that writes a file
+    checks it before it reads anything.
+
+    Raises ValueError (one line): ``'<output> is the input file <input>: a command never writes
+    over its input; choose another -o'``."""
+    for source in inputs:
+        if source is not None and same_file(output, source):
+            raise ValueError(f"{output} is the input file {source}: a command never writes over its "
+                             f"input; choose another {option}")  # fmt: skip
+
+
 __all__ = [
     "atomic_open",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_not_input",
     "check_writable_folder",
+    "same_file",
     "write_ptn_file",
 ]
 

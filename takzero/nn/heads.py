@@ -49,6 +49,7 @@ from torch import Tensor, nn
 
 from takzero.nn.actions import action_channels
 from takzero.nn.losses import masked_mean, policy_loss
+from takzero.nn.quoting import short_repr
 
 if TYPE_CHECKING:  # the config is built in model.py, which imports this module
     from takzero.nn.model import ModelConfig
@@ -250,7 +251,7 @@ def head_names(names: Iterable[str]) -> list[str]:
     wanted = list(names)
     unknown = [n for n in wanted if n not in HEADS]
     if unknown:
-        raise ValueError(f"heads: unknown head {unknown[0]!r}; the heads are {list(HEADS)}")
+        raise ValueError(f"heads: unknown head {short_repr(unknown[0])}; the heads are {list(HEADS)}")
     return [n for n in HEADS if n in wanted]
 
 

@@ -75,6 +75,8 @@ __all__ = [
     "export_onnx",
     "export_torchscript",
     "choose_backend",
+    "check_positions",
+    "check_weights_finite",
     "masked_softmax_np",
     "model_metadata",
     "onnx_evaluator",
@@ -532,15 +534,13 @@ class Evaluator:
             source = str(checkpoint)
         checkpoint = checkpoint if isinstance(checkpoint, dict) else load_weights_only(checkpoint)
         model = model_from_checkpoint(checkpoint, source=source)
-        bad = [k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()]
-        if bad:  # a network of NaN or inf plays its first legal move every time: refuse it
-            raise ValueError(f"{source or 'the checkpoint'}: its weights are not finite ({', '.join(bad[:3])}"
-                             f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
+        check_weights_finite(model, source or "the checkpoint")
         meta = model_metadata(model)
         for key in ("half_komi", "generation"):
             if key in checkpoint:
                 meta[key] = checkpoint[key]
         out = cls(model, device=device, bf16=bf16, metadata=meta)
+        out.check_outputs_finite(source or "the checkpoint")
         out.calibration_states = calibration_states_of(checkpoint)
         return out
 
@@ -568,7 +568,9 @@ class Evaluator:
                 raise unreadable_file_error(path, e) from None
         if not extra["metadata.json"]:
             raise ValueError(f"{path} has no takzero metadata")
-        return cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))
+        out = cls(module, device=dev, bf16=bf16, metadata=json.loads(extra["metadata.json"]))
+        out.check_outputs_finite(str(path))
+        return out
 
     @classmethod
     def from_onnx(cls, path: str | Path, providers: list[str] | None = None, threads: int = 1) -> Evaluator:
@@ -591,6 +593,7 @@ class Evaluator:
             raise ValueError(f"{path} has no takzero metadata")
         out = cls(None, metadata=json.loads(meta_map["takzero"]), _onnx_session=session)
         out.onnx_bytes, out.threads = data, max(1, int(threads))
+        out.check_outputs_finite(str(path))
         return out
 
     @classmethod
@@ -607,6 +610,36 @@ class Evaluator:
                 if any("/code/" in n or n.startswith("code/") for n in zf.namelist()):
                     return cls.from_torchscript(path, device=device, bf16=bf16)
         return cls.from_checkpoint(path, device=device, bf16=bf16)
+
+    def check_outputs_finite(self, source: str) -> None:
+        """Refuse a network whose outputs are not finite: its raw policy logits (on the legal
+        moves) and WDL logits on :data:`CHECK_PLIES` + 1 positions of a fixed game from the start
+        position. Finite weights do not make finite outputs (a BatchNorm running variance below
+        zero gives NaN everywhere), and a network of NaN outputs would play its first legal move
+        every time, or keep the int8 calibration's games from ever starting. The constructors
+        that read files (:meth:`from_checkpoint`, :meth:`from_torchscript`, :meth:`from_onnx`) and
+        ``takzero.export`` call it; one batched network call.
+
+        Raises ValueError (one line naming ``source``): ``'<source>: its outputs are not finite
+        (NaN or inf on 9 of 9 test positions): the network cannot play ...'``."""
+        hk = self.metadata.get("half_komi", 0)
+        hk = hk if isinstance(hk, int) and not isinstance(hk, bool) and -200 <= hk <= 200 else 0
+        states = check_positions(self.size, hk)
+        planes, mask = self.buffers(len(states))
+        encode(states, planes, self.layers, self.feature_version)
+        legal_mask(states, mask)
+        if self._session is not None:
+            logits, wdl_logits = self._run_onnx(planes)
+        else:
+            assert self.model is not None  # an evaluator without a session has a network
+            with torch.inference_mode():
+                out = self.model(torch.as_tensor(planes).to(self.device, dtype=torch.float32))
+            logits, wdl_logits = (np.asarray(t.float().cpu().numpy()) for t in out[:2])
+        ok = np.isfinite(np.where(mask, logits, 0.0)).all(axis=1) & np.isfinite(wdl_logits).all(axis=1)
+        if not ok.all():
+            raise ValueError(f"{source}: its outputs are not finite (NaN or inf on {int((~ok).sum())} of "
+                             f"{len(ok)} test positions): the network cannot play (weights out of "
+                             "range, such as a BatchNorm running variance below zero)")  # fmt: skip
 
     def load_state_dict(self, model_state: dict[str, Any]) -> None:
         """Replace the weights of an eager network (a :class:`PolicyValueNet`, e.g. a new
@@ -738,6 +771,37 @@ class Evaluator:
     def __call__(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Same as ``evaluate``."""
         return self.evaluate(states)
+
+
+#: Plies of the fixed game whose positions :meth:`Evaluator.check_outputs_finite` evaluates.
+CHECK_PLIES = 8
+
+
+def check_positions(size: int, half_komi: int = 0, plies: int = CHECK_PLIES) -> np.ndarray:
+    """(plies + 1, STATE_LEN) int64: the start position of ``size`` and the positions of a fixed
+    game from it (each ply the middle move of the legal ones, fewer when the game ends), the
+    test positions of :meth:`Evaluator.check_outputs_finite`."""
+    from takzero.game.position import Game, Position
+
+    game = Game(Position.start(size, half_komi=half_komi))
+    out = [game.position.state.astype(np.int64).copy()]
+    for _ in range(plies):
+        moves = game.position.legal_moves()
+        if game.result.over or not moves:
+            break
+        game.play(moves[len(moves) // 2])
+        out.append(game.position.state.astype(np.int64).copy())
+    return np.stack(out)
+
+
+def check_weights_finite(model: nn.Module, source: str) -> None:
+    """Refuse a network with a NaN or inf among its floating-point weights and buffers (it plays
+    its first legal move every time). Raises ValueError (one line naming ``source`` and the first
+    three such tensors)."""
+    bad = [k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise ValueError(f"{source}: its weights are not finite ({', '.join(bad[:3])}"
+                         f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
 
 
 #: Signature of anything that evaluates a batch of positions like ``Evaluator.evaluate``.

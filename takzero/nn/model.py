@@ -78,6 +78,7 @@ from takzero.nn.losses import (
     value_loss,
     wdl_to_value,
 )
+from takzero.nn.quoting import short_repr, shown
 from takzero.nn.safe_load import check_checkpoint, load_weights_only
 from takzero.nn.trunks import DEFAULT_ATTENTION_HEADS, TRUNKS, build_trunk, pool_mean_max
 
@@ -170,14 +171,14 @@ class ModelConfig:
         if self.gpool_channels is None:
             self.gpool_channels = max(8, self.channels // 4)
         if self.channels < 1 or self.blocks < 0 or self.layers < 1 or self.gpool_every < 1:
-            raise ValueError(f"invalid model config {self}")
+            raise ValueError(f"invalid model config {short_repr(asdict(self), 200)}")
         for name, bound in _BOUNDS.items():  # before anything is sized by them
             value = getattr(self, name)
             if value > bound:
                 raise ValueError(f"model config {name}={_shown(value)} is over the bound of {bound} "
                                  f"({_BOUND_NAMES[name]}); no network of takzero is that large")  # fmt: skip
         if min(self.policy_channels, self.value_channels, self.value_hidden) < 1:
-            raise ValueError(f"invalid model config {self}")
+            raise ValueError(f"invalid model config {short_repr(asdict(self), 200)}")
         if self.feature_version not in FEATURE_VERSIONS:
             raise ValueError(
                 f"model built for feature version {self.feature_version}, this code encodes "
@@ -185,7 +186,7 @@ class ModelConfig:
             )
         row = TRUNKS.get(self.trunk)
         if row is None:
-            raise ValueError(f"trunk: unknown trunk {self.trunk!r}; the trunks are {sorted(TRUNKS)}")
+            raise ValueError(f"trunk: unknown trunk {short_repr(self.trunk)}; the trunks are {sorted(TRUNKS)}")
         why = row.check(self)
         if why:
             raise ValueError(f"trunk {self.trunk!r}: {why}")
@@ -246,7 +247,7 @@ class ModelConfig:
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise ValueError(f"unknown model config keys {sorted(unknown)}")
+            raise ValueError(f"unknown model config keys {short_repr(sorted(k if isinstance(k, str) else short_repr(k) for k in unknown), 200)}")
         return cls(**d)
 
 
@@ -273,9 +274,9 @@ _INT_FIELDS = ("size", "channels", "blocks", "layers", "gpool_channels", "gpool_
 
 
 def _shown(value: Any) -> str:
-    """``repr(value)`` cut to 40 characters, for a message."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A repr of ``value`` of at most 40 characters, for a message (:func:`short_repr`: bounded
+    time and memory whatever a file's value holds)."""
+    return short_repr(value, 40)
 
 
 #: Head flags of the configs stored before the head table, and the head each one turned on.
@@ -451,7 +452,11 @@ def model_from_checkpoint(
     state = checkpoint["model_state"]
     check_weights_fit(cfg, state, source)
     model = TakNet(cfg)
-    model.load_state_dict(state)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:  # torch's message is many lines: its last one says what failed
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        raise RuntimeError(f"{source}: the weights cannot be loaded ({shown(lines[-1] if lines else '', 200)})") from None
     return model
 
 
@@ -462,9 +467,17 @@ def check_weights_fit(cfg: ModelConfig, state: Any, source: str = "the checkpoin
 
     Raises RuntimeError (as ``load_state_dict`` would, one line naming ``source``) for a missing
     or extra parameter or a shape that differs, ValueError when ``state`` is not a dict of
-    tensors."""
+    tensors or holds one that is not a dense real tensor (sparse, meta, complex, quantized)."""
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(f"{source}: its model_state is not a dict of tensors")
+    odd = [(k, v) for k, v in state.items() if v.layout != torch.strided or v.is_meta or v.is_complex()
+           or v.is_quantized]  # fmt: skip
+    if odd:  # load_state_dict would fail with torch's multi-line message, or drop a part
+        k, v = odd[0]
+        kind = "a meta" if v.is_meta else ("a complex" if v.is_complex() else
+                                           ("a quantized" if v.is_quantized else f"a {v.layout}"))
+        raise ValueError(f"{source}: its weight {short_repr(k)} is {kind} tensor; a network's weights are "
+                         "dense real tensors")  # fmt: skip
     with torch.device("meta"):
         expected = {k: tuple(v.shape) for k, v in TakNet(cfg).state_dict().items()}
     got = {k: tuple(v.shape) for k, v in current_keys(state).items()}

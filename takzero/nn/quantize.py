@@ -45,6 +45,7 @@ from takzero.nn.features import encode
 __all__ = [
     "CALIBRATION_KEY",
     "CALIBRATION_POSITIONS",
+    "MAX_BAD_PRIORS",
     "QuantizeError",
     "calibration_states_of",
     "policy_games_states",
@@ -57,6 +58,9 @@ CALIBRATION_KEY = "calibration_states"
 #: Calibration positions used by default (enough for stable MinMax ranges on the 4x32 nets: the
 #: outputs of 512 and 1,024 positions differed by less than the int8 rounding itself).
 CALIBRATION_POSITIONS = 512
+#: Positions whose priors may be unusable (NaN, inf, all zero: the game restarts) before the
+#: calibration games give up (:func:`policy_games_states`).
+MAX_BAD_PRIORS = 64
 #: Positions per calibration batch fed to onnxruntime's calibrator.
 _CALIBRATION_BATCH = 64
 
@@ -86,9 +90,15 @@ def policy_games_states(
 
     Raises:
         ValueError: ``positions`` or ``games`` below 1.
+        QuantizeError: the network's priors are not finite (or all zero) on more than
+            :data:`MAX_BAD_PRIORS` rows, or the positions are not made within
+            ``2 * positions + 64`` network calls: a network of NaN outputs would restart its
+            games for ever.
     """
     if positions < 1 or games < 1:
         raise ValueError(f"positions and games must be >= 1, got {positions} and {games}")
+    max_calls = 2 * positions + 64  # a call adds a position per game in play, bar restarts
+    bad = calls = 0
     size = int(evaluator.size)
     hk = int(evaluator.metadata.get("half_komi", 0) if half_komi is None else half_komi)
     rng = np.random.default_rng(seed)
@@ -101,11 +111,19 @@ def policy_games_states(
         if first:  # the start position once, not once per game
             out.append(states[0].copy())
             first = False
+        if calls >= max_calls:
+            raise QuantizeError(f"the network's own games gave {len(out)} of {positions} calibration "
+                                f"positions in {calls} network calls")  # fmt: skip
+        calls += 1
         priors, _, _ = evaluator.evaluate(states)
         for i, g in enumerate(live):
             p = priors[i].astype(np.float64)
             total = p.sum()
             if not np.isfinite(total) or total <= 0:
+                bad += 1
+                if bad > MAX_BAD_PRIORS:
+                    raise QuantizeError(f"the network's priors are not finite (NaN or inf) on {bad} "
+                                        "positions of its own games: it cannot be calibrated")  # fmt: skip
                 live[i] = Game(start, ply_limit=4 * size * size)
                 continue
             action = int(rng.choice(len(p), p=p / total))
@@ -196,9 +214,7 @@ def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
 
     if len(planes) == 0:
         raise QuantizeError("no calibration positions")
-    quiet = logging.getLogger()  # onnxruntime logs "consider pre-processing" on the root logger
-    level = quiet.level
-    quiet.setLevel(max(level, logging.ERROR))
+    _quiet_onnxruntime_quantization()
     with tempfile.TemporaryDirectory(prefix="takzero-int8-") as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         try:
@@ -213,6 +229,26 @@ def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
         except Exception as e:  # noqa: BLE001 - onnxruntime's own error types
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise QuantizeError(f"onnxruntime could not quantize the network: {first[:300]}") from None
-        finally:
-            quiet.setLevel(level)
         return dst.read_bytes()
+
+
+class _OnnxruntimeQuantizationNotes(logging.Filter):
+    """Drops the records below ERROR that onnxruntime's quantization code logs on the root logger
+    (``logging.warning("Please consider pre-processing before quantization ...")``): advice to
+    the author of a graph, not to a player."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        path = record.pathname.replace("\\", "/")
+        return record.levelno >= logging.ERROR or "onnxruntime/quantization/" not in path
+
+
+_NOTES_FILTER = _OnnxruntimeQuantizationNotes()
+
+
+def _quiet_onnxruntime_quantization() -> None:
+    """Install :class:`_OnnxruntimeQuantizationNotes` on the root logger (once; a filter, not a
+    level: the level of a logger shared by threads quantizing at once cannot be set and put back
+    safely)."""
+    root = logging.getLogger()
+    if _NOTES_FILTER not in root.filters:
+        root.addFilter(_NOTES_FILTER)

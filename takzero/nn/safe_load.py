@@ -13,6 +13,10 @@ A file one trusts that needs more (written by another tool, or holding numpy sca
 converted once by ``python -m takzero.export --convert FILE`` (:func:`load_trusted` is the one
 full unpickling load, used only by that command).
 
+What such a file holds is a stranger's word, also when it is shown: every message quoting a value
+read from one uses :func:`takzero.nn.quoting.short_repr` (re-exported here), and what prints a
+string of one on a terminal :func:`takzero.nn.quoting.shown`.
+
 Other formats: an ONNX file (``Evaluator.from_onnx``) is a graph of operators run by
 onnxruntime, with no Python in it; a TorchScript archive (``Evaluator.from_torchscript``,
 ``torch.jit.load``) holds a program, TorchScript code that runs when the model is called, so it
@@ -35,11 +39,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from takzero.nn.quoting import short_repr, shown
+
 __all__ = [
     "UnsafeFileError", "CONVERT_COMMAND", "load_weights_only", "load_trusted", "to_plain",
     "dumps_weights_only", "one_line_reason", "MAX_MODEL_FILE_BYTES", "MAX_ONNX_WEIGHT_BYTES",
     "MAX_ONNX_TENSOR_ELEMENTS", "check_model_file", "check_onnx_file", "checkpoint_problem",
-    "check_checkpoint",
+    "check_checkpoint", "short_repr", "shown",
 ]
 
 #: The largest model or checkpoint file read (2 GiB): a 40-block, 256-channel network is some
@@ -158,13 +164,13 @@ def check_onnx_file(
                     tensors.extend((t, False) for t in attr.tensors)
     for t, _ in tensors:
         if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
-            raise ValueError(f"{path}: its weight {t.name!r} is in an external data file; takzero "
+            raise ValueError(f"{path}: its weight {short_repr(t.name)} is in an external data file; takzero "
                              "reads ONNX models of one file only")  # fmt: skip
         total += _onnx_tensor_bytes(t)
         if total > max_weight_bytes:
             raise ValueError(f"{path}: more than {max_weight_bytes:,} bytes of weights, over the "
                              "bound of an ONNX model (MAX_ONNX_WEIGHT_BYTES)")  # fmt: skip
-    bad = [t.name or "(unnamed)" for t, weight in tensors if not _onnx_tensor_finite(t, weight)]
+    bad = [shown(t.name, 60) or "(unnamed)" for t, weight in tensors if not _onnx_tensor_finite(t, weight)]
     if bad:  # a network of NaN or inf plays its first legal move every time (as a checkpoint's)
         raise ValueError(f"{path}: its weights are not finite (NaN or inf in {', '.join(bad[:3])}"
                          f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
@@ -181,7 +187,7 @@ def check_onnx_file(
             if d.HasField("dim_value"):
                 n *= max(1, d.dim_value)
         if n > max_tensor_elements:
-            raise ValueError(f"{path}: its tensor {v.name!r} has {n:,} elements per position, over "
+            raise ValueError(f"{path}: its tensor {short_repr(v.name)} has {n:,} elements per position, over "
                              f"the bound of {max_tensor_elements:,} (MAX_ONNX_TENSOR_ELEMENTS)")  # fmt: skip
 
 
@@ -250,7 +256,7 @@ def _integer_problem(value: Any, key: str, low: int, high: int) -> str | None:
     integral float (``2.0``) counts as an integer; a bool, NaN, inf, ``1.5`` or a string does
     not."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"its {key} is {_kind(value)} ({str(value)[:40]!r}), not an integer"
+        return f"its {key} is {_kind(value)} ({short_repr(value, 40)}), not an integer"
     if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
         return f"its {key} is {value!r}, not an integer"
     if not low <= value <= high:
@@ -269,7 +275,7 @@ def checkpoint_problem(obj: Any) -> str | None:
         return f"it holds {_kind(obj)}, not a dict with model_config and model_state"
     missing = [k for k in ("model_config", "model_state") if k not in obj]
     if missing:
-        keys = ", ".join(str(k)[:30] for k in list(obj)[:6]) + (", ..." if len(obj) > 6 else "")
+        keys = ", ".join(shown(k, 30) for k in list(obj)[:6]) + (", ..." if len(obj) > 6 else "")
         return f"it has no {' and no '.join(missing)} (its keys: {keys or 'none'})"
     if "half_komi" in obj:
         problem = _integer_problem(obj["half_komi"], "half_komi", -MAX_ABS_HALF_KOMI, MAX_ABS_HALF_KOMI)
@@ -393,7 +399,7 @@ def _plain(obj: Any, where: str) -> Any:
     if isinstance(obj, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(obj))
     if isinstance(obj, dict):
-        items = [(_plain(k, f"{where} key {k!r}"), _plain(v, f"{where}[{k!r}]")) for k, v in obj.items()]
+        items = [(_plain(k, f"{where} key {short_repr(k)}"), _plain(v, f"{where}[{short_repr(k)}]")) for k, v in obj.items()]
         same = all(k2 is k and v2 is v for (k2, v2), (k, v) in zip(items, obj.items(), strict=True))
         if same and type(obj) in (dict, OrderedDict):
             return obj

@@ -56,7 +56,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return ckpt
 
 
-def convert_file(path: str | Path, out: str | Path | None = None) -> str:
+def convert_file(path: str | Path, out: str | Path | None = None, warn: Any = None) -> str:
     """Rewrite a *trusted* ``torch.save`` file that is not weights-only (written by an older
     tool, or holding numpy values) as one that is: read with full unpickling
     (:func:`takzero.nn.safe_load.load_trusted`, so the file's code runs: only for files one
@@ -65,6 +65,9 @@ def convert_file(path: str | Path, out: str | Path | None = None) -> str:
     is verified first and rewritten with the new digest (in place; for ``out``, one is written
     beside it). Returns one line saying what was done; a file that already reads weights-only is
     left as it is.
+
+    ``warn`` (a callable taking one line; None: nothing is said) is told, before the file's pickle
+    runs, that it is about to run.
 
     Raises FileNotFoundError, ValueError (a checksum mismatch, an unreadable file, contents that
     cannot be made weights-only), OSError (the write failed; the file is unchanged).
@@ -91,6 +94,9 @@ def convert_file(path: str | Path, out: str | Path | None = None) -> str:
         if target == path:
             return f"{path}: already weights-only, left as it is"
     except UnsafeFileError:
+        if warn is not None:
+            warn(f"warning: {path} is not weights-only: converting it runs its pickle, which can run "
+                 "any code (only for files you trust)")  # fmt: skip
         data_obj = load_trusted(path)
     try:
         data = dumps_weights_only(data_obj, path)
@@ -106,7 +112,7 @@ def convert_file(path: str | Path, out: str | Path | None = None) -> str:
     return f"{path}: converted to a weights-only file{'' if target == path else f' {target}'}"
 
 
-def convert_paths(target: str | Path, out: str | Path | None = None) -> list[str]:
+def convert_paths(target: str | Path, out: str | Path | None = None, warn: Any = None) -> list[str]:
     """:func:`convert_file` of one file, or of every ``ckpt_*.pt`` and ``best.pt`` of a run
     folder (``out`` must then be None: in place). Returns the lines of :func:`convert_file`.
     Raises what it raises (the first failure stops), ValueError for ``out`` with a folder."""
@@ -114,13 +120,13 @@ def convert_paths(target: str | Path, out: str | Path | None = None) -> list[str
 
     target = Path(target)
     if not target.is_dir():
-        return [convert_file(target, out)]
+        return [convert_file(target, out, warn)]
     if out is not None:
         raise ValueError(f"{target} is a folder: it is converted in place (no -o)")
     files = list_checkpoints(target) + ([target / "best.pt"] if (target / "best.pt").is_file() else [])
     if not files:
         raise ValueError(f"{target}: no ckpt_*.pt or best.pt to convert")
-    return [convert_file(p) for p in files]
+    return [convert_file(p, warn=warn) for p in files]
 
 
 def _komi_from_run_config(folder: Path) -> float | None:
@@ -166,6 +172,7 @@ def checkpoint_metadata(
     for a malformed lineage entry or run counters (naming the file when ``source`` is given).
     """
     from takzero.game.position import komi_to_half_komi
+    from takzero.nn.quoting import short_repr
     from takzero.pipeline.lineage import Lineage
 
     src = Path(source) if source is not None else None
@@ -181,6 +188,9 @@ def checkpoint_metadata(
         half_komi = komi_to_half_komi(found)
     if run_name is None:
         run_name = ckpt.get("run_name")
+        if run_name is not None and not isinstance(run_name, str):
+            raise ValueError(f"{src if src is not None else 'checkpoint'}: its run_name is "
+                             f"{short_repr(run_name, 60)}, not a string")  # fmt: skip
         if run_name is None and src is not None:
             run_name = src.resolve().parent.name
     if generation is None and ckpt.get("generation") is not None:
@@ -216,7 +226,9 @@ def export_checkpoint(
     the same checkpoint gives the same file; metadata ``precision: 'int8'`` and
     ``calibration_positions``); returns the metadata written (see the module docstring).
 
-    Raises FileNotFoundError / ValueError for a bad checkpoint or arguments, ImportError for ONNX
+    Raises FileNotFoundError / ValueError for a bad checkpoint or arguments (one line naming the
+    file: also for weights or outputs that are not finite, :func:`check_network`, and for a value
+    nested too deeply to read), ImportError for ONNX
     without the ``onnx`` package.
     """
     from takzero.nn.inference import DEFAULT_ONNX_OPSET, export_onnx, export_torchscript
@@ -232,8 +244,13 @@ def export_checkpoint(
     else:
         source = Path(checkpoint)
         ckpt = load_checkpoint(source)
-    model = model_from_checkpoint(ckpt)
-    meta = checkpoint_metadata(ckpt, source, komi, run_name, generation, warn=warn)
+    name = str(source) if source is not None else "the checkpoint"
+    try:
+        model = model_from_checkpoint(ckpt, source=name)
+        check_network(model, name)  # NaN weights or outputs: refused as TEI refuses them
+        meta = checkpoint_metadata(ckpt, source, komi, run_name, generation, warn=warn)
+    except RecursionError:  # a value nested too deeply for Python's own walks of it
+        raise ValueError(f"{name}: a value in it is nested too deeply to be read") from None
     out = Path(out)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -266,25 +283,31 @@ def _export_int8(model: Any, ckpt: dict[str, Any], out: Path, meta: dict[str, An
     return meta
 
 
+def check_network(model: Any, source: str) -> None:
+    """Refuse a network that cannot play, with the one-line messages of the model loaders
+    (``Evaluator.from_checkpoint``): weights that are not finite
+    (:func:`takzero.nn.inference.check_weights_finite`), or outputs that are not
+    (``Evaluator.check_outputs_finite``: a BatchNorm running variance below zero). Raises
+    ValueError naming ``source``."""
+    from takzero.nn.inference import Evaluator, check_weights_finite
+
+    check_weights_finite(model, source)
+    Evaluator(model, device="cpu").check_outputs_finite(source)
+
+
 def check_not_input(source: str | Path, out: str | Path) -> None:
     """Refuse an output that would write over the input or a checkpoint: ``out`` is ``source``
     itself (the same file, by any path or hard link), its ``.sha256`` sidecar, or any file that
     has a ``.sha256`` sidecar (a run's checkpoint: its sidecar would be left stale).
 
     Raises ValueError (one line naming both files) in those cases; nothing is written."""
+    from takzero.io.files import check_not_input as check_not_its_input
+    from takzero.io.files import same_file
+
     source, out = Path(source), Path(out)
     side = Path(str(source) + ".sha256")
-
-    def same(a: Path, b: Path) -> bool:
-        try:
-            return a.exists() and b.exists() and a.samefile(b)
-        except OSError:
-            return False
-
-    if same(out, source) or out.resolve() == source.resolve():
-        raise ValueError(f"{out} is the input file {source}: an export never writes over its input; "
-                         "choose another -o")  # fmt: skip
-    if same(out, side) or out.resolve() == side.resolve():
+    check_not_its_input(out, source)  # the one check of every command that writes a file
+    if same_file(out, side):
         raise ValueError(f"{out} is the checksum file of the input {source}: choose another -o")
     if out.exists() and Path(str(out) + ".sha256").exists():
         raise ValueError(f"{out} is a checkpoint (it has {out.name}.sha256): an export does not write "

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from takzero.nn.quoting import short_repr, shown
+
 __all__ = ["MAX_COUNT", "MAX_MINUTES", "Lineage"]
 
 #: bounds of a credible lineage (about 1,900 years; 10^15 positions): beyond them a file is corrupt
@@ -79,25 +81,25 @@ class Lineage:
         if d is None:
             return cls()
         if not isinstance(d, dict):
-            raise ValueError(f"lineage: must be a dict of counts, got {type(d).__name__} {d!r:.60}")
+            raise ValueError(f"lineage: must be a dict of counts, got {type(d).__name__} {short_repr(d)}")
         minutes = d.get("minutes", 0.0)
         if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 <= minutes <= MAX_MINUTES:
             raise ValueError(f"lineage: counts must be finite and >= 0 (minutes at most {MAX_MINUTES:g}), "
-                             f"got minutes {minutes!r:.60}")
+                             f"got minutes {short_repr(minutes)}")
         counts = []
         for key in ("positions", "games", "steps"):
             x = d.get(key, 0)
             whole = isinstance(x, int) or (isinstance(x, float) and math.isfinite(x) and x.is_integer())
             if isinstance(x, bool) or not whole or not 0 <= x <= MAX_COUNT:
                 raise ValueError(f"lineage: counts must be finite and >= 0 whole numbers (at most "
-                                 f"{MAX_COUNT:.0e}), got {key} {x!r:.60}")
+                                 f"{MAX_COUNT:.0e}), got {key} {short_repr(x)}")
             counts.append(int(x))
         runs = d.get("runs", [])
         if not isinstance(runs, list | tuple) or not all(isinstance(r, str) for r in runs):
-            raise ValueError(f"lineage: runs must be a list of run names, got {runs!r:.80}")
+            raise ValueError(f"lineage: runs must be a list of run names, got {short_repr(runs, 80)}")
         known = d.get("known", True)
         if not isinstance(known, bool):
-            raise ValueError(f"lineage: known must be true or false, got {known!r:.60}")
+            raise ValueError(f"lineage: known must be true or false, got {short_repr(known)}")
         return cls(float(minutes), counts[0], counts[1], counts[2], tuple(runs), known)
 
     @classmethod
@@ -115,7 +117,7 @@ class Lineage:
         if d.get("lineage") is not None:
             return cls.from_dict(d["lineage"])
         name = d.get("run_name", "")
-        name = name if isinstance(name, str) else str(name)
+        name = name if isinstance(name, str) else short_repr(name)
         run = d.get("run")
         if run is None:
             return cls(runs=(name,) if name else (), known=False)
@@ -130,8 +132,11 @@ class Lineage:
         """One line: ``'95.3 min, 412,000 positions, 9,800 steps over 2 runs (a, b)'``; with an
         unknown link ``'at least 12.0 min, ... (the training of an earlier file is unknown)'``,
         and with nothing known ``'unknown (the file carries no lineage) ...'``, never a false
-        0.0 min."""
-        names = ", ".join(r or "?" for r in self.runs)
+        0.0 min. Run names are shown cut and escaped (:func:`~takzero.nn.quoting.shown`), four at
+        most."""
+        names = ", ".join(shown(r, 40) or "?" for r in self.runs[:4])  # a file's names: cut, escaped
+        if len(self.runs) > 4:
+            names += f", ... ({len(self.runs) - 4:,} more)"
         over = f" over {len(self.runs)} run{'s' if len(self.runs) != 1 else ''} ({names})" if self.runs else ""
         counts = (f"{self.minutes:.1f} min, {self.positions:,} positions, {self.games:,} games, "
                   f"{self.steps:,} steps")  # fmt: skip

@@ -28,6 +28,7 @@ import torch
 
 from takzero.config import TrainConfig
 from takzero.nn.model import ModelConfig
+from takzero.nn.quoting import short_repr
 from takzero.nn.safe_load import CONVERT_COMMAND
 from takzero.pipeline.checkpoints import (
     CheckpointError,
@@ -173,7 +174,7 @@ def checkpoint_problem(state: Any, cfg: TrainConfig) -> str | None:
     for key in ("step", "generation"):
         v = state[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            return f"{key} is {v!r:.40}, not a count"
+            return f"{key} is {short_repr(v, 40)}, not a count"
     want = {k: tuple(v.shape) for k, v in TakNet(cfg.model_config()).state_dict().items()}
 
     def weights_problem(name: str, weights: Any) -> str | None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from takzero.nn.quoting import short_repr
+
 __all__ = ["KINDS", "Check", "EvaluationSchedule", "owed_kinds"]
 
 #: The kinds of check, in the order a check lists them.
@@ -79,11 +81,11 @@ class Check:
         shape."""
         if not isinstance(entry, (list, tuple)) or len(entry) not in (3, 4, 5, 6) \
                 or not isinstance(entry[2], (list, tuple)):  # fmt: skip
-            raise ValueError(f"an owed check is [generation, step, [kinds], baseline_games, seed], got {entry!r:.200}")
+            raise ValueError(f"an owed check is [generation, step, [kinds], baseline_games, seed], got {short_repr(entry, 200)}")
         games = int(entry[3]) if len(entry) >= 4 else 0
         seed = int(entry[4]) if len(entry) >= 5 and entry[4] is not None else None
         started = bool(entry[5]) if len(entry) == 6 else False
-        return cls(int(entry[0]), int(entry[1]), tuple(str(k) for k in entry[2]), baseline_games=games, seed=seed,
+        return cls(int(entry[0]), int(entry[1]), tuple(k if isinstance(k, str) else short_repr(k) for k in entry[2]), baseline_games=games, seed=seed,
                    started=started)  # fmt: skip
 
     @property

@@ -29,6 +29,7 @@ import torch
 
 from takzero.config import ConfigError, TrainConfig
 from takzero.nn.model import ModelConfig, TakNet, current_keys
+from takzero.nn.quoting import short_repr
 from takzero.pipeline.checkpoints import CheckpointError, load_checked
 from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.resume import model_config_diff
@@ -124,13 +125,13 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         generation = int(d.get("generation", -1))
         half_komi = None if hk is None else int(hk)
     except (TypeError, ValueError):
-        raise _fail(path, f"its generation {d.get('generation')!r:.40} or half_komi {hk!r:.40} is not "
+        raise _fail(path, f"its generation {short_repr(d.get('generation'), 40)} or half_komi {short_repr(hk, 40)} is not "
                           "a whole number") from None  # fmt: skip
     return InitWeights(
         path=str(path),
         model_state=state,
         generation=generation,
-        run_name=str(d.get("run_name", "")),
+        run_name=d.get("run_name") if isinstance(d.get("run_name"), str) else "",
         half_komi=half_komi,
         lineage=lineage,
     )
