@@ -59,7 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from takzero.game.position import komi_to_half_komi
-from takzero.io.files import check_writable_folder
+from takzero.io.files import check_not_input, check_writable_folder
 from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.matches.games import DEFAULT_PLY_LIMIT, komi_override_warning
 from takzero.matches.openings import load_openings
@@ -240,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise IsADirectoryError(f"{Path(args.out) / 'games.ptn'} is a folder")
             except OSError as e:
                 raise ValueError(f"--out {args.out}: cannot write games.ptn there: {e.strerror or e}") from None
+            check_not_input(Path(args.out) / "games.ptn", args.openings, option="--out")
         size, half_komi = match_settings(args.engine, args.size, args.komi,
                                          say=lambda line: print(line, file=sys.stderr, flush=True))
         openings = load_openings(args.openings, size, half_komi) if args.openings else None

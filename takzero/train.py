@@ -23,7 +23,7 @@ from takzero.config import (
     unknown_override_keys,
 )
 from takzero.pipeline.checkpoints import CheckpointWriteError, root_problem
-from takzero.pipeline.placement import PlacementError
+from takzero.pipeline.placement import PlacementError, RayStartError
 from takzero.pipeline.progress import resume_command
 from takzero.pipeline.run import DISK_FULL, NonFiniteError, RunDirError, run_training
 from takzero.pipeline.warm_start import check_init_from
@@ -312,6 +312,9 @@ def main() -> None:
         except PlacementError as e:
             print(f"placement error: {e}", file=sys.stderr)
             sys.exit(2)
+        except RayStartError as e:  # the run folder is kept: the same command resumes it
+            print(str(e), file=sys.stderr)
+            sys.exit(1)
         except NonFiniteError as e:  # the run has stopped and said so, with its last good checkpoint
             print(f"stopped, training went non-finite: {e}", file=sys.stderr)
             sys.exit(1)

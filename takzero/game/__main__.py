@@ -76,7 +76,7 @@ from takzero.game.ptn import (
     read_ptn_file_each,
     write_ptn_games,
 )
-from takzero.io.files import atomic_write_text
+from takzero.io.files import atomic_write_text, check_not_input
 from takzero.io.ptn_ninja import link_length_problem, ptn_ninja_url
 
 # Command-line value checks: argparse ``type=`` functions, so a bad value is refused at start-up
@@ -327,6 +327,12 @@ def _annotate(args: argparse.Namespace) -> int:
         return 2
     nodes = args.nodes if (args.nodes is not None or args.seconds is not None) else 1000
     try:
+        if args.output is not None:
+            check_not_input(args.output, args.file)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
         games = read_ptn_file(args.file, check=False, strict_numbers=False)
         taks, tinues = annotate_games(games, nodes, args.seconds)
         text = write_ptn_games(games)
@@ -384,6 +390,7 @@ def _show(args: argparse.Namespace) -> int:
         else:
             if args.last_move is not None:
                 raise ValueError("--last-move goes with --tps (a PTN game marks its own last move)")
+            check_not_input(args.output, args.ptn)
             pos, last = _ptn_game_at(args.ptn, 1 if args.game is None else args.game, args.ply)
         pixels = args.width * args.dpi
         if pixels > MAX_PICTURE_PIXELS:  # a picture's width in pixels (its height is about the same)

@@ -36,6 +36,23 @@ class PlacementError(RuntimeError):
     """A placement setting the cluster cannot satisfy (the message names the config key)."""
 
 
+class RayStartError(RuntimeError):
+    """Ray did not start (a local instance) or could not be joined (``ray.address``): one line
+    saying why, as Ray said it, and what to try."""
+
+
+def _ray_start_error(e: BaseException, cfg: TrainConfig) -> RayStartError:
+    """The one-line :class:`RayStartError` of ``ray.init``'s exception ``e``."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    why = lines[0][:300] if lines else type(e).__name__
+    if cfg.ray.address and cfg.ray.address != "local":
+        hint = f"check that a Ray cluster runs at ray.address={cfg.ray.address} (ray status there)"
+    else:
+        hint = ("Ray's processes need a few GB of memory and address space: check free memory and "
+                "any 'ulimit -v', and that no stale Ray processes are left ('ray stop')")  # fmt: skip
+    return RayStartError(f"Ray could not start ({why}); {hint}")
+
+
 def init_ray(cfg: TrainConfig) -> None:
     """Start Ray for a run (nothing if it is already initialised in this process).
 
@@ -48,6 +65,8 @@ def init_ray(cfg: TrainConfig) -> None:
     would take the CPU from self-play). Otherwise joins the cluster at ``ray.address`` (its
     workers' niceness is the cluster's: ``RAY_worker_niceness`` at ``ray start``).
     ``ray.runtime_env`` is passed on, with ``PYTHONWARNINGS`` silencing deprecation warnings.
+
+    Raises RayStartError (one line: why, and what to try) when Ray fails to start or join.
     """
     import ray
 
@@ -56,6 +75,15 @@ def init_ray(cfg: TrainConfig) -> None:
     extra = dict(cfg.ray.runtime_env or {})
     env_vars = {"PYTHONWARNINGS": "ignore::DeprecationWarning", **extra.pop("env_vars", {})}
     runtime_env = {**extra, "env_vars": env_vars}
+    try:
+        _ray_init(ray, cfg, runtime_env)
+    except (KeyboardInterrupt, RayStartError):
+        raise
+    except Exception as e:  # noqa: BLE001 - Ray raises bare Exception, ConnectionError, ...
+        raise _ray_start_error(e, cfg) from None
+
+
+def _ray_init(ray: Any, cfg: TrainConfig, runtime_env: dict[str, Any]) -> None:
     if cfg.ray.address and cfg.ray.address != "local":
         ray.init(address=cfg.ray.address, runtime_env=runtime_env, log_to_driver=True)
     else:
@@ -151,6 +179,7 @@ def evaluator_options(resources: dict[str, float]) -> dict[str, Any]:
 __all__ = [
     "BUILTIN_RESOURCES",
     "PlacementError",
+    "RayStartError",
     "check_resources",
     "cluster_gpus",
     "driver_node_id",

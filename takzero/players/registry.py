@@ -107,8 +107,10 @@ def _parse_model(arg: str | None) -> tuple[str, int | None]:
         raise ValueError("'model' needs a path: model:PATH or model:PATH:N")
     path, count = _split_model_arg(arg)
     sims = _count(count) if count is not None else None
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise ValueError(f"model file not found: {path}")
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: not a regular file (a folder, a device, a pipe or a socket); a model is a file")
     return path, sims
 
 
