@@ -35,6 +35,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,15 @@ POLL_S = 0.2
 #: is left of its process group (a child that holds the pipe open) is killed and the wait ends,
 #: without waiting for the pipe's end (``TEIClient._next``).
 EXIT_GRACE_S = 0.5
+#: The longest line read from an engine (characters, the bound the TEI engine puts on the lines
+#: it reads): a longer one, or output that never ends its line, is a protocol forfeit.
+MAX_LINE = 1 << 18
+#: Lines read ahead of the match loop (at most MAX_QUEUED_LINES * MAX_LINE characters held): the
+#: reader then waits, and the engine's pipe fills, so a flooding engine holds no more memory.
+MAX_QUEUED_LINES = 64
+#: ``info`` lines an answer keeps (the last ones; ``go``'s list, ``ready_infos``) and options and
+#: lines before ``teiok`` read at most.
+MAX_KEPT_LINES = 1000
 
 
 def kill_process_group(proc: subprocess.Popen[str]) -> None:
@@ -174,8 +184,9 @@ class TEIClient:
         self.log = log
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[str] | None = None
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._lines: queue.Queue[str | EngineError | None] = queue.Queue(MAX_QUEUED_LINES)
         self._reader: threading.Thread | None = None
+        self._closing = threading.Event()  # set by close: the reader stops waiting to hand a line
         self._stderr_file = None
         #: ``info`` lines received while the last ``isready`` was awaited (what the engine said
         #: about ``teinewgame``, e.g. that it plays a fallback baseline for this size).
@@ -192,7 +203,8 @@ class TEIClient:
 
         Raises EngineError when the program cannot be started or does not answer."""
         self.close()
-        self._lines = queue.Queue()
+        self._lines = queue.Queue(MAX_QUEUED_LINES)
+        self._closing = threading.Event()
         if self.stderr_path is not None:
             self._stderr_file = open(self.stderr_path, "a", encoding="utf-8")  # noqa: SIM115
         try:
@@ -207,12 +219,16 @@ class TEIClient:
             )
         except OSError as e:
             raise EngineError("crash", f"cannot start '{self.command}': {e}") from None
-        self._reader = threading.Thread(target=self._read, args=(self.proc, self._lines), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self.proc, self._lines, self._closing),
+                                        daemon=True)  # fmt: skip
         self._reader.start()
         self.send("tei")
         self.options = {}
-        while True:
-            line = self._next(self.startup_timeout, "teiok")
+        deadline = time.monotonic() + self.startup_timeout
+        for _ in range(MAX_KEPT_LINES + 1):
+            line = self._until(deadline, self.startup_timeout, "teiok")
+            if len(self.options) >= MAX_KEPT_LINES:
+                raise EngineError("protocol", f"{self.name} sent over {MAX_KEPT_LINES} lines before teiok")
             id_name = parse_id_name(line)
             option = parse_option_name(line)
             if id_name is not None:
@@ -221,22 +237,46 @@ class TEIClient:
                 self.options[option.lower()] = option
             elif line.strip() == "teiok":
                 break
+        else:
+            raise EngineError("protocol", f"{self.name} sent over {MAX_KEPT_LINES} lines before teiok")
         self.is_ready(self.startup_timeout)
 
-    def _read(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    def _read(
+        self, proc: subprocess.Popen[str], lines: queue.Queue[str | EngineError | None], closing: threading.Event
+    ) -> None:  # fmt: skip
         # The reader owns proc.stdout and closes it at the pipe's end: close() cannot (closing a
         # file another thread is reading waits for that read, i.e. for every holder of the pipe).
+        # Lines of at most MAX_LINE characters; a longer one ends the reading with an EngineError
+        # for the waiter. At most MAX_QUEUED_LINES wait: then the reader waits (until close).
         assert proc.stdout is not None
+
+        def hand(item: str | EngineError | None) -> bool:
+            while not closing.is_set():
+                try:
+                    lines.put(item, timeout=POLL_S)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         try:
-            for line in proc.stdout:
+            while True:
+                line = proc.stdout.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE and not line.endswith("\n"):
+                    hand(EngineError("protocol", f"{self.name} sent a line of over {MAX_LINE:,} characters "
+                                                 "(no newline): not TEI"))  # fmt: skip
+                    return
                 line = line.rstrip("\r\n")
                 if self.log:
                     self.log(f"< {line}")
-                lines.put(line)
+                if not hand(line):
+                    return
         except (OSError, ValueError):
             pass
         finally:
-            lines.put(None)
+            hand(None)
             try:
                 proc.stdout.close()
             except OSError:
@@ -263,7 +303,18 @@ class TEIClient:
         code = self.proc.poll()
         return "still running" if code is None else f"exit code {code}"
 
-    def _next(self, timeout: float, waiting_for: str) -> str:
+    def _until(self, deadline: float, timeout: float, waiting_for: str) -> str:
+        """The next line, or EngineError('timeout') once the monotonic ``deadline`` has passed,
+        even while lines keep coming (an engine that floods ``info`` lines): ``timeout`` is the
+        whole wait, for the message."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise EngineError("timeout", f"{self.name} did not answer {waiting_for} within {timeout:.1f} s")
+        return self._next(left, waiting_for, said=timeout)
+
+    def _next(self, timeout: float, waiting_for: str, said: float | None = None) -> str:
+        """The next line within ``timeout`` s (``said``: the whole wait, for the message).
+        Raises EngineError: timeout, the engine stopped, or a line over :data:`MAX_LINE`."""
         # Waited for in slices of POLL_S: a Ctrl-C that the kernel delivers to the reader thread
         # only sets CPython's flag, which the main thread acts on when it wakes up.
         deadline = time.monotonic() + max(timeout, 0.001)
@@ -284,8 +335,11 @@ class TEIClient:
                     continue
                 if time.monotonic() >= deadline:
                     raise EngineError(
-                        "timeout", f"{self.name} did not answer {waiting_for} within {timeout:.1f} s"
+                        "timeout", f"{self.name} did not answer {waiting_for} within "
+                        f"{timeout if said is None else said:.1f} s"
                     ) from None
+        if isinstance(line, EngineError):  # a line over MAX_LINE: the reader has stopped
+            raise line
         if line is None:
             if self.proc is not None:
                 try:
@@ -304,10 +358,11 @@ class TEIClient:
         """``isready`` -> wait for ``readyok``. Raises EngineError."""
         self.send("isready")
         deadline = time.monotonic() + timeout
-        self.ready_infos = []
-        while (line := self._next(deadline - time.monotonic(), "readyok").strip()) != "readyok":
+        infos: deque[str] = deque(maxlen=MAX_KEPT_LINES)
+        while (line := self._until(deadline, timeout, "readyok").strip()) != "readyok":
             if line.split()[:1] == ["info"]:
-                self.ready_infos.append(line)
+                infos.append(line)
+        self.ready_infos = list(infos)
 
     def new_game(self, size: int, half_komi: int) -> None:
         """``setoption name HalfKomi`` (when the engine has the option or komi is not 0),
@@ -324,15 +379,23 @@ class TEIClient:
     def go(self, position_cmd: str, go_cmd: str, timeout: float) -> tuple[str, list[str], float]:
         """Send ``position_cmd`` and ``go_cmd``; wait for ``bestmove``.
 
-        Returns (the move text, the ``info`` lines received, seconds from ``go`` to
-        ``bestmove``). Raises EngineError (crash, timeout after ``timeout`` s, or a bestmove line
-        without a move)."""
+        Returns (the move text, the last :data:`MAX_KEPT_LINES` ``info`` lines received, seconds
+        from ``go`` to ``bestmove``). Raises EngineError (crash, timeout after ``timeout`` s, also
+        while ``info`` lines keep coming, a bestmove line without a move, or a line over
+        :data:`MAX_LINE` characters)."""
         self.send(position_cmd)
         self.send(go_cmd)
         t0 = time.monotonic()
-        infos: list[str] = []
+        infos: deque[str] = deque(maxlen=MAX_KEPT_LINES)
+        received = 0
         while True:
-            line = self._next(timeout - (time.monotonic() - t0), "bestmove")
+            try:
+                line = self._until(t0 + timeout, timeout, "bestmove")
+            except EngineError as e:
+                if e.reason != "timeout" or not received:
+                    raise
+                raise EngineError("timeout", f"{e}; it sent {received:,} other lines meanwhile") from None
+            received += 1
             try:
                 move = parse_bestmove(line)
             except TEIProtocolError:
@@ -340,7 +403,7 @@ class TEIClient:
                     "protocol", f"{self.name} sent 'bestmove' without a move"
                 ) from None
             if move is not None:
-                return move, infos, time.monotonic() - t0
+                return move, list(infos), time.monotonic() - t0
             parts = line.split()
             if parts and parts[0] == "info":
                 infos.append(line)
@@ -351,6 +414,7 @@ class TEIClient:
         engine has exited, never waiting for its output pipe to end (the reader thread closes
         it when it does)."""
         proc = self.proc
+        self._closing.set()  # a reader waiting to hand a line stops
         if proc is not None:
             if proc.poll() is None:
                 try:

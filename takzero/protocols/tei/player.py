@@ -30,6 +30,7 @@ from pathlib import Path
 
 from takzero.game.moves import MoveError
 from takzero.game.position import Position
+from takzero.nn.quoting import shown
 from takzero.players.base import BasePlayer, PlayerFailed, PlayerMove, close_player
 from takzero.players.registry import EngineSpec, engine_spec, make_player
 from takzero.protocols.tei.lines import format_position
@@ -48,6 +49,8 @@ __all__ = ["EnginePlayer", "PlayerFailed", "close_player", "make_baseline"]
 STARTUP_TIMEOUT_S = 120.0
 #: Lines of the engine's stderr quoted in the error of a failed engine.
 STDERR_TAIL_LINES = 5
+#: The bytes of the end of an engine's stderr file read for those lines.
+STDERR_TAIL_BYTES = 1 << 16
 
 
 class EnginePlayer(BasePlayer):
@@ -83,11 +86,15 @@ class EnginePlayer(BasePlayer):
     def _failure(self, reason: str, what: str) -> PlayerFailed:
         """A PlayerFailed saying ``what`` with the engine's command and last stderr lines."""
         tail = ""
-        try:
-            text = self._stderr.read_text(errors="replace") if self._stderr is not None else ""
+        try:  # the file's last STDERR_TAIL_BYTES only: an engine may write gigabytes there
+            text = ""
+            if self._stderr is not None:
+                with open(self._stderr, "rb") as f:
+                    f.seek(max(0, f.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
+                    text = f.read(STDERR_TAIL_BYTES).decode("utf-8", errors="replace")
             lines = [x for x in text.splitlines() if x.strip()]
-            if lines:
-                tail = "; its stderr ends: " + " | ".join(lines[-STDERR_TAIL_LINES:])
+            if lines:  # cut and escaped: an engine's bytes, bound for a terminal
+                tail = "; its stderr ends: " + " | ".join(shown(x, 200) for x in lines[-STDERR_TAIL_LINES:])
         except OSError:
             pass
         return PlayerFailed(reason, f"engine {self.name} ({self.spec.command}): {what}{tail}")
