@@ -387,15 +387,9 @@ class Run(RunActors):
         self.training_error = e
         self.stop_requested = True
         self.stop_reason = "training went non-finite"
-        kept = list_checkpoints(self.run_dir)
-        last = (f"the last good checkpoint is {kept[-1].name}" if kept
-                else "no checkpoint was written")  # fmt: skip
-        line = (f"stopped: {e}; no checkpoint of these weights is written and none is promoted; {last}; "
-                f"lower train.lr (or check train.init_from), then resume with: {self.command}")  # fmt: skip
-        if self.reporter is not None:
-            self.reporter.line(line)
-        else:  # pragma: no cover - the reporter exists once set-up is done
-            log.error("%s", line)
+        last = self._last_good_checkpoint("no checkpoint was written")
+        self._say_stop(f"stopped: {e}; no checkpoint of these weights is written and none is promoted; {last}; "
+                       f"lower train.lr (or check train.init_from), then resume with: {self.command}")  # fmt: skip
 
     def _write_failed(self, e: OSError) -> None:
         """A write failed (the disk filled): stop the run without a final checkpoint and say, in
@@ -405,15 +399,21 @@ class Run(RunActors):
         self.stop_requested = True
         full = e.errno in DISK_FULL
         self.stop_reason = "the disk is full" if full else f"a write failed ({e})"
-        kept = list_checkpoints(self.run_dir)
-        last = (f"the last good checkpoint is {kept[-1].name}" if kept
-                else "no checkpoint was written yet")  # fmt: skip
+        last = self._last_good_checkpoint("no checkpoint was written yet")
         if isinstance(e, CheckpointWriteError):
             what = str(e)
         else:
             what = f"{e.filename}: {e.strerror or e}" if e.filename else f"a write failed ({e.strerror or e})"
-        line = (f"stopped: {what}; {last}; free disk space on {self.run_dir}, then resume with: "
-                f"{self.command}")  # fmt: skip
+        self._say_stop(f"stopped: {what}; {last}; free disk space on {self.run_dir}, then resume with: "
+                       f"{self.command}")  # fmt: skip
+
+    def _last_good_checkpoint(self, none: str) -> str:
+        """'the last good checkpoint is NAME' of the run folder, or ``none`` when it has none."""
+        kept = list_checkpoints(self.run_dir)
+        return f"the last good checkpoint is {kept[-1].name}" if kept else none
+
+    def _say_stop(self, line: str) -> None:
+        """The one line of a failed stop, on the run's reporter (the log before set-up ends)."""
         if self.reporter is not None:
             self.reporter.line(line)
         else:  # pragma: no cover - the reporter exists once set-up is done
