@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from takzero.config import (
 from takzero.pipeline.checkpoints import CheckpointWriteError, root_problem
 from takzero.pipeline.placement import PlacementError, RayStartError
 from takzero.pipeline.progress import resume_command
-from takzero.pipeline.run import DISK_FULL, NonFiniteError, RunDirError, run_training
+from takzero.pipeline.run import DISK_FULL, NonFiniteError, RunDirError, StopNow, run_training
 from takzero.pipeline.warm_start import check_init_from
 
 
@@ -328,11 +329,12 @@ def main() -> None:
     sys.argv = [sys.argv[0], *hydra_argv]  # Hydra reads sys.argv
     try:
         _entry()
-    except KeyboardInterrupt:
-        # Before the run installs its own handler (config composition), or a second Ctrl-C.
+    except KeyboardInterrupt as e:
+        # Before the run installs its own handler (config composition), or a second Ctrl-C or
+        # SIGTERM (StopNow): the exit status is 128 + the signal's number, as a shell's.
         print("interrupted: stopped at once; the last checkpoint on disk (if any) is kept, and "
               "running the same command with the same run_name resumes from it", file=sys.stderr)  # fmt: skip
-        sys.exit(130)
+        sys.exit(128 + (e.signum if isinstance(e, StopNow) else signal.SIGINT))
 
 
 if __name__ == "__main__":

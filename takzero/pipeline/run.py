@@ -60,7 +60,8 @@ the newest readable checkpoint, exactly:
   the run without a final checkpoint, with one line naming the file, the last good checkpoint and
   the command that resumes it (:meth:`Run.run` then raises the error; the command line exits 1);
 * temp files of writes that a kill interrupted are removed at start.
-``train.max_minutes`` counts training time over all sessions of the run.
+``train.max_minutes`` counts training time over all sessions of the run. Ctrl-C and SIGTERM stop
+the run the same way (:meth:`Run._catch_interrupts`).
 
 The run is one class, :class:`Run`, over one state (``run_state.RunState``), with a part per
 concern: ``run_reporting`` (start-up lines, progress figures, summary), ``run_checkpoints``
@@ -99,13 +100,27 @@ from takzero.pipeline.schedule import Check
 from takzero.pipeline.trainer import NonFiniteError, Trainer
 from takzero.pipeline.warm_start import load_init_weights, warm_start_lines
 
-__all__ = ["Run", "RunDirError", "NonFiniteError", "run_training", "EVAL_WAIT_AT_END_S", "EVALUATION_GAMES"]
+__all__ = ["Run", "RunDirError", "NonFiniteError", "StopNow", "run_training", "EVAL_WAIT_AT_END_S", "EVALUATION_GAMES"]
 
 log = logging.getLogger("takzero.train")
 
 #: errno values of a full disk: a write that fails with one stops the run (the last checkpoint
 #: on disk is kept and resumes it)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+#: how the run names the signals that stop it (the stop reason, the shutdown lines)
+SIGNAL_NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+class StopNow(KeyboardInterrupt):
+    """A second stop signal (Ctrl-C or SIGTERM) during a stop: the run ends at once, without
+    the final checkpoint (the last one on disk is kept). ``signum``: that signal's number (the
+    command line exits with 128 + it)."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def write_failure(e: BaseException) -> OSError | None:
@@ -133,8 +148,8 @@ class Run(RunActors):
     resume, trainer, reporter, TensorBoard), start-up (Ray, actors, replay reload, weights), the
     training loop, and shutdown (workers stopped, final checkpoint, summary). Ctrl-C or SIGTERM
     at any moment of :meth:`run` stops at the next safe point (between the steps of set-up and
-    start-up, or at the next loop iteration); a second Ctrl-C stops at once
-    (KeyboardInterrupt; the last checkpoint on disk is kept).
+    start-up, or at the next loop iteration); a second one stops at once
+    (:class:`StopNow`, a KeyboardInterrupt; the last checkpoint on disk is kept).
     """
 
     def run(self) -> Path:
@@ -143,7 +158,8 @@ class Run(RunActors):
         Raises:
             RunDirError: the run folder cannot be resumed (nothing started).
             takzero.pipeline.placement.PlacementError: ``ray.*_resources`` the cluster lacks.
-            KeyboardInterrupt: a second Ctrl-C (the last checkpoint on disk is kept).
+            StopNow: a second Ctrl-C or SIGTERM (a KeyboardInterrupt; the last checkpoint on
+                disk is kept).
             NonFiniteError: training went non-finite (steps skipped in a row up to the bound,
                 or NaN/inf weights at a checkpoint): the run stopped without a final
                 checkpoint, so no non-finite network is written, published or promoted; the
@@ -261,26 +277,35 @@ class Run(RunActors):
             self._shutdown(self.trainer)
 
     def _catch_interrupts(self) -> Callable[[], None]:
-        """SIGINT/SIGTERM set ``stop_requested`` (the run stops at the next safe point); a second
-        SIGINT raises KeyboardInterrupt. Returns the function that puts the old handlers back.
-        A run driven from another thread than the main one is stopped with ``stop_requested``."""
+        """SIGINT (Ctrl-C) and SIGTERM (``kill PID``, ``timeout``, a cluster scheduler) set
+        ``stop_requested`` (the run stops at the next safe point: the stop grace of the games in
+        play, the final checkpoint, the summary, whose reason names the signal); a second one of
+        either raises :class:`StopNow` (stopped at once, the last checkpoint on disk is kept).
+        The handler is put back after Ray's start, which replaces SIGTERM's
+        (``RunActors._retake_signals``). SIGHUP is left alone: a closed terminal hangs up the
+        whole process group, Ray's own processes too, so no clean stop could follow (run a long
+        job under ``nohup``, ``tmux`` or a scheduler). Returns the function that puts the old
+        handlers back. A run driven from another thread than the main one is stopped with
+        ``stop_requested``."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
         def _on_signal(signum: int, frame: Any) -> None:
+            name = SIGNAL_NAMES.get(signum, f"signal {signum}")
             if self.stop_requested:
-                if signum == signal.SIGINT:
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
-                    raise KeyboardInterrupt("second Ctrl-C: stopped at once (the last checkpoint is kept)")
-                return
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                raise StopNow(signum, f"second {name}: stopped at once (the last checkpoint is kept)")
             self.stop_requested = True  # only flags here: printing could re-enter a print
-            self.stop_reason = "interrupted (Ctrl-C or SIGTERM)"
+            self.stop_signal = name
+            self.stop_reason = f"interrupted ({name})"
 
+        self.signal_handler = _on_signal
         for s in old:
             signal.signal(s, _on_signal)
 
         def restore() -> None:
+            self.signal_handler = None
             for s, h in old.items():
                 signal.signal(s, h)
 
@@ -426,9 +451,10 @@ class Run(RunActors):
 
         assert self.reporter is not None and self.scalars is not None
         reporter = self.reporter
+        by = self.stop_signal or "Ctrl-C"
         if self.stop_requested and self.write_error is None and self.training_error is None:
-            reporter.line("Ctrl-C: stopping the workers, then a final checkpoint and the summary"
-                          if self.loop_started else "Ctrl-C during start-up: stopping")  # fmt: skip
+            reporter.line(f"{by}: stopping the workers, then a final checkpoint and the summary"
+                          if self.loop_started else f"{by} during start-up: stopping")  # fmt: skip
         if not self.stop_reason:
             step = trainer.step if trainer is not None else self.saved_step[0]
             self.stop_reason = self._stop_rule().reason(step, self.minutes(), self.c.games) or "error"
@@ -445,7 +471,7 @@ class Run(RunActors):
             grace = self.cfg.selfplay.stop_grace_seconds
             if grace > 0 and self.stop_requested:
                 reporter.line(f"self-play: up to {grace:g} s for the games in play (selfplay.stop_grace_seconds; "
-                              "a second Ctrl-C stops at once)")  # fmt: skip
+                              f"a second {by} stops at once)")  # fmt: skip
             self.kept = self.pool.finish()
             self._keep_carried()
         if self.servers is not None:  # after the workers: none waits on a server any more
@@ -491,7 +517,7 @@ class Run(RunActors):
             assert self.promoted is not None
             self._print_summary(reporter, trainer, self._snapshot(trainer), self.promoted[0], finished)
         elif self.stop_requested and self.write_error is None and self.training_error is None:
-            reporter.line(f"run stopped during start-up (Ctrl-C): nothing trained this session; "
+            reporter.line(f"run stopped during start-up ({by}): nothing trained this session; "
                           f"the run folder is {self.run_dir}")  # fmt: skip
             reporter.line(f"  to start it again: {self.command}")
         reporter.close()

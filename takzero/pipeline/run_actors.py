@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 import time
 from typing import Any
 
@@ -74,6 +76,7 @@ class RunActors(RunEvaluation):
             ray_log.removeHandler(to_log)
             for h in console:
                 ray_log.addHandler(h)
+            self._retake_signals()
         stamp("ray_ready")
         if self.stop_requested:
             return False
@@ -130,6 +133,17 @@ class RunActors(RunEvaluation):
         if self.on_started is not None:
             self.on_started()
         return not self.stop_requested
+
+    def _retake_signals(self) -> None:
+        """Put the run's handler of SIGINT and SIGTERM back after Ray's start: ``ray.init``
+        sets a SIGTERM handler of its own (``sys.exit``), and its core worker then installs a
+        C-level one (a stack dump, then the process ends), so without this a ``kill PID``, a
+        scheduler's SIGTERM or ``timeout`` would end the run with neither checkpoint nor
+        summary. Nothing when the run has no handler (a run driven from another thread)."""
+        if self.signal_handler is None or threading.current_thread() is not threading.main_thread():
+            return
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, self.signal_handler)  # (sigaction again: over the C-level handler too)
 
     def _stamp(self, name: str, value: float | None = None) -> None:
         """Record a start-up stamp (``time.time()``, or ``value``) for the start-up timings."""

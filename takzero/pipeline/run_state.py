@@ -81,6 +81,11 @@ class RunState:
         self.carried: Any = None
         self.stop_requested = False
         self.stop_reason = ""
+        #: what asked for the stop: "Ctrl-C" (SIGINT) or "SIGTERM" ("" before any signal)
+        self.stop_signal = ""
+        #: the run's handler of SIGINT and SIGTERM (``Run._catch_interrupts``), put back after
+        #: Ray's start (``ray.init`` installs its own for SIGTERM); None: not installed
+        self.signal_handler: Callable[[int, Any], None] | None = None
         self.c = RunCounters()  # the run's counters over all starts (saved in every checkpoint)
         self.pictured: dict[str, int] = {}  # TensorBoard: generation of the last sample picture
         #: games and positions in play, by self-play worker: (stream, games, positions) of its

@@ -1,0 +1,144 @@
+"""SIGTERM is a stop as Ctrl-C is (a new user's finding after issue 58's Ctrl-C item): SIGTERM
+(``kill PID``, ``timeout``, a cluster scheduler) takes Ctrl-C's path: the run stops at the next
+safe point with its stop grace, final checkpoint and summary, whose reason names the signal; a
+second signal of either kind stops at once (``StopNow``, exit 128 + its number); the handler is
+put back after Ray's start, which replaces SIGTERM's (``ray.init``'s ``sys.exit``, then its core
+worker's C-level stack dump). The slow test sends a real SIGTERM to a small run and resumes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from smoke_config import smoke_config
+
+from takzero.pipeline.checkpoints import list_checkpoints, load_checked
+from takzero.pipeline.run import Run, StopNow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- the handler ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_handlers(tmp_path: Path):
+    """A run with its signal handlers installed (put back after the test)."""
+    run = Run(smoke_config(tmp_path), command="python -m takzero.train run_name=r")
+    restore = run._catch_interrupts()
+    try:
+        yield run
+    finally:
+        restore()
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_is_a_stop_named_as_such_and_a_second_one_stops_at_once(run_handlers: Run) -> None:
+    run = run_handlers
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)  # (the handler runs at the next bytecode)
+    assert run.stop_requested and run.stop_reason == "interrupted (SIGTERM)" and run.stop_signal == "SIGTERM"
+    with pytest.raises(StopNow) as caught:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert caught.value.signum == signal.SIGTERM and "second SIGTERM" in str(caught.value)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_is_named_as_such_and_a_sigterm_after_it_stops_at_once(run_handlers: Run) -> None:
+    run = run_handlers
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    assert run.stop_requested and run.stop_reason == "interrupted (Ctrl-C)"
+    with pytest.raises(StopNow) as caught:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert caught.value.signum == signal.SIGTERM
+
+
+def test_the_handler_is_taken_back_after_ray_replaced_it(run_handlers: Run) -> None:
+    """What ``ray.init`` does to SIGTERM (a handler that exits) is undone once Ray is up."""
+    run = run_handlers
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # as ray.init does
+    run._retake_signals()
+    assert signal.getsignal(signal.SIGTERM) is run.signal_handler is signal.getsignal(signal.SIGINT)
+    assert callable(run.signal_handler)
+
+
+def test_the_old_handlers_are_put_back_after_the_run(tmp_path: Path) -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    run = Run(smoke_config(tmp_path), command="x")
+    restore = run._catch_interrupts()
+    assert signal.getsignal(signal.SIGTERM) is run.signal_handler
+    restore()
+    assert {s: signal.getsignal(s) for s in before} == before and run.signal_handler is None
+
+
+# -- over Ray: a real SIGTERM, then the resume --------------------------------------------------
+
+
+def _wait_for(pred, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _kill_session(sid: int) -> None:
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:
+            try:
+                os.kill(int(d.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_resume_continues(tmp_path: Path) -> None:
+    """``kill PID`` of a smoke run's driver (Ray's processes are left alone, as they are by
+    ``kill`` and ``timeout``) once it has written a checkpoint: no Ray stack dump, exit 0, the
+    stop grace, a final checkpoint and the summary with the reason SIGTERM; the same command with
+    a few more steps resumes from that checkpoint and finishes."""
+    run = tmp_path / "t"
+    args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=t", f"checkpoint_root={tmp_path}",
+            "train.checkpoint_every=10", "evaluator.baseline_every=0", "evaluator.gating=off", "ray.num_cpus=2",
+            "log_every_s=1"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([*args, "train.total_steps=100000"], cwd=ROOT, env=env, start_new_session=True,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        assert _wait_for(lambda: len(list_checkpoints(run)) >= 1 or proc.poll() is not None, 900), "no checkpoint"
+        assert proc.poll() is None, "the run exited before the SIGTERM"
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        _kill_session(proc.pid)
+    assert proc.returncode == 0, out[-3000:]
+    assert "SIGTERM received" not in out and "Traceback" not in out, out[-3000:]
+    assert "SIGTERM: stopping the workers, then a final checkpoint and the summary" in out, out[-3000:]
+    assert "a second SIGTERM stops at once" in out
+    assert "run stopped: interrupted (SIGTERM)" in out and "kept: " in out, out[-3000:]
+    final = load_checked(list_checkpoints(run)[-1], require_checksum=True)
+    assert final["run"]["launch"] == 0 and final["step"] >= 10
+    step = int(final["step"])
+
+    more = subprocess.run([*args, f"train.total_steps={step + 10}"], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=900, start_new_session=True)  # fmt: skip
+    assert more.returncode == 0, (more.stdout + more.stderr)[-3000:]
+    assert f"resumed from ckpt_{step:09d}.pt: step {step}" in more.stdout, more.stdout[-3000:]
+    assert f"run finished: reached train.total_steps={step + 10}" in more.stdout
+    assert load_checked(list_checkpoints(run)[-1])["step"] == step + 10
