@@ -60,8 +60,10 @@ the newest readable checkpoint, exactly:
   the run without a final checkpoint, with one line naming the file, the last good checkpoint and
   the command that resumes it (:meth:`Run.run` then raises the error; the command line exits 1);
 * temp files of writes that a kill interrupted are removed at start.
-``train.max_minutes`` counts training time over all sessions of the run. Ctrl-C and SIGTERM stop
-the run the same way (:meth:`Run._catch_interrupts`).
+``train.max_minutes`` counts training time over all sessions of the run. A resume with nothing
+to train (a stop rule reached, or less of ``train.max_minutes`` left than a start-up costs) starts
+nothing: one line, the summary, no Ray (:meth:`Run._nothing_to_do`). Ctrl-C and SIGTERM stop the
+run the same way (:meth:`Run._catch_interrupts`).
 
 The run is one class, :class:`Run`, over one state (``run_state.RunState``), with a part per
 concern: ``run_reporting`` (start-up lines, progress figures, summary), ``run_checkpoints``
@@ -196,26 +198,15 @@ class Run(RunActors):
         for folder in (self.run_dir, self.run_dir / "replay", self.run_dir / "games"):
             for p in remove_stale_temp_files(folder):
                 log.info("removed the temp file of an interrupted write: %s", p)
-        self.carried = self._load_carried()
-        self.launch = next_launch(self.run_dir)
-        self._write_config()
         state = self.resume_from[1] if self.resume_from else None
         self.c = RunCounters.from_checkpoint(state)
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.saved_owed = list(self.c.owed_checks)
-
-        done = self._finished_already(state)
-        if done is not None:
-            assert state is not None
-            start = Snapshot(step=int(state["step"]), generation=int(state["generation"]),
-                             games=self.c.games, positions=self.c.positions,
-                             minutes=self.c.minutes, gating=self.c.last_gating)  # fmt: skip
-            reporter = RunReporter(self.run_dir, self._stop_rule(), start, bar=False)
-            reporter.line(f"run {cfg.run_name} is already finished ({done}); nothing to do")
-            self.stop_reason = done
-            self._print_summary(reporter, None, start, self.c.promoted_generation, finished=True, session=False)
-            reporter.close()
+        if self._nothing_to_do(state):  # before Ray, and before this start is counted or written
             return
+        self.carried = self._load_carried()
+        self.launch = next_launch(self.run_dir)
+        self._write_config()
         self.c.launch = self.launch
 
         # The trainer is made once the self-play workers' processes are starting
@@ -275,6 +266,27 @@ class Run(RunActors):
             self._write_failed(failed)
         finally:
             self._shutdown(self.trainer)
+
+    def _nothing_to_do(self, state: dict[str, Any] | None) -> bool:
+        """A resume with nothing to train: the run is finished (a stop rule reached), or what
+        is left of ``train.max_minutes`` is less than a start-up takes
+        (``run_reporting.STARTUP_MINUTES``). Then it says so in one line with the command that
+        trains further, prints the summary and returns True, all within seconds: no Ray, no
+        workers, and nothing in the run folder changes but ``train.log`` (the launch count, the
+        config and the kept games stay as they are). False otherwise (nothing said)."""
+        why = self._finished_already(state) or self._budget_spent(state)
+        if why is None:
+            return False
+        assert state is not None
+        start = Snapshot(step=int(state["step"]), generation=int(state["generation"]),
+                         games=self.c.games, positions=self.c.positions,
+                         minutes=self.c.minutes, gating=self.c.last_gating)  # fmt: skip
+        reporter = RunReporter(self.run_dir, self._stop_rule(), start, bar=False)
+        reporter.line(self._nothing_to_do_line(why, start))
+        self.stop_reason = why
+        self._print_summary(reporter, None, start, self.c.promoted_generation, finished=True, session=False)
+        reporter.close()
+        return True
 
     def _catch_interrupts(self) -> Callable[[], None]:
         """SIGINT (Ctrl-C) and SIGTERM (``kill PID``, ``timeout``, a cluster scheduler) set

@@ -5,6 +5,7 @@ line is ``progress.py``'s; this part gathers what the lines say."""
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from typing import Any
@@ -18,12 +19,17 @@ from takzero.pipeline.schedule import Check
 from takzero.pipeline.trainer import MAX_SKIPPED_IN_A_ROW, Trainer
 from takzero.players.registry import spec_label
 
+#: What a start-up costs, in minutes (Ray, the actors, the workers' first positions: 15 s on a
+#: quiet machine, 100 s on a loaded core): a resume with less of ``train.max_minutes`` left
+#: would spend it all on starting, so it does not start (``RunReporting._budget_spent``).
+STARTUP_MINUTES = 1.0
+
 
 def _stop_key(reason: str) -> str:
-    """The config key a stop reason names (``reached train.total_steps=40`` -> that key)."""
-    if reason.startswith("reached "):
-        return reason.split()[1].split("=")[0]
-    return "train.total_steps"
+    """The config key a stop reason names (``reached train.total_steps=40``, ``train.max_minutes=30
+    is nearly spent ...`` -> that key); ``train.total_steps`` when it names none."""
+    m = re.search(r"\b(train\.total_steps|train\.max_minutes|max_games)=", reason)
+    return m.group(1) if m else "train.total_steps"
 
 
 class RunReporting(RunState):
@@ -34,9 +40,47 @@ class RunReporting(RunState):
         return StopRule(c.train.total_steps, c.train.max_minutes, c.max_games)
 
     def _finished_already(self, state: dict[str, Any] | None) -> str | None:
+        """The stop rule a resumed run has reached already (``reached train.total_steps=80``),
+        from the checkpoint ``state`` and the run counters; None for a new run or one to go on."""
         if state is None:
             return None
         return self._stop_rule().reason(int(state.get("step", 0)), self.c.minutes, self.c.games)
+
+    def _budget_spent(self, state: dict[str, Any] | None) -> str | None:
+        """Why a resumed run does not start although no stop rule is reached: what is left of
+        ``train.max_minutes`` (training minutes over all sessions, start-ups included) is less
+        than a start-up costs (:data:`STARTUP_MINUTES`), e.g. ``'train.max_minutes=30 is
+        nearly spent (29.8 min trained, 0.2 min left)'``. None for a new run (a short run is
+        asked for, and starts), without ``train.max_minutes``, or with a minute or more left."""
+        limit = self.cfg.train.max_minutes
+        if state is None or limit <= 0 or limit - self.c.minutes >= STARTUP_MINUTES:
+            return None
+        left = limit - self.c.minutes
+        return f"train.max_minutes={limit:g} is nearly spent ({self.c.minutes:.1f} min trained, {left:.1f} min left)"
+
+    def _further_command(self, key: str, value: str) -> str:
+        """The run's command with ``key`` set to ``value`` (any earlier value of it dropped)."""
+        kept = [t for t in shlex.split(self.command) if not t.lstrip("+").startswith(f"{key}=")]
+        return f"{shlex.join(kept)} {key}={value}"
+
+    def _nothing_to_do_line(self, why: str, snap: Snapshot) -> str:
+        """The one line of a resume that does not start (``why``: :meth:`_finished_already` or
+        :meth:`_budget_spent`): what is spent, that nothing started, and a command that trains
+        further (the spent limit raised by its own size again, minutes by at least 5)."""
+        key = _stop_key(why)
+        rule = self._stop_rule()
+        if key == "train.max_minutes":
+            more = f"{math.ceil(snap.minutes + max(rule.max_minutes, 5 * STARTUP_MINUTES)):d}"
+        elif key == "max_games":
+            more = str(snap.games + rule.max_games)
+        else:
+            more = str(snap.step + rule.total_steps)
+        if why.startswith("reached "):
+            head = f"run {self.cfg.run_name} is already finished ({why})"
+        else:
+            head = (f"run {self.cfg.run_name}: {why}, less than a start-up takes "
+                    f"(about {STARTUP_MINUTES:g} min)")  # fmt: skip
+        return f"{head}; nothing started. To train further, raise it, e.g.: {self._further_command(key, more)}"
 
     def _snapshot(self, trainer: Trainer | None, replay_positions: int = 0) -> Snapshot:
         """The progress line's figures (before the trainer is made: the checkpoint's step and
@@ -150,9 +194,7 @@ class RunReporting(RunState):
         reason = self.stop_reason or "stopped"
         cmd = self.command
         if finished:
-            key = _stop_key(reason)
-            kept = [t for t in shlex.split(self.command) if not t.lstrip("+").startswith(f"{key}=")]
-            cmd = f"{shlex.join(kept)} {key}=<more>"
+            cmd = self._further_command(_stop_key(reason), "<more>")
         for text in summary_lines(
             reason=reason,
             run_dir=self.run_dir,
