@@ -411,6 +411,11 @@ class RayConfig:
             )
 
 
+#: ``mcts.simulations`` of a run that sets none (every preset sets its own): the schema's default
+#: and ``configs/train.yaml``'s (tests/test_config_sections.py holds the two equal, key by key).
+RUN_SIMULATIONS = 128
+
+
 @dataclass
 class TrainConfig:
     """Top-level schema; see configs/train.yaml for the documented defaults."""
@@ -425,7 +430,9 @@ class TrainConfig:
     sample_games_every: int = 50  # write one PTN sample game per this many games
     board: BoardConfig = field(default_factory=BoardConfig)
     model: ModelSection = field(default_factory=ModelSection)
-    mcts: SearchConfig = field(default_factory=SearchConfig)  # the self-play search
+    # the self-play search: SearchConfig's defaults but RUN_SIMULATIONS simulations a move (a
+    # search built in code keeps SearchConfig's own 800, AlphaZero's)
+    mcts: SearchConfig = field(default_factory=lambda: SearchConfig(simulations=RUN_SIMULATIONS))
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     train: TrainSection = field(default_factory=TrainSection)
