@@ -31,10 +31,10 @@ from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import komi_to_half_komi
 from takzero.io.machine import machine_memory
 from takzero.nn.actions import num_actions
-from takzero.nn.features import FEATURE_VERSION, FEATURE_VERSIONS
+from takzero.nn.features import FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
-from takzero.nn.model import LossWeights, ModelConfig
-from takzero.nn.trunks import DEFAULT_ATTENTION_HEADS, TRUNKS
+from takzero.nn.model import FIELD_RANGES, LossWeights, ModelConfig, NetworkSettings
+from takzero.nn.trunks import TRUNKS
 from takzero.search.config import SearchConfig
 
 
@@ -68,16 +68,12 @@ class BoardConfig:
 
 
 @dataclass
-class ModelSection:
-    channels: int = 64
-    blocks: int = 6
-    layers: int | None = None  # stack layers encoded (None: the feature default for the size)
-    feature_version: int = FEATURE_VERSION  # input planes (takzero.nn.features); 1 for old runs
-    global_pool: bool = True
-    trunk: str = "resnet"  # the network's body: a row of takzero.nn.trunks.TRUNKS (resnet, transformer)
-    # heads of the transformer trunk (channels must be divisible by it); null: 4. A trunk's own
-    # settings (a TRUNKS row's ``settings``) are refused with another trunk.
-    attention_heads: int | None = None
+class ModelSection(NetworkSettings):
+    """The ``model:`` section: the network's shape, whose keys are the fields of
+    :class:`takzero.nn.model.NetworkSettings` (declared and documented there once, shared with
+    the checkpoints' :class:`~takzero.nn.model.ModelConfig`; :meth:`TrainConfig.model_config`
+    adds ``board.size`` and the heads), and the loss weights below."""
+
     value_weight: float = 1.0
     aux_weight: float = 0.1
     # the optional auxiliary heads (rows of takzero.nn.heads.HEADS; 0 = head absent): the weight
@@ -90,11 +86,15 @@ class ModelSection:
         self.check()
 
     def check(self) -> None:
-        """Raise ConfigError naming the first bad ``model.*`` key."""
-        _check(1 <= self.channels <= 1024, "model.channels", "must be 1..1024", self.channels)
-        _check(self.blocks >= 0, "model.blocks", "must be >= 0", self.blocks)
-        if self.layers is not None:
-            _check(1 <= self.layers <= 64, "model.layers", "must be 1..64", self.layers)
+        """Raise ConfigError naming the first bad ``model.*`` key: the sizes in their ranges
+        (``takzero.nn.model.FIELD_RANGES``), the feature version, the trunk (a row of
+        :data:`takzero.nn.trunks.TRUNKS`), the settings of other trunks left unset, the row's own
+        ``check`` (naming the key it returns), the loss weights."""
+        for key, (lo, hi) in FIELD_RANGES.items():
+            value = getattr(self, key)
+            if value is not None:
+                _check(lo <= value and (hi is None or value <= hi), f"model.{key}",
+                       f"must be {lo}..{hi}" if hi is not None else f"must be >= {lo}", value)  # fmt: skip
         _check(self.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", self.feature_version)
         _check(self.trunk in TRUNKS, "model.trunk", f"must be one of {sorted(TRUNKS)}", self.trunk)
         for row in TRUNKS.values():
@@ -102,21 +102,19 @@ class ModelSection:
                 _check(getattr(self, key) is None, f"model.{key}",
                        f"is a setting of the {row.name} trunk only, and model.trunk is {self.trunk} "
                        f"(remove it, or set model.trunk={row.name})", getattr(self, key))  # fmt: skip
-        if self.trunk == "transformer":
-            _check(self.blocks >= 1, "model.blocks", "must be >= 1 with model.trunk=transformer (0: no attention)",
-                   self.blocks)  # fmt: skip
-            heads = self.transformer_heads()
-            _check(heads >= 1 and self.channels % heads == 0, "model.attention_heads",
-                   f"must be >= 1 and divide model.channels ({self.channels})", heads)  # fmt: skip
+        refused = self.trunk_setting_problem()
+        if refused:
+            _check(False, f"model.{refused[0]}", refused[1], getattr(self, refused[0]))
+        resolved = self.with_trunk_defaults()
+        refused = TRUNKS[self.trunk].check(resolved)
+        if refused:
+            key, why = refused
+            _check(False, f"model.{key}", why, getattr(resolved, key))
         _check(self.value_weight >= 0, "model.value_weight", "must be >= 0", self.value_weight)
         _check(self.aux_weight >= 0, "model.aux_weight", "must be >= 0", self.aux_weight)
         for row in HEADS.values():
             w = self.head_weight(row.name)
             _check(_finite(w) and w >= 0, f"model.{row.weight_key}", "must be >= 0 and finite (0 = head off)", w)
-
-    def transformer_heads(self) -> int:
-        """``attention_heads``, or its default (``takzero.nn.trunks.DEFAULT_ATTENTION_HEADS``)."""
-        return DEFAULT_ATTENTION_HEADS if self.attention_heads is None else self.attention_heads
 
     def head_weight(self, name: str) -> float:
         """The loss weight of head ``name`` (a row of :data:`takzero.nn.heads.HEADS`): the field
@@ -442,20 +440,12 @@ class TrainConfig:
     # -- translations to the settings of the parts of a run (the one place that maps keys) ------
 
     def model_config(self) -> ModelConfig:
-        """The network's :class:`takzero.nn.model.ModelConfig` (``board.size`` and ``model.*``;
-        ``heads``: the rows of :data:`takzero.nn.heads.HEADS` whose weight is > 0)."""
+        """The network's :class:`takzero.nn.model.ModelConfig`: ``board.size``, the ``model.*``
+        keys that are :class:`~takzero.nn.model.NetworkSettings` fields (all of them, by name) and
+        ``heads``, the rows of :data:`takzero.nn.heads.HEADS` whose weight is > 0. Raises
+        ValueError for a network ``ModelConfig`` refuses (over ``MAX_PARAMETERS``)."""
         m = self.model
-        return ModelConfig(
-            size=self.board.size,
-            channels=m.channels,
-            blocks=m.blocks,
-            layers=m.layers,
-            global_pool=m.global_pool,
-            feature_version=m.feature_version,
-            trunk=m.trunk,
-            attention_heads=m.transformer_heads(),
-            heads=[name for name in HEADS if m.head_weight(name) > 0],
-        )
+        return ModelConfig.of(m, self.board.size, heads=[name for name in HEADS if m.head_weight(name) > 0])
 
     def half_komi(self) -> int:
         """``board.komi`` in half points (the unit of the rules core and of model metadata)."""

@@ -130,8 +130,8 @@ def test_bad_trunks_are_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="model.attention_heads: is a setting of the transformer trunk only"):
         ModelSection(trunk="resnet", channels=32, attention_heads=4)  # the ResNet would ignore it
     ModelSection(trunk="resnet", channels=30)  # unset: fine
-    assert ModelSection(trunk="transformer", channels=32).transformer_heads() == 4  # unset: the default
-    with pytest.raises(ConfigError, match="model.blocks: must be >= 1 with model.trunk=transformer"):
+    assert ModelConfig.of(ModelSection(trunk="transformer", channels=32), 5).attention_heads == 4  # unset: the default
+    with pytest.raises(ConfigError, match="model.blocks: the transformer trunk needs blocks >= 1"):
         ModelSection(trunk="transformer", channels=32, blocks=0)
     with pytest.raises(ValueError, match="needs blocks >= 1"):
         ModelConfig(size=5, channels=32, blocks=0, trunk="transformer")

@@ -80,11 +80,12 @@ from takzero.nn.losses import (
 )
 from takzero.nn.quoting import short_repr, shown
 from takzero.nn.safe_load import check_checkpoint, load_weights_only
-from takzero.nn.trunks import DEFAULT_ATTENTION_HEADS, TRUNKS, build_trunk, pool_mean_max
+from takzero.nn.trunks import TRUNKS, build_trunk, pool_mean_max
 
 __all__ = [
     "LossWeights",
     "ModelConfig",
+    "NetworkSettings",
     "TakNet",
     "aux_loss",
     "MAX_BLOCKS",
@@ -93,6 +94,7 @@ __all__ = [
     "MAX_LAYERS",
     "MAX_PARAMETERS",
     "MAX_VALUE_HIDDEN",
+    "FIELD_RANGES",
     "check_weights_fit",
     "checkpoint_dict",
     "masked_log_softmax",
@@ -110,13 +112,17 @@ __all__ = [
 
 
 @dataclass
-class ModelConfig:
-    """Everything needed to rebuild a ``TakNet`` (stored in checkpoints and exported files).
+class NetworkSettings:
+    """The shape of a network but its board size and auxiliary heads: the fields that a run's
+    ``model:`` section (``takzero.config.ModelSection``, which derives from this class and adds
+    the loss weights) and :class:`ModelConfig` (which adds ``size`` and ``heads``) share, declared
+    once here. ``TrainConfig.model_config`` copies them by this class's fields
+    (:meth:`ModelConfig.of`), so a new field here is a ``model.*`` key of a run at once (with its
+    line under ``model:`` in ``configs/train.yaml``, which tests/test_config_sections.py asks for).
 
     Attributes:
-        size: board size N (3..8).
-        channels: width of the residual tower.
-        blocks: number of residual blocks.
+        channels: width of the trunk.
+        blocks: number of trunk blocks (residual blocks, attention blocks).
         layers: stack layers L of the input features (None -> ``default_layers(size)`` = N + 2).
         global_pool: use KataGo-style global-pooling bias blocks (and a pooled policy bias).
         gpool_channels: pooled channels per pooling block (None -> channels // 4, at least 8).
@@ -127,24 +133,21 @@ class ModelConfig:
         feature_version: the input feature version the net was built for (one of
             ``features.FEATURE_VERSIONS``; new nets: ``features.FEATURE_VERSION``). It fixes the
             input planes (``features.encode(..., version=feature_version)``) and their number.
-        heads: the optional auxiliary heads, names of :data:`takzero.nn.heads.HEADS` (kept
-            without repeats, in table order). Default none: a stored config without the field
-            rebuilds the same network; one from before the table, with the flags
-            ``ownership_head``/``opponent_policy_head``/``soft_policy_head``, is read by
-            :meth:`from_dict` (a flag that is true becomes the head's name).
         trunk: the body between the input planes and the heads, a name of
             :data:`takzero.nn.trunks.TRUNKS` (``resnet``, the default and every checkpoint from
             before the registry; ``transformer``). ``channels`` and ``blocks`` size either trunk;
             ``global_pool``, ``gpool_channels`` and ``gpool_every`` shape the ResNet's blocks (the
             policy head's pooled bias is on with ``global_pool`` for both).
-        attention_heads: heads of the transformer trunk's attention (``channels`` must be
-            divisible by it); unused by the ResNet.
 
-    Raises ValueError (naming the field) for a size outside 3..8, an unknown trunk, head or
-    feature version, or a value a trunk refuses.
+    The trunks' own settings follow, each named in its row's ``settings`` with its default
+    (``Trunk.settings``): None here means that default (:class:`ModelConfig` fills it in, for
+    every row, as configs have always stored it; a run's config refuses a value for a trunk it
+    does not use):
+
+        attention_heads: heads of the transformer trunk's attention (``channels`` must be
+            divisible by it; default ``DEFAULT_ATTENTION_HEADS``).
     """
 
-    size: int = 6
     channels: int = 64
     blocks: int = 6
     layers: int | None = None
@@ -155,9 +158,65 @@ class ModelConfig:
     value_channels: int = 32
     value_hidden: int = 128
     feature_version: int = FEATURE_VERSION
-    heads: list[str] = field(default_factory=list)
     trunk: str = "resnet"
-    attention_heads: int = DEFAULT_ATTENTION_HEADS
+    attention_heads: int | None = None
+
+    def network_settings(self) -> dict[str, Any]:
+        """The :class:`NetworkSettings` fields of this object (of a subclass too), by name."""
+        return {f.name: getattr(self, f.name) for f in fields(NetworkSettings)}
+
+    def with_trunk_defaults(self) -> NetworkSettings:
+        """A plain :class:`NetworkSettings` of these values with every trunk setting left None
+        (of every row of :data:`takzero.nn.trunks.TRUNKS`) set to its row's default: what the
+        rows' ``check`` read."""
+        values = self.network_settings()
+        for row in TRUNKS.values():
+            for key, setting in row.settings.items():
+                if values[key] is None:
+                    values[key] = setting.default
+        return NetworkSettings(**values)
+
+    def trunk_setting_problem(self) -> tuple[str, str] | None:
+        """``(key, why)`` for the first of this trunk's own settings out of its row's range
+        (:class:`takzero.nn.trunks.Setting`), else None. Unset settings (None) are in range."""
+        row = TRUNKS.get(self.trunk)
+        for key, setting in row.settings.items() if row is not None else ():
+            value = getattr(self, key)
+            why = setting.problem(value) if value is not None else None
+            if why:
+                return key, why
+        return None
+
+
+@dataclass
+class ModelConfig(NetworkSettings):
+    """Everything needed to rebuild a ``TakNet`` (stored in checkpoints and exported files): the
+    :class:`NetworkSettings` (the fields of a run's ``model:`` section, documented there), the
+    board size and the auxiliary heads.
+
+    Attributes:
+        size: board size N (3..8).
+        heads: the optional auxiliary heads, names of :data:`takzero.nn.heads.HEADS` (kept
+            without repeats, in table order). Default none: a stored config without the field
+            rebuilds the same network; one from before the table, with the flags
+            ``ownership_head``/``opponent_policy_head``/``soft_policy_head``, is read by
+            :meth:`from_dict` (a flag that is true becomes the head's name).
+
+    ``layers``, ``gpool_channels`` and the trunks' settings left None are filled in when it is
+    built (the feature default for the size, channels // 4, each row's default).
+
+    Raises ValueError (naming the field) for a size outside 3..8, an unknown trunk, head or
+    feature version, or a value a trunk refuses.
+    """
+
+    size: int = 6
+    heads: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, settings: NetworkSettings, size: int, heads: list[str] | None = None) -> ModelConfig:
+        """The config of the network ``settings`` describe (a run's ``model:`` section) on a
+        ``size`` board with the auxiliary ``heads``: the one copy of the shared fields."""
+        return cls(size=size, heads=list(heads or []), **settings.network_settings())
 
     def __post_init__(self) -> None:
         for name in _INT_FIELDS:
@@ -170,6 +229,8 @@ class ModelConfig:
             self.layers = default_layers(self.size)
         if self.gpool_channels is None:
             self.gpool_channels = max(8, self.channels // 4)
+        for key, value in self.with_trunk_defaults().network_settings().items():
+            setattr(self, key, value)
         if self.channels < 1 or self.blocks < 0 or self.layers < 1 or self.gpool_every < 1:
             raise ValueError(f"invalid model config {short_repr(asdict(self), 200)}")
         for name, bound in _BOUNDS.items():  # before anything is sized by them
@@ -187,9 +248,13 @@ class ModelConfig:
         row = TRUNKS.get(self.trunk)
         if row is None:
             raise ValueError(f"trunk: unknown trunk {short_repr(self.trunk)}; the trunks are {sorted(TRUNKS)}")
-        why = row.check(self)
-        if why:
-            raise ValueError(f"trunk {self.trunk!r}: {why}")
+        refused = self.trunk_setting_problem()
+        if refused:
+            raise ValueError(f"model config {refused[0]}={_shown(getattr(self, refused[0]))} {refused[1]} "
+                             f"(a setting of the {self.trunk} trunk)")  # fmt: skip
+        refused = row.check(self)
+        if refused:
+            raise ValueError(f"trunk {self.trunk!r}: {refused[1]}")
         self.heads = head_names(self.heads)
         params = self.estimated_parameters()
         if params > MAX_PARAMETERS:
@@ -269,8 +334,16 @@ _BOUND_NAMES = {
     "gpool_channels": "MAX_HEAD_CHANNELS", "value_hidden": "MAX_VALUE_HIDDEN",
 }
 _BOUNDS = {name: globals()[const] for name, const in _BOUND_NAMES.items()}
-_INT_FIELDS = ("size", "channels", "blocks", "layers", "gpool_channels", "gpool_every", "policy_channels",
-               "value_channels", "value_hidden", "feature_version", "attention_heads")
+#: The range of each sizing field of :class:`NetworkSettings` (None: no upper bound), for the
+#: checks of a run's ``model:`` section (``takzero.config.ModelSection``).
+FIELD_RANGES: dict[str, tuple[int, int | None]] = {
+    "channels": (1, MAX_CHANNELS), "blocks": (0, MAX_BLOCKS), "layers": (1, MAX_LAYERS),
+    "gpool_channels": (1, MAX_HEAD_CHANNELS), "gpool_every": (1, None),
+    "policy_channels": (1, MAX_HEAD_CHANNELS), "value_channels": (1, MAX_HEAD_CHANNELS),
+    "value_hidden": (1, MAX_VALUE_HIDDEN),
+}  # fmt: skip
+#: The whole-number fields (every ``int`` field, a trunk's own settings included), checked first.
+_INT_FIELDS = tuple(f.name for f in fields(ModelConfig) if f.type in ("int", "int | None"))
 
 
 def _shown(value: Any) -> str:

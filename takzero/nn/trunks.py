@@ -3,9 +3,13 @@
 A trunk maps the input planes (B, C_in, N, N) float32 (``features.encode``) to hidden planes
 (B, channels, N, N) float32, from which every head of :class:`takzero.nn.model.TakNet` reads.
 ``ModelConfig.trunk`` names one row of :data:`TRUNKS`; a new trunk is one row here (its name, its
-builder, one line of description) and, if it needs settings of its own, a field of ``ModelConfig``
-with its check (``attention_heads`` is the transformer's). Heads, losses, inference, ONNX export
-and the search never see which trunk a network has.
+builder, one line of description). A setting of its own is four edits: its field (default None)
+in ``takzero.nn.model.NetworkSettings``, its name and default in the row's ``settings`` (with its
+test in the row's ``check``), the builder reading it, and its line under ``model:`` in
+``configs/train.yaml`` (``attention_heads`` is the transformer's; tests/test_nn_trunks.py walks a
+toy one). The run's ``model.*`` key, its refusal with another trunk, the default filled in and the
+checkpoint's config follow. Heads, losses, inference, ONNX export and the search never see which
+trunk a network has.
 
 Rows:
 
@@ -29,34 +33,20 @@ Rows:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol, cast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+if TYPE_CHECKING:  # the config module imports this table (annotations only)
+    from takzero.nn.model import ModelConfig, NetworkSettings
+
 __all__ = [
-    "TRUNKS", "DEFAULT_ATTENTION_HEADS", "Trunk", "TrunkSettings", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk",
+    "TRUNKS", "DEFAULT_ATTENTION_HEADS", "Setting", "Trunk", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk",
 ]
-
-
-class TrunkSettings(Protocol):
-    """What a trunk reads of :class:`takzero.nn.model.ModelConfig` (which imports this module, so
-    the builders take this interface rather than the class)."""
-
-    size: int
-    channels: int
-    blocks: int
-    global_pool: bool
-    gpool_channels: int | None
-    gpool_every: int
-    attention_heads: int
-    trunk: str
-
-    @property
-    def in_channels(self) -> int: ...
 
 
 def pool_mean_max(x: Tensor) -> Tensor:
@@ -114,7 +104,7 @@ class ResNetTrunk(nn.Module):
     from before the registry, with top-level ``stem.*``/``tower.*``, are renamed on load by
     ``TakNet.load_state_dict``)."""
 
-    def __init__(self, cfg: TrunkSettings) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         c = cfg.channels
         self.stem = nn.Sequential(
@@ -170,7 +160,7 @@ class TransformerTrunk(nn.Module):
     """The ``transformer`` row (module docstring): (B, C_in, N, N) -> (B, channels, N, N), with
     ``channels`` divisible by ``attention_heads``."""
 
-    def __init__(self, cfg: TrunkSettings) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         c, n = cfg.channels, cfg.size
         self.stem = nn.Sequential(
@@ -179,7 +169,8 @@ class TransformerTrunk(nn.Module):
             nn.ReLU(inplace=True),
         )
         self.position = nn.Parameter(torch.zeros(1, n * n, c))
-        self.blocks = nn.ModuleList([AttentionBlock(c, cfg.attention_heads) for _ in range(cfg.blocks)])
+        heads = int(cfg.attention_heads or DEFAULT_ATTENTION_HEADS)  # filled in by ModelConfig
+        self.blocks = nn.ModuleList([AttentionBlock(c, heads) for _ in range(cfg.blocks)])
         self.norm = nn.LayerNorm(c)
 
     def init_weights(self) -> None:
@@ -202,43 +193,65 @@ class TransformerTrunk(nn.Module):
 
 
 @dataclass(frozen=True)
+class Setting:
+    """A trunk's own setting in its row (:attr:`Trunk.settings`): a whole number, its default
+    and its range (checked by ``ModelConfig`` and by a run's ``model:`` section, naming the key)."""
+
+    default: int
+    min: int = 1
+    max: int | None = None
+
+    def problem(self, value: int) -> str | None:
+        """Why ``value`` is out of range ("must be 1..16"), or None."""
+        if self.min <= value and (self.max is None or value <= self.max):
+            return None
+        return f"must be {self.min}..{self.max}" if self.max is not None else f"must be >= {self.min}"
+
+
+@dataclass(frozen=True)
 class Trunk:
     """One row of :data:`TRUNKS`.
 
     Attributes:
         name: the value of ``ModelConfig.trunk`` (``model.trunk`` in a run's config).
-        build: ``build(cfg) -> nn.Module`` mapping (B, cfg.in_channels, N, N) float32 to
-            (B, cfg.channels, N, N) float32; the module may have ``init_weights()``, called once
-            after ``TakNet`` has initialised every conv (Kaiming).
-        check: ``check(cfg) -> str | None``: why ``cfg`` does not fit this trunk (None: it fits).
+        build: ``build(cfg) -> nn.Module`` from a :class:`~takzero.nn.model.ModelConfig`, mapping
+            (B, cfg.in_channels, N, N) float32 to (B, cfg.channels, N, N) float32; the module
+            may have ``init_weights()``, called once after ``TakNet`` has initialised every conv
+            (Kaiming).
+        check: ``check(cfg) -> (key, why) | None``: the field of ``cfg`` (a
+            :class:`~takzero.nn.model.NetworkSettings`, every trunk setting filled in) that does
+            not fit this trunk and why, or None when it fits. ``ModelConfig`` raises ValueError
+            with ``why``; a run's config names ``model.<key>``.
         description: one line for ``--help`` texts and docs.
-        settings: the settings only this trunk reads (``ModelConfig`` fields, ``model.*`` keys
-            in a run's config, where they default to null); a run config that sets one while
-            ``model.trunk`` names another trunk is refused with the key
-            (``takzero.config.ModelSection``), rather than silently ignored.
+        settings: the settings only this trunk reads, by name, each a :class:`Setting` (default
+            and range) and a field of ``NetworkSettings`` (a ``model.*`` key of a run's config,
+            default None there: the setting's default); refused by a run's config while
+            ``model.trunk`` names another trunk (``takzero.config.ModelSection``) rather than
+            silently ignored. ``check`` need only test what spans settings (a divisibility).
     """
 
     name: str
-    build: Callable[[TrunkSettings], nn.Module]
-    check: Callable[[TrunkSettings], str | None]
+    build: Callable[[ModelConfig], nn.Module]
+    check: Callable[[NetworkSettings], tuple[str, str] | None]
     description: str
-    settings: tuple[str, ...] = ()
+    settings: Mapping[str, Setting] = field(default_factory=dict)
 
 
 #: The transformer's attention heads when ``model.attention_heads`` is not set.
 DEFAULT_ATTENTION_HEADS = 4
 
 
-def _check_resnet(cfg: TrunkSettings) -> str | None:
+def _check_resnet(cfg: NetworkSettings) -> tuple[str, str] | None:
     return None
 
 
-def _check_transformer(cfg: TrunkSettings) -> str | None:
+def _check_transformer(cfg: NetworkSettings) -> tuple[str, str] | None:
     if cfg.blocks < 1:
-        return f"the transformer trunk needs blocks >= 1 (blocks={cfg.blocks}: no attention at all)"
-    if cfg.attention_heads < 1 or cfg.channels % cfg.attention_heads:
-        return (f"the transformer trunk needs channels ({cfg.channels}) divisible by "
-                f"attention_heads ({cfg.attention_heads})")
+        return "blocks", f"the transformer trunk needs blocks >= 1 (blocks={cfg.blocks}: no attention at all)"
+    heads = cfg.attention_heads or DEFAULT_ATTENTION_HEADS
+    if cfg.channels % heads:
+        return "attention_heads", (f"the transformer trunk needs channels ({cfg.channels}) divisible by "
+                                   f"attention_heads ({heads})")  # fmt: skip
     return None
 
 
@@ -249,18 +262,18 @@ TRUNKS: dict[str, Trunk] = {
               "residual conv tower, optional KataGo global pooling (AlphaZero, KataGo)"),
         Trunk("transformer", TransformerTrunk, _check_transformer,
               "pre-LN attention over the squares, learned positions (lc0 BT-style, no smolgen)",
-              settings=("attention_heads",)),
+              settings={"attention_heads": Setting(DEFAULT_ATTENTION_HEADS, 1, 1024)}),
     )
-}
+}  # fmt: skip
 
 
-def build_trunk(cfg: TrunkSettings) -> nn.Module:
+def build_trunk(cfg: ModelConfig) -> nn.Module:
     """The trunk of ``cfg.trunk``. Raises ValueError for an unknown name (naming the rows) or a
     config the trunk refuses (its ``check``)."""
     row = TRUNKS.get(cfg.trunk)
     if row is None:
         raise ValueError(f"unknown trunk {cfg.trunk!r}; the trunks are {sorted(TRUNKS)}")
-    why = row.check(cfg)
-    if why:
-        raise ValueError(why)
+    refused = row.check(cfg)
+    if refused:
+        raise ValueError(refused[1])
     return row.build(cfg)
