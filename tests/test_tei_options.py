@@ -110,6 +110,8 @@ def test_a_setter_replaces_the_plain_attribute(monkeypatch: pytest.MonkeyPatch) 
         (dict(type="spin"), "a spin needs min and max"),
         (dict(type="spin", min=1), "a spin needs min and max"),
         (dict(type="combo"), "a combo needs its choices"),
+        (dict(type="check", default=True, search="c_puct"), "search must name a field of SearchConfig"),
+        (dict(type="check", search="road_check"), "an option with search needs its default"),
     ],
 )
 def test_a_malformed_row_is_refused(kwargs: dict, message: str) -> None:
@@ -146,3 +148,48 @@ def test_backend_runs_the_network_in_int8_and_back(tmp_path) -> None:
     assert engine.network.backend == "onnx"
     assert engine.network.evaluator.metadata.get("precision") != "int8"
     assert any("Backend must be one of auto, int8, onnx, torch" in line for line in lines)
+
+
+def test_an_option_naming_a_search_field_reaches_the_players_as_one_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:  # fmt: skip
+    """The walk of "a TEI option that reaches the players" (issue 57): one row with ``search=``
+    and nothing else (no engine attribute declared, no setter, no probe of the player): the
+    option is announced, checked by its range and by SearchConfig's own checks (refused in one
+    line, the old value kept), applied to the network player whether it is loaded before or after
+    the setoption, and reaches its search; a player without a SearchConfig ignores it."""
+    import torch
+
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.search.config import MAX_TINUE_NODES
+
+    rows = [
+        Option("ToyTinue", "spin", "toy_tinue", default=1000, min=0, max=2 * MAX_TINUE_NODES, search="tinue_nodes"),
+        Option("ToyRoadCheck", "check", "toy_road_check", default=True, search="road_check"),
+    ]  # fmt: skip
+    for row in rows:
+        monkeypatch.setitem(OPTIONS, row.name.lower(), row)
+    torch.manual_seed(0)
+    path = tmp_path / "m.pt"
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1)), half_komi=0), path)
+    game = "isready\nteinewgame 4\nposition startpos\ngo nodes 16\n"
+    for before in (True, False):  # setoption before the model is loaded, and after
+        lines: list[str] = []
+        engine = TEIEngine(out=lines.append, model=None if before else str(path), backend="torch")
+        script = ("tei\nsetoption name ToyTinue value 7\nsetoption name ToyRoadCheck value false\n"
+                  f"setoption name ToyTinue value {MAX_TINUE_NODES + 1}\n")  # fmt: skip
+        if before:
+            script += f"setoption name Model value {path}\n"
+        engine.run(io.StringIO(script + game + "quit\n"))
+        assert "option name ToyRoadCheck type check default true" in lines
+        assert f"option name ToyTinue type spin default 1000 min 0 max {2 * MAX_TINUE_NODES}" in lines
+        (refused,) = [line for line in lines if "ToyTinue" in line and line.startswith("info string")]
+        assert refused.startswith("info string setoption: ToyTinue: tinue_nodes must be in 0..")
+        assert refused.endswith("; keeping 7")
+        net = engine.network
+        assert net.config.tinue_nodes == 7 and net.tinue_nodes == 7 and net.config.road_check is False
+        assert net._one().config.road_check is False and net._one().tinue_nodes == 7  # what it searches with
+        assert any(line.startswith("bestmove ") for line in lines)
+    engine = TEIEngine(out=lambda _line: None, player="random")
+    engine.handle("setoption name ToyTinue value 5")  # no SearchConfig: nothing to apply
+    assert engine.toy_tinue == 5

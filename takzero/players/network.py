@@ -679,6 +679,21 @@ class NetworkPlayer(BasePlayer):
             raise ValueError(f"leaves must be an integer in 1..{MAX_LEAVES}, got {leaves!r}")
         self.leaves = leaves
 
+    def set_search(self, **fields: object) -> None:
+        """Set fields of the player's :class:`~takzero.search.SearchConfig` (``config``) from the
+        next search on, generically (the TEI options that name a search field,
+        ``takzero.protocols.tei.options.Option.search``); a change drops the tree. Raises
+        ValueError for a name that is no field or a value ``SearchConfig`` refuses, changing
+        nothing."""
+        try:
+            config = replace(self.config, **fields)
+        except TypeError as e:
+            raise ValueError(f"set_search: {e}") from None
+        if config != self.config:
+            self.config = config
+            self.tinue_nodes = config.tinue_nodes
+            self._search = None
+
     # -- batched matches ----------------------------------------------------------------------
 
     @property

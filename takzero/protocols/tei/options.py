@@ -2,7 +2,10 @@
 type, start value, range, the engine attribute it sets and, where setting it does more, its
 setter), as python-chess's ``engine.Option`` describes an engine's options. The ``option`` lines
 of ``tei``, the checks of ``setoption`` and the engine's start values all read it
-(:mod:`takzero.protocols.tei.engine`), so a new option is one row.
+(:mod:`takzero.protocols.tei.engine`), so a new option is one row. A row with ``search=`` names a
+field of :class:`takzero.search.SearchConfig`: its value is checked by ``SearchConfig`` as well and
+handed to every player that searches with one (``set_search``), with no setter or player code of
+its own.
 
 Each option is checked against the range it advertises; a value outside it, or not a number, is
 refused with ``info string`` and the old value is kept. The options, in the order ``tei``
@@ -55,6 +58,7 @@ announces them:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import threading
@@ -66,6 +70,7 @@ from typing import Any
 from takzero.io.machine import machine_memory
 from takzero.players.network import PLAY_BACKENDS
 from takzero.protocols.tei.lines import MAX_NODES, MOVE_OVERHEAD_MS, format_option
+from takzero.search.config import SearchConfig
 
 #: The engine an option reads and sets: a :class:`takzero.protocols.tei.engine.TEIEngine` (named,
 #: not imported: the engine imports this table).
@@ -80,8 +85,10 @@ __all__ = [
     "MemoryBudget",
     "OPTIONS",
     "OPTION_TYPES",
+    "SEARCH_FIELDS",
     "TREE_BYTES_PER_NODE",
     "Option",
+    "search_settings",
 ]
 
 #: Default of the ``TreeNodes`` option (network: 4e6 * 28 bytes = 112 MB per tree, committed as
@@ -99,6 +106,16 @@ MAX_SEED = 2**31 - 1
 MAX_THREADS = 64
 #: Most ``Batch`` (positions per network call of a network search; 0: automatic).
 MAX_LEAVES = 32
+
+
+#: The fields of :class:`takzero.search.SearchConfig`, which an option's ``search`` may name.
+SEARCH_FIELDS = frozenset(f.name for f in dataclasses.fields(SearchConfig))
+
+
+def search_settings(engine: Engine) -> dict[str, Any]:
+    """The values of the options with ``search`` in ``engine``, by search field: what
+    :class:`takzero.protocols.tei.seat.PlayerSeat` hands its players."""
+    return {o.search: getattr(engine, o.attr) for o in OPTIONS.values() if o.search is not None}
 
 
 #: The option types of UCI (and so of TEI), as python-chess's ``engine.Option.type`` names them.
@@ -125,9 +142,16 @@ class Option:
         setter: ``setter(engine, value)`` instead of setting ``attr``, for options whose change does
             more (reconfigure the players, load a model, restart the tree).
         shown: how the current value is written in the ``option`` line (default ``str``).
+        search: a field of :class:`takzero.search.SearchConfig` the option sets in the players'
+            search, generically: ``setoption`` checks the value against ``SearchConfig`` too
+            (refused with ``info string``, the old value kept), keeps it in ``attr`` and hands
+            every such option's value to each player that searches with a ``SearchConfig``
+            (``set_search(**fields)``, :class:`takzero.players.network.NetworkPlayer`), now and
+            whenever a player is made or loaded; players without one ignore it. It needs a
+            ``default``: the value the players search with from the start.
 
-    Raises ValueError (at construction) for an unknown type, a spin without a range or a combo
-    without choices.
+    Raises ValueError (at construction) for an unknown type, a spin without a range, a combo
+    without choices, or a ``search`` that is no field of ``SearchConfig``.
     """
 
     name: str
@@ -139,8 +163,13 @@ class Option:
     var: tuple[str, ...] = ()
     setter: Callable[[Engine, object], None] | None = field(default=None, compare=False)
     shown: Callable[[object], str] = field(default=str, compare=False)
+    search: str | None = None
 
     def __post_init__(self) -> None:
+        if self.search is not None and self.search not in SEARCH_FIELDS:
+            raise ValueError(f"option {self.name}: search must name a field of SearchConfig, got {self.search!r}")
+        if self.search is not None and self.default is None:
+            raise ValueError(f"option {self.name}: an option with search needs its default (the players' value at the start)")
         if self.type not in OPTION_TYPES:
             raise ValueError(f"option {self.name}: type must be one of {OPTION_TYPES}, got {self.type!r}")
         if self.type == "spin" and (self.min is None or self.max is None):
@@ -184,10 +213,18 @@ class Option:
 
     def set(self, engine: Engine, value: object) -> None:
         """Apply a parsed value to ``engine`` (its setter, else the attribute)."""
+        if self.search is not None:
+            try:
+                SearchConfig(**{self.search: value})
+            except ValueError as e:
+                engine.info(f"setoption: {self.name}: {e}; keeping {self.text(engine)}")
+                return
         if self.setter is not None:
             self.setter(engine, value)
         else:
             setattr(engine, self.attr, value)
+        if self.search is not None:
+            engine._configure_all()
 
     def text(self, engine: Engine) -> str:
         """The current value as the ``option`` line writes it (``true``/``false`` for a check)."""
@@ -214,7 +251,8 @@ def _reconfiguring(attr: str) -> Callable[[Engine, object], None]:
 
 
 #: The engine's options in the order ``tei`` announces them, by lower-case name. A new option is
-#: one row (and, when it is more than a value the engine reads, its setter).
+#: one row (and, when it is more than a value the engine reads, its setter); one that sets a
+#: field of the players' search is one row with ``search=`` (tests/test_tei_options.py walks it).
 OPTIONS: dict[str, Option] = {
     o.name.lower(): o
     for o in (

@@ -21,6 +21,7 @@ from takzero.players.base import BasePlayer
 from takzero.players.network import BackendFallbackWarning
 from takzero.players.registry import check_spec, make_player
 from takzero.protocols.tei.lines import MAX_NODES, clip
+from takzero.protocols.tei.options import search_settings
 from takzero.search.limit import Limit
 
 __all__ = [
@@ -142,8 +143,9 @@ class PlayerSeat:
         self._configure_all()
 
     def _configure(self, player: Any) -> None:
-        """Apply the engine's tree budget, threads and batch to ``player`` (players without a
-        tree or a network ignore them)."""
+        """Apply the engine's tree budget, threads, batch and the search fields of the options
+        with ``search`` (``options.search_settings``) to ``player`` (players without a tree, a
+        network or a ``SearchConfig`` ignore them)."""
         setter = getattr(player, "set_tree_nodes", None)
         if setter is not None:
             setter(self.tree_nodes)
@@ -156,6 +158,10 @@ class PlayerSeat:
         use_backend = getattr(player, "use_backend", None)
         if use_backend is not None and getattr(player, "backend", None) != self.backend:
             use_backend(self.backend, self.threads)
+        set_search = getattr(player, "set_search", None)  # the options naming search fields
+        settings = search_settings(self)
+        if set_search is not None and settings:
+            set_search(**settings)
 
     def _configure_all(self) -> None:
         """Apply the tree budget, threads and batch to every player the engine holds."""
