@@ -15,6 +15,7 @@ from takzero.players.network import NetworkPlayer
 from takzero.search import BatchedMCTS, SearchConfig
 from takzero.search.evaluators import HashEvaluator
 from takzero.search.limit import Limit
+from takzero.search.tree import new_children
 
 MID_GAME = "x4,1/x,2,2,x2/x3,2,x/x,1,x3/2,1C,x3 1 5"
 
@@ -249,3 +250,63 @@ def test_selfplay_with_pipeline_plays_the_same_games() -> None:
     for a, b in zip(plain, piped, strict=True):
         for name in ("board", "policy_index", "policy_prob", "value", "game_id", "ply"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+class _OddPriors(HashEvaluator):
+    """HashEvaluator whose priors take every form ``expand_backup`` must renormalise: some rows all
+    zero (uniform), some with NaN, inf and negative entries, some already in move order."""
+
+    def evaluate(self, states):
+        priors, values, wdl = super().evaluate(states)
+        priors = priors.copy()
+        for i in range(len(priors)):
+            kind = i % 4
+            if kind == 1:
+                priors[i] = 0.0
+            elif kind == 2:
+                priors[i, :3] = (np.nan, np.inf, -1.0)
+            elif kind == 3:
+                priors[i] = 1.0  # equal priors: the moves' own order is kept
+        return priors, values, wdl
+
+
+# black to move against white's road threat (a5..d5, e5 empty): every reply but the block leaves a
+# position whose children hold a road win; and an open mid-game position
+ROAD_WIN = "1,1,1,1,x/x,2,2,x2/x5/x2,2,x2/x5 2 6"
+
+
+@pytest.mark.parametrize("tps", [MID_GAME, ROAD_WIN])
+@pytest.mark.parametrize("road_check", [True, False])
+def test_child_lists_made_outside_the_lock_build_the_same_tree(tps: str, road_check: bool) -> None:
+    """What a two-worker search does per batch (``prepare_kernel`` outside the lock, then
+    ``expand_backup_kernel(prepared=True)``) builds, step for step, the tree the plain expansion
+    (the child lists made inside the kernel) builds from the same leaves and priors: the same
+    moves, priors (float32 bits), statuses, flags, visits and values, with road wins marked."""
+    cfg = SearchConfig(simulations=300, leaves_per_step=8, root_noise=False, road_check=road_check)
+    pos = Position.from_tps(tps)
+    plain, split = BatchedMCTS(2, 5, cfg, seed=1), BatchedMCTS(2, 5, cfg, seed=1)
+    ev = _OddPriors(5, seed=4)
+    kids = new_children(plain._leaves.states.shape[0], plain.num_actions)
+    for mcts in (plain, split):
+        for g in range(2):
+            mcts.reset(g, pos.state)
+        mcts.begin_search(np.arange(2), simulations=300, add_noise=False)
+    steps = 0
+    while True:
+        states, _ = plain.select_leaves()
+        states2, _ = split.select_leaves()
+        assert np.array_equal(states, states2)
+        if states.shape[0] == 0:  # every game's search is finished
+            break
+        priors, values, _ = ev.evaluate(states)
+        plain.expand_backup(priors, values)
+        n = split._pending
+        split._prepare(split._leaves, n, priors, kids)
+        split._expand_from(split._leaves, n, priors, values, kids)
+        split._pending = 0
+        steps += 1
+        for name in plain._trees._fields:
+            assert np.array_equal(getattr(plain._trees, name), getattr(split._trees, name)), name
+    assert steps > 10
+    if road_check and tps == ROAD_WIN:  # road wins were marked below the root
+        assert (plain._trees.status == 1).any()  # WIN

@@ -50,14 +50,16 @@ from takzero.search import readout
 from takzero.search.config import SearchConfig, pack_settings
 from takzero.search.evaluators import Evaluator
 from takzero.search.rng import game_seed, stream_state
-from takzero.search.steps import begin_kernel, expand_backup_kernel, select_kernel
+from takzero.search.steps import begin_kernel, expand_backup_kernel, prepare_kernel, select_kernel
 from takzero.search.tree import (
     FLAG_NOEXPAND,
     UNKNOWN,
+    Children,
     Leaves,
     Scratch,
     advance_kernel,
     clear_tree,
+    new_children,
     new_games,
     new_leaves,
     new_scratch,
@@ -154,8 +156,10 @@ class BatchedMCTS:
         self._settings = pack_settings(cfg)
         #: packed settings by leaves per step (``begin_search(leaves=...)``)
         self._packed = {cfg.leaves_per_step: self._settings}
-        self._move_buf = np.empty(a, dtype=np.int64)  # kernel scratch: legal moves (int64, as generate_moves' other callers)
-        self._float_buf = np.empty(a, dtype=np.float64)  # root scores; priors of a new node
+        self._float_buf = np.empty(a, dtype=np.float64)  # kernel scratch: root scores
+        self._children = new_children(1, a)  # kernel scratch: a new node's child list
+        #: the child lists of each worker's batch in a two-worker run (made at first use)
+        self._prepared: tuple[Children, Children] | None = None
         self._scratch: Scratch | None = None
         self._pending = 0
         self._search_games = np.arange(g_count, dtype=np.int32)
@@ -478,11 +482,26 @@ class BatchedMCTS:
                 self._abandon(bufs[k], held[k])
             raise
 
-    def _expand_from(self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray) -> None:
+    def _expand_from(
+        self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray,
+        children: Children | None = None,
+    ) -> None:  # fmt: skip
         """Expand and back up the ``n`` leaves of buffer ``leaves`` with ``priors`` (n, A) and
-        ``values`` (n,) (checked by the caller; see :meth:`expand_backup`)."""
+        ``values`` (n,) (checked by the caller; see :meth:`expand_backup`). ``children``: the
+        leaves' child lists already made from ``priors`` (:meth:`_prepare`), else made here."""
         if n == 0:
             return
+        flat, stride, values = self._kernel_inputs(priors, values)
+        prepared = children is not None
+        expand_backup_kernel(
+            self._trees, self._games, leaves, self._settings, n, flat, stride, values,
+            children if children is not None else self._children, prepared,
+        )  # fmt: skip
+
+    def _kernel_inputs(self, priors: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+        """(flat priors, stride, values) as the kernels take them: priors (n, A) flattened
+        (stride A), or one row shared by all leaves (stride 0), float32, writeable; values (n,)
+        float32, writeable."""
         priors = np.asarray(priors)
         values = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
         if priors.strides[0] == 0:  # one row shared by all leaves (np.broadcast_to)
@@ -497,10 +516,15 @@ class BatchedMCTS:
             flat = flat.copy()
         if not values.flags.writeable:
             values = values.copy()
-        expand_backup_kernel(
-            self._trees, self._games, leaves, self._settings, n, flat, stride, values,
-            self._move_buf, self._float_buf,
-        )  # fmt: skip
+        return flat, stride, values
+
+    def _prepare(self, leaves: Leaves, n: int, priors: np.ndarray, children: Children) -> None:
+        """The child lists of the ``n`` leaves of buffer ``leaves`` from ``priors`` (n, A) into
+        ``children`` (``prepare_kernel``: reads no tree, so it needs no lock)."""
+        if n == 0:
+            return
+        flat, stride, _ = self._kernel_inputs(priors, np.zeros(0, np.float32))
+        prepare_kernel(leaves, self._settings, n, flat, stride, children)
 
     def _abandon(self, leaves: Leaves, n: int) -> None:
         """Take back the selection of the ``n`` leaves of buffer ``leaves`` whose network call
@@ -539,6 +563,10 @@ class BatchedMCTS:
         Raises what the evaluator raises (the other worker first backs up its batch; the failed
         batch's selection is taken back, :meth:`_abandon`, so the tree can be searched on)."""
         bufs, _ = self._pipeline_parts(evaluator, stats)
+        if self._prepared is None:
+            rows = bufs[0].states.shape[0]
+            self._prepared = (new_children(rows, self.num_actions), new_children(rows, self.num_actions))
+        kids = self._prepared
         turn = threading.Condition()
         in_flight = [0, 0]
         selected = [0]  # batches selected: the first one is, however early a stop comes
@@ -571,9 +599,11 @@ class BatchedMCTS:
                         turn.notify_all()
                     raise
                 took = time.perf_counter() - t
+                # the leaves' move generation, priors and sort, outside the lock
+                self._prepare(bufs[w], n, priors, kids[w])
                 with turn:
                     stats.eval_seconds += took
-                    self._expand_from(bufs[w], n, priors, values)
+                    self._expand_from(bufs[w], n, priors, values, kids[w])
                     in_flight[w] = 0
                     turn.notify_all()
 

@@ -87,27 +87,16 @@ def _copy_state(src: np.ndarray, i: int | np.integer, dst: np.ndarray, j: int | 
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _expand(visits, value_sum, prior, move, first_child, num_children, status, flags, num_nodes,
-            overflow, cfg, g: int | np.integer, x: int | np.integer, state: np.ndarray, net_priors: np.ndarray, offset: int,
-            move_buf: np.ndarray, prior_buf: np.ndarray) -> None:  # fmt: skip
-    """Create the children of node ``x`` (position ``state``) with priors gathered from the
-    network's ``net_priors[offset + action]`` (flat float32) and renormalised over the legal
-    moves (non-finite or negative entries count as 0; an all-zero row becomes uniform). Children are stored by decreasing prior
-    (stable), which keeps the visited children of a non-root node a prefix (``select_prefix``).
-    If the tree has no room, flag FLAG_NOEXPAND instead. With the road check on, winning
-    placements (``road_win_squares``) are marked and ``x`` is proven at once. ``move_buf``
-    (int32) and ``prior_buf`` (float64) are scratch arrays of length >= A; the pools are those of
-    ``takzero.search.tree.Trees``, ``overflow`` the (G,) count of ``Games``."""
+def _child_list(state: np.ndarray, net_priors: np.ndarray, offset: int, move_buf: np.ndarray,
+                prior_buf: np.ndarray, moves_out: np.ndarray, priors_out: np.ndarray) -> int:  # fmt: skip
+    """The children of position ``state``: its legal moves into ``moves_out`` (int64) with priors
+    gathered from the network's ``net_priors[offset + action]`` (flat float32) and renormalised
+    over the legal moves into ``priors_out`` (float64; non-finite or negative entries count as 0;
+    an all-zero row becomes uniform), by decreasing prior (stable). Returns their count (0: no
+    legal move). ``move_buf`` (int64) and ``prior_buf`` (float64): scratch of length >= A."""
     nm = generate_moves(state, move_buf)
     if nm == 0:
-        flags[g, x] |= FLAG_NOEXPAND
-        return
-    f = num_nodes[g]
-    if f + nm > visits.shape[1]:
-        flags[g, x] |= FLAG_NOEXPAND
-        overflow[g] += 1
-        return
-    num_nodes[g] = f + nm
+        return 0
     size = state[I_SIZE]
     total = 0.0
     ordered = True
@@ -122,40 +111,73 @@ def _expand(visits, value_sum, prior, move, first_child, num_children, status, f
         if child_prior > prev:
             ordered = False
         prev = child_prior
-    ug = np.uint64(g)
     if not (total > 0.0 and total < np.inf):
         u = 1.0 / nm
         for i in range(nm):
-            prior[ug, np.uint64(f + i)] = u
-            move[ug, np.uint64(f + i)] = move_buf[i]
+            priors_out[i] = u
+            moves_out[i] = move_buf[i]
     elif ordered:
         inv = 1.0 / total
         for i in range(nm):
-            prior[ug, np.uint64(f + i)] = prior_buf[i] * inv
-            move[ug, np.uint64(f + i)] = move_buf[i]
+            priors_out[i] = prior_buf[i] * inv
+            moves_out[i] = move_buf[i]
     else:
         inv = 1.0 / total
         for i in range(nm):
             prior_buf[i] = prior_buf[i] * inv
         order = np.argsort(-prior_buf[:nm], kind="mergesort")
         for j in range(nm):
-            src = np.uint64(order[j])
-            prior[ug, np.uint64(f + j)] = prior_buf[src]
-            move[ug, np.uint64(f + j)] = move_buf[src]
+            src = order[j]
+            priors_out[j] = prior_buf[src]
+            moves_out[j] = move_buf[src]
+    return nm
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _road_wins(cfg, state: np.ndarray) -> np.uint64:
+    """The road-win squares of ``state``'s mover (``road_win_squares``) when the road check is on
+    and a road can exist (ply >= 2), else 0."""
+    if cfg["road_check"] and state[I_PLY] >= 2:
+        return road_win_squares(state)
+    return np.uint64(0)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _store_children(prior, move, first_child, num_children, status, flags, num_nodes, overflow,
+                    g: int | np.integer, x: int | np.integer, nm: int | np.integer,
+                    moves_in: np.ndarray, priors_in: np.ndarray, win: np.uint64) -> None:  # fmt: skip
+    """Create the ``nm`` children of node ``x`` of game ``g`` from a child list (``_child_list``:
+    ``moves_in``, ``priors_in``); ``nm`` 0 (no legal move) or a tree with no room flags
+    FLAG_NOEXPAND instead (counting the overflow in ``overflow``, the (G,) count of ``Games``).
+    Children are stored by decreasing prior, which keeps the visited children of a non-root node a
+    prefix (``select_prefix``). With road-win squares ``win`` (``_road_wins``), the winning
+    placements are marked and ``x`` is proven at once. The pools are those of
+    ``takzero.search.tree.Trees``."""
+    if nm == 0:
+        flags[g, x] |= FLAG_NOEXPAND
+        return
+    f = num_nodes[g]
+    if f + nm > prior.shape[1]:
+        flags[g, x] |= FLAG_NOEXPAND
+        overflow[g] += 1
+        return
+    num_nodes[g] = f + nm
+    ug = np.uint64(g)
+    for i in range(nm):
+        prior[ug, np.uint64(f + i)] = priors_in[i]
+        move[ug, np.uint64(f + i)] = moves_in[i]
     # new slots already have zero statistics (the free-slot invariant, see ``clear_tree``), and
     # first_child is only read when num_children > 0
     first_child[g, x] = f
     num_children[g, x] = nm
-    if cfg["road_check"] and state[I_PLY] >= 2:
-        win = road_win_squares(state)
-        if win != 0:
-            for c in range(f, f + nm):
-                m = move[g, c]
-                kind = (m >> 6) & 3
-                if (kind == FLAT or kind == CAP) and (win >> np.uint64(m & 63)) & np.uint64(1):
-                    status[g, c] = WIN
-                    flags[g, c] = FLAG_TERMINAL
-            status[g, x] = LOSS
+    if win != 0:
+        for c in range(f, f + nm):
+            m = move[g, c]
+            kind = (m >> 6) & 3
+            if (kind == FLAT or kind == CAP) and (win >> np.uint64(m & 63)) & np.uint64(1):
+                status[g, c] = WIN
+                flags[g, c] = FLAG_TERMINAL
+        status[g, x] = LOSS
 
 
 @njit(cache=True, error_model="numpy")
@@ -493,13 +515,17 @@ def _prefetch_leaf_path(states, path, j: int) -> None:
 @njit(cache=True, error_model="numpy", nogil=True)
 def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves: int,
                          net_priors: np.ndarray, stride: int, values: np.ndarray,
-                         move_buf: np.ndarray, prior_buf: np.ndarray) -> None:  # fmt: skip
+                         children, prepared: bool) -> None:  # fmt: skip
     """Expand the ``num_leaves`` pending leaves with the network priors of leaf ``j`` at
     ``net_priors[j * stride:]`` (flat float32; stride A for a (num_leaves, A) array, 0 for one
     row shared by all) and back up ``values`` (num_leaves,) (view of the side to move at each
     leaf; NaN counts as 0, clipped to [-1, 1]). A leaf proven by the road check backs up its exact value instead. Root leaves
-    (depth 0) then get their root preparation and do not count as simulations. ``move_buf``
-    (int32) and ``prior_buf`` (float64): scratch of length >= A."""
+    (depth 0) then get their root preparation and do not count as simulations.
+
+    ``children`` (``takzero.search.tree.Children``): with ``prepared``, the child lists of the
+    leaves made by ``prepare_kernel`` from the same priors (row ``j``: leaf ``j``), and
+    ``net_priors`` is not read; else each leaf's list is made here, in row 0 (one row is enough).
+    Either way the trees are the same."""
     cfg = settings[0]
     visits, value_sum = unowned(trees.visits), unowned(trees.value_sum)
     prior, move = unowned(trees.prior), unowned(trees.move)
@@ -510,8 +536,10 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
     done, inflight = unowned(games.done), unowned(games.inflight)
     states, path = unowned(leaves.states), unowned(leaves.path)
     leaf_game, leaf_depth = unowned(leaves.game), unowned(leaves.depth)
-    net_priors_view, move_buf_view = unowned(net_priors), unowned(move_buf)
-    prior_buf_view = unowned(prior_buf)
+    net_priors_view = unowned(net_priors)
+    child_moves, child_priors = unowned(children.moves), unowned(children.priors)
+    child_count, child_wins = unowned(children.count), unowned(children.wins)
+    move_buf_view, prior_buf_view = unowned(children.move_buf), unowned(children.prior_buf)
     use_virtual = cfg["leaves_per_step"] > 1
     for j in range(num_leaves):
         g = np.int64(leaf_game[j])
@@ -534,10 +562,21 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
         if depth >= MAX_DEPTH - 1:
             flags[g, x] |= FLAG_NOEXPAND
         elif num_children[g, x] == 0:
-            _expand(
-                visits, value_sum, prior, move, first_child, num_children, status, flags,
-                num_nodes, overflow, cfg, g, x, unowned_row(states, j), net_priors_view,
-                j * stride, move_buf_view, prior_buf_view,
+            if prepared:
+                row = j
+                nm = child_count[j]
+                win = child_wins[j]
+            else:
+                row = 0
+                state = unowned_row(states, j)
+                nm = _child_list(
+                    state, net_priors_view, j * stride, move_buf_view, prior_buf_view,
+                    unowned_row(child_moves, 0), unowned_row(child_priors, 0),
+                )  # fmt: skip
+                win = _road_wins(cfg, state) if nm > 0 else np.uint64(0)
+            _store_children(
+                prior, move, first_child, num_children, status, flags, num_nodes, overflow, g, x,
+                nm, unowned_row(child_moves, row), unowned_row(child_priors, row), win,
             )  # fmt: skip
         backed = -value  # the leaf's value for the player who moved into it
         s = status[g, x]
@@ -551,3 +590,27 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
         else:
             done[g] += 1
             inflight[g] -= 1
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def prepare_kernel(leaves, settings: np.ndarray, num_leaves: int, net_priors: np.ndarray,
+                   stride: int, children) -> None:  # fmt: skip
+    """The child lists of the first ``num_leaves`` leaves of ``leaves`` into ``children``
+    (``takzero.search.tree.Children``, row ``j`` for leaf ``j``) from the network priors of leaf
+    ``j`` at ``net_priors[j * stride:]`` (as ``expand_backup_kernel``), for an
+    ``expand_backup_kernel(..., prepared=True)`` of the same leaves. Reads no tree: a two-worker
+    search runs it outside the lock the trees are written under."""
+    cfg = settings[0]
+    states = unowned(leaves.states)
+    net_priors_view = unowned(net_priors)
+    child_moves, child_priors = unowned(children.moves), unowned(children.priors)
+    child_count, child_wins = unowned(children.count), unowned(children.wins)
+    move_buf_view, prior_buf_view = unowned(children.move_buf), unowned(children.prior_buf)
+    for j in range(num_leaves):
+        state = unowned_row(states, j)
+        nm = _child_list(
+            state, net_priors_view, j * stride, move_buf_view, prior_buf_view,
+            unowned_row(child_moves, j), unowned_row(child_priors, j),
+        )  # fmt: skip
+        child_count[j] = nm
+        child_wins[j] = _road_wins(cfg, state) if nm > 0 else np.uint64(0)

@@ -97,6 +97,14 @@ Games = namedtuple(
     ],
 )  # fmt: skip
 Leaves = namedtuple("Leaves", ["states", "game", "depth", "path"])
+#: The children of a batch of leaves, made from the network's priors before they go into a tree
+#: (``steps.prepare_kernel``), so that a two-worker search (``BatchedMCTS.run(pipelined=True)``)
+#: does the move generation, the prior gathering and the sort of a leaf outside the lock that
+#: the trees are written under: ``moves`` (L, A) int64 and ``priors`` (L, A) float64, leaf ``j``'s
+#: children by decreasing prior in its first ``count[j]`` entries ((L,) int64; 0: no legal move);
+#: ``wins`` (L,) uint64, the road-win squares of the leaf's mover (0 when the road check is off);
+#: ``move_buf`` (A,) int64 and ``prior_buf`` (A,) float64, scratch of the kernel.
+Children = namedtuple("Children", ["moves", "priors", "count", "wins", "move_buf", "prior_buf"])
 #: One tree's worth of scratch columns for the compaction in ``advance_kernel`` (``source``: the
 #: old index of each copied node).
 Scratch = namedtuple(
@@ -162,6 +170,18 @@ def new_leaves(rows: int) -> Leaves:
         game=np.zeros(rows, dtype=np.int32),
         depth=np.zeros(rows, dtype=np.int32),
         path=np.zeros((rows, MAX_DEPTH), dtype=np.int32),
+    )
+
+
+def new_children(rows: int, actions: int) -> Children:
+    """Child lists of ``rows`` leaves of positions with ``actions`` actions (``Children``)."""
+    return Children(
+        moves=np.zeros((rows, actions), dtype=np.int64),
+        priors=np.zeros((rows, actions), dtype=np.float64),
+        count=np.zeros(rows, dtype=np.int64),
+        wins=np.zeros(rows, dtype=np.uint64),
+        move_buf=np.zeros(actions, dtype=np.int64),
+        prior_buf=np.zeros(actions, dtype=np.float64),
     )
 
 
