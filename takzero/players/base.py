@@ -188,8 +188,10 @@ class BasePlayer:
         """Bound the search tree to ``nodes`` nodes (memory); players without a tree ignore it."""
         return None
 
-    #: True if :meth:`batched` gives a search of many games at once.
-    batchable: bool = False
+    @property
+    def batchable(self) -> bool:
+        """True if :meth:`batched` gives a search of many games at once."""
+        return False
 
     def batched(self, num_games: int, seed: int = 0, sampling_plies: int = 0) -> BatchSearch:
         """A :class:`BatchSearch` over ``num_games`` games (only when ``batchable``). Raises

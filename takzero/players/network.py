@@ -25,6 +25,8 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +41,9 @@ from takzero.players.tactics import (
 )
 from takzero.search.driver import DEFAULT_CHUNK
 from takzero.search.limit import MIN_MOVE_SECONDS, Limit
+
+if TYPE_CHECKING:
+    from takzero.search.mcts import SearchStats
 
 #: Simulations per move of :class:`NetworkPlayer` unless told otherwise.
 DEFAULT_NETWORK_SIMULATIONS = 400
@@ -195,7 +200,7 @@ class NetworkSearch:
         self._valid = np.zeros(num_games, dtype=bool)  # slot's root is the position last told
         self._draw_cache: dict[int, float] = {}
         #: step statistics of the last search (network calls, leaves, seconds)
-        self.last_stats = None
+        self.last_stats: SearchStats | None = None
         self._nps: float | None = None  # simulations/s of the last timed-enough search
 
     @property
@@ -407,7 +412,7 @@ class NetworkSearch:
                                 pv=result.pv)  # fmt: skip
             ranked = ranked_by_visits(result.move, *self.mcts.root_visits(g))
             out[g] = avoid_tinue(pos, answer, ranked, self.tinue_nodes,
-                                 pv_of=lambda m, g=g: self.pv(g, m))  # fmt: skip
+                                 pv_of=partial(self.pv, g))  # fmt: skip
         return out
 
 
@@ -490,7 +495,8 @@ class NetworkPlayer(BasePlayer):
         super().__init__(seed, name)
         self._evaluator = evaluator
         self.metadata = meta
-        self.model_size = int(getattr(evaluator, "size", meta.get("size", 0)))
+        meta_size: int = meta.get("size", 0)
+        self.model_size = int(getattr(evaluator, "size", meta_size))
         self.model_half_komi: int | None = (
             int(meta["half_komi"]) if meta.get("half_komi") is not None else None
         )
@@ -571,6 +577,10 @@ class NetworkPlayer(BasePlayer):
             self._cache = None
         return self._evaluator
 
+    @evaluator.setter
+    def evaluator(self, ev) -> None:
+        self._evaluator = ev
+
     def _search_evaluator(self):
         """The evaluator of the player's own searches: :attr:`evaluator`, behind the cache when
         ``cache_size`` > 0."""
@@ -582,10 +592,6 @@ class NetworkPlayer(BasePlayer):
 
             self._cache = CachedEvaluator(ev, self.cache_size)
         return self._cache
-
-    @evaluator.setter
-    def evaluator(self, ev) -> None:
-        self._evaluator = ev
 
     # -- Player interface ---------------------------------------------------------------------
 

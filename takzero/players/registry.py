@@ -40,15 +40,19 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from takzero.players.base import BasePlayer
 from takzero.players.baselines import GreedyPlayer, RandomPlayer
 from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
 from takzero.players.uct import DEFAULT_SIMULATIONS, UCTPlayer
 
+#: What a kind's ``parse`` returns and its ``build`` takes.
+Parsed = TypeVar("Parsed")
+
 
 @dataclass(frozen=True)
-class PlayerKind:
+class PlayerKind(Generic[Parsed]):
     """One kind of player.
 
     ``name``: the spec's kind; ``syntax``: how a spec is written; ``help``: one line for help
@@ -62,8 +66,8 @@ class PlayerKind:
     name: str
     syntax: str
     help: str
-    parse: Callable[[str | None], object]
-    build: Callable[[object, int, int | None], BasePlayer]
+    parse: Callable[[str | None], Parsed]
+    build: Callable[[Parsed, int, int | None], BasePlayer]
     engine: bool = False
 
 
@@ -114,7 +118,7 @@ def _parse_model(arg: str | None) -> tuple[str, int | None]:
     return path, sims
 
 
-def _build_uct(sims: object, seed: int, simulations: int | None) -> BasePlayer:
+def _build_uct(sims: int | None, seed: int, simulations: int | None) -> BasePlayer:
     n = sims if sims is not None else simulations
     return UCTPlayer(simulations=int(n) if n is not None else DEFAULT_SIMULATIONS, seed=seed)
 
@@ -124,8 +128,8 @@ class ModelFileError(ValueError):
     usage error, so command lines print it as one line, without their usage text."""
 
 
-def _build_model(parsed: object, seed: int, simulations: int | None) -> BasePlayer:
-    path, sims = parsed  # type: ignore[misc]
+def _build_model(parsed: tuple[str, int | None], seed: int, simulations: int | None) -> BasePlayer:
+    path, sims = parsed
     n = sims if sims is not None else simulations
     n = int(n) if n is not None else DEFAULT_NETWORK_SIMULATIONS
     try:
@@ -235,8 +239,8 @@ def _parse_engine(arg: str | None) -> EngineSpec:
     return EngineSpec(rest, limits.get("nodes"), limits.get("movetime"), name)
 
 
-def _build_engine(parsed: object, seed: int, simulations: int | None) -> BasePlayer:
-    raise ValueError(_engine_refused(f"tei:{parsed.command}"))  # type: ignore[attr-defined]
+def _build_engine(parsed: EngineSpec, seed: int, simulations: int | None) -> BasePlayer:
+    raise ValueError(_engine_refused(f"tei:{parsed.command}"))
 
 
 def _engine_refused(spec: str) -> str:
@@ -245,7 +249,7 @@ def _engine_refused(spec: str) -> str:
 
 
 #: Every player kind, in the order help texts list them.
-KINDS: tuple[PlayerKind, ...] = (
+KINDS: tuple[PlayerKind[Any], ...] = (
     PlayerKind(
         "random", "random", "a uniformly random legal move",
         _no_argument("random"), lambda _a, seed, _n: RandomPlayer(seed),
@@ -277,7 +281,7 @@ KINDS: tuple[PlayerKind, ...] = (
 _BY_NAME = {k.name: k for k in KINDS}
 
 
-def _kinds(engines: bool) -> tuple[PlayerKind, ...]:
+def _kinds(engines: bool) -> tuple[PlayerKind[Any], ...]:
     return tuple(k for k in KINDS if engines or not k.engine)
 
 
@@ -295,7 +299,8 @@ def help_text(engines: bool = False) -> str:
     return "player specs:\n" + "\n".join(f"  {k.syntax:<{width}}{k.help}" for k in kinds)
 
 
-def _parse(spec: str, engines: bool = True) -> tuple[PlayerKind, object]:
+def _parse(spec: str, engines: bool = True) -> tuple[PlayerKind[Any], Any]:
+    """The kind of ``spec`` and what its ``parse`` returned (of the kind's own type)."""
     name, colon, arg = str(spec).partition(":")
     kind = _BY_NAME.get(name.strip().lower())
     if kind is None:
@@ -322,7 +327,7 @@ def engine_spec(spec: str) -> EngineSpec | None:
     """The :class:`EngineSpec` of a ``tei:`` spec, None for a spec of another kind. Raises
     ValueError for a bad spec."""
     kind, parsed = _parse(spec)
-    return parsed if kind.engine else None  # type: ignore[return-value]
+    return parsed if kind.engine else None
 
 
 def make_player(spec: str, seed: int = 0, simulations: int | None = None) -> BasePlayer:
@@ -353,10 +358,10 @@ def spec_label(spec: str) -> str:
         return f"{LADDER_KIND}-{k}"
     kind, parsed = _parse(spec)
     if kind.name == "model":
-        path, sims = parsed  # type: ignore[misc]
+        path, sims = parsed
         return f"model-{Path(path).stem}" + (f"-{sims}" if sims is not None else "")
     if kind.engine:
-        return parsed.label  # type: ignore[attr-defined]
+        return parsed.label
     return spec.strip().replace(":", "")
 
 

@@ -28,6 +28,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES, MAX_NODES, WIN, prove_tinue
 from takzero.players.base import PlayerMove, Progress, is_integer
@@ -131,7 +133,8 @@ def avoid_tinue(
     return replace(answer, info=info)
 
 
-def ranked_by_visits(chosen: int, moves: Sequence[int], visits: Sequence[int]) -> list[int]:
+def ranked_by_visits(chosen: int, moves: Sequence[int] | np.ndarray,
+                     visits: Sequence[int] | np.ndarray) -> list[int]:
     """``chosen`` first, then ``moves`` by visit count, most first (ties: the given order)."""
     order = sorted(range(len(moves)), key=lambda i: -int(visits[i]))
     return [int(chosen)] + [int(moves[i]) for i in order if int(moves[i]) != int(chosen)]

@@ -337,6 +337,13 @@ def uct_search(
     return k, out_moves, out_visits, out_reward, out_draws, out_pv, out_pv_len, n_nodes, done
 
 
+def _simulations(answer: PlayerMove) -> int:
+    """The simulations a :meth:`UCTPlayer._search` answer ran (its ``info["simulations"]``)."""
+    n = answer.info["simulations"]
+    assert isinstance(n, int), n  # _search stores an int
+    return n
+
+
 class UCTPlayer(BasePlayer):
     """UCT with uniformly random rollouts (see :func:`uct_search` for the formula and sources).
 
@@ -511,10 +518,10 @@ class UCTPlayer(BasePlayer):
                 c0 = time.perf_counter()
                 pm = self._search(position, n, flag, multipv)
                 took = time.perf_counter() - c0
-                ran = int(pm.info["simulations"])
+                ran = _simulations(pm)
                 total += ran
                 cut = bool(flag[0])
-                if best is None or not cut or ran >= int(best.info["simulations"]):
+                if best is None or not cut or ran >= _simulations(best):
                     best = pm
                 best = replace(best, nodes=total)
                 if on_progress is not None:
