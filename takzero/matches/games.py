@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -81,8 +81,23 @@ class NetSide:
 Side = NetSide | Player
 
 
-def _batchable(side: Side) -> bool:
+class _Batchable(Protocol):
+    """A side whose ``batchable`` is True: a :class:`NetSide`, or a player with ``batched``
+    (``takzero.players.base.BasePlayer``)."""
+
+    name: str
+
+    def batched(self, num_games: int, seed: int = 0) -> BatchSearch: ...
+
+
+def _batchable(side: Side) -> TypeGuard[_Batchable]:
     return bool(getattr(side, "batchable", False))
+
+
+def _player(side: Side) -> Player:
+    """``side``, not batchable, as the player it is (a :class:`NetSide` is always batchable)."""
+    assert not isinstance(side, NetSide), side
+    return side
 
 
 def _seed_for(seed: int | None, *keys: int) -> int | None:
@@ -138,7 +153,7 @@ def play_games(
     sides = (side_a, side_b)
     n_games = len(openings)
     players = [  # (side index, player); a player on both sides once
-        (k, s)
+        (k, _player(s))
         for k, s in enumerate(sides)
         if not _batchable(s) and (k == 0 or s is not side_a)
     ]
@@ -191,8 +206,8 @@ def play_games(
     opening_plies = [len(o) for o in openings]
     for k, side in enumerate(sides):
         if _batchable(side):
-            seed = seeds[k] if seeds[k] is not None else 0
-            trees[k] = side.batched(n_games, seed)
+            side_seed = seeds[k]
+            trees[k] = side.batched(n_games, side_seed if side_seed is not None else 0)
             for gi, game in enumerate(games):
                 if not game.position.is_over:
                     trees[k].reset(gi, game.position)
@@ -223,7 +238,7 @@ def play_games(
             else:
                 for gi in mine:
                     t0 = time.perf_counter()
-                    chosen[gi] = as_player_move(side.choose(games[gi].position.copy()))
+                    chosen[gi] = as_player_move(_player(side).choose(games[gi].position.copy()))
                     seconds[gi, games[gi].position.side_to_move] += time.perf_counter() - t0
         for gi, answer in chosen.items():
             play(gi, answer.code, answer)
@@ -359,7 +374,7 @@ def play_match(
         other = getattr(side, "model_size", None)
         if other is not None and int(other) != start.size:
             raise ValueError(f"{side.name} plays {other}x{other}, not {start.size}x{start.size}")
-    seeds = tuple(
+    seed_a, seed_b = (
         seed + (7919 if _batchable(side) else 104729) * k for k, side in enumerate(sides)
     )
     paired = [opening for opening in openings for _ in (0, 1)]
@@ -373,7 +388,7 @@ def play_match(
 
     try:
         records = play_games(
-            sides[0], sides[1], start, paired, a_white, ply_limit, threefold, seeds,
+            sides[0], sides[1], start, paired, a_white, ply_limit, threefold, (seed_a, seed_b),
             sample_seed=seed, on_game=finished,
         )  # fmt: skip
     except MatchInterrupted:

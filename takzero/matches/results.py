@@ -171,7 +171,7 @@ class MatchResult:
         by_opening: dict[int, dict[bool, list[int]]] = {}
         for i, (o, w) in enumerate(zip(self.opening_index, self.a_white, strict=True)):
             by_opening.setdefault(o, {True: [], False: []})[w].append(i)
-        out = []
+        out: list[tuple[int, int]] = []
         for o in sorted(by_opening):
             whites, blacks = by_opening[o][True], by_opening[o][False]
             out.extend(zip(whites, blacks, strict=False))

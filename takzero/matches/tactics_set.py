@@ -21,6 +21,7 @@ evaluator (``evaluator.tactics_every``, ``takzero.pipeline.gating``) both judge 
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,7 @@ def solve_rates(entries: Sequence[dict[str, Any]], answers: Sequence[PlayerMove 
         move = answer if isinstance(answer, PlayerMove) else PlayerMove(int(answer))
         info = dict(move.info)
         mate = info.get("mate") if info.get("tinue") == "win" else None
-        ok = solves(entry, move.code, mate, max_nodes)
+        ok = solves(entry, move.code, int(mate) if isinstance(mate, numbers.Integral) else None, max_nodes)
         if ok is None:
             unverified.append(str(entry.get("id")))
         kind = entry["kind"]
