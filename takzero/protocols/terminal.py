@@ -212,13 +212,13 @@ def make_opponent(
 
     if opponent is not None and opponent != "network":
         player = make_player(opponent, seed=seed, simulations=simulations)
-        if getattr(player, "model_size", None) is not None:  # a model:PATH network
-            if size is not None and size != player.model_size:
+        model_size = getattr(player, "model_size", None)
+        if model_size is not None:  # a model:PATH network
+            if size is not None and size != model_size:
                 raise ValueError(
-                    f"--opponent {opponent} plays {player.model_size}x{player.model_size}, "
-                    f"not {size}x{size}"
+                    f"--opponent {opponent} plays {model_size}x{model_size}, not {size}x{size}"
                 )
-            return player, player.model_size
+            return player, model_size
         return player, size or 6
     path = model
     if path is None:

@@ -127,7 +127,8 @@ class PlaytakBot(GameSync):
     ) -> None:
         if (user is None) != (password is None):
             raise ValueError("give both a user name and a password, or neither (a guest)")
-        self._login_line = format_login(user, password) if user else format_login_guest(new_guest_token())
+        self._login_line = (format_login(user, password) if user and password is not None
+                            else format_login_guest(new_guest_token()))
         self._client_line = format_client(client_name)
         if games is not None and games < 1:
             raise ValueError(f"games must be >= 1, got {games}")

@@ -154,10 +154,10 @@ class GameSync:
                 self._game_not_resumed(ask=False)
             else:
                 self._say(f"game {old.number} was left for game {gs.number}")
-        increment = gs.increment_s
+        increment: float | None = gs.increment_s
         if increment is None:  # a protocol 0/1 line (as every rejoin's): the increment we know
             s = self.seek
-            if resumed:
+            if resumed and old is not None:
                 increment = old.increment_s
             else:
                 increment = s.increment_s if s and (s.size, s.time_s) == (gs.size, gs.time_s) else 0
@@ -167,7 +167,7 @@ class GameSync:
         g.clocks = [float(gs.time_s), float(gs.time_s)]
         g.clock_at = g.settle_at = time.monotonic()
         g.settle_at += SETTLE_S
-        if resumed:
+        if resumed and old is not None:
             g.pending = old.pending
             self.stats.resumed += 1
             self._say(f"game {gs.number} resumed")

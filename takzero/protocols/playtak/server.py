@@ -282,7 +282,9 @@ class PlaytakServer:
             allow_reuse_address = True
 
         self._tcp = TCPServer((host, 0), Handler)
-        self.address: tuple[str, int] = self._tcp.server_address[:2]
+        bound_host, bound_port = self._tcp.server_address[:2]
+        assert isinstance(bound_host, str), bound_host  # an AF_INET server's address
+        self.address: tuple[str, int] = (bound_host, bound_port)
         self._threads: list[threading.Thread] = []
 
     # -- life cycle ------------------------------------------------------------------------

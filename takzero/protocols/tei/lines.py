@@ -31,6 +31,7 @@ The command loop and its state (options, the current game, the search thread) st
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -451,7 +452,7 @@ def format_info(
     parts += ["nodes", str(n), "time", str(ms), "nps", str(nps)]
     if pm.value is not None:
         mate = pm.info.get("mate") if pm.info else None
-        if mate:
+        if isinstance(mate, numbers.Integral) and mate:
             parts += ["score", "mate", str((int(mate) + 1) // 2)]
         else:
             parts += ["score", "cp", str(value_to_cp(pm.value))]

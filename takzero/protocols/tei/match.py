@@ -39,6 +39,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from takzero.game.core import RESULT_NONE
 from takzero.game.moves import MoveError
@@ -187,7 +188,7 @@ class TEIClient:
         self._lines: queue.Queue[str | EngineError | None] = queue.Queue(MAX_QUEUED_LINES)
         self._reader: threading.Thread | None = None
         self._closing = threading.Event()  # set by close: the reader stops waiting to hand a line
-        self._stderr_file = None
+        self._stderr_file: TextIO | None = None
         #: ``info`` lines received while the last ``isready`` was awaited (what the engine said
         #: about ``teinewgame``, e.g. that it plays a fallback baseline for this size).
         self.ready_infos: list[str] = []
@@ -637,6 +638,11 @@ def _distinct_names(a: TEIClient, b: TEIClient) -> None:
     a.name, b.name = na, nb
 
 
+def _prefixed(log: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    """``log`` with ``prefix`` and a space before each line."""
+    return lambda line: log(f"{prefix} {line}")
+
+
 def run_tei_match(
     commands: Sequence[str],
     games: int,
@@ -701,7 +707,7 @@ def run_tei_match(
         stderr_paths = [out / "engine1.stderr.log", out / "engine2.stderr.log"]
     clients = [
         TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i],
-                  log=None if log is None else (lambda line, i=i: log(f"engine{i + 1} {line}")))
+                  log=None if log is None else _prefixed(log, f"engine{i + 1}"))
         for i, cmd in enumerate(commands)
     ]
     try:

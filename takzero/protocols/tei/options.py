@@ -161,7 +161,7 @@ class Option:
     min: int | None = None
     max: int | None = None
     var: tuple[str, ...] = ()
-    setter: Callable[[Engine, object], None] | None = field(default=None, compare=False)
+    setter: Callable[[Engine, Any], None] | None = field(default=None, compare=False)
     shown: Callable[[object], str] = field(default=str, compare=False)
     search: str | None = None
 
@@ -211,7 +211,7 @@ class Option:
         """The option's current value in ``engine``."""
         return getattr(engine, self.attr)
 
-    def set(self, engine: Engine, value: object) -> None:
+    def set(self, engine: Engine, value: Any) -> None:
         """Apply a parsed value to ``engine`` (its setter, else the attribute)."""
         if self.search is not None:
             try:
