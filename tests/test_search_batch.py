@@ -271,16 +271,21 @@ def test_principal_variation_is_a_legal_most_visited_line() -> None:
 
 def test_pack_settings_holds_every_numeric_field():
     """The kernels' settings record has every number/bool field of SearchConfig under its name,
-    with its value (None: NaN for floats, -1 for ints)."""
+    with its value (None: NaN for floats, -1 for ints), and the code of each chosen rule."""
     from dataclasses import fields
 
     from takzero.search.config import SETTINGS_DTYPE, pack_settings
 
     cfg = SearchConfig(c_init=1.5, gumbel=True, gumbel_m=7, fpu_value=None, full_sims=None,
                        max_plies=90, virtual_loss=0.25, road_check=False)  # fmt: skip
+    from takzero.search.rules import RULE_KINDS, RULES
+
     rec = pack_settings(cfg)[0]
-    assert set(SETTINGS_DTYPE.names) == {f.name for f in fields(SearchConfig)}
-    for name in SETTINGS_DTYPE.names:
+    rule_fields = {f"{kind}_rule" for kind in RULE_KINDS}
+    assert set(SETTINGS_DTYPE.names) == {f.name for f in fields(SearchConfig)} | rule_fields
+    gumbel_code = next(r.code for r in RULES if r.kind == "root" and r.name == "gumbel")
+    assert rec["root_rule"] == gumbel_code  # the rules are packed by their codes
+    for name in set(SETTINGS_DTYPE.names) - rule_fields:
         value = getattr(cfg, name)
         if value is None:
             assert np.isnan(rec[name]) if isinstance(rec[name], np.floating) else rec[name] == -1

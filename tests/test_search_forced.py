@@ -12,37 +12,40 @@ import pytest
 from takzero.game import Position
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig
 from takzero.search.config import pack_settings
-from takzero.search.puct import exploration, puct_score, select_root
+from takzero.search.puct import puct_score
 from takzero.search.readout import pruned_visits
-from takzero.search.tree import UNKNOWN
+from takzero.search.rules import exploration, select_root
+from takzero.search.tree import UNKNOWN, new_games, new_trees
+
+_TREES = new_trees(1, 2)
+_CFG = pack_settings(SearchConfig())[0]
+
+
+def _score(value_sum, visits, exploration_term, prior, first_play):
+    """``puct_score`` of a child (today's formula reads neither the pools nor the settings)."""
+    return puct_score(_TREES, _CFG, 0, 1, value_sum, visits, exploration_term, prior, first_play)
 
 
 def _root(visits: list[int], values: list[float], priors: list[float]):
     """Pools of one game: node 0 the root, nodes 1..k its children (w from the root's view)."""
     k = len(visits)
-    shape = (1, k + 1)
-    n = np.zeros(shape, np.int32)
-    w = np.zeros(shape, np.float32)
-    n[0, 1:] = visits
-    n[0, 0] = sum(visits) + 1
-    w[0, 1:] = np.array(values, np.float32) * np.array(visits)
-    status = np.zeros(shape, np.int8)
-    vl = np.zeros(shape, np.int16)
-    first = np.zeros(shape, np.int32)
-    nch = np.zeros(shape, np.int32)
-    first[0, 0] = 1
-    nch[0, 0] = k
-    mixp = np.zeros((1, k), np.float32)
-    mixp[0] = priors
-    return n, w, status, vl, first, nch, mixp
+    trees = new_trees(1, k + 1)
+    trees.visits[0, 1:] = visits
+    trees.visits[0, 0] = sum(visits) + 1
+    trees.value_sum[0, 1:] = np.array(values, np.float32) * np.array(visits)
+    trees.first_child[0, 0] = 1
+    trees.num_children[0, 0] = k
+    games = new_games(np.zeros(1, np.uint64), k, 1)
+    games.mixed_prior[0] = priors
+    return trees, games
 
 
 def _select(cfg: SearchConfig, noise: bool, visits, values, priors) -> int:
-    n, w, status, vl, first, nch, mixp = _root(visits, values, priors)
+    trees, games = _root(visits, values, priors)
+    games.noise[0] = noise
     buf = np.zeros(len(visits), np.float64)
     settings = pack_settings(cfg)
-    noise_arr = np.array([noise])
-    return int(select_root(n, w, status, vl, first, nch, noise_arr, mixp, settings[0], 0, buf, False))
+    return int(select_root(trees, games, settings[0], 0, 0, buf, False))
 
 
 @pytest.mark.parametrize(
@@ -85,7 +88,7 @@ def _brute_force_pruned(n, w, prior, cs, k_forced):
     count with ``puct_score`` (the child keeps its Q: value sum ``w * left / n``)."""
     total = n.sum()
     best = int(np.argmax(n))
-    s_best = puct_score(w[best], n[best], cs, prior[best], 0.0)
+    s_best = _score(w[best], n[best], cs, prior[best], 0.0)
     out = n.astype(np.float64).copy()
     for c in range(len(n)):
         if c == best or n[c] == 0:
@@ -96,7 +99,7 @@ def _brute_force_pruned(n, w, prior, cs, k_forced):
             left = n[c] - taken
             if taken > forced:
                 break
-            if puct_score(w[c] * left / n[c], left, cs, prior[c], 0.0) <= s_best:
+            if _score(w[c] * left / n[c], left, cs, prior[c], 0.0) <= s_best:
                 keep = left
         out[c] = 0.0 if keep <= 1 else keep
     return out
@@ -129,7 +132,7 @@ def test_pruning_matches_brute_force():
         n = trees.visits[g, f : f + k].astype(np.float64)
         w = trees.value_sum[g, f : f + k].astype(np.float64)
         prior = games.mixed_prior[g, :k].astype(np.float64)
-        cs = exploration(settings[0], np.float64(trees.visits[g, 0]))
+        cs = exploration(trees, settings[0], g, 0, np.float64(trees.visits[g, 0]))
         expect = _brute_force_pruned(n, w, prior, cs, cfg.forced_k)
         got = pruned_visits(trees, games, settings, mcts.config, g)
         np.testing.assert_array_equal(got, expect)

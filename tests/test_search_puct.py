@@ -19,8 +19,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from takzero.search.config import SearchConfig, pack_settings
-from takzero.search.puct import exploration, pruned_visit_count, puct_score, select_prefix
-from takzero.search.tree import UNKNOWN
+from takzero.search.puct import pruned_visit_count, puct_score
+from takzero.search.rules import exploration, select_prefix
+from takzero.search.tree import UNKNOWN, new_games, new_trees
+
+#: ``puct_score`` and ``pruned_visit_count`` take the pools and the settings (for a per-child bonus;
+#: today's formula reads neither): one empty tree and the default settings.
+_TREES = new_trees(1, 2)
+_CFG = pack_settings(SearchConfig())[0]
+
+
+def _score(value_sum, visits, exploration_term, prior, first_play):
+    return puct_score(_TREES, _CFG, 0, 1, value_sum, visits, exploration_term, prior, first_play)
 
 _unit = st.floats(0.0, 1.0, allow_nan=False)
 _value = st.floats(-1.0, 1.0, allow_nan=False)
@@ -32,9 +42,9 @@ _visits = st.integers(1, 100_000)
 @given(cs=_cs, fpu=_value, pr_a=_unit, pr_b=_unit, num=_value)
 def test_unvisited_score_grows_with_the_prior(cs, fpu, pr_a, pr_b, num):
     lo, hi = sorted((pr_a, pr_b))
-    assert puct_score(0.0, 0.0, cs, hi, fpu) >= puct_score(0.0, 0.0, cs, lo, fpu)
+    assert _score(0.0, 0.0, cs, hi, fpu) >= _score(0.0, 0.0, cs, lo, fpu)
     # and it reads nothing else of the child (select_prefix passes no value sum)
-    assert puct_score(num, 0.0, cs, hi, fpu) == puct_score(0.0, 0.0, cs, hi, fpu)
+    assert _score(num, 0.0, cs, hi, fpu) == _score(0.0, 0.0, cs, hi, fpu)
 
 
 @settings(max_examples=300, deadline=None)
@@ -42,8 +52,8 @@ def test_unvisited_score_grows_with_the_prior(cs, fpu, pr_a, pr_b, num):
 def test_visited_score_falls_with_the_visit_count(q, visits, cs, pr):
     n0 = float(visits)
     n1 = n0 + 1.0
-    s0 = puct_score(q * n0, n0, cs, pr, 0.0)
-    s1 = puct_score(q * n1, n1, cs, pr, 0.0)
+    s0 = _score(q * n0, n0, cs, pr, 0.0)
+    s1 = _score(q * n1, n1, cs, pr, 0.0)
     # up to the rounding of the one division (a few ulps of the score)
     assert s1 <= s0 + 8 * np.finfo(np.float64).eps * max(1.0, abs(s0))
 
@@ -55,7 +65,7 @@ def test_visited_score_falls_on_a_grid():
     for q in (-1.0, -0.3, 0.0, 0.45, 1.0):
         for pr in (0.01, 0.2, 1.0):
             for cs in (0.5, 2.5, 40.0):
-                scores = np.array([puct_score(q * n, n, cs, pr, 0.0) for n in counts])
+                scores = np.array([_score(q * n, n, cs, pr, 0.0) for n in counts])
                 assert (np.diff(scores) < 0).all(), (q, pr, cs)
 
 
@@ -69,8 +79,8 @@ def test_pruned_visit_count_is_the_least_count_under_the_bar(q, visits, cs, pr, 
     w = q * n
     least = float(data.draw(st.integers(1, visits)))
     bar = q + bar_offset
-    got = pruned_visit_count(w, n, least, cs, pr, bar)
-    under = [m for m in np.arange(least, n + 1.0) if puct_score(w * m / n, m, cs, pr, 0.0) <= bar]
+    got = pruned_visit_count(_TREES, _CFG, 0, 1, w, n, least, cs, pr, bar)
+    under = [m for m in np.arange(least, n + 1.0) if _score(w * m / n, m, cs, pr, 0.0) <= bar]
     assert got == (under[0] if under else n)
 
 
@@ -82,29 +92,23 @@ def test_select_prefix_equals_a_full_scan(data, k, seed):
     rng = np.random.default_rng(seed)
     visited = data.draw(st.integers(0, k))
     priors = np.sort(rng.dirichlet(np.ones(k)))[::-1].astype(np.float32)
-    shape = (1, k + 1)
-    visits = np.zeros(shape, np.int32)
-    value_sum = np.zeros(shape, np.float32)
-    prior = np.zeros(shape, np.float32)
+    trees = new_trees(1, k + 1)
+    visits, value_sum, prior = trees.visits, trees.value_sum, trees.prior
     visits[0, 1 : 1 + visited] = rng.integers(1, 30, visited)
     value_sum[0, 1 : 1 + visited] = rng.uniform(-1, 1, visited) * visits[0, 1 : 1 + visited]
     visits[0, 0] = visits[0, 1:].sum() + 1
     value_sum[0, 0] = rng.uniform(-1, 1) * visits[0, 0]
     prior[0, 1:] = priors
-    status = np.zeros(shape, np.int8)
-    virtual_visits = np.zeros(shape, np.int16)
-    first_child = np.zeros(shape, np.int32)
-    num_children = np.zeros(shape, np.int32)
-    move = np.zeros(shape, np.int32)
-    first_child[0, 0] = 1
-    num_children[0, 0] = k
+    status = trees.status
+    trees.first_child[0, 0] = 1
+    trees.num_children[0, 0] = k
     cfg = pack_settings(SearchConfig())[0]
-    got = select_prefix(visits, value_sum, prior, move, status, virtual_visits, first_child,
-                        num_children, cfg, 0, 0, False)  # fmt: skip
-    exploration_term = exploration(cfg, np.float64(visits[0, 0]))
+    games = new_games(np.zeros(1, np.uint64), k, 1)
+    got = select_prefix(trees, games, cfg, 0, 0, np.zeros(k, np.float64), False)
+    exploration_term = exploration(trees, cfg, 0, 0, np.float64(visits[0, 0]))
     mass = float(prior[0, 1 : 1 + visited].astype(np.float64).sum())
     first_play = -float(value_sum[0, 0]) / float(visits[0, 0]) - cfg["fpu_reduction"] * np.sqrt(mass)
-    scores = [puct_score(float(value_sum[0, c]), float(visits[0, c]), exploration_term,
-                         float(prior[0, c]), first_play) for c in range(1, k + 1)]  # fmt: skip
+    scores = [_score(float(value_sum[0, c]), float(visits[0, c]), exploration_term,
+                     float(prior[0, c]), first_play) for c in range(1, k + 1)]  # fmt: skip
     assert status[0, 1:].max() == UNKNOWN
     assert got == 1 + int(np.argmax(scores))

@@ -64,9 +64,10 @@ import numpy as np
 
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.game.tinue import MAX_NODES as MAX_TINUE_NODES
+from takzero.search.rules import RULE_KINDS, rule_codes
+from takzero.search.tree import BYTES_PER_NODE
 
-#: Bytes per node of the preallocated pools (see ``takzero.search.tree``).
-BYTES_PER_NODE = 28
+__all__ = ["BYTES_PER_NODE", "SETTINGS_DTYPE", "SearchConfig", "pack_settings"]
 
 
 @dataclass
@@ -252,21 +253,25 @@ _SETTING_TYPES = {
 
 #: Layout of the settings the compiled kernels read: every ``SearchConfig`` field whose type is
 #: a number or a bool, under its own name (float64, int64 or bool; a ``None`` value reads as NaN
-#: in a float field and -1 in an int field).
+#: in a float field and -1 in an int field), then the code of the chosen rule of each kind
+#: (``<kind>_rule``, int64; ``takzero.search.rules.RULES``).
 SETTINGS_DTYPE = np.dtype(
-    [(f.name, _SETTING_TYPES[f.type]) for f in fields(SearchConfig) if f.type in _SETTING_TYPES],
+    [(f.name, _SETTING_TYPES[f.type]) for f in fields(SearchConfig) if f.type in _SETTING_TYPES]
+    + [(f"{kind}_rule", np.int64) for kind in RULE_KINDS],
     align=True,
 )
 
 
 def pack_settings(cfg: SearchConfig) -> np.ndarray:
     """The settings of ``cfg`` as a (1,) array of ``SETTINGS_DTYPE``, for the compiled kernels
-    (which read ``settings[0]["field"]``)."""
+    (which read ``settings[0]["field"]``), with the codes of the rules it chooses
+    (``takzero.search.rules.rule_codes``)."""
     out = np.zeros(1, dtype=SETTINGS_DTYPE)
     names, dtypes = SETTINGS_DTYPE.names, SETTINGS_DTYPE.fields
     assert names is not None and dtypes is not None  # a structured dtype
+    codes = rule_codes(cfg)
     for name in names:
-        value = getattr(cfg, name)
+        value = codes[name] if name in codes else getattr(cfg, name)
         if value is None:
             value = np.nan if dtypes[name][0] == np.float64 else -1
         out[0][name] = value

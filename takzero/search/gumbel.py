@@ -43,20 +43,21 @@ def considered_sequence(m: int, sims: int | np.integer, out: np.ndarray) -> None
 
 
 @njit(cache=True, error_model="numpy")
-def sigma_q(visits, value_sum, prior, status, first_child, num_children, raw_value, cfg,
-            g: int | np.integer, out: np.ndarray) -> None:  # fmt: skip
+def sigma_q(trees, games, cfg, g: int | np.integer, out: np.ndarray) -> None:
     """``out[i] = sigma(completed Q)`` of root child slot ``i`` of game ``g`` (mover's view;
-    ``out`` float64 of length >= the children; ``cfg``: the packed settings record; the pools
-    of ``takzero.search.tree``, ``raw_value`` (G,) float32 the root's value before the search).
+    ``out`` float64 of length >= the children; ``cfg``: the packed settings record; ``trees``,
+    ``games``: the pools of ``takzero.search.tree``, of which ``games.raw_value`` is the root's
+    value before the search).
 
     completed Q: the child's Q if visited (its exact value if proven), else v_mix (eq. 33):
     ``v_mix = (v_raw + sum_b N(b) * sum_{b visited} P(b) q(b) / sum_{b visited} P(b)) /
     (1 + sum_b N(b))``; min-max normalised to [0, 1] over the legal moves (``mctx``), then
     ``sigma(q) = (gumbel_c_visit + max_b N(b)) * gumbel_c_scale * q``.
     """
+    visits, value_sum, prior, status = trees.visits, trees.value_sum, trees.prior, trees.status
     ug = np.uint64(g)
-    f = first_child[ug, 0]
-    nc = num_children[ug, 0]
+    f = trees.first_child[ug, 0]
+    nc = trees.num_children[ug, 0]
     sum_visits = 0.0
     sum_prior = 0.0
     prior_q = 0.0  # sum of P(b) q(b) over the visited children
@@ -70,7 +71,7 @@ def sigma_q(visits, value_sum, prior, status, first_child, num_children, raw_val
             prior_q += prior[ug, c] * (value_sum[ug, c] / child_visits)
             if child_visits > max_visits:
                 max_visits = child_visits
-    v_mix = np.float64(raw_value[ug])
+    v_mix = np.float64(games.raw_value[ug])
     if sum_visits > 0 and sum_prior > 0:
         v_mix = (v_mix + sum_visits * prior_q / sum_prior) / (1.0 + sum_visits)
     qmin = np.inf
@@ -99,30 +100,28 @@ def sigma_q(visits, value_sum, prior, status, first_child, num_children, raw_val
 def root_sigma_q(trees, games, settings: np.ndarray, g: int, out: np.ndarray) -> None:
     """``sigma_q`` of game ``g``'s root from the pools ``trees`` / ``games`` and the packed
     ``settings`` ((1,) array of ``takzero.search.config.SETTINGS_DTYPE``), for Python callers."""
-    sigma_q(
-        trees.visits, trees.value_sum, trees.prior, trees.status, trees.first_child,
-        trees.num_children, games.raw_value, settings[0], g, out,
-    )  # fmt: skip
+    sigma_q(trees, games, settings[0], g, out)
 
 
 @njit(cache=True, error_model="numpy")
-def select_gumbel_root(visits, value_sum, prior, status, first_child, num_children, raw_value,
-                       gumbel_logits, search_visits, considered_visits, cfg, g: int | np.integer,
-                       score_buf: np.ndarray) -> int:  # fmt: skip
-    """Root action of the next simulation: among the non-lost children whose search visits equal
-    the schedule's considered visit, the one maximising gumbel + log P + sigma(q) (a proven win at
-    once; any non-lost child when none has the scheduled count); -1 if all are lost.
-    ``gumbel_logits``, ``search_visits`` (G, A) and ``considered_visits`` (G, S): see
+def select_gumbel_root(trees, games, cfg, g: int | np.integer, x: int | np.integer,
+                       score_buf: np.ndarray, use_virtual: bool) -> int:  # fmt: skip
+    """The root rule "gumbel" (``takzero.search.rules``; ``x`` is the root, 0, and virtual visits
+    are not read): among the non-lost children whose search visits equal the schedule's
+    considered visit, the one maximising gumbel + log P + sigma(q) (a proven win at once; any
+    non-lost child when none has the scheduled count); -1 if all are lost. ``gumbel_logits``,
+    ``search_visits`` (G, A) and ``considered_visits`` (G, S) of ``games``: see
     ``takzero.search.tree.Games``; ``score_buf``: float64 scratch of length >= the children."""
-    f = first_child[g, 0]
-    nc = num_children[g, 0]
+    status = trees.status
+    gumbel_logits, search_visits = games.gumbel_logits, games.search_visits
+    considered_visits = games.considered_visits
+    f = trees.first_child[g, 0]
+    nc = trees.num_children[g, 0]
     sims = 0
     for i in range(nc):
         sims += search_visits[g, i]
     considered = considered_visits[g, min(sims, considered_visits.shape[1] - 1)]
-    sigma_q(
-        visits, value_sum, prior, status, first_child, num_children, raw_value, cfg, g, score_buf
-    )
+    sigma_q(trees, games, cfg, g, score_buf)
     best = -np.inf
     best_c = -1
     fallback = -np.inf

@@ -14,8 +14,9 @@ from takzero.game.core import I_PLY, num_actions
 from takzero.nn.actions import move_to_action
 from takzero.search.config import SearchConfig
 from takzero.search.gumbel import root_sigma_q
-from takzero.search.puct import exploration, forced_playouts, pruned_visit_count, puct_score
+from takzero.search.puct import forced_playouts, pruned_visit_count, puct_score
 from takzero.search.rng import rand_uniform
+from takzero.search.rules import exploration
 from takzero.search.tree import DRAW, LOSS, UNKNOWN, WIN, Games, Trees
 
 __all__ = [
@@ -113,7 +114,7 @@ def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: Sear
     on ties) keeps its visits; every other visited child c keeps the least ``N'`` with
     ``N(c) - n_forced(c) <= N' <= N(c)`` at which its PUCT score with ``N'`` visits and the same
     Q is at most PUCT(c*) (``puct.pruned_visit_count``, which evaluates ``puct.puct_score``; the
-    exploration term is ``puct.exploration`` of the root, P the priors the search used: noised
+    exploration term is the exploration rule of the root (``rules.exploration``), P the priors the search used: noised
     when the search had noise), and is dropped when ``N' <= 1``. Children proven
     won, lost or drawn keep their visits (``target_probs`` handles them)."""
     sl = _children(trees, g)
@@ -125,9 +126,12 @@ def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: Sear
     value_sum = trees.value_sum[g, sl].astype(np.float64)
     prior = games.mixed_prior[g, :k].astype(np.float64)
     total = visits.sum()
-    exploration_term = exploration(cfg, np.float64(trees.visits[g, 0]))
+    exploration_term = exploration(trees, cfg, g, 0, np.float64(trees.visits[g, 0]))
     best = int(np.argmax(visits))
-    bar = puct_score(value_sum[best], visits[best], exploration_term, prior[best], 0.0)
+    bar = puct_score(
+        trees, cfg, g, sl.start + best, value_sum[best], visits[best], exploration_term,
+        prior[best], 0.0,
+    )  # fmt: skip
     out = visits.copy()
     for c in range(k):
         if c == best or visits[c] <= 0 or trees.status[g, sl.start + c] != UNKNOWN:
@@ -136,7 +140,10 @@ def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: Sear
         # both drop the child, so the search starts at 1
         forced = forced_playouts(config.forced_k, prior[c], total)
         least = max(1.0, np.ceil(visits[c] - forced))
-        kept = pruned_visit_count(value_sum[c], visits[c], least, exploration_term, prior[c], bar)
+        kept = pruned_visit_count(
+            trees, cfg, g, sl.start + c, value_sum[c], visits[c], least, exploration_term,
+            prior[c], bar,
+        )  # fmt: skip
         out[c] = 0.0 if kept <= 1.0 else kept
     return out
 

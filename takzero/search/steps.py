@@ -3,8 +3,10 @@
 leaves with the evaluator's priors and backs their values up.
 
 ``takzero.search.mcts.BatchedMCTS`` owns the arrays (layout: ``takzero.search.tree``) and calls
-each kernel once per batch. The selection rules are ``takzero.search.puct`` (below the root, and at
-a PUCT root) and ``takzero.search.gumbel`` (a Gumbel root); the settings come packed
+each kernel once per batch. Each kernel takes the pools whole (``trees``, ``games``, ``leaves``)
+and passes them on as one object each, with their memory owners cleared once per call
+(``numba_ext.unowned_tuple``). The selection, first-play, exploration and backup rules are those
+the settings choose in ``takzero.search.rules``; the settings come packed
 (``takzero.search.config.pack_settings``) and are read as ``cfg["name"]``.
 
 Speed notes: the step kernels work on views without a memory owner (``unowned``: no atomic
@@ -20,6 +22,16 @@ one core with G = 256: the descent (root scan, ~2 levels below it, the leaf's ``
 little under half, ``generate_moves`` of the leaf ~15%, the rest expansion and backup. The
 selection and expansion helpers are inlined into these kernels (``inline="always"``), so keeping
 them in their own modules costs nothing at run time.
+
+Writes in inlined functions: numba's dead-code elimination, run after inlining, drops a write
+``a[i] = v`` when ``a`` is not read after it and numba cannot see that ``a`` is a view of an
+argument. ``numba_ext`` registers the unowned views as such, which covers ``first_child =
+trees.first_child`` in a rule inlined into a kernel; numba's alias analysis still loses the
+connection through a tuple of four names or more (``a, b, c, d = trees.a, ...``) and through a
+field read in a later branch (``games.overflow[g] += 1`` under an ``if``). So an inlined function
+binds every array it writes at its top, one name to a line (or in twos and threes), and writes
+through that name. ``tests/test_search_writes.py`` compiles the kernels afresh and fails on any
+write of ``takzero/search`` that numba removes.
 """
 
 from __future__ import annotations
@@ -44,10 +56,9 @@ from takzero.game.core import (
     unmake_move,
 )
 from takzero.nn.actions import move_to_action
-from takzero.search.gumbel import init_gumbel_root, select_gumbel_root
-from takzero.search.numba_ext import prefetch, prefetch_write, unowned, unowned_row
-from takzero.search.puct import mix_root_noise, select_prefix, select_root
+from takzero.search.numba_ext import prefetch, prefetch_write, unowned, unowned_row, unowned_tuple
 from takzero.search.rng import rand_uniform
+from takzero.search.rules import backup, prepare_root, select_interior, select_root
 from takzero.search.tree import (
     FLAG_NOEXPAND,
     FLAG_TERMINAL,
@@ -55,7 +66,6 @@ from takzero.search.tree import (
     MAX_DEPTH,
     UNKNOWN,
     WIN,
-    backup,
     compute_status,
     propagate,
     status_value,
@@ -143,16 +153,24 @@ def _road_wins(cfg, state: np.ndarray) -> np.uint64:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _store_children(prior, move, first_child, num_children, status, flags, num_nodes, overflow,
-                    g: int | np.integer, x: int | np.integer, nm: int | np.integer,
+def _store_children(trees, games, g: int | np.integer, x: int | np.integer, nm: int | np.integer,
                     moves_in: np.ndarray, priors_in: np.ndarray, win: np.uint64) -> None:  # fmt: skip
     """Create the ``nm`` children of node ``x`` of game ``g`` from a child list (``_child_list``:
     ``moves_in``, ``priors_in``); ``nm`` 0 (no legal move) or a tree with no room flags
-    FLAG_NOEXPAND instead (counting the overflow in ``overflow``, the (G,) count of ``Games``).
-    Children are stored by decreasing prior, which keeps the visited children of a non-root node a
-    prefix (``select_prefix``). With road-win squares ``win`` (``_road_wins``), the winning
-    placements are marked and ``x`` is proven at once. The pools are those of
-    ``takzero.search.tree.Trees``."""
+    FLAG_NOEXPAND instead (counted in ``games.overflow``). Children are stored by decreasing
+    prior, which keeps the visited children of a non-root node a prefix (``select_prefix``). With
+    road-win squares ``win`` (``_road_wins``), the winning placements are marked and ``x`` is
+    proven at once. ``trees``, ``games``: the pools (``takzero.search.tree``)."""
+    # every array this inlined function writes is bound here, at its top, one name to a line (see
+    # "Writes in inlined functions" in the module docstring)
+    prior = trees.prior
+    move = trees.move
+    status = trees.status
+    flags = trees.flags
+    num_nodes = trees.num_nodes
+    first_child = trees.first_child
+    num_children = trees.num_children
+    overflow = games.overflow
     if nm == 0:
         flags[g, x] |= FLAG_NOEXPAND
         return
@@ -183,8 +201,8 @@ def _store_children(prior, move, first_child, num_children, status, flags, num_n
 @njit(cache=True, error_model="numpy")
 def _init_root(trees, games, cfg, g: int | np.integer) -> None:
     """Prepare an expanded root for a new search: per-search visits, root terminal check, the
-    root's value estimate (v_raw), then the Gumbel draw and schedule (``init_gumbel_root``) or the
-    Dirichlet draw and mixed priors (``mix_root_noise``)."""
+    root's value estimate (v_raw), then the root rule's preparation (``rules.prepare_root``: the
+    Gumbel draw and schedule, or the Dirichlet draw and mixed priors)."""
     nc = trees.num_children[g, 0]
     if nc == 0:
         return
@@ -212,13 +230,8 @@ def _init_root(trees, games, cfg, g: int | np.integer) -> None:
                 trees.flags[g, c] = FLAG_TERMINAL
                 changed = True
         if changed:
-            trees.status[g, 0] = compute_status(
-                trees.num_children, trees.first_child, trees.status, g, 0
-            )
-    if cfg["gumbel"]:
-        init_gumbel_root(trees, games, cfg, g, f, nc)
-    else:
-        mix_root_noise(trees, games, cfg, g, f, nc)
+            trees.status[g, 0] = compute_status(trees, g, 0)
+    prepare_root(trees, games, cfg, g, f, nc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,64 +271,58 @@ def begin_kernel(trees, games, settings: np.ndarray, game_ids: np.ndarray, full_
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _count_root_visit(search_visits, path, slot: int | np.integer, g: int | np.integer, root_first: int,
+def _count_root_visit(games, path, slot: int | np.integer, g: int | np.integer, root_first: int,
                       gumbel: bool) -> None:  # fmt: skip
-    """Count a simulation for the root child it went through (``search_visits``: Gumbel's
-    Sequential Halving; PUCT does not use it)."""
+    """Count a simulation for the root child it went through (``games.search_visits``: Gumbel's
+    Sequential Halving; the other root rules do not use it)."""
+    search_visits = games.search_visits
     if gumbel:
         search_visits[g, path[slot, 1] - root_first] += 1
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _descend(visits, value_sum, prior, move, first_child, num_children, status, flags,
-             virtual_visits, root_state, noise, gumbel_logits, mixed_prior, search_visits,
-             raw_value, considered_visits, states, path, cfg, g: int | np.integer, slot: int | np.integer,
+def _descend(trees, games, leaves, cfg, g: int | np.integer, slot: int | np.integer,
              score_buf: np.ndarray) -> tuple[int, int]:  # fmt: skip
-    """One selection from the root of game ``g`` into leaf slot ``slot``. Returns (code, depth):
-    code 0 if a leaf was recorded for evaluation (virtual visits added along its path), 1 if a
-    value was backed up at once (terminal, proven, full tree), 2 if nothing could be done (a
-    pending leaf was hit, or no child can be selected). With one leaf per game per step no virtual
-    visit is pending during a descent, so ``virtual_visits`` is neither read nor written."""
-    _copy_state(root_state, g, states, slot)
+    """One selection from the root of game ``g`` into leaf slot ``slot`` of ``leaves``. Returns
+    (code, depth): code 0 if a leaf was recorded for evaluation (virtual visits added along its
+    path), 1 if a value was backed up at once (terminal, proven, full tree), 2 if nothing could be
+    done (a pending leaf was hit, or no child can be selected). With one leaf per game per step no
+    virtual visit is pending during a descent, so ``virtual_visits`` is neither read nor written.
+    The root and interior rules are those of ``cfg`` (``takzero.search.rules``)."""
+    visits, value_sum, first_child, num_children = (
+        trees.visits, trees.value_sum, trees.first_child, trees.num_children
+    )
+    status, flags, virtual_visits = trees.status, trees.flags, trees.virtual_visits
+    states, path = leaves.states, leaves.path
+    _copy_state(games.root_state, g, states, slot)
     state = unowned_row(states, slot)
     path[slot, 0] = 0
     x = 0
     depth = 0
-    gumbel = cfg["gumbel"]
+    gumbel = cfg["root_rule"] == 2  # Sequential Halving counts the root children's visits
     max_plies = cfg["max_plies"]
     root_first = first_child[g, 0]
     use_virtual = cfg["leaves_per_step"] > 1
     while True:
         if depth > 0:
-            c = select_prefix(
-                visits, value_sum, prior, move, status, virtual_visits, first_child, num_children,
-                cfg, g, x, use_virtual,
-            )  # fmt: skip
-        elif gumbel:
-            c = select_gumbel_root(
-                visits, value_sum, prior, status, first_child, num_children, raw_value,
-                gumbel_logits, search_visits, considered_visits, cfg, g, score_buf,
-            )  # fmt: skip
+            c = select_interior(trees, games, cfg, g, x, score_buf, use_virtual)
         else:
-            c = select_root(
-                visits, value_sum, status, virtual_visits, first_child, num_children, noise,
-                mixed_prior, cfg, g, score_buf, use_virtual,
-            )  # fmt: skip
+            c = select_root(trees, games, cfg, g, x, score_buf, use_virtual)
         if c < 0:
-            propagate(num_children, first_child, status, path, slot, g, depth)
+            propagate(trees, path, slot, g, depth)
             return 2, depth
         if num_children[g, c] > 0:
             # the next selection scans c's children: start loading them while the move is played
             next_first = first_child[g, c]
             prefetch(status, g, next_first)
             prefetch(visits, g, next_first)
-            prefetch(prior, g, next_first)
+            prefetch(trees.prior, g, next_first)
             prefetch(value_sum, g, next_first)
             # an expanded node's position goes on (a finished one has no moves), so its result
             # stays RESULT_NONE, as the root's: skip the road and flat-count tests
-            apply_move(state, np.int64(move[g, c]))
+            apply_move(state, np.int64(trees.move[g, c]))
         else:
-            make_move(state, np.int64(move[g, c]))
+            make_move(state, np.int64(trees.move[g, c]))
         depth += 1
         path[slot, depth] = c
         s = status[g, c]
@@ -330,29 +337,29 @@ def _descend(visits, value_sum, prior, move, first_child, num_children, status, 
                 status[g, c] = end_status
                 flags[g, c] = FLAG_TERMINAL
                 s = end_status
-                propagate(num_children, first_child, status, path, slot, g, depth - 1)
+                propagate(trees, path, slot, g, depth - 1)
         if s != UNKNOWN:
-            _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
-            backup(visits, value_sum, path, slot, g, depth, status_value(s))
+            _count_root_visit(games, path, slot, g, root_first, gumbel)
+            backup(trees, cfg, path, slot, g, depth, status_value(s))
             return 1, depth
         if num_children[g, c] > 0:
             if depth < MAX_DEPTH - 1:
                 x = c
                 continue
-            _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
-            backup(visits, value_sum, path, slot, g, depth, value_sum[g, c] / visits[g, c])
+            _count_root_visit(games, path, slot, g, root_first, gumbel)
+            backup(trees, cfg, path, slot, g, depth, value_sum[g, c] / visits[g, c])
             return 1, depth
         if use_virtual and virtual_visits[g, c] > 0:
             return 2, depth
         if visits[g, c] > 0:
             # evaluated but not expandable (tree full, or at MAX_DEPTH): back up its mean again
-            _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
-            backup(visits, value_sum, path, slot, g, depth, value_sum[g, c] / visits[g, c])
+            _count_root_visit(games, path, slot, g, root_first, gumbel)
+            backup(trees, cfg, path, slot, g, depth, value_sum[g, c] / visits[g, c])
             return 1, depth
         if use_virtual:
             for i in range(depth + 1):
                 virtual_visits[g, path[slot, i]] += 1
-        _count_root_visit(search_visits, path, slot, g, root_first, gumbel)
+        _count_root_visit(games, path, slot, g, root_first, gumbel)
         return 0, depth
 
 
@@ -365,32 +372,31 @@ def _prefetch_position(states, i: int | np.integer) -> None:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_root_node(visits, value_sum, first_child, num_children, status, g: int | np.integer) -> None:
+def _prefetch_root_node(trees, g: int | np.integer) -> None:
     """Prefetch the fields of game ``g``'s root node that a descent reads first."""
-    prefetch(first_child, g, 0)
-    prefetch(num_children, g, 0)
-    prefetch(visits, g, 0)
-    prefetch(value_sum, g, 0)
-    prefetch(status, g, 0)
+    prefetch(trees.first_child, g, 0)
+    prefetch(trees.num_children, g, 0)
+    prefetch(trees.visits, g, 0)
+    prefetch(trees.value_sum, g, 0)
+    prefetch(trees.status, g, 0)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_root_children(visits, value_sum, first_child, num_children, status, mixed_prior,
-                            root_state, g: int | np.integer, gumbel: bool) -> None:  # fmt: skip
+def _prefetch_root_children(trees, games, g: int | np.integer, gumbel: bool) -> None:
     """Prefetch what the root scan of game ``g`` reads (its root node must be cached: see
     ``_prefetch_root_node``): the children's statistics, the mixed priors and the root position's
     header and square fields."""
-    f = first_child[g, 0]
-    nc = num_children[g, 0]
+    f = trees.first_child[g, 0]
+    nc = trees.num_children[g, 0]
     for i in range(0, nc, 16):  # 4-byte fields: 16 per cache line
-        prefetch(visits, g, f + i)
-        prefetch(value_sum, g, f + i)
+        prefetch(trees.visits, g, f + i)
+        prefetch(trees.value_sum, g, f + i)
     for i in range(0, nc, 64):
-        prefetch(status, g, f + i)
+        prefetch(trees.status, g, f + i)
     if not gumbel:
         for i in range(0, nc, 16):
-            prefetch(mixed_prior, g, i)
-    _prefetch_position(root_state, g)
+            prefetch(games.mixed_prior, g, i)
+    _prefetch_position(games.root_state, g)
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -402,21 +408,13 @@ def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarr
     nothing and has nothing pending is finished (``searching`` cleared). Returns the leaf count.
     ``score_buf``: float64 scratch of length >= A."""
     cfg = settings[0]
-    visits, value_sum = unowned(trees.visits), unowned(trees.value_sum)
-    prior, move = unowned(trees.prior), unowned(trees.move)
-    first_child, num_children = unowned(trees.first_child), unowned(trees.num_children)
-    status, flags = unowned(trees.status), unowned(trees.flags)
-    virtual_visits = unowned(trees.virtual_visits)
-    root_state, noise = unowned(games.root_state), unowned(games.noise)
-    gumbel_logits, mixed_prior = unowned(games.gumbel_logits), unowned(games.mixed_prior)
-    search_visits, raw_value = unowned(games.search_visits), unowned(games.raw_value)
-    considered_visits = unowned(games.considered_visits)
-    searching, done = unowned(games.searching), unowned(games.done)
-    inflight, target = unowned(games.inflight), unowned(games.target)
-    states, path = unowned(leaves.states), unowned(leaves.path)
-    leaf_game, leaf_depth = unowned(leaves.game), unowned(leaves.depth)
+    trees, games, leaves = unowned_tuple(trees), unowned_tuple(games), unowned_tuple(leaves)
+    num_children, status, flags = trees.num_children, trees.status, trees.flags
+    virtual_visits = trees.virtual_visits
+    searching, done, inflight, target = games.searching, games.done, games.inflight, games.target
+    states, path, leaf_game, leaf_depth = leaves.states, leaves.path, leaves.game, leaves.depth
     per_game = cfg["leaves_per_step"]
-    gumbel = cfg["gumbel"]
+    gumbel = cfg["root_rule"] == 2  # the Gumbel root reads no mixed priors
     num_leaves = 0
     ng = game_ids.shape[0]
     for gi in range(ng):
@@ -424,16 +422,11 @@ def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarr
         # the games are independent: load the next games' root data while this one is searched
         # (the root node of the game after next, the root's children and position of the next)
         if gi + 2 < ng:
-            _prefetch_root_node(
-                visits, value_sum, first_child, num_children, status, np.int64(game_ids[gi + 2])
-            )
+            _prefetch_root_node(trees, np.int64(game_ids[gi + 2]))
         if gi + 1 < ng:
             g1 = np.int64(game_ids[gi + 1])
             if searching[g1]:
-                _prefetch_root_children(
-                    visits, value_sum, first_child, num_children, status, mixed_prior, root_state,
-                    g1, gumbel,
-                )  # fmt: skip
+                _prefetch_root_children(trees, games, g1, gumbel)
         if not searching[g]:
             continue
         got = 0
@@ -444,7 +437,7 @@ def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarr
             if num_children[g, 0] == 0:
                 if virtual_visits[g, 0] > 0 or flags[g, 0] != 0:
                     break
-                _copy_state(root_state, g, states, num_leaves)
+                _copy_state(games.root_state, g, states, num_leaves)
                 path[num_leaves, 0] = 0
                 leaf_depth[num_leaves] = 0
                 leaf_game[num_leaves] = g
@@ -454,11 +447,7 @@ def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarr
                 break
             if done[g] + inflight[g] >= target[g]:
                 break
-            code, depth = _descend(
-                visits, value_sum, prior, move, first_child, num_children, status, flags,
-                virtual_visits, root_state, noise, gumbel_logits, mixed_prior, search_visits,
-                raw_value, considered_visits, states, path, cfg, g, num_leaves, score_buf,
-            )  # fmt: skip
+            code, depth = _descend(trees, games, leaves, cfg, g, num_leaves, score_buf)
             if code == 0:
                 leaf_game[num_leaves] = g
                 leaf_depth[num_leaves] = depth
@@ -483,33 +472,33 @@ def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarr
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_leaf(visits, value_sum, prior, move, first_child, num_children, status, flags,
-                   num_nodes, path, leaf_game, leaf_depth, j: int) -> None:  # fmt: skip
+def _prefetch_leaf(trees, leaves, j: int) -> None:
     """Prefetch what expanding and backing up leaf ``j`` touches in the tree (its path must be
     cached: see ``_prefetch_leaf_path``): the leaf node, the pool slots its children will take
     (priors and moves, about 80 of them) and the statistics along its path."""
-    g = np.int64(leaf_game[j])
-    depth = np.int64(leaf_depth[j])
+    path = leaves.path
+    g = np.int64(leaves.game[j])
+    depth = np.int64(leaves.depth[j])
     x = np.int64(path[j, depth])
-    prefetch_write(first_child, g, x)
-    prefetch_write(num_children, g, x)
-    prefetch(status, g, x)
-    prefetch(flags, g, x)
-    f = np.int64(num_nodes[g])
+    prefetch_write(trees.first_child, g, x)
+    prefetch_write(trees.num_children, g, x)
+    prefetch(trees.status, g, x)
+    prefetch(trees.flags, g, x)
+    f = np.int64(trees.num_nodes[g])
     for i in range(0, 80, 16):
-        prefetch_write(prior, g, f + i)
-        prefetch_write(move, g, f + i)
+        prefetch_write(trees.prior, g, f + i)
+        prefetch_write(trees.move, g, f + i)
     for i in range(depth):
         x = np.int64(path[j, i])
-        prefetch(visits, g, x)
-        prefetch(value_sum, g, x)
+        prefetch(trees.visits, g, x)
+        prefetch(trees.value_sum, g, x)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _prefetch_leaf_path(states, path, j: int) -> None:
+def _prefetch_leaf_path(leaves, j: int) -> None:
     """Prefetch leaf ``j``'s path (node indices) and position."""
-    prefetch(path, j, 0)
-    _prefetch_position(states, j)
+    prefetch(leaves.path, j, 0)
+    _prefetch_position(leaves.states, j)
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -527,31 +516,23 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
     ``net_priors`` is not read; else each leaf's list is made here, in row 0 (one row is enough).
     Either way the trees are the same."""
     cfg = settings[0]
-    visits, value_sum = unowned(trees.visits), unowned(trees.value_sum)
-    prior, move = unowned(trees.prior), unowned(trees.move)
-    first_child, num_children = unowned(trees.first_child), unowned(trees.num_children)
-    status, flags = unowned(trees.status), unowned(trees.flags)
-    virtual_visits = unowned(trees.virtual_visits)
-    num_nodes, overflow = unowned(trees.num_nodes), unowned(games.overflow)
-    done, inflight = unowned(games.done), unowned(games.inflight)
-    states, path = unowned(leaves.states), unowned(leaves.path)
-    leaf_game, leaf_depth = unowned(leaves.game), unowned(leaves.depth)
+    trees, games, leaves = unowned_tuple(trees), unowned_tuple(games), unowned_tuple(leaves)
+    children = unowned_tuple(children)
+    num_children, status, flags = trees.num_children, trees.status, trees.flags
+    virtual_visits = trees.virtual_visits
+    done, inflight = games.done, games.inflight
+    states, path = leaves.states, leaves.path
+    leaf_game, leaf_depth = leaves.game, leaves.depth
     net_priors_view = unowned(net_priors)
-    child_moves, child_priors = unowned(children.moves), unowned(children.priors)
-    child_count, child_wins = unowned(children.count), unowned(children.wins)
-    move_buf_view, prior_buf_view = unowned(children.move_buf), unowned(children.prior_buf)
     use_virtual = cfg["leaves_per_step"] > 1
     for j in range(num_leaves):
         g = np.int64(leaf_game[j])
         depth = np.int64(leaf_depth[j])
         x = np.int64(path[j, depth])
         if j + 2 < num_leaves:
-            _prefetch_leaf_path(states, path, j + 2)
+            _prefetch_leaf_path(leaves, j + 2)
         if j + 1 < num_leaves:
-            _prefetch_leaf(
-                visits, value_sum, prior, move, first_child, num_children, status, flags,
-                num_nodes, path, leaf_game, leaf_depth, j + 1,
-            )  # fmt: skip
+            _prefetch_leaf(trees, leaves, j + 1)
         if use_virtual or depth == 0:  # one leaf per game: only a root leaf holds a virtual visit
             for i in range(depth + 1):
                 virtual_visits[g, path[j, i]] -= 1
@@ -564,27 +545,27 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
         elif num_children[g, x] == 0:
             if prepared:
                 row = j
-                nm = child_count[j]
-                win = child_wins[j]
+                nm = children.count[j]
+                win = children.wins[j]
             else:
                 row = 0
                 state = unowned_row(states, j)
                 nm = _child_list(
-                    state, net_priors_view, j * stride, move_buf_view, prior_buf_view,
-                    unowned_row(child_moves, 0), unowned_row(child_priors, 0),
+                    state, net_priors_view, j * stride, children.move_buf, children.prior_buf,
+                    unowned_row(children.moves, 0), unowned_row(children.priors, 0),
                 )  # fmt: skip
                 win = _road_wins(cfg, state) if nm > 0 else np.uint64(0)
             _store_children(
-                prior, move, first_child, num_children, status, flags, num_nodes, overflow, g, x,
-                nm, unowned_row(child_moves, row), unowned_row(child_priors, row), win,
+                trees, games, g, x, nm, unowned_row(children.moves, row),
+                unowned_row(children.priors, row), win,
             )  # fmt: skip
         backed = -value  # the leaf's value for the player who moved into it
         s = status[g, x]
         if s != UNKNOWN:
             backed = status_value(s)
             if depth > 0:
-                propagate(num_children, first_child, status, path, j, g, depth - 1)
-        backup(visits, value_sum, path, j, g, depth, backed)
+                propagate(trees, path, j, g, depth - 1)
+        backup(trees, cfg, path, j, g, depth, backed)
         if depth == 0:
             _init_root(trees, games, cfg, g)
         else:
@@ -601,16 +582,15 @@ def prepare_kernel(leaves, settings: np.ndarray, num_leaves: int, net_priors: np
     ``expand_backup_kernel(..., prepared=True)`` of the same leaves. Reads no tree: a two-worker
     search runs it outside the lock the trees are written under."""
     cfg = settings[0]
-    states = unowned(leaves.states)
+    leaves, children = unowned_tuple(leaves), unowned_tuple(children)
+    states = leaves.states
     net_priors_view = unowned(net_priors)
-    child_moves, child_priors = unowned(children.moves), unowned(children.priors)
-    child_count, child_wins = unowned(children.count), unowned(children.wins)
-    move_buf_view, prior_buf_view = unowned(children.move_buf), unowned(children.prior_buf)
+    child_count, child_wins = children.count, children.wins
     for j in range(num_leaves):
         state = unowned_row(states, j)
         nm = _child_list(
-            state, net_priors_view, j * stride, move_buf_view, prior_buf_view,
-            unowned_row(child_moves, j), unowned_row(child_priors, j),
+            state, net_priors_view, j * stride, children.move_buf, children.prior_buf,
+            unowned_row(children.moves, j), unowned_row(children.priors, j),
         )  # fmt: skip
         child_count[j] = nm
         child_wins[j] = _road_wins(cfg, state) if nm > 0 else np.uint64(0)

@@ -1,28 +1,24 @@
-"""The search trees: node pools and their layout, proof statuses, backup and tree upkeep.
+"""The search trees: node pools and their layout, proof statuses, the backup rule and tree upkeep.
 
 Compiled functions are numba ``@njit(cache=True)``; ``NUMBA_DISABLE_JIT=1`` runs them as plain
 Python. ``takzero.search.mcts.BatchedMCTS`` owns the arrays (made by the ``new_*`` functions
 below) and calls the kernels once per batch; nothing runs per node in Python.
 
 Trees (``Trees``; structure of arrays, one row per game, ``B = node_budget`` columns; node 0 is
-the root; the names are those of DeepMind's ``mctx`` where it has one)::
+the root; the names are those of DeepMind's ``mctx`` where it has one): one row of ``NODE_FIELDS``
+per (G, B) node array, and ``num_nodes (G,) int32`` (nodes in use). The table (name, dtype, group,
+meaning) is the one place a node array is declared: ``Trees``, ``new_trees``, ``BYTES_PER_NODE``,
+clearing (``clear_tree``) and tree reuse (``advance_kernel``) follow from its rows. The groups::
 
-    visits          (G, B) int32    visit count N (completed backups)
-    value_sum       (G, B) float32  sum of backed-up values, from the view of the player who made
-                                    the move INTO the node (so Q(child) = value_sum / visits is the
-                                    parent mover's view)
-    prior           (G, B) float32  prior P of the move into the node (normalised over the
-                                    parent's moves)
-    move            (G, B) int32    core move code of the move into the node (unused at the root)
-    first_child     (G, B) int32    index of the first child; children of a node are contiguous
-    num_children    (G, B) int32    number of children (0 = not expanded)
-    status          (G, B) int8     proof status for the player who moved into the node:
-                                    UNKNOWN, WIN, DRAW, LOSS (exact game-theoretic value under the
-                                    rules + ply limit)
-    flags           (G, B) int8     FLAG_TERMINAL (game over or ply limit), FLAG_NOEXPAND (tree
-                                    was full)
-    virtual_visits  (G, B) int16    in-flight visits (pending leaves below; virtual loss)
-    num_nodes       (G,)   int32    nodes in use
+    structure   first_child, num_children: the tree's shape (expansion and reuse set them)
+    edge        prior, move: written when the parent is expanded; kept on reuse
+    stat        visits, value_sum, status, flags: zero in every free slot (the expansion writes
+                none of them); kept on reuse. A new node statistic is a row here, its update
+                in the backup rule (``backup_mean``, or wherever it is gathered) and its reader
+                (a rule of ``takzero.search.rules``)
+    transient   virtual_visits: zero in free slots and between steps; zeroed on reuse
+
+Every node array is at most 32 bits a value (reuse copies each array through a float64 column).
 
 Per game (``Games``): root positions ``root_state (G, STATE_LEN) int64``, flags ``active`` (holds
 a live position), ``searching`` (in the current search), simulation budgets ``target`` / ``done``
@@ -40,7 +36,8 @@ Leaves of one step (``Leaves``): ``states (L, STATE_LEN) int64`` (handed to the 
 ``game (L,) int32``, ``depth (L,) int32``, ``path (L, MAX_DEPTH) int32`` (node indices, root first).
 
 Settings: the kernels read the search settings from a (1,) structured array made by
-``takzero.search.config.pack_settings`` (one field per ``SearchConfig`` field).
+``takzero.search.config.pack_settings`` (one field per ``SearchConfig`` field, and the code of
+each chosen rule of ``takzero.search.rules``).
 
 Proofs (MCTS-Solver, Winands et al. 2008): a child that wins for the mover makes the node a win for
 the mover; a node whose children are all proven takes the best of them (``compute_status``).
@@ -50,7 +47,7 @@ node without a network call.
 Invariants the kernels rely on:
 
 * children are stored by decreasing prior, so the visited children of a non-root node form a prefix
-  (``takzero.search.puct.select_prefix`` stops at the first unvisited one; the root is always
+  (``takzero.search.rules.select_prefix`` stops at the first unvisited one; the root is always
   scanned in full);
 * every slot at or past ``num_nodes[g]`` has zero statistics (``clear_tree``, ``advance_kernel``), so
   an expansion writes only priors and moves;
@@ -63,9 +60,10 @@ Invariants the kernels rely on:
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
+from numba import literal_unroll, njit
 
 from takzero.game.core import I_PLY, I_RESULT, STATE_LEN, make_move, result_winner
 
@@ -81,13 +79,48 @@ LOSS = 3
 FLAG_TERMINAL = 1
 FLAG_NOEXPAND = 2
 
-Trees = namedtuple(
-    "Trees",
-    [
-        "visits", "value_sum", "prior", "move", "first_child", "num_children", "status", "flags",
-        "virtual_visits", "num_nodes",
-    ],
+#: The node arrays of ``Trees``: (name, dtype, group, meaning), each (G, B). Groups (see the
+#: module docstring): "structure", "edge", "stat", "transient".
+NodeField = namedtuple("NodeField", ["name", "dtype", "group", "meaning"])
+NODE_FIELDS = (
+    NodeField("first_child", np.int32, "structure", "index of the first child; children of a node are contiguous"),
+    NodeField("num_children", np.int32, "structure", "number of children (0 = not expanded)"),
+    NodeField("prior", np.float32, "edge", "prior P of the move into the node (normalised over the parent's moves)"),
+    NodeField("move", np.int32, "edge", "core move code of the move into the node (unused at the root)"),
+    NodeField("visits", np.int32, "stat", "visit count N (completed backups)"),
+    NodeField("value_sum", np.float32, "stat", "sum of backed-up values, from the view of the player who made the move INTO the node (Q(child) = value_sum / visits is the parent mover's view)"),
+    NodeField("status", np.int8, "stat", "proof status for the player who moved into the node: UNKNOWN, WIN, DRAW, LOSS (exact game-theoretic value under the rules + ply limit)"),
+    NodeField("flags", np.int8, "stat", "FLAG_TERMINAL (game over or ply limit), FLAG_NOEXPAND (tree was full)"),
+    NodeField("virtual_visits", np.int16, "transient", "in-flight visits (pending leaves below; virtual loss)"),
 )  # fmt: skip
+
+_GROUPS = ("structure", "edge", "stat", "transient")
+if any(f.group not in _GROUPS for f in NODE_FIELDS):
+    raise ValueError(f"NODE_FIELDS: a group is not one of {_GROUPS}")
+_ORDERED = sorted(NODE_FIELDS, key=lambda f: _GROUPS.index(f.group))
+#: ``Trees``' node arrays in group order, then ``num_nodes``; the kernels take a group as the
+#: static slice ``trees[_LO[group]:_HI[group]]`` (a tuple of arrays, walked with ``literal_unroll``).
+if TYPE_CHECKING:
+
+    class Trees(tuple):  # the type checker's view: the fields come from NODE_FIELDS
+        def __new__(cls, **arrays: np.ndarray) -> Trees: ...
+        def __getattr__(self, name: str) -> np.ndarray: ...
+        def _asdict(self) -> dict[str, np.ndarray]: ...
+        def _replace(self, **arrays: np.ndarray) -> Trees: ...
+
+else:
+    Trees = namedtuple("Trees", [f.name for f in _ORDERED] + ["num_nodes"])
+_LO = {grp: next((i for i, f in enumerate(_ORDERED) if _GROUPS.index(f.group) >= k), len(_ORDERED))
+       for k, grp in enumerate(_GROUPS)}  # fmt: skip
+_HI = {grp: _LO[_GROUPS[k + 1]] if k + 1 < len(_GROUPS) else len(_ORDERED) for k, grp in enumerate(_GROUPS)}  # fmt: skip
+_EDGE_LO = _LO["edge"]
+_STAT_LO, _STAT_HI = _LO["stat"], _HI["stat"]
+_TRANSIENT_LO, _TRANSIENT_HI = _LO["transient"], _HI["transient"]
+if [f.name for f in _ORDERED[:2]] != ["first_child", "num_children"]:
+    raise ValueError("NODE_FIELDS: the structure group is first_child and num_children")
+#: Bytes of one node over all its arrays (the memory estimates use it).
+BYTES_PER_NODE = sum(np.dtype(f.dtype).itemsize for f in NODE_FIELDS)
+
 Games = namedtuple(
     "Games",
     [
@@ -105,15 +138,10 @@ Leaves = namedtuple("Leaves", ["states", "game", "depth", "path"])
 #: ``wins`` (L,) uint64, the road-win squares of the leaf's mover (0 when the road check is off);
 #: ``move_buf`` (A,) int64 and ``prior_buf`` (A,) float64, scratch of the kernel.
 Children = namedtuple("Children", ["moves", "priors", "count", "wins", "move_buf", "prior_buf"])
-#: One tree's worth of scratch columns for the compaction in ``advance_kernel`` (``source``: the
-#: old index of each copied node).
-Scratch = namedtuple(
-    "Scratch",
-    [
-        "visits", "value_sum", "prior", "move", "first_child", "num_children", "status", "flags",
-        "source",
-    ],
-)  # fmt: skip
+#: One tree's worth of scratch columns for the compaction in ``advance_kernel``: ``source`` (the old
+#: index of each copied node), the new ``first_child`` / ``num_children``, and ``column`` (float64:
+#: each node array passes through it in turn).
+Scratch = namedtuple("Scratch", ["source", "first_child", "num_children", "column"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,21 +150,12 @@ Scratch = namedtuple(
 
 
 def new_trees(games: int, budget: int) -> Trees:
-    """Zeroed node pools of ``games`` trees of ``budget`` nodes (dtypes: see the module
-    docstring; memory is committed by the OS only when touched)."""
+    """Zeroed node pools of ``games`` trees of ``budget`` nodes (one (games, budget) array per row
+    of ``NODE_FIELDS``, of its dtype, and ``num_nodes`` (games,) int32; memory is committed by the
+    OS only when touched)."""
     shape = (games, budget)
-    return Trees(
-        visits=np.zeros(shape, dtype=np.int32),
-        value_sum=np.zeros(shape, dtype=np.float32),
-        prior=np.zeros(shape, dtype=np.float32),
-        move=np.zeros(shape, dtype=np.int32),
-        first_child=np.zeros(shape, dtype=np.int32),
-        num_children=np.zeros(shape, dtype=np.int32),
-        status=np.zeros(shape, dtype=np.int8),
-        flags=np.zeros(shape, dtype=np.int8),
-        virtual_visits=np.zeros(shape, dtype=np.int16),
-        num_nodes=np.zeros(games, dtype=np.int32),
-    )
+    arrays = {f.name: np.zeros(shape, dtype=f.dtype) for f in NODE_FIELDS}
+    return Trees(**arrays, num_nodes=np.zeros(games, dtype=np.int32))
 
 
 def new_games(rng: np.ndarray, actions: int, schedule: int) -> Games:
@@ -188,15 +207,10 @@ def new_children(rows: int, actions: int) -> Children:
 def new_scratch(budget: int) -> Scratch:
     """Scratch columns of one tree of ``budget`` nodes for ``advance_kernel``."""
     return Scratch(
-        visits=np.zeros(budget, dtype=np.int32),
-        value_sum=np.zeros(budget, dtype=np.float32),
-        prior=np.zeros(budget, dtype=np.float32),
-        move=np.zeros(budget, dtype=np.int32),
+        source=np.zeros(budget, dtype=np.int32),
         first_child=np.zeros(budget, dtype=np.int32),
         num_children=np.zeros(budget, dtype=np.int32),
-        status=np.zeros(budget, dtype=np.int8),
-        flags=np.zeros(budget, dtype=np.int8),
-        source=np.zeros(budget, dtype=np.int32),
+        column=np.zeros(budget, dtype=np.float64),
     )
 
 
@@ -235,15 +249,15 @@ def terminal_status(state: np.ndarray, max_plies: int) -> int:
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def compute_status(num_children: np.ndarray, first_child: np.ndarray, status: np.ndarray, g: int | np.integer,
-                   x: int | np.integer) -> int:  # fmt: skip
+def compute_status(trees, g: int | np.integer, x: int | np.integer) -> int:
     """Proof status of node ``x`` of game ``g`` from its children (its own if not expanded): LOSS
     if a child is a WIN (for the player moving from ``x``), else UNKNOWN while a child is, else
     DRAW if a child is, else WIN (every child lost)."""
-    nc = num_children[g, x]
+    status = trees.status
+    nc = trees.num_children[g, x]
     if nc == 0:
         return status[g, x]
-    f = first_child[g, x]
+    f = trees.first_child[g, x]
     all_proven = True
     any_draw = False
     for c in range(f, f + nc):
@@ -262,21 +276,26 @@ def compute_status(num_children: np.ndarray, first_child: np.ndarray, status: np
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def propagate(num_children, first_child, status, path, slot: int | np.integer, g: int | np.integer, d: int | np.integer) -> None:
+def propagate(trees, path, slot: int | np.integer, g: int | np.integer, d: int | np.integer) -> None:
     """Recompute proof statuses from ``path[slot, d]`` up to the root, stopping at the first node
     whose status does not change."""
+    status = trees.status  # written arrays bound at the top (steps.py docstring)
     for i in range(d, -1, -1):
         x = np.int64(path[slot, i])
-        s = compute_status(num_children, first_child, status, g, x)
+        s = compute_status(trees, g, x)
         if s == status[g, x]:
             return
         status[g, x] = s
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def backup(visits, value_sum, path, slot: int | np.integer, g: int | np.integer, depth: int | np.integer, v: float) -> None:
-    """Add one visit and value ``v`` (view of the player who moved into ``path[slot, depth]``) to
-    ``visits`` and ``value_sum`` of every node of the path, negating at each ply."""
+def backup_mean(trees, cfg, path, slot: int | np.integer, g: int | np.integer, depth: int | np.integer,
+                v: float) -> None:  # fmt: skip
+    """The backup rule "mean" (``takzero.search.rules``): add one visit and value ``v`` (view of
+    the player who moved into ``path[slot, depth]``) to ``visits`` and ``value_sum`` of every
+    node of the path, negating at each ply. A node statistic of the "stat" group is gathered
+    here."""
+    visits, value_sum = trees.visits, trees.value_sum  # bound at the top (steps.py docstring)
     for i in range(depth, -1, -1):
         x = path[slot, i]
         visits[g, x] += 1
@@ -290,29 +309,30 @@ def backup(visits, value_sum, path, slot: int | np.integer, g: int | np.integer,
 
 
 @njit(cache=True, error_model="numpy")
+def _zero_columns(arrays, g: int, lo: int, hi: int) -> None:
+    """Zero columns [lo, hi) of row ``g`` of every (G, B) array of the tuple ``arrays``."""
+    for arr in literal_unroll(arrays):
+        for i in range(lo, hi):
+            arr[g, i] = 0
+
+
+@njit(cache=True, error_model="numpy")
 def _zero_slots(trees, g: int, lo: int, hi: int) -> None:
-    """Zero the statistics of node slots [lo, hi) of game ``g`` (see the free-slot invariant)."""
+    """Zero the statistics of node slots [lo, hi) of game ``g`` (see the free-slot invariant):
+    ``num_children`` and the "stat" and "transient" arrays of ``NODE_FIELDS``."""
     hi = min(hi, trees.visits.shape[1])
     for i in range(lo, hi):
-        trees.visits[g, i] = 0
-    for i in range(lo, hi):
-        trees.value_sum[g, i] = 0.0
-    for i in range(lo, hi):
         trees.num_children[g, i] = 0
-    for i in range(lo, hi):
-        trees.status[g, i] = UNKNOWN
-    for i in range(lo, hi):
-        trees.flags[g, i] = 0
-    for i in range(lo, hi):
-        trees.virtual_visits[g, i] = 0
+    _zero_columns(trees[_STAT_LO:_STAT_HI], g, lo, hi)
+    _zero_columns(trees[_TRANSIENT_LO:_TRANSIENT_HI], g, lo, hi)
 
 
 @njit(cache=True, error_model="numpy")
 def clear_tree(trees, g: int, keep_root: bool = True) -> None:
     """Make game ``g``'s tree a single unexpanded root (or empty: ``keep_root=False``). Zeroes the
     used slots, keeping the free-slot invariant: every slot at or past ``num_nodes`` has zero
-    statistics (visits, value_sum, num_children, status, flags, virtual_visits), so an expansion
-    only writes priors and moves."""
+    statistics (``num_children`` and the "stat" and "transient" arrays), so an expansion only
+    writes priors and moves."""
     _zero_slots(trees, g, 0, max(trees.num_nodes[g], 1))
     trees.prior[g, 0] = 1.0
     trees.move[g, 0] = 0
@@ -321,11 +341,23 @@ def clear_tree(trees, g: int, keep_root: bool = True) -> None:
 
 
 @njit(cache=True, error_model="numpy")
+def _gather_columns(arrays, g: int, source: np.ndarray, column: np.ndarray, count: int) -> None:
+    """``arr[g, i] = arr[g, source[i]]`` for i < ``count`` and every (G, B) array of the tuple
+    ``arrays``, through the float64 ``column`` (exact for values of 32 bits or fewer)."""
+    for arr in literal_unroll(arrays):
+        for i in range(count):
+            column[i] = arr[g, source[i]]
+        for i in range(count):
+            arr[g, i] = column[i]
+
+
+@njit(cache=True, error_model="numpy")
 def advance_kernel(trees, games, scratch, g: int, move: int, reuse: bool, max_plies: int) -> int:
     """Play ``move`` (legal, checked by the caller) at game ``g``'s root. With ``reuse`` and an
     expanded child for the move, that child's subtree becomes the tree (compacted to the front of
-    the pool, breadth first, through the columns ``scratch``); otherwise the tree is cleared. A finished
-    game (or the ply limit) deactivates the game. Returns the number of nodes kept."""
+    the pool, breadth first: the "edge" and "stat" arrays are gathered through ``scratch``, the
+    "transient" ones zeroed); otherwise the tree is cleared. A finished game (or the ply limit)
+    deactivates the game. Returns the number of nodes kept."""
     f = trees.first_child[g, 0]
     nc = trees.num_children[g, 0]
     c = -1
@@ -343,41 +375,30 @@ def advance_kernel(trees, games, scratch, g: int, move: int, reuse: bool, max_pl
     if c < 0 or not reuse or trees.num_children[g, c] == 0:
         clear_tree(trees, g, bool(True))  # noqa: UP018 (a plain bool, see threats.road_moves)
         return 1
-    # breadth-first copy of the subtree of c into the scratch columns
-    scratch.source[0] = c
-    scratch.first_child[0] = 0
+    # breadth-first order of the subtree of c: the old index and the new shape of each node
+    source = scratch.source
+    source[0] = c
     head = 0
     tail = 1
     while head < tail:
-        o = scratch.source[head]
-        scratch.visits[head] = trees.visits[g, o]
-        scratch.value_sum[head] = trees.value_sum[g, o]
-        scratch.prior[head] = trees.prior[g, o]
-        scratch.move[head] = trees.move[g, o]
-        scratch.status[head] = trees.status[g, o]
-        scratch.flags[head] = trees.flags[g, o]
+        o = source[head]
         k = trees.num_children[g, o]
         scratch.num_children[head] = k
         if k > 0:
             fo = trees.first_child[g, o]
             scratch.first_child[head] = tail
             for j in range(k):
-                scratch.source[tail + j] = fo + j
+                source[tail + j] = fo + j
             tail += k
         else:
             scratch.first_child[head] = 0
         head += 1
     old_count = trees.num_nodes[g]
+    _gather_columns(trees[_EDGE_LO:_STAT_HI], g, source, scratch.column, tail)
     for i in range(tail):
-        trees.visits[g, i] = scratch.visits[i]
-        trees.value_sum[g, i] = scratch.value_sum[i]
-        trees.prior[g, i] = scratch.prior[i]
-        trees.move[g, i] = scratch.move[i]
         trees.first_child[g, i] = scratch.first_child[i]
         trees.num_children[g, i] = scratch.num_children[i]
-        trees.status[g, i] = scratch.status[i]
-        trees.flags[g, i] = scratch.flags[i]
-        trees.virtual_visits[g, i] = 0
+    _zero_columns(trees[_TRANSIENT_LO:_TRANSIENT_HI], g, 0, tail)
     _zero_slots(trees, g, tail, old_count)
     trees.num_nodes[g] = tail
     return tail
