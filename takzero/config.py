@@ -112,9 +112,9 @@ class ModelSection(NetworkSettings):
             _check(False, f"model.{key}", why, getattr(resolved, key))
         _check(self.value_weight >= 0, "model.value_weight", "must be >= 0", self.value_weight)
         _check(self.aux_weight >= 0, "model.aux_weight", "must be >= 0", self.aux_weight)
-        for row in HEADS.values():
-            w = self.head_weight(row.name)
-            _check(_finite(w) and w >= 0, f"model.{row.weight_key}", "must be >= 0 and finite (0 = head off)", w)
+        for head in HEADS.values():
+            w = self.head_weight(head.name)
+            _check(_finite(w) and w >= 0, f"model.{head.weight_key}", "must be >= 0 and finite (0 = head off)", w)
 
     def head_weight(self, name: str) -> float:
         """The loss weight of head ``name`` (a row of :data:`takzero.nn.heads.HEADS`): the field
@@ -510,7 +510,7 @@ def config_keys() -> list[str]:
 
     def walk(prefix: str, cls: Any) -> None:
         for f in dataclasses.fields(cls):
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
             if dataclasses.is_dataclass(default):
                 walk(f"{prefix}{f.name}.", type(default))
             else:
@@ -638,7 +638,7 @@ def load_config(cfg: DictConfig | dict) -> TrainConfig:
     src = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     drop = {"hydra", "defaults"}  # Hydra's own keys, present when a raw YAML file is loaded
     if drop & set(src.keys()):
-        src = OmegaConf.masked_copy(src, [k for k in src.keys() if k not in drop])
+        src = OmegaConf.masked_copy(src, [str(k) for k in src.keys() if k not in drop])
     given = src.get("mcts") if "mcts" in src else None
     if isinstance(given, DictConfig):
         _check_mcts_types(given)

@@ -297,7 +297,7 @@ class SelfPlayActor:
         self.worker = SelfPlayWorker.from_run(self.cfg, self.worker_id, stream=stream, evaluator=remote)
         carried = ray.get(coordinator.take_carried.remote(self.worker.num_games))
         self.continued = self.worker.continue_games(carried) if carried is not None else 0
-        startup = {"startup/actor_at": self.created_at, "startup/built_at": time.time()}
+        startup: dict[str, float] | None = {"startup/actor_at": self.created_at, "startup/built_at": time.time()}
         generation = -1
         pending = None  # a step refused by the buffer, retried before playing on
         last_check = 0.0

@@ -277,6 +277,7 @@ def _export_int8(model: Any, ckpt: dict[str, Any], out: Path, meta: dict[str, An
         meta = export_onnx(model, fp32, metadata=meta, opset=opset)
         int8, _ = quantize(Evaluator.from_onnx(fp32), calibration_states_of(ckpt))
     meta = {**meta, "precision": "int8", "calibration_positions": int8.metadata["calibration_positions"]}
+    assert int8.onnx_bytes is not None  # quantize keeps the int8 graph's bytes
     proto = onnx.load_from_string(int8.onnx_bytes)
     set_onnx_metadata(proto, meta)
     atomic_write_bytes(out, proto.SerializeToString())

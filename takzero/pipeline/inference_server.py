@@ -658,7 +658,8 @@ class InferenceServers:
         token = uuid.uuid4().hex[:8]
         self.names = [f"takzero-inference-{token}-{i}" for i in range(n)]
         self.clients = [len(range(i, cfg.selfplay.workers, n)) for i in range(n)]
-        self.cls = ray.remote(InferenceServer)
+        # Any: Ray's stubs type the methods of its actor handles as plain functions (no .remote)
+        self.cls: Any = ray.remote(InferenceServer)
         self.servers: list[Any] = []
         self.tasks: list[Any] = []
         self.replaced = 0

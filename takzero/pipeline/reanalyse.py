@@ -109,6 +109,7 @@ class Reanalyser:
         valid[active] = True
         for g in active:
             out = self.driver.outcome(int(g), policy=True, choose=False)
+            assert out.policy_actions is not None and out.policy_probs is not None  # policy=True
             actions.append(out.policy_actions)
             probs.append(out.policy_probs)
             value[g] = out.value
@@ -195,7 +196,8 @@ class ReanalyseWorker:
         import ray
 
         self.cfg = cfg
-        self.cls = ray.remote(ReanalyseActor).options(**{**options, "num_cpus": 0})
+        # Any: Ray's stubs type the methods of its actor handles as plain functions (no .remote)
+        self.cls: Any = ray.remote(ReanalyseActor).options(**{**options, "num_cpus": 0})
         self.coordinator = coordinator
         self.replay = replay
         self.replaced = 0

@@ -47,9 +47,10 @@ import os
 import re
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,6 +63,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHARD_RE = re.compile(r"^shard_(\d{8})\.npz$")
+
+
+def _shard_number(path: Path) -> int:
+    """The number in a shard's name (``shard_00000012.npz`` -> 12); the name matches SHARD_RE."""
+    m = SHARD_RE.match(path.name)
+    assert m is not None, path
+    return int(m.group(1))
 
 
 def board_record_len(size: int) -> int:
@@ -272,7 +280,8 @@ class Records:
                 n = a.shape[0]
             elif a.shape[0] != n:
                 raise ValueError(f"replay field {f.name!r}: {a.shape[0]} rows, expected {n} (one per record)")
-        recs = cls(**{f.name: arrays.get(f.name) for f in cls.TABLE})
+        fields: dict[str, Any] = {f.name: arrays.get(f.name) for f in cls.TABLE}  # None: its fill
+        recs = cls(**fields)
         return recs.with_opponent_width(opponent_top_k)
 
     def with_opponent_width(self, k: int) -> Records:
@@ -435,13 +444,14 @@ class ReanalyseRefresh:
     valid: np.ndarray
 
 
-def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
-    """Write an .npz through a temporary file in the same folder and rename it into place."""
+def atomic_save_npz(path: Path, **arrays: np.ndarray | np.generic) -> None:
+    """Write arrays (or numpy scalars) as an .npz through a temporary file in the same folder
+    and rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub lets **kwds fill allow_pickle
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -554,6 +564,7 @@ class ReplayBuffer:
         self.total_sampled += batch_size
         self.last_sample_age = float(np.mean(len(self.data) - idx))
         out = self.data.take(idx)
+        assert out.end_ply is not None and out.search_value is not None  # filled by __post_init__
         if self.cfg.value_discount < 1.0:
             out.value = discount_value(out.value, out.ply, out.end_ply, self.cfg.value_discount,
                                        self.cfg.value_discount_floor)  # fmt: skip
@@ -607,6 +618,7 @@ class ReplayBuffer:
         in place; rows whose record left the window meanwhile, or that were not searched, are
         dropped. Nothing is added and no position count changes. Returns (applied, dropped)."""
         d = self.data
+        assert d.search_value is not None  # filled by Records.__post_init__
         w = min(self.window(), len(d))
         rows = np.asarray(refresh.position, np.int64) - self._first_index()
         inside = (rows >= len(d) - w) & (rows < len(d))
@@ -689,7 +701,7 @@ class ReplayBuffer:
             removed.append(path)
         return removed
 
-    def state_dict(self) -> dict[str, int | dict]:
+    def state_dict(self) -> dict[str, int | Mapping[str, Any]]:
         """Counters and RNGs saved in the trainer's checkpoint (the records live in the shards),
         Reanalyse's counters and stream under ``"reanalyse"``."""
         self.flush()
@@ -762,7 +774,7 @@ class ReplayBuffer:
             self.data = Records.concat(list(reversed(parts)))
             if len(self.data) > self.cfg.window_max:
                 self.data = self.data.take(slice(len(self.data) - self.cfg.window_max, None))
-        last = max((int(SHARD_RE.match(p.name).group(1)) for p in shards), default=-1)
+        last = max((_shard_number(p) for p in shards), default=-1)
         self.next_shard = last + 1
         self.total_added = max(self.total_added, on_disk)
         self.prune()

@@ -227,7 +227,7 @@ class Run(RunActors):
             reporter.line(note)
         for note in warm_start_lines(cfg, init, self.resume_from):
             reporter.line(note)
-        if state is not None:
+        if state is not None and self.resume_from is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {self.saved_step[0]}, "
                           f"generation {self.saved_step[1]}, games {self.c.games}, "
                           f"{self.c.minutes:.1f} min trained")  # fmt: skip

@@ -131,10 +131,10 @@ class RunState:
         self.promoted: Promoted | None = None
         self.eval_task: Any = None  # the running check's Ray task (its Check: schedule.running)
         self.tactics_every, self.tactics_line = tactics_plan(cfg)  # 0: no tactics of this size
-        e = cfg.evaluator
-        self.schedule = EvaluationSchedule(e.gating != "off", e.baseline_every, skipped=self.c.skipped_checks,
-                                           tactics_every=self.tactics_every, early_generation=e.early_baseline_generation,
-                                           early_games=e.early_baseline_games)  # fmt: skip
+        ev = cfg.evaluator
+        self.schedule = EvaluationSchedule(ev.gating != "off", ev.baseline_every, skipped=self.c.skipped_checks,
+                                           tactics_every=self.tactics_every, early_generation=ev.early_baseline_generation,
+                                           early_games=ev.early_baseline_games)  # fmt: skip
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.loop_started = False
 

@@ -111,6 +111,15 @@ MAX_UNFINISHED_BYTES = 1 << 31
 #: No proof for a recorded position (``UnfinishedGames.proven``): the game's outcome is its target.
 NO_PROOF = -128
 
+#: The statistics key of a game's end by (reason, winner); any other end is a draw (no winner)
+#: or a resignation.
+_END_KEYS: dict[tuple[str, int | None], str] = {
+    ("road", 0): "road_white",
+    ("road", 1): "road_black",
+    ("flat", 0): "flat_white",
+    ("flat", 1): "flat_black",
+}
+
 
 @dataclass
 class UnfinishedGames:
@@ -431,16 +440,18 @@ class SelfPlayWorker:
         """Point ``self.evaluator`` at the current weights in the worker's backend: the PyTorch
         evaluator itself, a new onnxruntime session of them, or their int8 quantization
         calibrated on the newest recorded positions (timed in ``quantize_seconds``)."""
+        torch_evaluator = self._torch_evaluator
+        assert torch_evaluator is not None  # a worker with its own network (never a remote one)
         if self.backend == "onnx":
-            self.evaluator = onnx_evaluator(self._torch_evaluator.model, threads=self.cfg.threads)
+            self.evaluator = onnx_evaluator(torch_evaluator.model, threads=self.cfg.threads)
         elif self.backend == "int8":
             n = min(self._recent_count, len(self._recent))
             states = self._recent[:n].copy() if n >= 64 else None  # None: games of its own policy
             self.evaluator, self.quantize_seconds = quantize(
-                self._torch_evaluator, states, threads=self.cfg.threads, seed=self.stream
+                torch_evaluator, states, threads=self.cfg.threads, seed=self.stream
             )
         else:
-            self.evaluator = self._torch_evaluator
+            self.evaluator = torch_evaluator
 
     def _remember(self, state: np.ndarray) -> None:
         """Keep ``state`` among the newest recorded positions (the int8 calibration ring)."""
@@ -449,11 +460,13 @@ class SelfPlayWorker:
 
     def _resolve_backend(self, backend: str) -> str:
         """``torch``, ``onnx`` or ``int8`` for ``selfplay.backend`` (see the module docstring)."""
-        if backend == "torch" or self._torch_evaluator.device.type != "cpu":
+        torch_evaluator = self._torch_evaluator
+        assert torch_evaluator is not None  # a worker with its own network (never a remote one)
+        if backend == "torch" or torch_evaluator.device.type != "cpu":
             return "torch"
         if backend in ("onnx", "int8"):
             return backend
-        return choose_backend(self._torch_evaluator.model, self.num_games, self.cfg.threads)
+        return choose_backend(torch_evaluator.model, self.num_games, self.cfg.threads)
 
     def _new_game(self, g: int) -> _Slot:
         game = Game(self.start, ply_limit=self.cfg.ply_limit)
@@ -630,12 +643,7 @@ class SelfPlayWorker:
             if recs is not None:
                 parts.append(recs)
                 positions += len(recs)
-            key = {
-                ("road", 0): "road_white",
-                ("road", 1): "road_black",
-                ("flat", 0): "flat_white",
-                ("flat", 1): "flat_black",
-            }.get((reason, winner), "draw" if winner is None else "resigned")
+            key = _END_KEYS.get((reason, winner), "draw" if winner is None else "resigned")
             stats[f"count/{key}"] = stats.get(f"count/{key}", 0.0) + 1
             if slot.would_resign is not None:
                 stats["count/resign_checks"] = stats.get("count/resign_checks", 0.0) + 1

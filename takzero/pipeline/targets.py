@@ -183,17 +183,19 @@ def transform_square_rows(values: np.ndarray, size: int, symmetries: np.ndarray)
 
 
 def _ownership(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    assert records.ownership is not None and records.own_valid is not None  # filled by Records
     own = records.ownership.astype(np.float32)
     transform_square_rows(own, size, symmetries)
     return own, records.own_valid.astype(np.bool_)
 
 
 def _opponent_policy(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    assert records.opp_index is not None and records.opp_prob is not None  # filled by Records
     if records.opp_index.shape[1] == 0:
         return None
     opp = dense_policy(transform_action_indices(records.opp_index, size, symmetries), records.opp_prob,
                        num_actions(size))  # fmt: skip
-    return opp, (records.opp_index >= 0).any(axis=1)
+    return opp, np.any(records.opp_index >= 0, axis=1)
 
 
 TARGETS: dict[str, TargetProducer] = {

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, Self
 
 import numpy as np
 import torch
@@ -126,6 +126,22 @@ def _lr_factor(step: int, schedule: str, warmup: int, total: int) -> float:
     return 1.0
 
 
+class TrainableNet(PolicyValueNet, Protocol):
+    """A :class:`~takzero.nn.interface.PolicyValueNet` as the trainer holds it: a
+    ``torch.nn.Module``, moved to the device, trained, its parameters optimised and its weights
+    saved and loaded (for the type checker: ``isinstance`` checks stay on ``PolicyValueNet``)."""
+
+    def to(self, device: torch.device) -> Self: ...
+
+    def train(self, mode: bool = True) -> Self: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any: ...
+
+
 class Trainer:
     """Holds the model, optimiser and LR schedule; one ``train_step`` per sampled batch.
 
@@ -139,7 +155,8 @@ class Trainer:
         device: ``auto``, ``cpu`` or ``cuda[:N]``.
         seed: seed of the augmentation RNG and torch.
         build: ``build(model_config)`` -> the network to train, any
-            :class:`takzero.nn.interface.PolicyValueNet` (default ``TakNet``), built after
+            :class:`takzero.nn.interface.PolicyValueNet` that is a ``torch.nn.Module``
+            (:class:`TrainableNet`; default ``TakNet``), built after
             ``torch.manual_seed(seed)``.
     """
 
@@ -150,12 +167,12 @@ class Trainer:
         weights: LossWeights | None = None,
         device: str = "auto",
         seed: int = 0,
-        build: Callable[[ModelConfig], PolicyValueNet] = TakNet,
+        build: Callable[[ModelConfig], TrainableNet] = TakNet,
     ) -> None:
         self.cfg = cfg
         self.device = resolve_device(device)
         torch.manual_seed(seed)
-        self.model: PolicyValueNet = build(model_config).to(self.device)  # type: ignore[attr-defined]
+        self.model: TrainableNet = build(model_config).to(self.device)
         self.model_config = self.model.config
         #: the forward pass under bf16 autocast (:func:`use_bf16_autocast`: ``cfg.amp`` on CUDA)
         self.autocast_bf16 = use_bf16_autocast(cfg.amp, self.device)
@@ -197,7 +214,9 @@ class Trainer:
             NonFiniteError: the :data:`MAX_SKIPPED_IN_A_ROW`-th step in a row was skipped (the
                 weights are not changed by a skipped step: the last checkpoint is good)."""
         size = self.model_config.size
-        batch = make_batch(records, size, self.model_config.layers, self.rng,
+        layers = self.model_config.layers
+        assert layers is not None  # set by ModelConfig.__post_init__
+        batch = make_batch(records, size, layers, self.rng,
                            feature_version=self.model_config.feature_version, targets=self.targets)  # fmt: skip
         dev = self.device
         planes = batch.planes.to(dev, non_blocking=True)

@@ -127,11 +127,12 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
     except (TypeError, ValueError):
         raise _fail(path, f"its generation {short_repr(d.get('generation'), 40)} or half_komi {short_repr(hk, 40)} is not "
                           "a whole number") from None  # fmt: skip
+    run_name = d.get("run_name")
     return InitWeights(
         path=str(path),
         model_state=state,
         generation=generation,
-        run_name=d.get("run_name") if isinstance(d.get("run_name"), str) else "",
+        run_name=run_name if isinstance(run_name, str) else "",
         half_komi=half_komi,
         lineage=lineage,
     )
