@@ -179,9 +179,9 @@ def match_settings(
     of the model engine 1 plays, else engine 2's (:func:`engine_model`), else 6 and 0. ``say``
     gets a line naming where defaults came from, and one warning line per model trained for
     another komi than the match's. Raises ValueError for a komi that is not a multiple of 0.5."""
-    models = [(i + 1, path, model_settings(path)) for i, cmd in enumerate(engines)
-              if (path := engine_model(cmd)) is not None]  # fmt: skip
-    models = [(n, path, got) for n, path, got in models if got is not None]
+    found = [(i + 1, path, model_settings(path)) for i, cmd in enumerate(engines)
+             if (path := engine_model(cmd)) is not None]  # fmt: skip
+    models = [(n, path, got) for n, path, got in found if got is not None]
     first = models[0] if models else None
     half_komi = komi_to_half_komi(komi) if komi is not None else None
     taken = []

@@ -247,7 +247,8 @@ class _GatedListener:
                                 oldest.close()
                             idle[s] = (time.monotonic() + self._idle_timeout, addr)
                             sel.register(s, selectors.EVENT_READ)
-                    elif obj in idle:  # its first bytes (or its end): on to the server
+                    elif isinstance(obj, socket.socket) and obj in idle:
+                        # its first bytes (or its end): on to the server
                         _, addr = idle[obj]
                         drop(obj)
                         self._hand_on(obj, addr)
@@ -397,8 +398,9 @@ def start_server(
         finally:
             gate.unserve()
 
-    server = serve(handler, host, port, compression=None, max_size=MAX_MESSAGE,
-                   open_timeout=handshake_timeout)  # fmt: skip
+    # Any: it gets a stand-in socket and a test hook (gate) beyond what websockets' Server declares
+    server: Any = serve(handler, host, port, compression=None, max_size=MAX_MESSAGE,
+                        open_timeout=handshake_timeout)  # fmt: skip
     inner = server.handler
 
     def sock_handler(sock: socket.socket, addr: Any) -> None:
