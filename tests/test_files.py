@@ -7,6 +7,7 @@ import ast
 import importlib.util
 import os
 import resource
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -179,3 +180,68 @@ def test_every_user_facing_write_is_atomic() -> None:
     found = set().union(*(_direct_writes(p) for p in files))
     assert found - ALLOWED_DIRECT_WRITES == set(), "write these through takzero.io.files"
     assert ALLOWED_DIRECT_WRITES - found == set(), "an allowed write is gone: drop it from the list"
+
+
+def _not_regular_targets(tmp_path: Path) -> list[Path]:
+    """A FIFO, a folder and a symbolic link to the FIFO, made in ``tmp_path``."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    return [fifo, folder, link]
+
+
+def _kinds(paths: list[Path]) -> list[tuple[bool, bool, bool]]:
+    return [(p.is_symlink(), stat.S_ISFIFO(p.lstat().st_mode), p.is_dir()) for p in paths]
+
+
+def test_atomic_writers_refuse_a_target_that_is_not_a_regular_file(tmp_path: Path) -> None:
+    """A device, FIFO, socket or folder is never replaced by a plain file (``save /dev/full``
+    turned the device into a text file as root): refused in one line before anything is written."""
+    targets = _not_regular_targets(tmp_path)
+    before = _kinds(targets)
+    game = read_ptn_file(GAME_FILE, check=False, strict_numbers=False)[0]
+    writers = [
+        lambda p: atomic_write_text(p, "x"),
+        lambda p: atomic_write_bytes(p, b"x"),
+        lambda p: write_ptn_file(p, game),
+    ]
+    for target in targets:
+        for write in writers:
+            with pytest.raises(OSError, match="not a regular file") as err:
+                write(target)
+            assert "\n" not in str(err.value) and str(target) in str(err.value)
+        entered = []
+        with pytest.raises(OSError, match="not a regular file"), atomic_open(target) as f:
+            entered.append(f)  # never reached: refused before the temp file is made
+        assert not entered
+    assert _kinds(targets) == before and _no_temp_files(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "folder", "link"]
+    assert list((tmp_path / "folder").iterdir()) == []
+    assert atomic_write_text(tmp_path / "new.txt", "ok") is None  # a new name is still written
+
+
+def test_commands_refuse_an_output_that_is_not_a_regular_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """annotate -o, show -o and play's save, with a FIFO or a folder as the output: one line,
+    the target left as it was."""
+    from takzero.players import RandomPlayer
+    from takzero.protocols.terminal import PlaySession
+
+    fifo, folder, _ = _not_regular_targets(tmp_path)
+    one = tmp_path / "one.ptn"
+    write_ptn_file(one, read_ptn_file(GAME_FILE, check=False, strict_numbers=False)[0])
+    for target in (fifo, folder):
+        capsys.readouterr()
+        assert game_main(["annotate", str(one), "-o", str(target), "--nodes", "1"]) == 2
+        assert game_main(["show", "--ptn", str(one), "--ply", "0", "-o", str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 2 and all("not a regular file" in ln for ln in err)
+        out: list[str] = []
+        lines = iter(["a1", f"save {target}", "quit"])
+        PlaySession(RandomPlayer(seed=1), Position.start(3), human=0,
+                    input_fn=lambda _p, it=lines: next(it), print_fn=out.append).run()  # fmt: skip
+        assert any("not a regular file" in ln for ln in out) and not any(ln.startswith("saved") for ln in out)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and folder.is_dir() and list(folder.iterdir()) == []
+    assert _no_temp_files(tmp_path)

@@ -1,6 +1,9 @@
 """Atomic file writes: the new file is written beside the target under a temporary name and
 renamed over it (``os.replace``), so a failed or interrupted write never destroys an older file
-and a reader never sees half a file.
+and a reader never sees half a file. Only a regular file (or a new name) is replaced: a target
+that exists as anything else (a device such as ``/dev/full``, a FIFO, a socket, a folder) is
+refused with :class:`NotARegularFileError` before anything is written, since a rename would put a
+plain file in its place.
 
 One helper for every user-facing output of the package and its scripts (PTN files, pictures,
 plots, JSON). It lives in the ``io`` room (no torch, above ``game`` only) so every room above may
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +30,38 @@ def _temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
+class NotARegularFileError(OSError):
+    """An output path that exists and is not a regular file (a device, FIFO, socket or folder):
+    the atomic writers refuse to replace it. An OSError, so every writer's ``except OSError``
+    reports it in one line."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_replaceable(path: str | os.PathLike[str]) -> None:
+    """Refuse an output ``path`` that exists and is not a regular file (symbolic links followed:
+    a link to a device counts as the device). A missing path, or one that cannot be looked at,
+    passes (the write itself then fails with the system's reason).
+
+    Raises NotARegularFileError (an OSError), one line: ``'<path> is a FIFO, not a regular file:
+    not replaced; choose a file name'``."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise NotARegularFileError(f"{os.fspath(path)} is {kind}, not a regular file: not replaced; choose a file name")
+
+
 @contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path`` for writing; when the ``with`` block ends without an
@@ -33,16 +69,20 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | N
     is left as it was.
 
     ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"`` (bytes). The file gets the usual mode
-    of :func:`open` (0666 less the umask). Raises ValueError for another mode; OSError when the
-    folder cannot be written, the disk is full or ``path`` is a folder."""
+    of :func:`open` (0666 less the umask). Raises ValueError for another mode;
+    NotARegularFileError (an OSError) before anything is written when ``path`` exists and is not
+    a regular file (a device, FIFO, socket or folder; checked again before the rename); OSError
+    when the folder cannot be written or the disk is full."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
+    check_replaceable(path)
     tmp = _temp_path(path)
     x_mode = "x" if mode == "w" else "xb"
     try:
         with open(tmp, x_mode, encoding=encoding if mode == "w" else None) as f:
             yield f
+        check_replaceable(path)  # made meanwhile
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -96,10 +136,15 @@ def check_not_input(
     """Refuse an ``output`` path that is one of the command's ``inputs`` (None ones skipped):
     a command never writes over what it reads, even atomically (an annotated game over its
     record, a picture over the PTN it draws). Every command-line module that writes a file
-    checks it before it reads anything.
+    checks it before it reads anything, so this also refuses, up front, an ``output`` that exists
+    and is not a regular file (:func:`check_replaceable`; the writers refuse it again).
 
     Raises ValueError (one line): ``'<output> is the input file <input>: a command never writes
-    over its input; choose another -o'``."""
+    over its input; choose another -o'``, or ``'<output> is a FIFO, not a regular file: ...'``."""
+    try:
+        check_replaceable(output)
+    except NotARegularFileError as e:
+        raise ValueError(str(e)) from None
     for source in inputs:
         if source is not None and same_file(output, source):
             raise ValueError(f"{output} is the input file {source}: a command never writes over its "
@@ -107,10 +152,12 @@ def check_not_input(
 
 
 __all__ = [
+    "NotARegularFileError",
     "atomic_open",
     "atomic_write_bytes",
     "atomic_write_text",
     "check_not_input",
+    "check_replaceable",
     "check_writable_folder",
     "same_file",
     "write_ptn_file",
