@@ -12,6 +12,9 @@ model's size, 6x6 today), else the UCT baseline (said clearly).
 ``--time SECONDS`` per engine move. ``--size``, ``--komi``, ``--colour white|black|random``,
 ``--seed``, ``--ply-limit`` (draw after that many plies; threefold repetition is always a draw).
 
+``save FILE.ptn`` writes the game to a new file: an existing file is kept (``save! FILE.ptn``
+replaces it), and the model being played is never written over.
+
 Everything is read with ``input()`` from stdin, so a script can drive a game::
 
     printf 'a1\\nb2\\nsave game.ptn\\nquit\\n' | python -m takzero.play --opponent random --size 4
@@ -25,8 +28,14 @@ import sys
 
 from takzero.game.core import BLACK, STANDARD_RESERVES, WHITE
 from takzero.players.network import PLAY_BACKENDS, set_play_backend, set_search_threads
-from takzero.players.registry import check_spec, help_text, spec_syntax
-from takzero.protocols.terminal import PlaySession, make_opponent, start_position
+from takzero.players.registry import check_spec, help_text, model_spec_path, spec_syntax
+from takzero.protocols.terminal import (
+    PlaySession,
+    default_size,
+    make_opponent,
+    pretrained_path,
+    start_position,
+)
 
 __all__ = ["main"]
 
@@ -102,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             args.model, args.opponent, args.size, args.simulations, args.seed, print, args.device
         )
         start = start_position(size, args.komi, player, print)
+        # the files read, which 'save' never writes over: the model, or the pretrained one
+        inputs = (args.model, model_spec_path(args.opponent) if args.opponent else None,
+                  None if args.model or not network else pretrained_path(args.size or default_size()))  # fmt: skip
     except ValueError as e:
         print(f"takzero.play: {e}", file=sys.stderr)
         return 2
@@ -118,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         simulations=args.simulations,
         seconds=args.time,
         ply_limit=args.ply_limit,
+        inputs=inputs,
     )
     try:
         session.run()

@@ -228,3 +228,42 @@ def test_network_opponent_shows_win_draw_loss(tmp_path: Path) -> None:
         re.search(r"win \d+% draw \d+% loss \d+%, value [+-]\d\.\d\d, 8 simulations", ln)
         for ln in plays
     )
+
+
+def test_save_never_writes_over_the_model_or_an_existing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``save self.pt`` replaced the checkpoint being played with PTN, and ``save FILE`` any file
+    without asking: the model (by any name, ``--model`` or ``--opponent model:PATH``) is never
+    written over, an existing file only with ``save!``."""
+    import io
+
+    import torch
+
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.play import main
+
+    torch.manual_seed(0)
+    model = tmp_path / "self.pt"
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=3, channels=8, blocks=1))), model)
+    weights = model.read_bytes()
+    os.link(model, tmp_path / "hard.pt")
+    old = tmp_path / "old.ptn"
+    old.write_text("the earlier game\n")
+    new = tmp_path / "new.ptn"
+    monkeypatch.chdir(tmp_path)
+    script = ["a1", "save self.pt", "save! self.pt", f"save! {tmp_path}/../{tmp_path.name}/self.pt",
+              "save! hard.pt", "save old.ptn", "save new.ptn", "quit"]  # fmt: skip
+    for argv in (["--model", "self.pt"], ["--opponent", "model:self.pt:4"]):
+        new.unlink(missing_ok=True)
+        monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(script) + "\n"))
+        assert main([*argv, "--simulations", "4", "--backend", "torch"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("a command never writes over its input") == 4
+        assert "old.ptn exists, not overwritten: 'save! old.ptn' replaces it" in out
+        assert model.read_bytes() == weights and old.read_text() == "the earlier game\n"
+        assert len(read_ptn_file(new)[0].moves) == 2  # a new name is saved
+    monkeypatch.setattr("sys.stdin", io.StringIO("a1\nsave! old.ptn\nquit\n"))
+    assert main(["--model", "self.pt", "--simulations", "4", "--backend", "torch"]) == 0
+    assert len(read_ptn_file(old)[0].moves) == 2  # save! replaces an existing game file
+    assert "saved 2 plies to old.ptn" in capsys.readouterr().out

@@ -8,7 +8,9 @@ The board is redrawn before every move; moves are typed in PTN (``a1``, ``Sc3``,
 =================  ===========================================================================
 ``undo``           take back your last move (and the engine's reply to it)
 ``tps``            print the position as TPS
-``save FILE.ptn``  write the game so far as PTN
+``save FILE.ptn``  write the game so far as PTN to a new file (an existing one is refused)
+``save! FILE.ptn`` the same, replacing an existing file (never the model being played, nor a
+                   device, FIFO or folder)
 ``moves``          list the legal moves
 ``resign``         give up the game
 ``help``           this list
@@ -29,6 +31,7 @@ default), so a test or a script can drive a game.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +41,7 @@ from takzero.game.core import BLACK, CAP, WALL, WHITE
 from takzero.game.moves import FILES, MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame
-from takzero.io.files import write_ptn_file
+from takzero.io.files import check_not_input, write_ptn_file
 from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.players.base import PlayerMove
 from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
@@ -59,7 +62,8 @@ HELP = """commands:
   <move>          a move in PTN: a1 (flat), Sa1 (wall), Ca1 (capstone), c3>, 3c3>12 ...
   undo            take back your last move (and the engine's reply)
   tps             print the position as TPS
-  save FILE.ptn   save the game as PTN
+  save FILE.ptn   save the game as PTN (a new file; an existing one is kept)
+  save! FILE.ptn  save the game as PTN, replacing FILE.ptn if it exists
   moves           list the legal moves
   resign          give up
   help            this text
@@ -262,6 +266,7 @@ class PlaySession:
         simulations, seconds: the engine's limit per move (None: the player's own settings).
         ply_limit: draw after that many plies (None: no limit); threefold repetition is a draw.
         input_fn, print_fn: I/O (``input`` and ``print`` by default).
+        inputs: the files the session reads (the model played): ``save`` never writes over one.
     """
 
     def __init__(
@@ -274,8 +279,10 @@ class PlaySession:
         ply_limit: int | None = None,
         input_fn: Callable[[str], str] = input,
         print_fn: Callable[[str], None] = print,
+        inputs: tuple[str | Path | None, ...] = (),
     ) -> None:
         self.player = player
+        self.inputs = inputs
         self.start = start
         self.human = human
         self.simulations = simulations
@@ -368,7 +375,18 @@ class PlaySession:
         result = self.result_text() if self.resigned is not None else None
         return PTNGame.from_game(self.game, tags=tags, result=result)
 
-    def save(self, path: str) -> None:
+    def save(self, path: str, replace: bool = False) -> None:
+        """Write the game as PTN to ``path``: refused in one line (nothing written) when it is
+        one of the session's ``inputs`` (the model) or not a regular file, and when it exists
+        unless ``replace`` (``save!``)."""
+        try:
+            check_not_input(path, *self.inputs, option="file name")
+        except ValueError as e:
+            self.say(f"cannot save to {path}: {e}")
+            return
+        if not replace and os.path.lexists(path):
+            self.say(f"{path} exists, not overwritten: 'save! {path}' replaces it, or save to a new name")
+            return
         try:
             write_ptn_file(path, self.record())
         except OSError as e:
@@ -392,11 +410,11 @@ class PlaySession:
             self.show()
         elif cmd == "tps":
             self.say(self.game.position.to_tps())
-        elif cmd == "save":
+        elif cmd in ("save", "save!"):
             if not rest.strip():
-                self.say("usage: save FILE.ptn")
+                self.say(f"usage: {cmd} FILE.ptn")
             else:
-                self.save(rest.strip())
+                self.save(rest.strip(), replace=cmd == "save!")
         elif cmd == "moves":
             if self.over:
                 self.say("the game is over: there are no moves")
