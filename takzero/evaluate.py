@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                         "int8 in onnxruntime where it is installed and the network can be exported "
                         "and quantized, float32 onnx where it cannot be quantized, else torch), "
                         "torch, onnx (float32, the same networks up to float rounding) or int8")
-    p.add_argument("--ptn-dir", help="write the games as PTN files into this folder")
+    p.add_argument("--ptn-dir", help="write the games as PTN files into this folder (vs_<baseline>.ptn; "
+                   "an earlier run's are kept: then vs_<baseline>_2.ptn ...)")
     p.add_argument(
         "--links", action="store_true",
         help="before each summary, a JSON line per game with a PTN Ninja link ('ptn_ninja')",

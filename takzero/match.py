@@ -37,7 +37,9 @@ What it does:
 * an engine that crashes, stops answering (``--move-timeout``), or sends a malformed or illegal
   move loses the game (PTN result ``1-0``/``0-1`` with a comment giving the reason); it is
   restarted for the next game and the match goes on;
-* writes every game as PTN to ``--out DIR/games.ptn`` (rewritten atomically after each game) and prints a line
+* writes every game as PTN to ``--out DIR/games.ptn`` (rewritten atomically after each game;
+  when an earlier match's ``games.ptn`` is there it is kept and this match writes
+  ``games_2.ptn``, ``games_3.ptn``, ..., said at the start and the end) and prints a line
   per game with engine 1's tally so far as W-D-L (with ``--links`` followed by a PTN Ninja link
   that opens the game), then the score (W-D-L) with the Elo difference of engine 1 over engine 2
   and its 95% interval, the interval's model named (``MatchResult.describe_elo``: the
@@ -120,7 +122,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--no-threefold", action="store_true", help="no threefold-repetition draws")
     p.add_argument(
-        "--out", default="match_games", help="folder for games.ptn (default match_games)"
+        "--out", default="match_games", help="folder for games.ptn (default match_games; an earlier games.ptn is kept: then games_2.ptn ...)"
     )
     p.add_argument("--log", action="store_true", help="print every TEI line to stderr")
     p.add_argument("--links", action="store_true", help="print a PTN Ninja link after each game")

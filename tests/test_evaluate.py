@@ -357,3 +357,22 @@ def test_gumbel_root_for_the_model_only(tiny_model: Path, monkeypatch: pytest.Mo
             main([str(tiny_model), *argv])
         assert exc.value.code == 2 and message in capsys.readouterr().err
     assert len(seen) == 4  # nothing played for a refused value
+
+
+def test_ptn_dir_keeps_an_earlier_runs_games(tiny_model: Path, tmp_path: Path) -> None:
+    """``--ptn-dir`` of an earlier run: its vs_*.ptn files are kept; this run's files all get
+    one number (vs_random_2.ptn beside vs_greedy_2.ptn, though only vs_greedy.ptn was there),
+    and the progress lines say where the games went."""
+    games = tmp_path / "games"
+    games.mkdir()
+    earlier = "[Event \"earlier\"]\n\n1. a1 c3\n"
+    (games / "vs_greedy.ptn").write_text(earlier)
+    for n in (2, 3):
+        progress: list[str] = []
+        evaluate_model(str(tiny_model), ["random", "greedy"], pairs=1, simulations=2, ply_limit=6,
+                       ptn_dir=str(games), say=lambda _line: None, progress=progress.append)  # fmt: skip
+        assert f"this run's games go to vs_random_{n}.ptn, vs_greedy_{n}.ptn" in progress[0]
+        assert f"vs greedy: games written to {games / f'vs_greedy_{n}.ptn'}" in progress
+        for name in (f"vs_random_{n}.ptn", f"vs_greedy_{n}.ptn"):
+            assert (games / name).read_text().count('[Size "3"]') == 2
+    assert (games / "vs_greedy.ptn").read_text() == earlier and not (games / "vs_random.ptn").exists()

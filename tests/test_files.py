@@ -22,6 +22,7 @@ from takzero.io.files import (
     atomic_write_bytes,
     atomic_write_text,
     check_writable_folder,
+    free_names,
     write_ptn_file,
 )
 
@@ -245,3 +246,13 @@ def test_commands_refuse_an_output_that_is_not_a_regular_file(tmp_path: Path, ca
         assert any("not a regular file" in ln for ln in out) and not any(ln.startswith("saved") for ln in out)
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and folder.is_dir() and list(folder.iterdir()) == []
     assert _no_temp_files(tmp_path)
+
+
+def test_free_names_numbers_a_run_whose_files_exist(tmp_path: Path) -> None:
+    a, b = tmp_path / "vs_a.ptn", tmp_path / "vs_b.ptn"
+    assert free_names([a, b]) == [a, b]
+    b.write_text("x")
+    assert free_names([a, b]) == [tmp_path / "vs_a_2.ptn", tmp_path / "vs_b_2.ptn"]
+    (tmp_path / "vs_a_2.ptn").mkdir()  # a folder is taken too
+    assert free_names([a, b]) == [tmp_path / "vs_a_3.ptn", tmp_path / "vs_b_3.ptn"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vs_a_2.ptn", "vs_b.ptn"]  # nothing made

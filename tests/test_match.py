@@ -399,3 +399,20 @@ def test_an_unusable_out_is_refused_at_start_naming_out(tmp_path: Path, capsys) 
     argv = ["--engine", str(tmp_path / "nope"), "--engine", "nope2", "--out", str(old)]
     assert main(argv) == 3
     assert (old / "games.ptn").read_text().startswith("[Event \"earlier\"]")
+
+
+def test_a_second_match_into_one_folder_keeps_the_earlier_games(tmp_path: Path) -> None:
+    """``--out DIR`` twice: the second match writes games_2.ptn (and says so), the first
+    match's games.ptn is left as it was (it used to be replaced)."""
+    engines = [tei("--player", "random", "--seed", "1"), tei("--player", "random", "--seed", "2")]
+    first = "[Event \"earlier\"]\n\n1. a1 e5\n"
+    (tmp_path / "games.ptn").write_text(first)
+    for n in (2, 3):
+        lines: list[str] = []
+        _, outcomes = run_tei_match(engines, games=2, size=4, half_komi=0, tc=TimeControl(nodes=1),
+                                    seed=n, ply_limit=4, out_dir=tmp_path, printer=lines.append)  # fmt: skip
+        assert f"this match's games go to {tmp_path / f'games_{n}.ptn'}" in lines[0]
+        assert lines[-1] == f"games written to {tmp_path / f'games_{n}.ptn'}"
+        replay_matches(tmp_path / f"games_{n}.ptn", outcomes, ply_limit=4)
+    assert (tmp_path / "games.ptn").read_text() == first
+    assert (tmp_path / "games_2.ptn").read_text() != (tmp_path / "games_3.ptn").read_text()

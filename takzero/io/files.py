@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -118,6 +118,23 @@ def check_writable_folder(folder: str | os.PathLike[str]) -> Path:
     return folder
 
 
+def free_names(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The files a new run writes, never an earlier run's: ``paths`` themselves when none of them
+    exists (a folder or a link counts), else every one numbered with the first ``n`` (2, 3, ...)
+    for which no ``<stem>_<n><suffix>`` of them exists (``games.ptn`` -> ``games_2.ptn``, as an
+    export without ``-o`` writes ``model_2.pt``), so one run's files keep one number. Nothing is
+    created: two runs started at once in one folder may pick the same number."""
+    files = [Path(p) for p in paths]
+
+    def numbered(n: int) -> list[Path]:
+        return files if n == 1 else [f.with_name(f"{f.stem}_{n}{f.suffix}") for f in files]
+
+    n = 1
+    while any(os.path.lexists(f) for f in numbered(n)):
+        n += 1
+    return numbered(n)
+
+
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether paths ``a`` and ``b`` name one file: the same path once resolved (symbolic links,
     ``..``), or one file by two names (a hard link). False when either cannot be looked at."""
@@ -159,6 +176,7 @@ __all__ = [
     "check_not_input",
     "check_replaceable",
     "check_writable_folder",
+    "free_names",
     "same_file",
     "write_ptn_file",
 ]

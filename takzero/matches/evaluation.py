@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -23,7 +24,7 @@ import torch
 
 from takzero.game.position import Position, komi_to_half_komi
 from takzero.game.tinue import DEFAULT_TINUE_NODES
-from takzero.io.files import atomic_write_text, check_writable_folder
+from takzero.io.files import atomic_write_text, check_writable_folder, free_names
 from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.matches.games import NetSide, komi_override_warning, play_match
 from takzero.matches.openings import random_openings
@@ -93,7 +94,8 @@ def evaluate_model(
     (infinite Elo as null). ``progress`` (e.g. ``print`` to stderr) gets a line per finished game
     with the tally so far (W-D-L), and the Elo line of each baseline: its tally, score and the
     JSON's interval with its model named (:meth:`MatchResult.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
-    given. ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
+    given (``vs_<baseline>.ptn``; when one of those exists, an earlier run's, this run's files
+    are all numbered, ``vs_random_2.ptn``, and ``progress`` says so: nothing earlier is replaced). ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
     off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
     'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.io.ptn_ninja``).
@@ -180,12 +182,20 @@ def evaluate_model(
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
     openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
     ptn_files: list[Path] = []
-    if ptn_dir is not None:  # checked before any game; older files are replaced only by new games
+    if ptn_dir is not None:  # checked before any game; an earlier run's files are never replaced
         folder = check_writable_folder(ptn_dir)
         ptn_files = [folder / f"vs_{spec_label(spec)}.ptn" for spec in baselines]
         for path in ptn_files:
             if path.is_dir():
                 raise IsADirectoryError(f"{path} is a folder, not a PTN file")
+        wanted, ptn_files = ptn_files, free_names(ptn_files)
+        if ptn_files != wanted:
+            note = (f"{', '.join(p.name for p in wanted if os.path.lexists(p))} in {folder} "
+                    f"kept (an earlier run): this run's games go to {', '.join(p.name for p in ptn_files)}")  # fmt: skip
+            if progress is not None:
+                progress(note)
+            else:
+                warnings.warn(note, stacklevel=2)
     out: list[dict[str, Any]] = []
     for k, (spec, player) in enumerate(zip(baselines, players, strict=True)):
         t0 = time.perf_counter()
@@ -242,6 +252,8 @@ def evaluate_model(
             progress(f"vs {spec}: {_elo_line(match)}")
         if ptn_files:
             atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in match.games))
+            if progress is not None:
+                progress(f"vs {spec}: games written to {ptn_files[k]}")
     return out
 
 

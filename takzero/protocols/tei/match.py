@@ -45,7 +45,7 @@ from takzero.game.core import RESULT_NONE
 from takzero.game.moves import MoveError
 from takzero.game.position import Game, Position
 from takzero.game.ptn import PTNGame, write_ptn
-from takzero.io.files import atomic_write_text, check_writable_folder
+from takzero.io.files import atomic_write_text, check_writable_folder, free_names
 from takzero.matches.games import DEFAULT_PLY_LIMIT
 from takzero.matches.openings import Opening, random_openings
 from takzero.matches.results import MatchInterrupted, MatchResult, colour_score
@@ -676,7 +676,9 @@ def run_tei_match(
     MatchInterrupted (a KeyboardInterrupt) on Ctrl-C, after closing the engines and printing the
     score so far. Later engine failures never raise: they lose games (a crashed engine is
     restarted for the next game). ``on_game`` is called with each finished game after its line
-    is printed."""
+    is printed. ``out_dir``: the games go to its ``games.ptn``, or, when an earlier match's is
+    there, to the first free ``games_<n>.ptn`` (:func:`takzero.io.files.free_names`; said with
+    ``printer``), so an earlier match's games are never replaced."""
     if len(commands) != 2:
         raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
     if games < 1:
@@ -704,6 +706,9 @@ def run_tei_match(
         out_path = out / "games.ptn"
         if out_path.is_dir():
             raise IsADirectoryError(f"{out_path} is a folder, not a PTN file")
+        out_path = free_names([out_path])[0]  # an earlier match's games are kept
+        if out_path.name != "games.ptn":
+            printer(f"{out / 'games.ptn'} exists (an earlier match): this match's games go to {out_path}")
         stderr_paths = [out / "engine1.stderr.log", out / "engine2.stderr.log"]
     clients = [
         TEIClient(cmd, label=f"engine{i + 1}", stderr=stderr_paths[i],
