@@ -155,6 +155,14 @@ class RecordField:
         meaning: one line for the docs.
         group: fields added together: a shard that holds only some of a group gets them all
             filled (a partial write).
+        low, high: the values a loaded shard's field may hold (inclusive; ``None``: no bound),
+            a number or the name of a bound of the run's board (:data:`VALUE_BOUNDS`:
+            ``"last_action"`` is A - 1, ``"squares"`` N*N, ``"-squares"`` -N*N); a float field
+            must also be finite unless ``nan`` (NaN allowed: never set).
+        nan: NaN is a valid value of the field (``search_value``: never reanalysed).
+        rule: a check of the whole row beyond the bounds: ``"board"`` (the packed position is
+            one the compiled rules can take, :func:`board_problem`) or ``"distribution"``
+            (probabilities whose row sums to at most 1).
     """
 
     name: str
@@ -163,31 +171,157 @@ class RecordField:
     fill: float | None
     meaning: str
     group: str = ""
+    low: float | str | None = None
+    high: float | str | None = None
+    nan: bool = False
+    rule: str = ""
 
 
 #: The replay record, field by field (see :class:`RecordField`). A new field: a row here, the
 #: attribute in :class:`Records`, its producer (``takzero.pipeline.selfplay``) and its reader.
 RECORD_FIELDS: tuple[RecordField, ...] = (
-    RecordField("board", np.uint8, "board", None, "compact position (see pack_states)"),
-    RecordField("policy_index", np.int32, "top_k", None, "action indices of the policy target (-1 = unused)"),
-    RecordField("policy_prob", np.float16, "top_k", None, "their probabilities (the K largest, renormalised)"),
-    RecordField("value", np.int8, "", None, "final outcome from the mover's view: +1, 0, -1"),
-    RecordField("flat_diff", np.int8, "", None, "final flat count difference, mover's view"),
+    RecordField("board", np.uint8, "board", None, "compact position (see pack_states)", rule="board"),
+    RecordField("policy_index", np.int32, "top_k", None, "action indices of the policy target (-1 = unused)",
+                low=-1, high="last_action"),
+    RecordField("policy_prob", np.float16, "top_k", None, "their probabilities (the K largest, renormalised)",
+                low=0, high=1, rule="distribution"),
+    RecordField("value", np.int8, "", None, "final outcome from the mover's view: +1, 0, -1", low=-1, high=1),
+    RecordField("flat_diff", np.int8, "", None, "final flat count difference, mover's view",
+                low="-squares", high="squares"),
     RecordField("game_id", np.int64, "", None, "(stream << 32) | game counter (see selfplay.game_id)"),
-    RecordField("generation", np.int32, "", None, "model generation that played the move"),
-    RecordField("ply", np.int16, "", None, "ply of the position"),
+    RecordField("generation", np.int32, "", None, "model generation that played the move", low=0),
+    RecordField("ply", np.int16, "", None, "ply of the position", low=0),
     RecordField("ownership", np.int8, "squares", 0, "final owner of each square's top piece, mover's "
-                "view (+1 mover, -1 opponent, 0 empty; game.ownership)", "ownership"),
+                "view (+1 mover, -1 opponent, 0 empty; game.ownership)", "ownership", low=-1, high=1),
     RecordField("own_valid", np.bool_, "", False, "the game ended on the board (False: resigned)",
                 "ownership"),
     RecordField("opp_index", np.int32, "opponent_top_k", -1, "opponent-policy target: the next "
-                "recorded position's policy target (all -1 / 0: none)", "opponent"),
-    RecordField("opp_prob", np.float16, "opponent_top_k", 0, "its probabilities", "opponent"),
+                "recorded position's policy target (all -1 / 0: none)", "opponent", low=-1, high="last_action"),
+    RecordField("opp_prob", np.float16, "opponent_top_k", 0, "its probabilities", "opponent",
+                low=0, high=1, rule="distribution"),
     RecordField("search_value", np.float16, "", np.nan, "root value of the last Reanalyse search, "
-                "mover's view (NaN: never reanalysed)"),
+                "mover's view (NaN: never reanalysed)", low=-1, high=1, nan=True),
     RecordField("end_ply", np.int16, "", -1, "ply of the game's final position (the road, flat win, "
-                "draw or resignation; -1: unknown)"),
+                "draw or resignation; -1: unknown)", low=-1),
 )  # fmt: skip
+
+
+#: Bounds of :class:`RecordField` named after the run's board: (size) -> the bound.
+VALUE_BOUNDS: dict[str, Any] = {
+    "last_action": lambda size: core.num_actions(size) - 1,
+    "squares": lambda size: size * size,
+    "-squares": lambda size: -size * size,
+}
+
+#: The most pieces a position may hold in all, board and reserves: the rules core's two colour
+#: words of a stack (``core.new_state``'s bound; ``core.Z_PIECE`` has MAX_HEIGHT = 128 rows).
+MAX_PIECES = 2 * core.WORD_BITS
+#: The largest half-komi the game takes (``game.position``: half_komi in -200..200).
+MAX_HALF_KOMI = 200
+#: How far over 1 a row of float16 probabilities may sum (rounding of the renormalised top K).
+PROB_SUM_SLACK = 1e-2
+_POWERS_OF_TWO = np.left_shift(np.int64(1), np.arange(core.WORD_BITS + 1, dtype=np.int64))  # 2 ** 0..62
+
+
+def _first_row(bad: np.ndarray) -> int | None:
+    """The first row of ``bad`` (B,) or (B, W) bool with a True in it, None when there is none."""
+    if not bad.any():
+        return None
+    return int(np.argmax(bad.reshape(len(bad), -1).any(axis=1)))
+
+
+def _first_problem(checks: list[tuple[np.ndarray, Any]]) -> tuple[int, str] | None:
+    """The first row that fails any of ``checks`` ((bad rows (B,) or (B, W) bool, row -> what is
+    wrong)) as (row, what), the earlier check's words where two fail on that row; None: none."""
+    found: tuple[int, str] | None = None
+    for bad, what in checks:
+        i = _first_row(bad)
+        if i is not None and (found is None or i < found[0]):
+            found = (i, what(i))
+    return found
+
+
+def board_problem(board: np.ndarray, size: int) -> tuple[int, str] | None:
+    """The first packed position of ``board`` ((B, board_record_len(size)) uint8, :func:`pack_states`)
+    that the compiled rules cannot safely take as a position of a ``size`` board, as (row, what
+    is wrong), or None when every row is one. Vectorised numpy (no compiled call sees a row before
+    it passes): the header's size is ``size``, its ply >= 0, its four reserves >= 0, its half-komi
+    within +-MAX_HALF_KOMI; each square's top type EMPTY..CAP, EMPTY exactly on the empty squares;
+    a stack's height within the packed colour words (62 pieces a word) and no colour bit above it;
+    the pieces on the board and in the reserves at most MAX_PIECES in all (so no move sequence can
+    build a stack beyond the rules core's tables)."""
+    assert board.ndim == 2 and board.shape[1] == board_record_len(size), board.shape
+    nsq = size * size
+    header = np.ascontiguousarray(board[:, :16]).view(np.int16)
+    heights = board[:, 16 : 16 + nsq]
+    tops = board[:, 16 + nsq : 16 + 2 * nsq]
+    pos = 16 + 2 * nsq
+    words = [np.ascontiguousarray(board[:, pos : pos + 8 * nsq]).view(np.int64)]
+    if size >= 7:
+        words.append(np.ascontiguousarray(board[:, pos + 8 * nsq : pos + 16 * nsq]).view(np.int64))
+    reserves = header[:, core.I_STONES : core.I_CAPS + 2]
+    pieces = heights.sum(axis=1, dtype=np.int64) + reserves.sum(axis=1, dtype=np.int64)
+    checks: list[tuple[np.ndarray, Any]] = [
+        (header[:, core.I_SIZE] != size, lambda i: f"board size {header[i, core.I_SIZE]}, this run's is {size}"),
+        (header[:, core.I_PLY] < 0, lambda i: f"ply {header[i, core.I_PLY]} is negative"),
+        (reserves < 0, lambda i: f"a negative reserve {reserves[i].tolist()} (stones, stones, caps, caps)"),
+        (np.abs(header[:, core.I_HALF_KOMI].astype(np.int32)) > MAX_HALF_KOMI,
+         lambda i: f"half-komi {header[i, core.I_HALF_KOMI]} outside -{MAX_HALF_KOMI}..{MAX_HALF_KOMI}"),
+        (tops > core.CAP, lambda i: f"a top piece type {int(tops[i].max())} (0..{core.CAP})"),
+        ((heights == 0) != (tops == core.EMPTY), lambda i: "an empty square with a top piece, or a stack without one"),
+        (heights > core.WORD_BITS * len(words),
+         lambda i: f"a stack of {int(heights[i].max())} pieces, more than the packed colour words hold"),
+        (pieces > MAX_PIECES,
+         lambda i: f"{pieces[i]} pieces on the board and in the reserves, more than {MAX_PIECES}"),
+    ]  # fmt: skip
+    for w, word in enumerate(words):
+        # a word holds the colours of its stack's pieces w * 62 .. w * 62 + 61 from the top, so it
+        # is below 2 ** (the pieces it holds): no colour bit above the stack, none beyond 62 bits
+        held = np.minimum(np.maximum(heights.astype(np.int16) - w * core.WORD_BITS, 0), core.WORD_BITS)
+        stray = (word < 0) | (word >= _POWERS_OF_TWO[held])
+        checks.append((stray, lambda i: "colour bits above a stack's height"))
+    return _first_problem(checks)
+
+
+def _value_problem(a: np.ndarray, f: RecordField, size: int) -> tuple[int, str] | None:
+    """The first record of field ``f``'s array ``a`` outside what ``f`` allows (its bounds, NaN,
+    its ``rule``), as (row, what is wrong), or None."""
+    if f.rule == "board":
+        return board_problem(a, size)
+    v = a.astype(np.float32) if a.dtype == np.float16 else a  # float16 arithmetic is slow
+    checks: list[tuple[np.ndarray, Any]] = []
+    if v.dtype.kind == "f":
+        bad = np.isinf(v) if f.nan else ~np.isfinite(v)
+        kind = "finite or NaN" if f.nan else "finite"
+        checks.append((bad, lambda i: f"a value {v[i][bad[i]].flat[0]} that is not {kind}"))
+    bounds = [(b if not isinstance(b, str) else VALUE_BOUNDS[b](size)) for b in (f.low, f.high)]
+    low, high = bounds
+    if low is not None or high is not None:
+        out = np.zeros(v.shape, np.bool_)
+        if low is not None:
+            out |= v < low
+        if high is not None:
+            out |= v > high
+        shown = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        checks.append((out, lambda i: f"a value {v[i][out[i]].flat[0]} outside {shown}"))
+    if f.rule == "distribution" and v.ndim == 2 and v.shape[1]:
+        sums = v.astype(np.float64).sum(axis=1)
+        over = sums > 1 + PROB_SUM_SLACK
+        checks.append((over, lambda i: f"probabilities summing to {sums[i]:.4g} (over 1)"))
+    return _first_problem(checks)
+
+
+def _as_field_dtype(a: np.ndarray, f: RecordField) -> np.ndarray:
+    """``a`` as ``f``'s dtype; raises ValueError when an integer or boolean field's values change
+    in the cast (a fraction, NaN, or a value its dtype cannot hold)."""
+    if a.dtype == f.dtype:
+        return a
+    with np.errstate(invalid="ignore", over="ignore"):
+        cast: np.ndarray = a.astype(f.dtype)
+    if np.dtype(f.dtype).kind != "f" and not np.array_equal(cast, a):
+        want = np.dtype(f.dtype)
+        raise ValueError(f"replay field {f.name!r}: values of dtype {a.dtype} that {want} does not hold")
+    return cast
 
 
 def _row_width(width: str, size: int, top_k: int, opponent_top_k: int) -> int:
@@ -263,8 +397,11 @@ class Records:
 
         Raises KeyError if a required field is missing, ValueError if a field is not numeric, has
         the wrong number of dimensions or not one row per record (the first message names the
-        field)."""
+        field); ValueError too when a field's values change in the cast to its dtype (a
+        fraction in an integer field, an integer its dtype cannot hold). The values are checked
+        against the table's bounds by :meth:`check_values`, not here."""
         n = None
+        cast: dict[str, np.ndarray] = {}
         for f in cls.TABLE:
             if f.name not in arrays:
                 if f.fill is None:
@@ -280,9 +417,22 @@ class Records:
                 n = a.shape[0]
             elif a.shape[0] != n:
                 raise ValueError(f"replay field {f.name!r}: {a.shape[0]} rows, expected {n} (one per record)")
-        fields: dict[str, Any] = {f.name: arrays.get(f.name) for f in cls.TABLE}  # None: its fill
+            cast[f.name] = _as_field_dtype(a, f)
+        fields: dict[str, Any] = {f.name: cast.get(f.name) for f in cls.TABLE}  # None: its fill
         recs = cls(**fields)
         return recs.with_opponent_width(opponent_top_k)
+
+    def check_values(self, size: int) -> None:
+        """Raise ValueError naming the first field, and its first record, whose values the
+        field's row of the table does not allow on a ``size`` board (:class:`RecordField`: its
+        ``low`` / ``high``, NaN, its ``rule``; the board is :func:`board_problem`): what a shard
+        read from disk must pass before any of it reaches the compiled rules or a training batch.
+        The rows' widths are checked apart (``ReplayBuffer._check_widths``)."""
+        for f in self.TABLE:
+            problem = _value_problem(getattr(self, f.name), f, size)
+            if problem is not None:
+                row, what = problem
+                raise ValueError(f"replay field {f.name!r}: record {row}: {what}")
 
     def with_opponent_width(self, k: int) -> Records:
         """These records with ``k`` opponent-policy slots (extra slots dropped, missing ones
@@ -761,6 +911,7 @@ class ReplayBuffer:
                     if count < self.cfg.window_max:
                         recs = Records.from_arrays({f: z[f] for f in z.files}, self.opponent_top_k)
                         self._check_widths(recs)
+                        recs.check_values(self.size)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
                 log.warning("replay shard %s is corrupt or truncated, skipped: %s", path, e)
                 continue
