@@ -263,6 +263,11 @@ class SelfPlayActor:
         self.kind = "latest" if cfg.selfplay.use_latest else "promoted"
         self.continued = 0  # carried games this worker took at its start
 
+    def started(self) -> bool:
+        """True: this actor's process exists (the pool asks at once after creating it, so the
+        answer comes before ``run`` and only once Ray has found a CPU for the worker)."""
+        return True
+
     def run(self, coordinator: Any, replay: Any) -> dict[str, Any]:
         """Play until the coordinator says stop. The worker is built here, with a random stream
         the coordinator hands out, so a restarted actor (whose task Ray retries) plays new games
@@ -562,11 +567,13 @@ class SelfPlayPool:
         self.servers = servers
         self.workers: list[Any] = []
         self.tasks: list[Any] = []
+        self.started: list[Any] = []  # per worker: SelfPlayActor.started, ready once it runs
         self.replaced = 0
         self.carried: Any = None  # the games the workers keep for the next start (finish)
         for i in range(cfg.selfplay.workers):
             w = self._new_worker(i)
             self.workers.append(w)
+            self.started.append(w.started.remote())  # before run: answered as its process starts
             self.tasks.append(w.run.remote(coordinator, replay))
 
     def _new_worker(self, i: int) -> Any:
@@ -582,29 +589,47 @@ class SelfPlayPool:
         def relaunch(i: int) -> Any:
             self.replaced += 1
             self.workers[i] = self._new_worker(i)
+            self.started[i] = self.workers[i].started.remote()
             return self.workers[i].run.remote(self.coordinator, self.replay)
 
         return replace_lost(self.tasks, relaunch, "self-play worker")
 
+    def started_workers(self) -> list[int]:
+        """The ids of the workers whose process has started (:meth:`SelfPlayActor.started`
+        answered; one that failed to start counts too, its task fails); a worker still waiting
+        for a CPU (more workers than Ray has CPUs) is not among them. Never waits."""
+        import ray
+
+        if not self.started:
+            return []
+        done, _ = ray.wait(self.started, num_returns=len(self.started), timeout=0)
+        answered = set(done)
+        return [i for i, r in enumerate(self.started) if r in answered]
+
     def finish(self, timeout_s: float | None = None) -> dict[str, int]:
         """After the coordinator's stop: wait up to ``timeout_s`` (default: the grace period,
-        ``selfplay.stop_grace_seconds``, plus 60 s) for the tasks of the live workers to return
-        (one that waits for a node never comes), then kill every worker. Returns the sums of
-        what the returned tasks report (:meth:`SelfPlayActor.run`: 'games', 'continued',
-        'kept_games', 'kept_positions', 'stored_games', 'stored_positions', 'unfinished_games',
-        'unfinished_positions'; a task that failed or did not return counts nothing, and
-        'lost_workers' counts those); the games they keep for the next start are in
-        :attr:`carried` (a ``selfplay.UnfinishedGames``)."""
+        ``selfplay.stop_grace_seconds``, plus 60 s) for the tasks of the started workers to
+        return (one that waits for a node never comes; one that never started, still waiting
+        for a CPU, has no game in play and is not waited for), then kill every worker. Returns
+        the sums of what the returned tasks report (:meth:`SelfPlayActor.run`: 'games',
+        'continued', 'kept_games', 'kept_positions', 'stored_games', 'stored_positions',
+        'unfinished_games', 'unfinished_positions'; a started worker whose task failed or did
+        not return counts nothing, and 'lost_workers' counts those; 'never_started' the workers
+        that never ran); the games they keep for the next start are in :attr:`carried` (a
+        ``selfplay.UnfinishedGames``)."""
         import ray
 
         from takzero.pipeline.selfplay import UnfinishedGames
 
         if timeout_s is None:
             timeout_s = float(self.cfg.selfplay.stop_grace_seconds) + 60.0
-        ready, _ = ray.wait(self.tasks, num_returns=len(self.tasks), timeout=timeout_s)
+        started = self.started_workers()
+        tasks = [self.tasks[i] for i in started]
+        ready = ray.wait(tasks, num_returns=len(tasks), timeout=timeout_s)[0] if tasks else []
         totals = dict.fromkeys(("games", "continued", "kept_games", "kept_positions", "stored_games",
                                 "stored_positions", "unfinished_games", "unfinished_positions"), 0)  # fmt: skip
-        totals["lost_workers"] = len(self.tasks) - len(ready)
+        totals["lost_workers"] = len(tasks) - len(ready)
+        totals["never_started"] = len(self.tasks) - len(tasks)
         carried = []
         for t in ready:
             try:
@@ -613,7 +638,7 @@ class SelfPlayPool:
                 totals["lost_workers"] += 1
                 continue
             for k in totals:
-                if k != "lost_workers":
+                if k not in ("lost_workers", "never_started"):
                     totals[k] += int(report.get(k, 0))
             if report.get("carried") is not None:
                 carried.append(report["carried"])

@@ -30,6 +30,7 @@ from takzero.pipeline.progress import startup_line, startup_timings
 from takzero.pipeline.reanalyse import ReanalyseWorker, reanalyse_counts
 from takzero.pipeline.resume import STREAMS_PER_LAUNCH
 from takzero.pipeline.run_evaluation import RunEvaluation
+from takzero.pipeline.run_reporting import worker_cpu_line
 from takzero.pipeline.run_state import cpu_state
 from takzero.pipeline.scalars import selfplay_scalars, summarise_worker_stats
 from takzero.pipeline.tb_games import log_sample_game
@@ -82,6 +83,10 @@ class RunActors(RunEvaluation):
             return False
         check_resources("ray.selfplay_resources", cfg.ray.selfplay_resources or {})
         check_resources("ray.evaluator_resources", cfg.ray.evaluator_resources or {})
+        local = not cfg.ray.address or cfg.ray.address == "local"
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        if too_many := worker_cpu_line(cfg.selfplay.workers, cpus, local):
+            self.reporter.line(too_many)
         # Placement (takzero.pipeline.placement): what writes the run folder stays on this node.
         here = on_node(driver_node_id())
         self.coordinator = ray.remote(Coordinator).options(num_cpus=0, **here).remote(

@@ -25,6 +25,23 @@ from takzero.players.registry import spec_label
 STARTUP_MINUTES = 1.0
 
 
+def worker_cpu_line(workers: int, cpus: float, local: bool) -> str:
+    """The start-up warning when ``selfplay.workers`` is more than the CPUs Ray has (each
+    self-play worker takes one; nothing else of a run does): how many play and what becomes of
+    the rest (on a local Ray they never start; on a cluster they start when a node with free
+    CPUs joins); "" when every worker has its CPU. ``cpus``: Ray's (``ray.cluster_resources``)."""
+    fit = int(cpus)
+    if workers <= fit:
+        return ""
+    rest = workers - fit
+    if local:
+        then = (f"the other {rest} never start on this machine and play no games (lower selfplay.workers, "
+                f"or raise ray.num_cpus to share the cores)")  # fmt: skip
+    else:
+        then = f"the other {rest} wait until nodes with free CPUs join the cluster (or lower selfplay.workers)"
+    return f"warning: selfplay.workers={workers} but Ray has {fit} CPU(s), one per worker: {fit} worker(s) play, {then}"
+
+
 def _stop_key(reason: str) -> str:
     """The config key a stop reason names (``reached train.total_steps=40``, ``train.max_minutes=30
     is nearly spent ...`` -> that key); ``train.total_steps`` when it names none."""
