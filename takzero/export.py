@@ -27,7 +27,12 @@ metadata dict (JSON) with:
 
 What the command prints of a file's metadata is cut and escaped (a run name of a stranger's file
 may hold a megabyte, newlines or terminal escape sequences: ``safe_load.shown``); ``--info``
-prints JSON, with strings over 200 characters and lists over 100 items cut.
+prints JSON, with strings over 200 characters and lists over 100 items cut. The metadata is what
+the file says, not a fact: ``--info`` checks it (:func:`metadata_problems`: the size, the action
+count, the feature version and input planes, the komi, ``model_config`` and the run fields agree
+and are of their kinds) and says the outcome in the JSON's ``metadata_checks`` (``"passed"``, or
+the list of what fails; a file's own key of that name is replaced) and, when one fails, in a
+warning line on stderr.
 
 TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
 (see :mod:`takzero.nn.inference`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
@@ -51,7 +56,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from takzero.nn.quoting import shown
+from takzero.nn.quoting import short_repr, shown
 from takzero.pipeline.export import (
     FORMATS,
     convert_paths,
@@ -105,12 +110,95 @@ def _shortened(value: Any) -> Any:
     return value
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def metadata_problems(meta: dict[str, Any]) -> list[str]:
+    """What fails in an exported file's (or a checkpoint's) metadata ``meta``, one short line each
+    with the value quoted short (empty: it passed): ``size`` a whole number in 3..8,
+    ``num_actions`` the size's, ``feature_version`` one this code encodes and ``in_channels`` (and
+    ``layers``) a plane count of it, ``half_komi`` a whole number in -200..200 and ``komi`` its
+    half, ``model_config`` a network settings dict of that size and feature version, ``run_name``
+    a string, ``generation`` a whole number >= 0, ``lineage`` a lineage dict (the last four may be
+    missing or null). Never raises: it checks a stranger's file."""
+    from takzero.game.core import STANDARD_RESERVES
+    from takzero.nn.actions import num_actions
+    from takzero.nn.features import check_version, layers_from_channels
+    from takzero.nn.model import ModelConfig
+
+    problems: list[str] = []
+
+    def bad(key: str, why: str) -> None:
+        problems.append(f"{key} {short_repr(meta.get(key), 40)} {why}")
+
+    size = meta.get("size")
+    if not (_whole(size) and size in STANDARD_RESERVES):
+        bad("size", "is not a whole number in 3..8")
+        size = None
+    elif meta.get("num_actions") != num_actions(size):
+        bad("num_actions", f"is not the {num_actions(size)} moves of {size}x{size}")
+    version = meta.get("feature_version", 1)
+    try:
+        if not _whole(version):
+            raise ValueError("not a whole number")
+        version = check_version(version)
+    except ValueError:
+        bad("feature_version", "is not a feature version this code encodes")
+        version = None
+    layers = None
+    if version is not None:
+        try:
+            channels = meta.get("in_channels")
+            layers = layers_from_channels(channels, version) if isinstance(channels, int) and _whole(channels) else None
+        except (TypeError, ValueError):
+            layers = None
+        if layers is None:
+            bad("in_channels", f"is not a plane count of feature version {version}")
+        elif "layers" in meta and meta["layers"] != layers:
+            bad("layers", f"is not the {layers} of in_channels {meta['in_channels']}")
+    half_komi = meta.get("half_komi")
+    if half_komi is not None and not (_whole(half_komi) and -200 <= half_komi <= 200):
+        bad("half_komi", "is not a whole number in -200..200")
+    elif half_komi is not None and "komi" in meta and meta["komi"] != half_komi / 2:
+        bad("komi", f"is not half of half_komi {half_komi}")
+    try:
+        config = ModelConfig.from_dict(meta["model_config"]) if "model_config" in meta else None
+    except Exception:  # noqa: BLE001 - not a dict, or settings that do not build
+        bad("model_config", "is not the settings of a network")
+    else:
+        if config is None:
+            problems.append("model_config is missing")
+        elif size is not None and config.size != size:
+            bad("model_config", f"is of size {config.size}, not {size}")
+        elif version is not None and config.feature_version != version:
+            bad("model_config", f"is of feature version {config.feature_version}, not {version}")
+    if meta.get("run_name") is not None and not isinstance(meta["run_name"], str):
+        bad("run_name", "is not a string")
+    generation = meta.get("generation")
+    if generation is not None and not (_whole(generation) and generation >= 0):
+        bad("generation", "is not a whole number >= 0")
+    if meta.get("lineage") is not None:
+        try:
+            Lineage.from_dict(meta["lineage"])
+        except Exception:  # noqa: BLE001 - a stranger's value of any shape
+            bad("lineage", "is not a lineage")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status (0 ok, 1 error with a message on stderr)."""
     args = _parse_args(argv)
     try:
         if args.info:
-            print(json.dumps(_shortened(read_metadata(args.checkpoint)), indent=2, sort_keys=True))
+            meta = read_metadata(args.checkpoint)
+            problems = metadata_problems(meta)  # what the file says is not taken as a fact
+            shown_meta = {**_shortened(meta), "metadata_checks": _shortened(problems) or "passed"}
+            print(json.dumps(shown_meta, indent=2, sort_keys=True))
+            if problems:
+                print(f"warning: {shown(args.checkpoint, 200)}: its metadata fails {len(problems)} check(s) "
+                      f"(metadata_checks), the values are as the file says: {shown('; '.join(problems), 600)}",
+                      file=sys.stderr)  # fmt: skip
             return 0
         if args.convert:
             for line in convert_paths(args.checkpoint, args.out, warn=lambda msg: print(msg, file=sys.stderr, flush=True)):

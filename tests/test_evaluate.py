@@ -376,3 +376,46 @@ def test_ptn_dir_keeps_an_earlier_runs_games(tiny_model: Path, tmp_path: Path) -
         for name in (f"vs_random_{n}.ptn", f"vs_greedy_{n}.ptn"):
             assert (games / name).read_text().count('[Size "3"]') == 2
     assert (games / "vs_greedy.ptn").read_text() == earlier and not (games / "vs_random.ptn").exists()
+
+
+def _onnx_with_metadata(tiny_model: Path, out: Path, **changes: object) -> Path:
+    """``tiny_model`` exported to ONNX with its takzero metadata changed (a value of ``...``
+    deletes the key)."""
+    import onnx
+
+    from takzero.pipeline.export import export_checkpoint
+
+    plain = out.with_name("plain.onnx")
+    if not plain.exists():
+        export_checkpoint(str(tiny_model), plain, fmt="onnx")
+    proto = onnx.load(str(plain))
+    for entry in proto.metadata_props:
+        if entry.key == "takzero":
+            meta = json.loads(entry.value)
+            for key, value in changes.items():
+                if value is ...:
+                    meta.pop(key)
+                else:
+                    meta[key] = value
+            entry.value = json.dumps(meta)
+    onnx.save(proto, str(out))
+    return out
+
+
+@pytest.mark.parametrize("model_config", [..., [], {"size": 9}, "x"])
+def test_an_onnx_files_model_config_is_not_needed(tiny_model: Path, tmp_path: Path, model_config: object) -> None:
+    """evaluate read the size from an ONNX file's unchecked model_config (KeyError when missing,
+    AttributeError when a list): it plays the size the loader checked, as tei/play/match do."""
+    model = _onnx_with_metadata(tiny_model, tmp_path / "m.onnx", model_config=model_config)
+    out = evaluate_model(str(model), ["random"], pairs=1, simulations=2, ply_limit=6, say=lambda _line: None)
+    assert out[0]["games"] == 2 and out[0]["size"] == 3
+
+
+@pytest.mark.parametrize("half_komi", [[], "x", 1.5, True, 10**9])
+def test_an_onnx_files_bad_half_komi_is_one_line(tiny_model: Path, tmp_path: Path, capsys, half_komi: object) -> None:
+    model = _onnx_with_metadata(tiny_model, tmp_path / "m.onnx", half_komi=half_komi)
+    with pytest.raises(SystemExit) as exc:
+        main([str(model), "--baselines", "random", "--pairs", "1", "--simulations", "2"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in err and "Traceback" not in err
+    assert "half_komi" in err and "is not an integer in -200..200" in err

@@ -4,6 +4,7 @@ same moves as the checkpoint, loads without the run folder, and the player's sea
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -328,3 +329,33 @@ def test_an_int8_onnx_export_is_deterministic_and_plays(tmp_path: Path, capsys) 
     pos = positions(4, 1, seed=2)[0]
     player.reset(4, pos.half_komi)
     assert int(player.think(pos, Limit(nodes=16)).code) in pos.legal_move_codes()
+
+
+def test_info_checks_the_metadata_and_says_what_fails(tmp_path: Path, capsys) -> None:
+    """--info printed a file's metadata as fact: it now says whether it passed its checks
+    ('metadata_checks' in the JSON, a warning line on stderr for what fails)."""
+    import onnx
+
+    ox = tmp_path / "m.onnx"
+    export_checkpoint(tiny_checkpoint(generation=2, run_name="r", half_komi=2), ox, fmt="onnx")
+    assert main([str(ox), "--info"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["metadata_checks"] == "passed" and err == ""
+    changes = {"model_config": [], "size": "4", "half_komi": 3, "generation": -1, "in_channels": 7,
+               "metadata_checks": "passed"}  # fmt: skip
+    proto = onnx.load(str(ox))
+    for entry in proto.metadata_props:
+        if entry.key == "takzero":
+            entry.value = json.dumps({**json.loads(entry.value), **changes})
+    onnx.save(proto, str(ox))
+    assert main([str(ox), "--info"]) == 0
+    out, err = capsys.readouterr()
+    checks = json.loads(out)["metadata_checks"]  # the file's own "passed" is not taken
+    assert checks == [
+        "size '4' is not a whole number in 3..8",
+        "in_channels 7 is not a plane count of feature version 2",
+        "komi 1.0 is not half of half_komi 3",
+        "model_config [] is not the settings of a network",
+        "generation -1 is not a whole number >= 0",
+    ]
+    assert err.count("\n") == 1 and err.startswith("warning: ") and "fails 5 check(s)" in err

@@ -31,6 +31,7 @@ from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
+from takzero.nn.quoting import short_repr
 from takzero.players.base import BasePlayer, PlayerFailed, close_player, is_integer
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, play_evaluator
 from takzero.players.registry import ModelFileError, make_player, spec_label
@@ -148,7 +149,8 @@ def evaluate_model(
         net = Evaluator.load(model, device=device)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
         raise ModelFileError(f"cannot load model {model}: {e}") from None
-    size = net.config.size
+    size = net.size  # checked by the loader (an ONNX file's model_config is neither needed nor trusted)
+    model_half_komi = _metadata_half_komi(net.metadata, model)
     for spec, player in zip(baselines, players, strict=True):
         other = getattr(player, "model_size", None)
         if other is not None and int(other) != size:
@@ -166,10 +168,9 @@ def evaluate_model(
         use_backend = getattr(player, "use_backend", None)  # a model:PATH baseline
         if use_backend is not None:
             _on_backend(player, requested, ort_threads, f"baseline {spec}")
-    model_half_komi = net.metadata.get("half_komi")
-    half_komi = int(model_half_komi or 0) if given_half_komi is None else given_half_komi
-    if model_half_komi is not None and int(model_half_komi) != half_komi:  # one line, before any game
-        warning = komi_override_warning(model, int(model_half_komi), half_komi, "--komi")
+    half_komi = (model_half_komi or 0) if given_half_komi is None else given_half_komi
+    if model_half_komi is not None and model_half_komi != half_komi:  # one line, before any game
+        warning = komi_override_warning(model, model_half_komi, half_komi, "--komi")
         if progress is not None:
             progress(warning)
         else:
@@ -255,6 +256,19 @@ def evaluate_model(
             if progress is not None:
                 progress(f"vs {spec}: games written to {ptn_files[k]}")
     return out
+
+
+def _metadata_half_komi(metadata: dict[str, Any], model: str) -> int | None:
+    """The half-komi a model file says it was trained for (None when it says none). Raises
+    ModelFileError (one line, the value quoted short) for one that is not an integer in
+    -200..200: a file's metadata is read, not trusted."""
+    value = metadata.get("half_komi")
+    if value is None:
+        return None
+    if not is_integer(value) or not -200 <= int(value) <= 200:
+        raise ModelFileError(f"cannot load model {model}: its metadata's half_komi {short_repr(value, 40)} "
+                             "is not an integer in -200..200")  # fmt: skip
+    return int(value)
 
 
 def _on_backend(ev, backend: str, threads: int, what: str):
