@@ -244,3 +244,29 @@ def test_a_backend_the_model_cannot_run_in_is_refused_and_a_fallback_is_said(tmp
         inference.quantize = real
     ready = lines.index("readyok")
     assert any("int8 refused" in line and line.startswith("info string") for line in lines[:ready])
+
+
+def test_a_model_file_that_does_not_load_is_refused_without_its_bytes(tmp_path) -> None:
+    """``setoption name Model value FILE`` takes any path (and a WebSocket peer is any web page):
+    the refusal said the loader's parser detail, ``not a torch.save file (Unsupported operand
+    83)``, the file's first byte. Now only what kind of file it is not."""
+    import zipfile
+
+    files = {"text.pt": b"SECRET line one\nline two\n", "binary.bin": bytes([0x99, 0x42, 0x07]) * 30,
+             "text.onnx": b"SECRET as onnx\n"}  # fmt: skip
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    with zipfile.ZipFile(tmp_path / "archive.pt", "w") as zf:
+        zf.writestr("SECRET.txt", "SECRET")
+    lines: list[str] = []
+    engine = TEIEngine(out=lines.append, player="random")
+    names = [*files, "archive.pt"]
+    for name in names:
+        engine.handle(f"setoption name Model value {tmp_path / name}")
+    assert len(lines) == len(names)
+    for name, line in zip(names, lines, strict=True):
+        path = str(tmp_path / name)
+        assert line.startswith(f"info string setoption: cannot load model '{path}': {path}: cannot be read")
+        reason = line.split(f"{path}: ", 2)[-1]
+        assert "SECRET" not in reason and "operand" not in reason and "(" not in reason, line
+        assert reason.endswith("; keeping the previous player")

@@ -100,6 +100,7 @@ clocks in ``takzero.players`` (``BasePlayer.think``), player specs in ``takzero.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -150,6 +151,20 @@ MAX_INFO = 2000
 # ---------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------
+
+
+#: A loader's parser detail at the end of its message, "(...)" (one level of nesting).
+_PARSER_DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)\s*$")
+
+
+def load_refusal(e: BaseException) -> str:
+    """What the peer is told of a model file that did not load: the loader's first line without
+    the parser's detail in parentheses at its end (``not a torch.save file (Unsupported operand
+    83)`` quoted the file's first byte: ``setoption name Model`` takes any path, and a WebSocket
+    peer is any web page, so nothing read from a file that is not a model goes back to it)."""
+    text = str(e).strip()
+    line = text.splitlines()[0] if text else type(e).__name__
+    return _PARSER_DETAIL.sub("", line) or type(e).__name__
 
 
 class TEIEngine(PlayerSeat):
@@ -462,7 +477,7 @@ class TEIEngine(PlayerSeat):
         try:
             net = self._load(path, self.nodes_default)
         except Exception as e:  # noqa: BLE001 - report and keep the old model
-            self.info(f"setoption: cannot load model '{clip(path, 200)}': {clip(str(e), 400)}; "
+            self.info(f"setoption: cannot load model '{clip(path, 200)}': {clip(load_refusal(e), 400)}; "
                       "keeping the previous player")
             return
         self.network = net
