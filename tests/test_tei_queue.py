@@ -263,3 +263,38 @@ def test_treenodes_over_the_memory_limit_is_refused_and_a_failed_allocation_is_a
     errors = [line for line in said if line.startswith("info string error: out of memory")]
     assert len(errors) == 1 and "TreeNodes 100000000" in errors[0], said
     assert said[-1].startswith("bestmove ")
+
+
+@pytest.mark.timeout(120)
+def test_a_flood_never_drops_isready_or_stop() -> None:
+    """Over MAX_QUEUED_LINES commands wait behind a search: the bounded queue dropped ``isready``
+    too (no ``readyok`` came); now a waiting search or position command is dropped in its place,
+    and every ``isready`` is answered, after the ``stop``."""
+    from takzero.protocols.tei.reader import MAX_QUEUED_LINES
+
+    lines: list[str] = []
+    engine, player = _blocking_engine(lines)
+    flood = "position startpos moves a1\n" * (MAX_QUEUED_LINES + 500)
+    text = "teinewgame 4\ngo nodes 100000000\n" + flood + "isready\n" * 3 + flood + "stop\nisready\nquit\n"
+    gate = threading.Event()
+
+    class SlowStart(io.StringIO):
+        """Lines are read only once the search runs, so they all wait behind it."""
+
+        def readline(self, size: int = -1) -> str:
+            if self.tell() > 40:
+                gate.wait(60)
+            return super().readline(size)
+
+    think = player.think
+
+    def searching(*args, **kwargs):
+        gate.set()
+        return think(*args, **kwargs)
+
+    player.think = searching
+    engine.run(SlowStart(text))
+    assert sum(ln == "readyok" for ln in lines) == 4, [ln for ln in lines if not ln.startswith("info")][:20]
+    assert sum(ln.startswith("bestmove") for ln in lines) == 1
+    assert any("dropped" in ln for ln in lines)
+    assert lines[-1] == "readyok"

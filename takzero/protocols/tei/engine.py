@@ -53,7 +53,8 @@ Behaviour worth knowing:
   (a longer one is skipped whole, said with ``info string``); at most
   :data:`~takzero.protocols.tei.reader.MAX_QUEUED_LINES` lines and
   :data:`~takzero.protocols.tei.reader.MAX_QUEUED_CHARS` characters wait while a search runs (more are dropped, said once per
-  run of drops); an ``info string`` is cut at :data:`MAX_INFO`
+  run of drops; ``isready``, ``stop`` and ``quit`` are never dropped: a waiting search or
+  position command is dropped in their place); an ``info string`` is cut at :data:`MAX_INFO`
   characters and quotes at most 40 characters of any token it echoes.
 * Time: ``go wtime/btime [winc/binc]`` spends ``remaining / 20 + 3/4 inc``, at most half of what is
   left, minus ``MoveOverhead`` (:meth:`SearchLimits.budget_seconds`); ``movetime`` minus the

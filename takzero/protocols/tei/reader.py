@@ -5,7 +5,9 @@ for a search.
 
 Bounds: a command line is read up to :data:`MAX_LINE` characters (a longer one is skipped whole,
 said with ``info string``); at most :data:`MAX_QUEUED_LINES` lines and :data:`MAX_QUEUED_CHARS`
-characters wait while a search runs (more are dropped, said once per run of drops). Each ``go`` is
+characters wait while a search runs (more are dropped, said once per run of drops; ``isready``,
+``stop`` and ``quit`` are never dropped for room: a later search or position command waiting is
+dropped in their place, :meth:`Inbox.put_control`, so a flood never costs a ``readyok``). Each ``go`` is
 numbered as it is read, and a ``stop``, a ``quit``, a later ``go`` or the end of the input calls
 the session's ``preempt`` with the number of ``go`` lines read before it (it stops the search of
 any of them: one still queued answers at once, without searching, so a flood of queued ``go``
@@ -24,7 +26,10 @@ from typing import TextIO
 
 from takzero.protocols.tei.lines import clip
 
-__all__ = ["MAX_LINE", "MAX_QUEUED_CHARS", "MAX_QUEUED_LINES", "Inbox", "read_commands"]
+__all__ = ["CONTROL", "MAX_LINE", "MAX_QUEUED_CHARS", "MAX_QUEUED_LINES", "Inbox", "read_commands"]
+
+#: The commands never dropped for room (``quit`` ends the reading and is added past the bound).
+CONTROL = ("isready", "stop")
 
 #: The longest command line read (characters; a ``position`` of a 10,000-ply game is about
 #: 100,000): a longer line is skipped whole, with one ``info string``.
@@ -84,6 +89,32 @@ class Inbox:
             self._ready.notify()
             return True
 
+    def put_control(self, item: tuple[int, str]) -> str | None:
+        """Add ``item``, a control line (:data:`CONTROL`, kept short by the caller), which is never
+        dropped for room: when full, the newest other line waiting is dropped in its place and
+        returned (None: none was). Control lines alone are bounded too: with ``2 *``
+        :data:`MAX_QUEUED_LINES` lines waiting and none to drop (a flood of nothing else) the
+        item itself is not added and returned."""
+        with self._ready:
+            if self._hung_up:
+                return None
+            evicted = None
+            if len(self._items) >= MAX_QUEUED_LINES or self._chars + len(item[1]) > MAX_QUEUED_CHARS:
+                for i in range(len(self._items) - 1, -1, -1):
+                    other = self._items[i]
+                    if other is not None and (other[1].split(maxsplit=1) or [""])[0] not in CONTROL:
+                        del self._items[i]
+                        self._chars -= len(other[1])
+                        evicted = other[1]
+                        break
+                else:
+                    if len(self._items) >= 2 * MAX_QUEUED_LINES:
+                        return item[1]
+            self._items.append(item)
+            self._chars += len(item[1])
+            self._ready.notify()
+            return evicted
+
     def note_drop(self) -> bool:
         """True for the first drop of a run of drops (said once)."""
         with self._ready:
@@ -135,7 +166,12 @@ def read_commands(
                 inbox.put((gos, line), force=True)
                 inbox.close()
                 return
-            if not inbox.put((gos, line)):
+            if cmd in CONTROL:  # never dropped for room (its words after the command are not read)
+                dropped = inbox.put_control((gos, cmd + "\n"))
+                if dropped is not None and inbox.note_drop():
+                    info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
+                         f"'{clip(dropped.split(maxsplit=1)[0])}' dropped for '{cmd}'")  # fmt: skip
+            elif not inbox.put((gos, line)):
                 if inbox.note_drop():
                     info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
                          f"'{clip(cmd)}' and later ones dropped")  # fmt: skip
