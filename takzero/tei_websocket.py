@@ -35,6 +35,7 @@ engine comes from the caller's ``make_engine(out)``, which is ``takzero.tei``'s 
 from __future__ import annotations
 
 import errno
+import logging
 import selectors
 import socket
 import sys
@@ -55,6 +56,9 @@ MAX_MESSAGE = 1 << 20
 MAX_CONNECTIONS = 8
 #: Seconds a connection has for its opening handshake (an idle or half-open socket is dropped).
 HANDSHAKE_TIMEOUT = 5.0
+#: (ping interval, ping timeout), seconds: a client that answers no ping in time is dropped (the
+#: ``websockets`` library's defaults).
+KEEPALIVE = (20.0, 20.0)
 #: Most accepted sockets held that have sent nothing yet (no thread each; the oldest is closed
 #: to make room, each is closed after :data:`HANDSHAKE_TIMEOUT` seconds of silence).
 MAX_IDLE = 256
@@ -344,6 +348,35 @@ def _stderr(msg: str) -> None:
     print(f"takzero.tei: {msg}", file=sys.stderr, flush=True)
 
 
+class _OneLineLog(logging.Handler):
+    """A ``logging`` handler that hands each record of the ``websockets`` library (warnings and
+    errors: a keepalive ping that failed, a handler that raised) to the server's ``log`` as one
+    line, the exception as ``type: message`` instead of its traceback."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                msg = f"{msg}: {type(exc).__name__}: {exc}"
+            self._log("websocket: " + " ".join(msg.split()))
+        except Exception:  # noqa: BLE001 - logging must not raise into the library
+            self.handleError(record)
+
+
+def _library_logger(log: Callable[[str], None]) -> logging.Logger:
+    """A logger of its own for one server's ``websockets`` records (not in logging's tree, so
+    nothing propagates to the root logger's handlers), through :class:`_OneLineLog`."""
+    logger = logging.Logger("takzero.tei.websocket", logging.WARNING)
+    logger.addHandler(_OneLineLog(log))
+    logger.propagate = False
+    return logger
+
+
 def start_server(
     make_engine: Callable[[Callable[[str], None]], LineEngine],
     host: str = DEFAULT_HOST,
@@ -351,6 +384,7 @@ def start_server(
     log: Callable[[str], None] = _stderr,
     max_connections: int = MAX_CONNECTIONS,
     handshake_timeout: float = HANDSHAKE_TIMEOUT,
+    keepalive: tuple[float, float] = KEEPALIVE,
 ) -> Any:
     """Listen on ``host:port`` and return the ``websockets`` server, not yet serving: call its
     ``serve_forever()`` (blocks; in a thread for tests) and ``shutdown()`` to stop. Each
@@ -363,7 +397,12 @@ def start_server(
     a new socket pushes the oldest waiting one out) or being refused, so idle or half-open
     sockets cost neither threads nor the service of good clients. Raises ImportError (no
     ``websockets``), OSError (the address cannot be bound, e.g. the port is taken) and
-    ValueError (``max_connections`` < 1)."""
+    ValueError (``max_connections`` < 1).
+
+    ``keepalive``: (ping interval, ping timeout) in seconds: a client that answers no ping
+    within the timeout (one that stopped reading) is dropped; the ``websockets`` library's
+    records of it (and of any failed handler) reach ``log`` as one line each, never as a
+    traceback."""
     from websockets.sync.server import serve
 
     if max_connections < 1:
@@ -400,7 +439,8 @@ def start_server(
 
     # Any: it gets a stand-in socket and a test hook (gate) beyond what websockets' Server declares
     server: Any = serve(handler, host, port, compression=None, max_size=MAX_MESSAGE,
-                        open_timeout=handshake_timeout)  # fmt: skip
+                        open_timeout=handshake_timeout, ping_interval=keepalive[0],
+                        ping_timeout=keepalive[1], logger=_library_logger(log))  # fmt: skip
     inner = server.handler
 
     def sock_handler(sock: socket.socket, addr: Any) -> None:

@@ -270,3 +270,42 @@ def test_a_model_file_that_does_not_load_is_refused_without_its_bytes(tmp_path) 
         reason = line.split(f"{path}: ", 2)[-1]
         assert "SECRET" not in reason and "operand" not in reason and "(" not in reason, line
         assert reason.endswith("; keeping the previous player")
+
+
+@pytest.mark.timeout(120)
+def test_a_client_that_stops_reading_is_dropped_in_one_line_without_a_traceback() -> None:
+    """A client that finishes the WebSocket handshake and then reads nothing (so answers no
+    ping) is dropped by the keepalive; the library's record of it reaches the server's log as
+    one line (old: a full traceback from the websockets logger on stderr), and the server goes
+    on serving."""
+    pytest.importorskip("websockets")
+    from websockets.sync.client import connect
+
+    from takzero.tei_websocket import start_server
+
+    log: list[str] = []
+    server = start_server(lambda out: TEIEngine(out=out, player="random"), "127.0.0.1", 0,
+                          log.append, keepalive=(0.2, 0.3))  # fmt: skip
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    port = server.socket.getsockname()[1]
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        raw.sendall(
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert raw.recv(4096).startswith(b"HTTP/1.1 101")
+        deadline = time.monotonic() + 60
+        while not any("keepalive" in line for line in log):  # no pong: dropped
+            assert time.monotonic() < deadline, log
+            time.sleep(0.05)
+        lines = [line for line in log if line.startswith("websocket:")]
+        assert lines and all("\n" not in line and "Traceback" not in line for line in lines), lines
+        with connect(f"ws://127.0.0.1:{port}", open_timeout=30) as c:  # the server goes on
+            c.send("isready")
+            assert c.recv(timeout=60) == "readyok"
+    finally:
+        raw.close()
+        server.shutdown()
+        t.join(timeout=30)
