@@ -16,6 +16,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from takzero.io.files import free_names
+
 __all__ = [
     "FORMATS", "check_not_input", "checkpoint_metadata", "convert_file", "convert_paths", "export_checkpoint",
     "free_name", "load_checkpoint", "read_metadata",
@@ -337,11 +339,6 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
 
 def free_name(name: str) -> str:
     """``name`` if no such file exists, else the first free ``<stem>_<n><suffix>`` (n = 2, 3,
-    ...): an export without ``-o`` never overwrites an earlier one."""
-    path = Path(name)
-    if not path.exists():
-        return name
-    n = 2
-    while path.with_name(f"{path.stem}_{n}{path.suffix}").exists():
-        n += 1
-    return str(path.with_name(f"{path.stem}_{n}{path.suffix}"))
+    ...): an export without ``-o`` never overwrites an earlier one (``io.files.free_names``, the
+    one numbering rule of the commands' outputs)."""
+    return str(free_names([name])[0])
