@@ -23,6 +23,7 @@ from takzero.pipeline.checkpoints import atomic_torch_save, list_checkpoints, lo
 from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
 from takzero.pipeline.scalars import ScalarLog
 from takzero.pipeline.schedule import Check, EvaluationSchedule
+from tests.processes import kill_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -210,28 +211,6 @@ def test_a_gating_already_decided_before_the_stop_is_not_played_again(tmp_path: 
 # -- whole runs: kill -9 and Ctrl-C during a check --------------------------------------------------
 
 
-def _kill_session(sid: int) -> None:
-    for _ in range(3):
-        victims = []
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid:
-                victims.append(int(d.name))
-        if not victims:
-            return
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.5)
-
-
 def _kept(run: Path) -> dict[str, list]:
     try:
         data = json.loads((run / "evaluation_games.json").read_text())
@@ -264,10 +243,10 @@ def _cut_check_then_resume(tmp_path: Path, how: str) -> None:
             proc.wait(timeout=300)
             assert proc.returncode == 0, err.read_text()[-3000:]
         else:
-            _kill_session(proc.pid)
+            kill_session(proc.pid)
             proc.wait(timeout=60)
     finally:
-        _kill_session(proc.pid)
+        kill_session(proc.pid)
     kept = _kept(run)
     log1 = (run / "train.log").read_text()
     assert "evaluation: gen 1 vs uct" not in log1  # the check had not landed

@@ -24,6 +24,7 @@ from takzero.pipeline.inference_server import (
     unpack_priors,
 )
 from takzero.search.evaluators import HashEvaluator
+from tests.processes import wait_for
 
 RECORD_FIELDS = ("board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation",
                  "ply", "ownership", "end_ply", "own_valid")  # fmt: skip
@@ -303,15 +304,6 @@ def ray_session():
         ray.shutdown()
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_worker_through_the_ray_server_plays_the_local_games(ray_session) -> None:
@@ -376,9 +368,9 @@ def test_server_workers_take_each_generation_once_and_survive_a_killed_server(ra
         stats.extend(ray.get(replay.drain.remote())[0])
         return any(s.get("selfplay/generation") == g and s.get("count/games", 0) > 0 for s in stats)
 
-    assert _wait_for(lambda: drained_generation(0), 300)
+    assert wait_for(lambda: drained_generation(0), 300)
     ray.get(coordinator.publish.remote("promoted", 1, [ray.put(TakNet(cfg.model_config()).state_dict())]))
-    assert _wait_for(lambda: drained_generation(1), 300)
+    assert wait_for(lambda: drained_generation(1), 300)
     info = servers.info()[0]
     assert info is not None and info["loads"] == [0, 1] and info["batches"] > 0
     step_keys = {k for s in stats if "count/moves" in s for k in s}
@@ -386,9 +378,9 @@ def test_server_workers_take_each_generation_once_and_survive_a_killed_server(ra
             "inflight/stream"} <= step_keys  # fmt: skip
 
     ray.kill(servers.servers[0], no_restart=False)  # the process dies; Ray restarts it
-    assert _wait_for(lambda: (servers.info(timeout=5)[0] or {}).get("pid") not in (None, info["pid"]), 300)
+    assert wait_for(lambda: (servers.info(timeout=5)[0] or {}).get("pid") not in (None, info["pid"]), 300)
     before = ray.get(replay.stats.remote())["replay/total_added"]
-    assert _wait_for(lambda: ray.get(replay.stats.remote())["replay/total_added"] > before, 300)
+    assert wait_for(lambda: ray.get(replay.stats.remote())["replay/total_added"] > before, 300)
     after = servers.info()[0]
     assert after is not None and after["loads"] == [1]  # the current weights, once
     assert pool.check() == [] and servers.check() == []  # nobody gave up: no replacement

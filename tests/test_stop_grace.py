@@ -24,6 +24,7 @@ from smoke_config import smoke_config
 
 from takzero.pipeline.progress import kept_line, process_started, startup_line, startup_timings
 from takzero.pipeline.selfplay import GAME_COUNTER_BITS, SelfPlayWorker, UnfinishedGames
+from tests.processes import kill_session, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -241,30 +242,6 @@ def test_startup_line_counts_from_the_command() -> None:
 # -- over Ray: a real SIGINT, the summary against the disk, the resume --------------------------
 
 
-def _wait_for(pred, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def _kill_session(sid: int) -> None:
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            try:
-                os.kill(int(d.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 def _rows_by_game(run: Path) -> dict[int, np.ndarray]:
     """Game id -> its packed boards, over every replay shard."""
     out: dict[int, list[np.ndarray]] = {}
@@ -297,12 +274,12 @@ def test_ctrl_c_keeps_the_games_in_play_and_the_resume_continues_them(tmp_path: 
         proc = subprocess.Popen([*args, *extra], cwd=ROOT, env=env, start_new_session=True, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
         try:
-            assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
+            assert wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
             assert proc.poll() is None, "the run exited before the Ctrl-C"
             os.killpg(proc.pid, signal.SIGINT)
             out, _ = proc.communicate(timeout=300)
         finally:
-            _kill_session(proc.pid)
+            kill_session(proc.pid)
         assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
         return out
 

@@ -19,6 +19,7 @@ from smoke_config import smoke_config
 
 from takzero.pipeline.checkpoints import list_checkpoints, load_checked
 from takzero.pipeline.run import Run, StopNow
+from tests.processes import kill_session, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,30 +83,6 @@ def test_the_old_handlers_are_put_back_after_the_run(tmp_path: Path) -> None:
 # -- over Ray: a real SIGTERM, then the resume --------------------------------------------------
 
 
-def _wait_for(pred, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def _kill_session(sid: int) -> None:
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            try:
-                os.kill(int(d.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_resume_continues(tmp_path: Path) -> None:
@@ -121,12 +98,12 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_resume_continues(tmp_path: P
     proc = subprocess.Popen([*args, "train.total_steps=100000"], cwd=ROOT, env=env, start_new_session=True,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        assert _wait_for(lambda: len(list_checkpoints(run)) >= 1 or proc.poll() is not None, 900), "no checkpoint"
+        assert wait_for(lambda: len(list_checkpoints(run)) >= 1 or proc.poll() is not None, 900), "no checkpoint"
         assert proc.poll() is None, "the run exited before the SIGTERM"
         os.kill(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=300)
     finally:
-        _kill_session(proc.pid)
+        kill_session(proc.pid)
     assert proc.returncode == 0, out[-3000:]
     assert "SIGTERM received" not in out and "Traceback" not in out, out[-3000:]
     assert "SIGTERM: stopping the workers, then a final checkpoint and the summary" in out, out[-3000:]

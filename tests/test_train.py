@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from takzero.config import ConfigError, ReplayConfig, load_config
 from takzero.game import Position
 from takzero.pipeline.checkpoints import list_checkpoints, load_checked
 from takzero.pipeline.replay import ReplayBuffer, unpack_states
+from tests.processes import kill_session, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,41 +133,6 @@ def test_selfplay_value_targets_have_the_right_sign() -> None:
     assert seen >= 6
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
-
-
-def _kill_session(sid: int) -> None:
-    """SIGKILL every process of session ``sid`` (the run started with ``start_new_session``: its
-    driver, Ray's daemons and workers), and nothing else: other Ray instances on the machine
-    are left alone (``ray stop`` would stop them all)."""
-    for _ in range(3):
-        victims = []
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid:  # fields after the name: state, ppid, pgrp, session
-                victims.append(int(d.name))
-        if not victims:
-            return
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.5)
-
-
 def _tb_scalars(tb: Path) -> dict[str, list[tuple[int, float]]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -206,12 +171,12 @@ def test_ctrl_c_in_start_up_and_mid_run_stops_cleanly(tmp_path: Path) -> None:
         proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         try:
-            assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
+            assert wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
             assert proc.poll() is None, "the run exited before the Ctrl-C"
             os.killpg(proc.pid, signal.SIGINT)
             out, err = proc.communicate(timeout=300)
         finally:
-            _kill_session(proc.pid)
+            kill_session(proc.pid)
         return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
     log = run / "train.log"
@@ -260,11 +225,11 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
             proc = subprocess.Popen([*args, *extra_args], cwd=ROOT, env=env, start_new_session=True,
                                     stdout=subprocess.DEVNULL, stderr=f)  # fmt: skip
         try:
-            assert _wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
+            assert wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
             assert proc.poll() is None, f"the run exited ({proc.returncode}): {err.read_text()[-2000:]}"
             time.sleep(extra_s)
         finally:
-            _kill_session(proc.pid)
+            kill_session(proc.pid)
             proc.wait(timeout=60)
 
     def record() -> None:
@@ -380,7 +345,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
         )
         actor = ray.remote(SelfPlayActor).options(**selfplay_options({}, 0.0)).remote(cfg, 0)
         task = actor.run.remote(coordinator, replay)
-        assert _wait_for(lambda: ray.get(replay.stats.remote())["replay/total_added"] > 100, 240)
+        assert wait_for(lambda: ray.get(replay.stats.remote())["replay/total_added"] > 100, 240)
         time.sleep(15)  # keep playing with nobody sampling
         added = ray.get(replay.stats.remote())["replay/total_added"]
         # max_ahead positions, plus one add call of at most 8 games (<= 8 * 60 plies)
