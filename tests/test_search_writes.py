@@ -23,10 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from takzero.game import Position
-from takzero.game.core import I_RESULT, generate_moves, make_move, num_actions
 from takzero.search import BatchedMCTS, HashEvaluator, SearchConfig
 from takzero.search.tree import FLAG_NOEXPAND, LOSS, UNKNOWN, WIN
+from tests.test_search_batch import _random_positions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,22 +36,6 @@ CONFIGS = {
     "leaves": SearchConfig(simulations=60, leaves_per_step=4),
     "fixed_fpu_constant_c": SearchConfig(simulations=60, fpu_value=-0.5, c_base=0),
 }
-
-
-def _positions(count: int, size: int, plies: int, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    buf = np.empty(num_actions(size), dtype=np.int64)
-    out = []
-    while len(out) < count:
-        st = Position.start(size).state
-        for _ in range(plies):
-            n = generate_moves(st, buf)
-            if n == 0:
-                break
-            make_move(st, int(buf[rng.integers(n)]))
-        if st[I_RESULT] == 0:
-            out.append(st)
-    return out
 
 
 def _check_tree(mcts: BatchedMCTS, g: int, gumbel: bool) -> None:
@@ -89,7 +72,7 @@ def test_a_search_adds_up(name):
     """Searches of 4x4 middle games: node counts, visits and proofs agree with one another (a
     lost expansion hung this search; the timeout catches it)."""
     cfg = CONFIGS[name]
-    positions = _positions(6, 4, 12, seed=3)
+    positions = _random_positions(6, 4, 12, seed=3)
     mcts = BatchedMCTS(len(positions), 4, cfg, seed=5)
     for g, st in enumerate(positions):
         mcts.reset(g, st)
@@ -108,7 +91,7 @@ def test_a_full_tree_flags_its_leaves():
     flag and the count are single writes at the end of an inlined branch)."""
     cfg = SearchConfig(simulations=200, node_budget=1000)
     mcts = BatchedMCTS(2, 4, cfg, seed=2)
-    for g, st in enumerate(_positions(2, 4, 6, seed=8)):
+    for g, st in enumerate(_random_positions(2, 4, 6, seed=8)):
         mcts.reset(g, st)
     mcts.run(HashEvaluator(4, seed=2))
     for g in range(2):
