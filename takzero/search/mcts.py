@@ -491,19 +491,19 @@ class BatchedMCTS:
         leaves' child lists already made from ``priors`` (:meth:`_prepare`), else made here."""
         if n == 0:
             return
-        flat, stride, values = self._kernel_inputs(priors, values)
-        prepared = children is not None
+        flat, stride = self._flat_priors(priors)
+        values = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
+        if not values.flags.writeable:  # a read-only array is another numba type (_flat_priors)
+            values = values.copy()
         expand_backup_kernel(
             self._trees, self._games, leaves, self._settings, n, flat, stride, values,
-            children if children is not None else self._children, prepared,
+            children if children is not None else self._children, children is not None,
         )  # fmt: skip
 
-    def _kernel_inputs(self, priors: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-        """(flat priors, stride, values) as the kernels take them: priors (n, A) flattened
-        (stride A), or one row shared by all leaves (stride 0), float32, writeable; values (n,)
-        float32, writeable."""
+    def _flat_priors(self, priors: np.ndarray) -> tuple[np.ndarray, int]:
+        """(flat priors, stride) as the kernels take them: priors (n, A) flattened (stride A),
+        or one row shared by all leaves (stride 0), float32, writeable."""
         priors = np.asarray(priors)
-        values = np.ascontiguousarray(np.asarray(values, dtype=np.float32).reshape(-1))
         if priors.strides[0] == 0:  # one row shared by all leaves (np.broadcast_to)
             flat = np.ascontiguousarray(priors[0], dtype=np.float32)
             stride = 0
@@ -514,16 +514,14 @@ class BatchedMCTS:
         # here spares a second compilation of the kernel
         if not flat.flags.writeable:
             flat = flat.copy()
-        if not values.flags.writeable:
-            values = values.copy()
-        return flat, stride, values
+        return flat, stride
 
     def _prepare(self, leaves: Leaves, n: int, priors: np.ndarray, children: Children) -> None:
         """The child lists of the ``n`` leaves of buffer ``leaves`` from ``priors`` (n, A) into
         ``children`` (``prepare_kernel``: reads no tree, so it needs no lock)."""
         if n == 0:
             return
-        flat, stride, _ = self._kernel_inputs(priors, np.zeros(0, np.float32))
+        flat, stride = self._flat_priors(priors)
         prepare_kernel(leaves, self._settings, n, flat, stride, children)
 
     def _abandon(self, leaves: Leaves, n: int) -> None:
