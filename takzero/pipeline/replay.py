@@ -113,6 +113,21 @@ def pack_states(states: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def _packed_fields(records: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The fields of packed positions (B, board_record_len(size)) uint8 (:func:`pack_states`'s
+    layout): header (B, 8) int16, heights (B, N*N) uint8, top types (B, N*N) uint8, and the colour
+    words (B, N*N) int64, low then (sizes 7 and 8) high."""
+    nsq = size * size
+    header = np.ascontiguousarray(records[:, :16]).view(np.int16)
+    heights = records[:, 16 : 16 + nsq]
+    tops = records[:, 16 + nsq : 16 + 2 * nsq]
+    pos = 16 + 2 * nsq
+    words = [np.ascontiguousarray(records[:, pos : pos + 8 * nsq]).view(np.int64)]
+    if size >= 7:
+        words.append(np.ascontiguousarray(records[:, pos + 8 * nsq : pos + 16 * nsq]).view(np.int64))
+    return header, heights, tops, words
+
+
 def unpack_states(records: np.ndarray, size: int) -> np.ndarray:
     """Inverse of :func:`pack_states`: (B, R) uint8 -> (B, STATE_LEN) int64 with hashes
     recomputed and the result field 0 (records are never finished positions)."""
@@ -120,19 +135,13 @@ def unpack_states(records: np.ndarray, size: int) -> np.ndarray:
     b = records.shape[0]
     nsq = size * size
     states = np.zeros((b, core.STATE_LEN), dtype=np.int64)
-    header = np.ascontiguousarray(records[:, :16]).view(np.int16)
+    header, heights, tops, words = _packed_fields(records, size)
     states[:, :7] = header[:, :7]
-    states[:, OFF_HEIGHT : OFF_HEIGHT + nsq] = records[:, 16 : 16 + nsq]
-    states[:, OFF_TOP : OFF_TOP + nsq] = records[:, 16 + nsq : 16 + 2 * nsq]
-    pos = 16 + 2 * nsq
-    states[:, OFF_LO : OFF_LO + nsq] = np.ascontiguousarray(records[:, pos : pos + 8 * nsq]).view(
-        np.int64
-    )
+    states[:, OFF_HEIGHT : OFF_HEIGHT + nsq] = heights
+    states[:, OFF_TOP : OFF_TOP + nsq] = tops
+    states[:, OFF_LO : OFF_LO + nsq] = words[0]
     if size >= 7:
-        pos += 8 * nsq
-        states[:, OFF_HI : OFF_HI + nsq] = np.ascontiguousarray(
-            records[:, pos : pos + 8 * nsq]
-        ).view(np.int64)
+        states[:, OFF_HI : OFF_HI + nsq] = words[1]
     for i in range(b):
         states[i, core.I_HASH] = core.hash_from_scratch(states[i])
     return states
@@ -251,14 +260,7 @@ def board_problem(board: np.ndarray, size: int) -> tuple[int, str] | None:
     the pieces on the board and in the reserves at most MAX_PIECES in all (so no move sequence can
     build a stack beyond the rules core's tables)."""
     assert board.ndim == 2 and board.shape[1] == board_record_len(size), board.shape
-    nsq = size * size
-    header = np.ascontiguousarray(board[:, :16]).view(np.int16)
-    heights = board[:, 16 : 16 + nsq]
-    tops = board[:, 16 + nsq : 16 + 2 * nsq]
-    pos = 16 + 2 * nsq
-    words = [np.ascontiguousarray(board[:, pos : pos + 8 * nsq]).view(np.int64)]
-    if size >= 7:
-        words.append(np.ascontiguousarray(board[:, pos + 8 * nsq : pos + 16 * nsq]).view(np.int64))
+    header, heights, tops, words = _packed_fields(board, size)
     reserves = header[:, core.I_STONES : core.I_CAPS + 2]
     pieces = heights.sum(axis=1, dtype=np.int64) + reserves.sum(axis=1, dtype=np.int64)
     checks: list[tuple[np.ndarray, Any]] = [
