@@ -14,6 +14,7 @@ import pytest
 from takzero.game import Position
 from takzero.game.ptn import read_ptn, read_ptn_file
 from takzero.io.ptn_ninja import read_ptn_ninja_url
+from takzero.io.version import program_version
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
 from takzero.protocols.tei.match import MatchAborted, MatchInterrupted, TimeControl, run_tei_match
@@ -346,7 +347,8 @@ def test_interrupt_prints_the_score_so_far(tmp_path: Path) -> None:
     game_lines = [ln for ln in lines if ln.startswith("game ")]
     assert game_lines[0].endswith("; model-5x5 0-0-1 (W-D-L)")
     assert game_lines[1].endswith("; model-5x5 0-0-2 (W-D-L)")
-    assert lines[-3].startswith("score of model-5x5 vs takzero random: 0-0-2 (W-D-L) [0.000] 2 games")
+    assert lines[-3].startswith(f"score of model-5x5 vs takzero {program_version()} random: 0-0-2 (W-D-L) "
+                                "[0.000] 2 games")
     # the interval names its model: the two games share an opening, one pair
     assert "): < +" in lines[-2] and "inf" not in lines[-2]  # a one-sided result: its bound
     assert lines[-2].endswith("(95%, pentanomial score-test interval, 1 game pair)")
@@ -416,3 +418,22 @@ def test_a_second_match_into_one_folder_keeps_the_earlier_games(tmp_path: Path) 
         replay_matches(tmp_path / f"games_{n}.ptn", outcomes, ply_limit=4)
     assert (tmp_path / "games.ptn").read_text() == first
     assert (tmp_path / "games_2.ptn").read_text() != (tmp_path / "games_3.ptn").read_text()
+
+
+def test_engines_that_announce_the_same_program_and_player_are_flagged(tmp_path: Path) -> None:
+    """Two different commands whose engines announce the same ``id name`` (the same code, player
+    and network: here the random player with two seeds) get a warning line before the games (the
+    mistake it catches: ``python -m takzero.tei`` run from a folder holding another takzero, which
+    goes before ``PYTHONPATH``, so both sides run one program); two different players do not."""
+    lines: list[str] = []
+    run_tei_match([tei("--player", "random", "--seed", "1"), tei("--player", "random", "--seed", "2")],
+                  games=2, size=4, half_komi=0, tc=TimeControl(nodes=1), printer=lines.append,
+                  out_dir=tmp_path / "same")
+    warnings = [ln for ln in lines if ln.startswith("warning: both engines announce")]
+    assert len(warnings) == 1 and f"takzero {program_version()} random" in warnings[0]
+    assert lines.index(warnings[0]) < min(i for i, ln in enumerate(lines) if ln.startswith("game "))
+    lines.clear()
+    run_tei_match([tei("--player", "random"), tei("--player", "uct:2")], games=2, size=4, half_komi=0,
+                  tc=TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path / "other")
+    assert not [ln for ln in lines if ln.startswith("warning")]
+    assert lines[0].startswith(f"match: takzero {program_version()} random vs takzero {program_version()} uct")

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from takzero.game import Position
+from takzero.io.version import program_version
 from takzero.players import PlayerMove, RandomPlayer
 from takzero.protocols.tei.engine import TEIEngine
 from takzero.protocols.tei.lines import SearchLimits, parse_go, value_to_cp
@@ -35,11 +36,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def normalise(
     lines: list[str], replace: dict[str, str] | None = None, values: bool = False
 ) -> list[str]:
-    """Timing fields of info lines -> '*'; with ``values`` also score and wdl (float-sensitive)."""
+    """Timing fields of info lines -> '*'; with ``values`` also score and wdl (float-sensitive);
+    the program's version and the model's digest in ``id name`` -> ``<version>`` / ``<sha>``."""
     out = []
     for line in lines:
         for old, new in (replace or {}).items():
             line = line.replace(old, new)
+        if line.startswith("id name "):
+            line = line.replace(program_version(), "<version>")
+            line = re.sub(r" model [0-9a-f]{8} ", " model <sha> ", line)
         if line.startswith("info ") and not line.startswith("info string"):
             line = re.sub(r"\btime \d+", "time *", line)
             line = re.sub(r"\bnps \d+", "nps *", line)

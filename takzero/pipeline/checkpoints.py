@@ -29,20 +29,12 @@ from typing import Any
 
 import torch
 
+from takzero.io.version import file_sha256
 from takzero.nn.safe_load import UnsafeFileError, load_weights_only, to_plain
 
 log = logging.getLogger(__name__)
 
 CKPT_RE = re.compile(r"^ckpt_(\d{9})\.pt$")
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes (hex), read in 1 MiB chunks. Raises OSError."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 TMP_SUFFIXES = (".tmp", ".tmp.sha")

@@ -110,6 +110,7 @@ from typing import Any, TextIO
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
+from takzero.io.version import SHORT, file_sha256, program_version
 from takzero.players.base import BasePlayer
 from takzero.players.registry import make_player
 from takzero.protocols.tei.go import GoCommand
@@ -367,14 +368,28 @@ class TEIEngine(PlayerSeat):
     # -- commands --------------------------------------------------------------------------
 
     def _cmd_tei(self, args: list[str]) -> None:
-        who = self.network if self.network is not None else self.baseline
-        for line in format_id(f"{ENGINE_NAME} {who.name}", ENGINE_AUTHOR):
+        for line in format_id(self.id_name(), ENGINE_AUTHOR):
             self.send(line)
         for line in self._size_lines():  # before the options: PTN Ninja reads them first
             self.send(line)
         for option in OPTIONS.values():
             self.send(option.line(self))
         self.send("teiok")
+
+    def id_name(self) -> str:
+        """The ``id name`` the engine announces: ``takzero <version>+src.<digest> <player>``
+        (:func:`takzero.io.version.program_version`: the code that runs), and for a network
+        ``model <sha256[:8]> <backend>`` of its file, e.g. ``takzero 0.1.0+src.1a2b3c4d network
+        model 5e7f0a1b auto``: two engines that announce the same name run the same code and
+        network on the same backend."""
+        who = self.network if self.network is not None else self.baseline
+        name = f"{ENGINE_NAME} {program_version()} {who.name}"
+        if self.network is not None and self.model_path is not None:
+            try:
+                name += f" model {file_sha256(self.model_path)[:SHORT]} {self.backend}"
+            except OSError:
+                pass  # the file went away after loading: the name says less, the engine plays on
+        return name
 
     def _size_lines(self) -> list[str]:
         """TEI version 1: the model's size, then the sizes the fallback plays, each with every

@@ -630,12 +630,24 @@ def play_tei_game(
 # ---------------------------------------------------------------------------------------------
 
 
-def _distinct_names(a: TEIClient, b: TEIClient) -> None:
+def _distinct_names(a: TEIClient, b: TEIClient) -> str | None:
+    """Name each engine by its ``id name`` (``#1`` / ``#2`` added when they are equal). Returns a
+    warning when the two engines announce the same ``id name`` but were started by different
+    commands (takzero's name carries its code's digest and its network's: the match may be
+    pitting one engine against itself), else None."""
     na = a.id_name or a.name
     nb = b.id_name or b.name
+    warning = None
     if na == nb:
+        if a.id_name is not None and a.command != b.command:
+            warning = (
+                f"warning: both engines announce '{na}' though their commands differ: they may run the "
+                "same program with the same network (python -m takzero.tei runs the working "
+                "directory's takzero before PYTHONPATH's; start the match from a folder without one)"
+            )
         na, nb = f"{na}#1", f"{nb}#2"
     a.name, b.name = na, nb
+    return warning
 
 
 def _prefixed(log: Callable[[str], None], prefix: str) -> Callable[[str], None]:
@@ -721,7 +733,9 @@ def run_tei_match(
                 c.start()
             except EngineError as e:
                 raise MatchAborted(f"{c.name} ({c.command}) did not start: {e}; no games played") from None
-        _distinct_names(*clients)
+        warning = _distinct_names(*clients)
+        if warning is not None:
+            printer(warning)
         for c in clients:
             try:
                 check_board_size(c, size, half_komi, allow_fallback)
