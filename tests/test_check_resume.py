@@ -19,6 +19,7 @@ import pytest
 import torch
 from smoke_config import smoke_config
 
+from takzero.io.version import program_version
 from takzero.pipeline.checkpoints import atomic_torch_save, list_checkpoints, load_checked
 from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
 from takzero.pipeline.scalars import ScalarLog
@@ -184,6 +185,7 @@ def test_the_start_up_lines_say_when_generations_come(tmp_path: Path) -> None:
     run.trainer = SimpleNamespace(step=0, generation=0)
     run._start_lines(run.reporter, False)
     text = console.getvalue()
+    assert f"(new, start 1, code {program_version()})" in text.splitlines()[0]  # which code ran
     assert ("generations: one at each checkpoint (every 200 steps, train.checkpoint_every), the next (gen 1) "
             "at step 200; Elo against the baselines (uct) at gen 1 (4 games each) and every 4 generation(s)") in text
     assert "gating (4 games against the promoted generation) every generation" in text

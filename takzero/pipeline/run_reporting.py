@@ -10,6 +10,7 @@ import re
 import shlex
 from typing import Any
 
+from takzero.io.version import program_version
 from takzero.pipeline.gating import kept_count
 from takzero.pipeline.lineage import Lineage
 from takzero.pipeline.progress import RunReporter, Snapshot, StopRule, kept_line, summary_lines
@@ -147,7 +148,8 @@ class RunReporting(RunState):
     def _start_lines(self, reporter: RunReporter, resumed: bool) -> None:
         cfg = self.cfg
         say = reporter.line
-        say(f"takzero run {cfg.run_name} ({'resumed' if resumed else 'new'}, start {self.launch + 1})")
+        say(f"takzero run {cfg.run_name} ({'resumed' if resumed else 'new'}, start {self.launch + 1}, "
+            f"code {program_version()})")  # which code each start ran: train.log keeps every start
         say(f"  run folder: {self.run_dir.resolve()}")
         say(f"  log file:   {self.run_dir / 'train.log'}   TensorBoard: tensorboard --logdir {self.run_dir / 'tb'}")
         say(f"  {self._stop_rule().describe()}; a checkpoint every {cfg.train.checkpoint_every} steps")
