@@ -37,10 +37,8 @@ subtree to the front of the pool, so the garbage of earlier moves never accumula
 
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -49,6 +47,7 @@ from takzero.game.core import I_SIZE, STATE_LEN, generate_moves, num_actions
 from takzero.search import readout
 from takzero.search.config import SearchConfig, pack_settings
 from takzero.search.evaluators import Evaluator
+from takzero.search.pipelined import run_halves, run_two_workers
 from takzero.search.rng import game_seed, stream_state
 from takzero.search.steps import begin_kernel, expand_backup_kernel, prepare_kernel, select_kernel
 from takzero.search.tree import (
@@ -67,20 +66,7 @@ from takzero.search.tree import (
     terminal_status,
 )
 
-
-def _stopped(stop, deadline: float | None) -> bool:
-    """Whether a pipelined run must end: ``stop`` (a ``threading.Event``) set or ``deadline``
-    (``time.perf_counter()`` seconds) passed."""
-    return (stop is not None and stop.is_set()) or (deadline is not None and time.perf_counter() >= deadline)
-
-
-__all__ = [
-    "BatchedMCTS",
-    "SearchResult",
-    "SearchStats",
-    "game_seed",
-    "search_position",
-]
+__all__ = ["BatchedMCTS", "SearchResult", "SearchStats", "game_seed", "search_position"]
 
 
 def _as_state(state) -> np.ndarray:
@@ -361,22 +347,23 @@ class BatchedMCTS:
         ``pipelined``: two batches in flight, one evaluated on a second thread while the other
         is selected; faster where the evaluator and the kernels can run at once (two cores, or a
         GPU). With two games or more the games are searched in two halves
-        (:meth:`_run_halves`): each game's search is the plain one, bit for bit, given an
+        (``pipelined.run_halves``): each game's search is the plain one, bit for bit, given an
         evaluator whose output does not depend on the batch. With one game its leaves are split
-        (:meth:`_run_pipelined`: two workers select, evaluate and back up batches at once, each
-        selected under the virtual loss of the other's leaves in flight, so only with more than
-        one leaf per step, with one the plain loop runs; the trees differ from a plain run's and
-        from run to run, since the order of the two workers' backups depends on timing).
+        (``pipelined.run_two_workers``: two workers select, evaluate and back up batches at
+        once, each selected under the virtual loss of the other's leaves in flight, so only with
+        more than one leaf per step, with one the plain loop runs; the trees differ from a plain
+        run's and from run to run, since the order of the two workers' backups depends on
+        timing).
         """
         t0 = time.perf_counter()
         stats = SearchStats()
         self.begin_search(games, add_noise=add_noise, simulations=simulations, leaves=leaves)
         if pipelined and self._search_games.size >= 2:
-            self._run_halves(evaluator, stats, stop, deadline)
+            run_halves(self, evaluator, stats, stop, deadline)
             stats.total_seconds = time.perf_counter() - t0
             return stats
         if pipelined and self._settings[0]["leaves_per_step"] > 1:  # needs virtual loss
-            self._run_pipelined(evaluator, stats, stop, deadline)
+            run_two_workers(self, evaluator, stats, stop, deadline)
             stats.total_seconds = time.perf_counter() - t0
             return stats
         while True:
@@ -408,79 +395,6 @@ class BatchedMCTS:
         return int(select_kernel(
             self._trees, self._games, leaves, self._settings, games, self._float_buf
         ))  # fmt: skip
-
-    def _pipeline_parts(self, evaluator: Evaluator, stats: SearchStats):
-        """The two leaf buffers, the evaluation thread, and a ``submit(buffer, n)`` that
-        evaluates the first ``n`` leaves of ``buffer`` there (timed, counted in ``stats``)."""
-        if self._leaves2 is None:
-            self._leaves2 = new_leaves(self._leaves.states.shape[0])
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="takzero-eval")
-        pool = self._pool
-
-        def timed_eval(states: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-            t = time.perf_counter()
-            priors, values, _ = evaluator.evaluate(states)
-            return priors, values, time.perf_counter() - t
-
-        def submit(leaves: Leaves, n: int) -> Future:
-            stats.steps += 1
-            stats.leaves += n
-            return pool.submit(timed_eval, leaves.states[:n])
-
-        return (self._leaves, self._leaves2), submit
-
-    def _run_halves(self, evaluator: Evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
-        """The step loop with the search's games in two halves: while one half's leaves are
-        evaluated on the pool's thread, the other half's are selected here; then the first
-        half's are expanded and backed up. The halves share no tree, so each game sees the same
-        select / evaluate / expand sequence as in the plain loop (the same search, given an
-        evaluator whose output does not depend on the batch). A stop or a passed deadline ends
-        it once the batch in flight is backed up (each half makes one call however early it
-        comes, as the plain loop's first call). A failed network call is raised once the
-        other half's call has ended; the selections of both halves are taken back
-        (:meth:`_abandon`)."""
-        bufs, submit = self._pipeline_parts(evaluator, stats)
-        games = self._search_games
-        parts = (games[: games.size // 2].copy(), games[games.size // 2 :].copy())
-        pending: list[tuple[Future, int] | None] = [None, None]
-        held = [0, 0]  # leaves selected and not backed up yet, per half
-        done = [False, False]
-        tried = [False, False]  # each half selects once, however early a stop comes
-
-        def finish(h: int) -> None:
-            item = pending[h]
-            if item is not None:
-                pending[h] = None
-                priors, values, took = item[0].result()
-                stats.eval_seconds += took
-                self._expand_from(bufs[h], item[1], priors, values)
-                held[h] = 0
-
-        try:
-            h = 0
-            while True:
-                n = 0
-                if not done[h] and (not tried[h] or not _stopped(stop, deadline)):
-                    n = self._select_into(bufs[h], parts[h])
-                    held[h] = n
-                tried[h] = True
-                if n == 0:
-                    done[h] = True
-                finish(1 - h)  # the other half's batch, evaluated meanwhile
-                if n:
-                    pending[h] = (submit(bufs[h], n), n)
-                if (_stopped(stop, deadline) and tried[1 - h]) or (done[0] and done[1]):
-                    finish(h)
-                    return
-                h = 1 - h
-        except BaseException:
-            for k in (0, 1):
-                item = pending[k]
-                if item is not None:
-                    futures_wait([item[0]])  # its buffer is free only once its call has ended
-                self._abandon(bufs[k], held[k])
-            raise
 
     def _expand_from(
         self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray,
@@ -541,93 +455,6 @@ class BatchedMCTS:
                 vv[g, leaves.path[j, : depth + 1]] -= 1  # one path: no node twice
             if depth > 0:
                 inflight[g] -= 1
-
-    def _run_pipelined(self, evaluator: Evaluator, stats: SearchStats, stop, deadline: float | None) -> None:
-        """The step loop of one game with two batches in flight, evaluated at once: two workers
-        (this thread and the pool's) each select a batch, evaluate it and expand / back it up,
-        over and over. Selection and expansion (the compiled kernels, which share the trees and
-        scratch buffers) take turns under one lock; the network calls run beside each other
-        (onnxruntime and torch release the GIL), so on two cores both run the network. A batch
-        is selected under the virtual visits of the other's leaves in flight, so it descends
-        elsewhere. A worker that finds no leaf while the other's batch is in flight waits for
-        that batch's backup (it may open new leaves), and ends when none is in flight. A stop
-        or a passed deadline ends each worker once its batch in flight is backed up (at most one
-        network call more than a plain run), so the trees stay consistent; as in the plain
-        loop, one batch is selected and evaluated however early the stop comes (a fresh root
-        gets expanded, so there is a move to answer). The evaluator must
-        allow two calls at once (``takzero.nn.inference.Evaluator`` and ``CachedEvaluator``
-        do).
-
-        Raises what the evaluator raises (the other worker first backs up its batch; the failed
-        batch's selection is taken back, :meth:`_abandon`, so the tree can be searched on)."""
-        bufs, _ = self._pipeline_parts(evaluator, stats)
-        if self._prepared is None:
-            rows = bufs[0].states.shape[0]
-            self._prepared = (new_children(rows, self.num_actions), new_children(rows, self.num_actions))
-        kids = self._prepared
-        turn = threading.Condition()
-        in_flight = [0, 0]
-        selected = [0]  # batches selected: the first one is, however early a stop comes
-        failed: list[BaseException] = []
-
-        def steps(w: int) -> None:
-            while True:
-                with turn:
-                    while True:
-                        if failed or (selected[0] and _stopped(stop, deadline)):
-                            return
-                        n = self._select_into(bufs[w])
-                        if n:
-                            selected[0] += 1
-                            break
-                        if not in_flight[1 - w]:  # nothing can open new leaves: done
-                            return
-                        turn.wait()
-                    in_flight[w] = n
-                    stats.steps += 1
-                    stats.leaves += n
-                t = time.perf_counter()
-                try:
-                    priors, values, _ = evaluator.evaluate(bufs[w].states[:n])
-                except BaseException as e:
-                    with turn:  # one step: the other selects no more once this is seen
-                        failed.append(e)
-                        self._abandon(bufs[w], n)
-                        in_flight[w] = 0
-                        turn.notify_all()
-                    raise
-                took = time.perf_counter() - t
-                # the leaves' move generation, priors and sort, outside the lock
-                self._prepare(bufs[w], n, priors, kids[w])
-                with turn:
-                    stats.eval_seconds += took
-                    self._expand_from(bufs[w], n, priors, values, kids[w])
-                    in_flight[w] = 0
-                    turn.notify_all()
-
-        def work(w: int) -> None:
-            try:
-                steps(w)
-            except BaseException as e:  # whatever failed (network call, backup): both end
-                with turn:
-                    if not any(f is e for f in failed):
-                        failed.append(e)
-                    turn.notify_all()  # the other may wait for this worker's batch
-                raise
-
-        pool = self._pool
-        assert pool is not None  # made by _pipeline_parts
-        other = pool.submit(work, 1)
-        try:
-            work(0)
-        finally:
-            try:
-                other.result()
-            except BaseException:
-                if not failed:
-                    raise
-        if failed:
-            raise failed[0]
 
     def advance(self, g: int, move) -> None:
         """Play ``move`` (code, ``Move`` or PTN string) at slot ``g``'s root. With
