@@ -28,7 +28,8 @@ from takzero.protocols.playtak.lines import (
     parse_over,
     parse_seek,
 )
-from takzero.protocols.playtak.server import _SEEK_V2, _SEEK_V3, PlaytakServer
+from takzero.protocols.playtak.server import PlaytakServer
+from takzero.protocols.playtak.server_records import SEEK_V2, SEEK_V3
 
 CLEAN = ("road", "flat", "draw", "stale", "resign")
 
@@ -272,10 +273,10 @@ def test_move_budget() -> None:
 def test_protocol_lines() -> None:
     seek = SeekSpec(6, 600, 20, "W", half_komi=4, flats=32, caps=2)
     line = seek.command()
-    m = _SEEK_V3.match(line)
+    m = SEEK_V3.match(line)
     assert m and m.groups() == ("6", "600", "20", "W", "4", "32", "2", "0", "0", "0", "0", "")
     # Without the trailing space the server would read its V2 form with opponent "0".
-    assert _SEEK_V2.match(line.rstrip()).group(10) == "0"
+    assert SEEK_V2.match(line.rstrip()).group(10) == "0"
     assert SeekSpec(5, 60).command().startswith("Seek 5 60 0 A 0 21 1 ")
     for bad in ({"half_komi": 9}, {"flats": 9}, {"caps": 6}, {"colour": "X"}, {"size": 9}):
         with pytest.raises(ValueError):

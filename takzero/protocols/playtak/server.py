@@ -84,139 +84,30 @@ import socket
 import socketserver
 import threading
 import time
-from dataclasses import dataclass, field
 
-from takzero.game.core import (
-    BLACK,
-    DIR_CHARS,
-    DIR_DOWN,
-    DIR_LEFT,
-    DIR_RIGHT,
-    DIR_UP,
-    SPREAD,
-    STANDARD_RESERVES,
-    WHITE,
-)
+from takzero.game.core import SPREAD, STANDARD_RESERVES, WHITE
 from takzero.game.moves import MoveError
 from takzero.game.position import Position
-
-# The server's patterns (Client.java), matched from the start of the line like Java's find().
-_LOGIN_GUEST = re.compile(r"^Login Guest ?(([a-z]{20})?)")
-_LOGIN = re.compile(r"^Login ([a-zA-Z][a-zA-Z0-9_]{3,15}) ([^\n\r\s]{6,50})")
-_CLIENT = re.compile(r"^Client ([A-Za-z\-.0-9]{1,60})")
-_PROTOCOL = re.compile(r"^Protocol ([0-9]{1,8})")
-_PLACE = re.compile(r"^Game#(\d+) P ([A-Z])(\d)( C)?( W)?")
-_MOVE = re.compile(r"^Game#(\d+) M ([A-Z])(\d) ([A-Z])(\d)(( \d)+)")
-_RESIGN = re.compile(r"^Game#(\d+) Resign")
-_SEEK_V3 = re.compile(
-    r"^Seek (\d) (\d+) (\d+) ([WBA]) (\d+) (\d+) (\d+) (0|1) (0|1) (\d+) (\d+) ([A-Za-z0-9_]*)"
+from takzero.protocols.playtak.server_records import (
+    ACCEPT,
+    CLIENT,
+    LOGIN,
+    LOGIN_GUEST,
+    MOVE,
+    PLACE,
+    PROTOCOL,
+    RESIGN,
+    SEEK_V1,
+    SEEK_V2,
+    SEEK_V3,
+    STALE_PLIES,
+    Conn,
+    FinishedGame,
+    Game,
+    Player,
+    Seek,
+    spread_ptn,
 )
-_SEEK_V2 = re.compile(r"^Seek (\d) (\d+) (\d+) ([WBA]) (\d+) (\d+) (\d+) (0|1) (0|1) ([A-Za-z0-9_]*)")
-_SEEK_V1 = re.compile(r"^Seek (\d) (\d+) (\d+)( [WB])?")
-_ACCEPT = re.compile(r"^Accept (\d+)")
-_STALE_PLIES = 50
-
-
-@dataclass
-class FinishedGame:
-    """A game the server ended: ``result`` as sent in ``Over`` (``1-0`` ... ``0-0``), ``reason``
-    (road, flat, draw, time, resign, abandoned, stale), the plies in server notation, the clocks
-    left (seconds) and the settings."""
-
-    number: int
-    white: str
-    black: str
-    size: int
-    half_komi: int
-    flats: int
-    caps: int
-    result: str
-    reason: str
-    moves: list[str]
-    clocks: tuple[float, float]
-
-
-@dataclass
-class _Seek:
-    number: int
-    owner: _Player
-    size: int
-    time_s: int
-    increment_s: int
-    colour: str
-    half_komi: int
-    flats: int
-    caps: int
-    unrated: int
-    opponent: str
-
-    def line(self, kind: str, version: int) -> str:
-        fields = [self.number, self.owner.name, self.size, self.time_s, self.increment_s,
-                  self.colour, self.half_komi, self.flats, self.caps, self.unrated, 0, 0, 0]
-        text = " ".join(map(str, fields))
-        if version <= 1:
-            return f"Seek {kind} {text} {self.opponent}"
-        return f"Seek {kind} {text} {self.opponent or '0'} 0"
-
-
-@dataclass
-class _Player:
-    name: str
-    password: str | None = None  # None: a guest
-    conn: _Conn | None = None
-    game: _Game | None = None
-    seek: _Seek | None = None
-    logged_out_at: float = 0.0
-
-
-@dataclass
-class _Game:
-    number: int
-    white: _Player
-    black: _Player
-    seek: _Seek
-    position: Position
-    moves: list[str] = field(default_factory=list)
-    clocks: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    last_update: float = 0.0
-    plies_since_reset: int = 0
-
-    def other(self, p: _Player) -> _Player:
-        return self.black if p is self.white else self.white
-
-    def colour_of(self, p: _Player) -> int:
-        return WHITE if p is self.white else BLACK
-
-
-class _Conn:
-    """One client connection: a locked writer; ``player`` once logged in."""
-
-    def __init__(self, sock: socket.socket, sent: dict[str, list[str]] | None = None) -> None:
-        self.sock = sock
-        self.protocol = 0
-        self.player: _Player | None = None
-        self._lock = threading.Lock()
-        self._sent = sent
-        self.closed = False
-
-    def send(self, line: str) -> None:
-        with self._lock:
-            if self.closed:
-                return
-            if self._sent is not None:
-                self._sent.setdefault(self.player.name if self.player else "", []).append(line)
-            try:
-                self.sock.sendall((line + "\n").encode())
-            except OSError:
-                self.closed = True
-
-    def kill(self) -> None:
-        with self._lock:
-            self.closed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class PlaytakServer:
@@ -254,13 +145,13 @@ class PlaytakServer:
         self.reconnect_seconds = float(reconnect_seconds)
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
-        self._players: dict[str, _Player] = {
-            n: _Player(n, password=p) for n, p in (accounts or {}).items()
+        self._players: dict[str, Player] = {
+            n: Player(n, password=p) for n, p in (accounts or {}).items()
         }
-        self._guests: dict[str, _Player] = {}
-        self._conns: set[_Conn] = set()
-        self._seeks: dict[int, _Seek] = {}
-        self._games: dict[int, _Game] = {}
+        self._guests: dict[str, Player] = {}
+        self._conns: set[Conn] = set()
+        self._seeks: dict[int, Seek] = {}
+        self._games: dict[int, Game] = {}
         self._next_seek = 0
         self._next_game = 0
         self._next_guest = 0
@@ -362,7 +253,7 @@ class PlaytakServer:
     # -- connections ---------------------------------------------------------------------------
 
     def _serve(self, sock: socket.socket) -> None:
-        conn = _Conn(sock, self.sent)
+        conn = Conn(sock, self.sent)
         with self._lock:
             self._conns.add(conn)
         conn.send("Welcome!")
@@ -388,14 +279,14 @@ class PlaytakServer:
             except OSError:
                 pass
 
-    def _nok(self, conn: _Conn, line: str, why: str) -> None:
+    def _nok(self, conn: Conn, line: str, why: str) -> None:
         name = conn.player.name if conn.player else ""
         self.refused.append((name, line, why))
         conn.send("NOK")
         if why:
             conn.send("Error:" + why)
 
-    def _command(self, conn: _Conn, line: str) -> None:
+    def _command(self, conn: Conn, line: str) -> None:
         if line == "PING":
             if conn.player is not None:
                 self.pings[conn.player.name] = self.pings.get(conn.player.name, 0) + 1
@@ -403,16 +294,16 @@ class PlaytakServer:
             return
         p = conn.player
         if p is None:
-            if m := _CLIENT.match(line):
+            if m := CLIENT.match(line):
                 conn.send("OK")
-            elif m := _PROTOCOL.match(line):
+            elif m := PROTOCOL.match(line):
                 conn.protocol = int(m.group(1))
                 conn.send("OK")
             elif line.startswith("Login ") and self.hold_logins.is_set():
                 conn.kill()
-            elif m := _LOGIN_GUEST.match(line):
+            elif m := LOGIN_GUEST.match(line):
                 self._login(conn, self._guest(m.group(1)))
-            elif m := _LOGIN.match(line):
+            elif m := LOGIN.match(line):
                 q = self._players.get(m.group(1))
                 if q is None or q.password is None or q.password != m.group(2):
                     conn.send("Authentication failure")
@@ -422,32 +313,32 @@ class PlaytakServer:
                 self._nok(conn, line, "")
             return
         g = p.game
-        if g is None and (m := _SEEK_V3.match(line) or _SEEK_V2.match(line) or _SEEK_V1.match(line)):
+        if g is None and (m := SEEK_V3.match(line) or SEEK_V2.match(line) or SEEK_V1.match(line)):
             self._seek(conn, m)
-        elif g is None and (m := _ACCEPT.match(line)):
+        elif g is None and (m := ACCEPT.match(line)):
             self._accept(conn, int(m.group(1)), line)
-        elif g is not None and (m := _PLACE.match(line)) and int(m.group(1)) == g.number:
+        elif g is not None and (m := PLACE.match(line)) and int(m.group(1)) == g.number:
             piece = "C" if m.group(4) else ("S" if m.group(5) else "")
             self._play(conn, g, line, piece + m.group(2).lower() + m.group(3), line[line.index("P"):])
-        elif g is not None and (m := _MOVE.match(line)) and int(m.group(1)) == g.number:
+        elif g is not None and (m := MOVE.match(line)) and int(m.group(1)) == g.number:
             self._spread(conn, g, line, m)
-        elif g is not None and (m := _RESIGN.match(line)) and int(m.group(1)) == g.number:
+        elif g is not None and (m := RESIGN.match(line)) and int(m.group(1)) == g.number:
             loser = g.colour_of(p)
             self._end(g, "0-1" if loser == WHITE else "1-0", "resign")
         else:
             self._nok(conn, line, "")
 
-    def _guest(self, token: str) -> _Player:
+    def _guest(self, token: str) -> Player:
         if token and token in self._guests:
             return self._guests[token]
         self._next_guest += 1
-        p = _Player(f"Guest{self._next_guest}")
+        p = Player(f"Guest{self._next_guest}")
         self._players[p.name] = p
         if token:
             self._guests[token] = p
         return p
 
-    def _login(self, conn: _Conn, p: _Player) -> None:
+    def _login(self, conn: Conn, p: Player) -> None:
         """Log ``conn`` in as ``p`` in the server's order (module doc: guest and account login)."""
         if p.conn is not None and p.conn is not conn:
             old = p.conn
@@ -469,10 +360,10 @@ class PlaytakServer:
             conn.send(f"GameList Add {self._game_list_form(h)}")
         self._send_online()
 
-    def _rejoin(self, conn: _Conn, p: _Player, g: _Game) -> None:
+    def _rejoin(self, conn: Conn, p: Player, g: Game) -> None:
         """``Game.playerRejoin``: the game, its plies, the clock, then the notes."""
         if self.rejoin_layout == "protocol":
-            conn.send(self._game_start(g, p, conn.protocol))
+            conn.send(g.start_line(p, conn.protocol))
         else:
             s = g.seek
             colour = "white" if p is g.white else "black"
@@ -480,7 +371,7 @@ class PlaytakServer:
                       f"{s.time_s} {s.half_komi} {s.flats} {s.caps} 0 0")
         for mv in g.moves:
             conn.send(f"Game#{g.number} {mv}")
-        conn.send(self._clock_line(g, conn.protocol))
+        conn.send(g.clock_line(conn.protocol))
         conn.send("Message Your game is resumed")
         self._tell(g.other(p), f"Message {p.name} has reconnected.")
 
@@ -493,17 +384,17 @@ class PlaytakServer:
                 c.send(f"OnlinePlayers [{names}]")
 
     @staticmethod
-    def _game_list_form(g: _Game) -> str:
+    def _game_list_form(g: Game) -> str:
         s = g.seek
         return (f"{g.number} {g.white.name} {g.black.name} {s.size} {s.time_s} {s.increment_s} "
                 f"{s.half_komi} {s.flats} {s.caps} {s.unrated} 0 0 0")
 
-    def _game_list(self, kind: str, g: _Game) -> None:
+    def _game_list(self, kind: str, g: Game) -> None:
         for c in list(self._conns):
             if c.player is not None:
                 c.send(f"GameList {kind} {self._game_list_form(g)}")
 
-    def _disconnected(self, conn: _Conn, quit_sent: bool) -> None:
+    def _disconnected(self, conn: Conn, quit_sent: bool) -> None:
         self._conns.discard(conn)
         p = conn.player
         conn.player = None
@@ -522,7 +413,7 @@ class PlaytakServer:
             self._remove_seek(p.seek)
         self._send_online()
 
-    def _check_abandon(self, g: _Game, p: _Player) -> None:
+    def _check_abandon(self, g: Game, p: Player) -> None:
         with self._lock:
             if p.conn is None and p.game is g and g.number in self._games:
                 winner = g.other(p)
@@ -530,13 +421,13 @@ class PlaytakServer:
                 self._end(g, "1-0" if winner is g.white else "0-1", "abandoned", announce=False)
 
     @staticmethod
-    def _tell(p: _Player, line: str) -> None:
+    def _tell(p: Player, line: str) -> None:
         if p.conn is not None:
             p.conn.send(line)
 
     # -- seeks -------------------------------------------------------------------------------
 
-    def _seek(self, conn: _Conn, m: re.Match) -> None:
+    def _seek(self, conn: Conn, m: re.Match) -> None:
         p = conn.player
         assert p is not None
         g = m.groups()
@@ -547,31 +438,31 @@ class PlaytakServer:
             return
         if size not in STANDARD_RESERVES:
             size = 5
-        if m.re is _SEEK_V1:
+        if m.re is SEEK_V1:
             flats, caps = STANDARD_RESERVES[size]  # the server's V1 table: the standard counts
             colour, komi, unrated, opponent = (g[3] or " A").strip(), 0, 0, ""
         else:
             colour, komi, flats, caps, unrated = g[3], int(g[4]), int(g[5]), int(g[6]), int(g[7])
             opponent = g[-1]
         self._next_seek += 1
-        s = _Seek(self._next_seek, p, size, int(g[1]), int(g[2]), colour, min(komi, 8),
+        s = Seek(self._next_seek, p, size, int(g[1]), int(g[2]), colour, min(komi, 8),
                   max(min(flats, 80), 10), min(caps, 5), unrated, opponent)
         p.seek = s
         self._seeks[s.number] = s
         self._broadcast_seek(s, "new")
 
-    def _remove_seek(self, s: _Seek) -> None:
+    def _remove_seek(self, s: Seek) -> None:
         if self._seeks.pop(s.number, None) is not None:
             self._broadcast_seek(s, "remove")
         if s.owner.seek is s:
             s.owner.seek = None
 
-    def _broadcast_seek(self, s: _Seek, kind: str) -> None:
+    def _broadcast_seek(self, s: Seek, kind: str) -> None:
         for c in list(self._conns):
             if c.player is not None:
                 c.send(s.line(kind, c.protocol))
 
-    def _accept(self, conn: _Conn, number: int, line: str) -> None:
+    def _accept(self, conn: Conn, number: int, line: str) -> None:
         p = conn.player
         assert p is not None
         s = self._seeks.get(number)
@@ -599,54 +490,25 @@ class PlaytakServer:
             self._nok(conn, line, str(e))
             return
         self._next_game += 1
-        g = _Game(self._next_game, white, black, s, pos)
+        g = Game(self._next_game, white, black, s, pos)
         g.clocks = [float(s.time_s), float(s.time_s)]
         self._games[g.number] = g
         self._game_list("Add", g)
         white.game = black.game = g
         for q in (p, seeker):  # the accepting player first (Client.run)
             if q.conn is not None:
-                q.conn.send(self._game_start(g, q, q.conn.protocol))
-
-    def _game_start(self, g: _Game, p: _Player, version: int) -> str:
-        s = g.seek
-        colour = "white" if p is g.white else "black"
-        if version < 2:
-            return (f"Game Start {g.number} {s.size} {g.white.name} vs {g.black.name} {colour} "
-                    f"{s.time_s} {s.half_komi} {s.flats} {s.caps} 0 0")
-        return (f"Game Start {g.number} {g.white.name} vs {g.black.name} {colour} {s.size} "
-                f"{s.time_s} {s.increment_s} {s.half_komi} {s.flats} {s.caps} {s.unrated} 0 0 0 0")
+                q.conn.send(g.start_line(q, q.conn.protocol))
 
     # -- play --------------------------------------------------------------------------------
 
-    def _spread(self, conn: _Conn, g: _Game, line: str, m: re.Match) -> None:
-        f1, r1, f2, r2 = m.group(2), int(m.group(3)), m.group(4), int(m.group(5))
-        drops = [int(x) for x in m.group(6).split()]
-        size = g.seek.size
-        if f1 != f2 and r1 != r2:
-            self._nok(conn, line, "Move should be in straight line")
+    def _spread(self, conn: Conn, g: Game, line: str, m: re.Match) -> None:
+        ptn, why = spread_ptn(m, g.seek.size)
+        if why:
+            self._nok(conn, line, why)
             return
-        if f1 == f2 and r1 == r2:
-            self._nok(conn, line, "Invalid move.")
-            return
-        if not all(0 <= ord(f) - 65 < size and 1 <= r <= size for f, r in ((f1, r1), (f2, r2))):
-            self._nok(conn, line, "Out of bounds")
-            return
-        if f1 == f2:
-            direction, distance = (DIR_UP if r2 > r1 else DIR_DOWN), abs(r2 - r1)
-        else:
-            direction, distance = (DIR_RIGHT if f2 > f1 else DIR_LEFT), abs(ord(f2) - ord(f1))
-        if len(drops) != distance:  # the server: "length of vals should be one less than no. of squares"
-            self._nok(conn, line, "Invalid move.")
-            return
-        if min(drops) < 1:
-            self._nok(conn, line, "Should place atleast one tile in rest of the squares")
-            return
-        count = sum(drops)
-        ptn = f"{count}{f1.lower()}{r1}{DIR_CHARS[direction]}{''.join(map(str, drops))}"
         self._play(conn, g, line, ptn, line[line.index("M"):])
 
-    def _play(self, conn: _Conn, g: _Game, line: str, ptn: str, record: str) -> None:
+    def _play(self, conn: Conn, g: Game, line: str, ptn: str, record: str) -> None:
         p = conn.player
         assert p is not None
         mover = g.colour_of(p)
@@ -673,33 +535,21 @@ class PlaytakServer:
         g.plies_since_reset = 0 if placement_or_flatten else g.plies_since_reset + 1
         for q in (g.white, g.black):
             if q.conn is not None:
-                q.conn.send(self._clock_line(g, q.conn.protocol))
+                q.conn.send(g.clock_line(q.conn.protocol))
         self._tell(g.other(p), f"Game#{g.number} {record.strip()}")
         if g.position.is_over:
             result = g.position.result
             self._end(g, str(result), result.reason)
-        elif g.plies_since_reset >= _STALE_PLIES:
+        elif g.plies_since_reset >= STALE_PLIES:
             self._end(g, "1/2-1/2", "stale")
         conn.send("OK")
 
-    def _remaining(self, g: _Game, now: float) -> list[float]:
-        clocks = list(g.clocks)
-        if g.moves:
-            clocks[g.position.side_to_move] -= now - g.last_update
-        return clocks
-
-    def _clock_line(self, g: _Game, version: int) -> str:
-        w, b = (max(0.0, c) for c in self._remaining(g, time.monotonic()))
-        if version >= 1:
-            return f"Game#{g.number} Timems {int(w * 1000)} {int(b * 1000)}"
-        return f"Game#{g.number} Time {int(w)} {int(b)}"
-
-    def _flag(self, g: _Game, loser: int) -> None:
+    def _flag(self, g: Game, loser: int) -> None:
         g.clocks[loser] = 0.0
         g.last_update = time.monotonic()
         for q in (g.white, g.black):
             if q.conn is not None:
-                q.conn.send(self._clock_line(g, q.conn.protocol))
+                q.conn.send(g.clock_line(q.conn.protocol))
         self._end(g, "0-1" if loser == WHITE else "1-0", "time")
 
     def _watch_clocks(self) -> None:
@@ -707,13 +557,13 @@ class PlaytakServer:
             with self._lock:
                 now = time.monotonic()
                 for g in list(self._games.values()):
-                    if g.moves and self._remaining(g, now)[g.position.side_to_move] <= 0:
+                    if g.moves and g.remaining(now)[g.position.side_to_move] <= 0:
                         self._flag(g, g.position.side_to_move)
 
-    def _end(self, g: _Game, result: str, reason: str, announce: bool = True) -> None:
+    def _end(self, g: Game, result: str, reason: str, announce: bool = True) -> None:
         if self._games.pop(g.number, None) is None:
             return
-        clocks = self._remaining(g, time.monotonic())
+        clocks = g.remaining(time.monotonic())
         if announce:
             for q in (g.white, g.black):
                 self._tell(q, f"Game#{g.number} Over {result}")
