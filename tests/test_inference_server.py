@@ -16,13 +16,8 @@ import pytest
 from takzero.config import ConfigError, load_config
 from takzero.game.core import num_actions
 from takzero.nn.features import random_states
-from takzero.pipeline.inference_server import (
-    Batcher,
-    BatcherClient,
-    InferenceServer,
-    pack_priors,
-    unpack_priors,
-)
+from takzero.pipeline.batcher import Batcher, BatcherClient
+from takzero.pipeline.inference_server import InferenceServer, pack_priors, unpack_priors
 from takzero.search.evaluators import HashEvaluator
 from tests.processes import wait_for
 
