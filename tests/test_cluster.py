@@ -344,7 +344,7 @@ def test_placement_keys_are_checked(tmp_path: Path) -> None:
 def test_model_baselines_travel_as_bytes(tmp_path: Path) -> None:
     """A ``model:PATH`` baseline is read on the driver and rebuilt from its bytes in a private
     folder where the evaluator runs, under the same file name (same label); other specs pass."""
-    from takzero.pipeline.actors import localize_model_specs, model_spec_files
+    from takzero.pipeline.evaluator_actor import localize_model_specs, model_spec_files
     from takzero.players.registry import model_spec_path, spec_label
 
     model = tmp_path / "g5.pt"

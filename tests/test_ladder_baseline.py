@@ -14,7 +14,7 @@ from smoke_config import smoke_raw
 
 from takzero.config import ConfigError, compose_preset, load_config
 from takzero.nn.model import TakNet
-from takzero.pipeline.actors import localize_model_specs, model_spec_files
+from takzero.pipeline.evaluator_actor import localize_model_specs, model_spec_files
 from takzero.pipeline.gating import GatingEvaluator
 from takzero.players.registry import (
     MAX_LADDER_OFFSET,

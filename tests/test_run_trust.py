@@ -172,7 +172,7 @@ def test_a_dead_workers_games_leave_the_progress_line(tmp_path: Path) -> None:
 def test_the_evaluators_model_copies_are_removed(tmp_path: Path, monkeypatch) -> None:
     import tempfile
 
-    from takzero.pipeline.actors import (
+    from takzero.pipeline.evaluator_actor import (
         MODELS_PREFIX,
         localize_model_specs,
         remove_stale_model_folders,
@@ -187,7 +187,7 @@ def test_the_evaluators_model_copies_are_removed(tmp_path: Path, monkeypatch) ->
     dead.mkdir()
     assert remove_stale_model_folders(tmp_path) == [dead]  # a killed evaluator's: gone
     assert owner.folder.exists()  # a live process's: kept
-    from takzero.pipeline.actors import EvaluatorActor
+    from takzero.pipeline.evaluator_actor import EvaluatorActor
 
     actor = EvaluatorActor.__new__(EvaluatorActor)
     actor.folder = owner.folder

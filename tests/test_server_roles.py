@@ -128,7 +128,8 @@ def test_gating_and_reanalyse_through_the_server_equal_the_local_path(ray_sessio
     ray = ray_session
     from test_reanalyse import _buffer, _records
 
-    from takzero.pipeline.actors import Coordinator, EvaluatorActor
+    from takzero.pipeline.actors import Coordinator
+    from takzero.pipeline.evaluator_actor import EvaluatorActor
     from takzero.pipeline.gating import GatingEvaluator
     from takzero.pipeline.inference_server import InferenceServers, RemoteEvaluator, server_for
     from takzero.pipeline.reanalyse import Reanalyser

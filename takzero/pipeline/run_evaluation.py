@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from takzero.io.files import atomic_write_text
-from takzero.pipeline.actors import EvaluatorActor, model_spec_files
 from takzero.pipeline.checkpoints import CheckpointError, load_checked
+from takzero.pipeline.evaluator_actor import EvaluatorActor, model_spec_files
 from takzero.pipeline.gating import kept_count, match_key
 from takzero.pipeline.placement import evaluator_options
 from takzero.pipeline.progress import evaluation_line, strength_text, tactics_line
