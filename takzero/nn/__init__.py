@@ -1,7 +1,7 @@
 """Network package: input features, action space, model, losses and batched inference.
 
-* ``takzero.nn.features``: positions -> (B, C, N, N) float32 planes (``encode``, channel tables,
-  ``FEATURE_VERSION`` for new models, ``FEATURE_VERSIONS`` encoded).
+* ``takzero.nn.features``: positions -> (B, C, N, N) float32 planes (``encode``, the plane
+  table ``PLANES``, ``FEATURE_VERSION`` for new models, ``FEATURE_VERSIONS`` encoded).
 * ``takzero.nn.actions``: move code <-> action index, legal masks, symmetry permutations.
 * ``takzero.nn.trunks``: the trunk registry (``TRUNKS``: resnet, transformer).
 * ``takzero.nn.heads``: the auxiliary head table (``HEADS``: ownership, opponent policy, soft

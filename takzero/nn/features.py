@@ -11,64 +11,22 @@ file]`` is square ``rank * N + file`` (a1 = [0, 0]), the same square numbering a
 the action space. ``C = num_channels(L, version)``: ``2 * L + 15`` in version 1, ``2 * L + 24`` in
 version 2. A "road piece" is a flat or a capstone on top of a stack (walls never count).
 
-=================  =========================================================================
-channel            content (versions 1 and 2)
-=================  =========================================================================
-2d, d < L          1 where the piece d places below the top of the stack (d = 0: the top) is
-                   own
-2d + 1, d < L      1 where that piece is the opponent's
-2L                 own pieces deeper than the top L of the stack, count / 10
-2L + 1             opponent's pieces deeper than the top L, count / 10
-2L + 2             1 where the top piece is an own flat
-2L + 3             1 where the top piece is an own wall
-2L + 4             1 where the top piece is an own capstone
-2L + 5             1 where the top piece is an opponent's flat
-2L + 6             1 where the top piece is an opponent's wall
-2L + 7             1 where the top piece is an opponent's capstone
-2L + 8             own stones in reserve / standard stones of size N (broadcast)
-2L + 9             own capstones in reserve / max(1, standard capstones of N) (broadcast)
-2L + 10            opponent's stones in reserve / standard stones of N (broadcast)
-2L + 11            opponent's capstones / max(1, standard capstones of N) (broadcast)
-2L + 12            komi from the mover's view in half points / 4 (broadcast): +half_komi when
-                   black (who receives komi) is to move, -half_komi when white is to move
-2L + 13            1 on every square of the board (marks the board for multi-size nets)
-2L + 14            1 everywhere during the opening swap (plies 0 and 1), else 0
-=================  =========================================================================
+The channels, in order: the stack layers, ``2d`` (1 where the piece ``d`` places below the top of
+the stack is own; d = 0: the top) and ``2d + 1`` (the opponent's) for d < L; then the rows of
+:data:`PLANES`, each ``Plane(names, version, meaning)`` at channel ``2L +`` its offset (the
+widths of the rows above it), present from feature version ``version`` on. A version's channels
+are those of the version before it followed by its own rows (version 1's are the first
+``2 * L + 15`` of version 2's). The compiled encoder writes each row at its offset, a module
+constant computed from the table (``C_<NAME>``).
 
-=================  =========================================================================
-channel            content (version 2 only)
-=================  =========================================================================
-2L + 15            own placement-road squares: 1 on each empty square where a road piece
-                   (flat or capstone) of own completes own road: ``core.road_win_squares``
-2L + 16            opponent's placement-road squares: the same for the opponent as if it were
-                   to move (see "opponent's threats" below)
-2L + 17            own spread-road origins: 1 on each own stack (own piece on top) from which
-                   some legal spread leaves own with a road (a win: with the dragon clause the
-                   mover wins even if the spread also makes the opponent's road); 0 elsewhere
-                   (``spread_road_origins``)
-2L + 18            opponent's spread-road origins, as if the opponent were to move
-2L + 19            own line cover: ``(R[rank] + F[file]) / 2``, R[r] = 1 if own has a road
-                   piece in rank r, F[f] = 1 if own has one in file f (a road crosses every
-                   rank or every file; one plane for both axes keeps it symmetric)
-2L + 20            opponent's line cover
-2L + 21            own group span: on each own road piece, ``max(ranks, files)`` spanned by its
-                   group (orthogonally connected own road pieces) / N; 0 elsewhere. 1 = the
-                   group joins two opposite edges (a road)
-2L + 22            opponent's group span
-2L + 23            flat-count difference with komi from the mover's view, in flats / N
-                   (broadcast): ``(2 * (own flats - opp flats) + hk) / (2 N)``, hk = +half_komi
-                   when black is to move, -half_komi when white is (flats: stacks topped by a
-                   flat, as the flat count counts them); > 0 means the mover would win the
-                   flat count if the game ended now
-=================  =========================================================================
-
-Opponent's threats (2L + 16, 2L + 18) are computed on a copy of the position with the side to move
-flipped (``ply ^ 1``, which keeps plies >= 2 out of the opening). Reserves are not read: in a
-position that goes on both players have a piece left (an empty reserve ends the game) and every
-piece but a wall is a road piece, so a placement square is a threat whatever the reserves hold.
-During the opening (plies 0 and 1) the four threat planes are 0 (no spreads, and a road needs at
-least N >= 3 pieces). A finished position is encoded as if the game went on (its result is not
-read). All planes are functions of the board alone and commute with the 8 board symmetries.
+Opponent's threats (``opp_place_road``, ``opp_spread_road``) are computed on a copy of the position
+with the side to move flipped (``ply ^ 1``, which keeps plies >= 2 out of the opening). Reserves
+are not read: in a position that goes on both players have a piece left (an empty reserve ends the
+game) and every piece but a wall is a road piece, so a placement square is a threat whatever the
+reserves hold. During the opening (plies 0 and 1) the four threat planes are 0 (no spreads, and a
+road needs at least N >= 3 pieces). A finished position is encoded as if the game went on (its
+result is not read). All planes are functions of the board alone and commute with the 8 board
+symmetries.
 
 Standard reserves are ``core.STANDARD_RESERVES`` (6x6: 30 stones, 1 capstone). The default
 ``layers`` is ``default_layers(N) = N + 2`` (the carry limit plus two): 8 on 6x6, 31 channels in
@@ -79,6 +37,8 @@ komi, which the komi planes carry).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -117,12 +77,92 @@ from takzero.game.core import (
 )
 from takzero.game.threats import road_moves
 
-#: Version of the channel layout documented above that new models are built for.
-FEATURE_VERSION = 2
+
+@dataclass(frozen=True)
+class Plane:
+    """One row of :data:`PLANES`: the channels' short ``names`` (its width is their number), the
+    feature ``version`` that brought it, and what its channels hold."""
+
+    names: tuple[str, ...]
+    version: int
+    meaning: str
+
+
+#: The channels after the stack layers, in order (channel ``2L +`` the row's offset); a new
+#: plane is a row at the end, in a new version (old models keep theirs), with its offset
+#: constant below and its write in ``_encode``.
+PLANES = (
+    Plane(("own_buried", "opp_buried"), 1,
+          "own / opponent's pieces deeper than the top L of the stack, count / 10"),
+    Plane(("own_flat", "own_wall", "own_cap", "opp_flat", "opp_wall", "opp_cap"), 1,
+          "1 where the top piece is an own flat, wall, capstone, an opponent's flat, wall, "
+          "capstone"),
+    Plane(("own_stones", "own_caps", "opp_stones", "opp_caps"), 1,
+          "own stones, own capstones, opponent's stones, opponent's capstones in reserve / the "
+          "standard stones of size N, / max(1, standard capstones of N) (broadcast)"),
+    Plane(("komi",), 1,
+          "komi from the mover's view in half points / 4 (broadcast): +half_komi when black "
+          "(who receives komi) is to move, -half_komi when white is to move"),
+    Plane(("board",), 1, "1 on every square of the board (marks the board for multi-size nets)"),
+    Plane(("opening",), 1, "1 everywhere during the opening swap (plies 0 and 1), else 0"),
+    Plane(("own_place_road", "opp_place_road"), 2,
+          "placement-road squares: 1 on each empty square where a road piece (flat or "
+          "capstone) of own completes own road (``core.road_win_squares``); the opponent's the "
+          "same as if it were to move (see \"opponent's threats\" below)"),
+    Plane(("own_spread_road", "opp_spread_road"), 2,
+          "spread-road origins: 1 on each own stack (own piece on top) from which some legal "
+          "spread leaves own with a road (a win: with the dragon clause the mover wins even if "
+          "the spread also makes the opponent's road), 0 elsewhere (``spread_road_origins``); "
+          "the opponent's as if it were to move"),
+    Plane(("own_lines", "opp_lines"), 2,
+          "line cover: ``(R[rank] + F[file]) / 2``, R[r] = 1 if the player has a road piece in "
+          "rank r, F[f] = 1 if one in file f (a road crosses every rank or every file; one "
+          "plane for both axes keeps it symmetric)"),
+    Plane(("own_group_span", "opp_group_span"), 2,
+          "group span: on each of the player's road pieces, ``max(ranks, files)`` spanned by "
+          "its group (orthogonally connected road pieces of that player) / N; 0 elsewhere. "
+          "1 = the group joins two opposite edges (a road)"),
+    Plane(("flat_diff",), 2,
+          "flat-count difference with komi from the mover's view, in flats / N (broadcast): "
+          "``(2 * (own flats - opp flats) + hk) / (2 N)``, hk = +half_komi when black is to "
+          "move, -half_komi when white is (flats: stacks topped by a flat, as the flat count "
+          "counts them); > 0 means the mover would win the flat count if the game ended now"),
+)  # fmt: skip
+
+
+def _plane_offsets(planes: tuple[Plane, ...]) -> dict[str, int]:
+    """{first channel name of each row: its offset after the stack layers}; raises ValueError
+    when a row's version is below the one before it (a version's rows follow the older ones)."""
+    offsets, at, version = {}, 0, 1
+    for row in planes:
+        if row.version < version or not row.names:
+            raise ValueError(f"plane {row.names} of version {row.version} is out of order")
+        offsets[row.names[0]], at, version = at, at + len(row.names), row.version
+    return offsets
+
+
+_OFFSET = _plane_offsets(PLANES)
+# Offsets of the rows after the stack layers (channel 2L + C_...), read by the compiled encoder.
+C_BURIED = _OFFSET["own_buried"]
+C_TOPS = _OFFSET["own_flat"]
+C_RESERVES = _OFFSET["own_stones"]
+C_KOMI = _OFFSET["komi"]
+C_BOARD = _OFFSET["board"]
+C_OPENING = _OFFSET["opening"]
+C_PLACE_ROAD = _OFFSET["own_place_road"]
+C_SPREAD_ROAD = _OFFSET["own_spread_road"]
+C_LINES = _OFFSET["own_lines"]
+C_GROUP_SPAN = _OFFSET["own_group_span"]
+C_FLAT_DIFF = _OFFSET["flat_diff"]
+
 #: Versions ``encode`` can produce; models store theirs and other versions are refused.
-FEATURE_VERSIONS = (1, 2)
+FEATURE_VERSIONS = tuple(sorted({row.version for row in PLANES}))
+#: Version of the channel layout that new models are built for: the newest.
+FEATURE_VERSION = FEATURE_VERSIONS[-1]
 #: Channels that do not depend on the number of layers, per feature version.
-NUM_FIXED_CHANNELS = {1: 15, 2: 24}
+NUM_FIXED_CHANNELS = {
+    v: sum(len(row.names) for row in PLANES if row.version <= v) for v in FEATURE_VERSIONS
+}
 #: Divisor of the counts of pieces deeper than the encoded layers.
 BURIED_SCALE = 10.0
 #: Divisor of the mover's-view half-komi.
@@ -131,6 +171,8 @@ KOMI_SCALE = 4.0
 __all__ = [
     "FEATURE_VERSION",
     "FEATURE_VERSIONS",
+    "PLANES",
+    "Plane",
     "channel_names",
     "check_version",
     "default_layers",
@@ -194,12 +236,9 @@ def channel_names(layers: int, version: int = FEATURE_VERSION) -> list[str]:
     names = []
     for d in range(layers):
         names += [f"own_layer{d}", f"opp_layer{d}"]
-    names += ["own_buried", "opp_buried"]
-    names += ["own_flat", "own_wall", "own_cap", "opp_flat", "opp_wall", "opp_cap"]
-    names += ["own_stones", "own_caps", "opp_stones", "opp_caps", "komi", "board", "opening"]
-    if version >= 2:
-        names += ["own_place_road", "opp_place_road", "own_spread_road", "opp_spread_road"]
-        names += ["own_lines", "opp_lines", "own_group_span", "opp_group_span", "flat_diff"]
+    for row in PLANES:
+        if row.version <= version:
+            names += row.names
     assert len(names) == num_channels(layers, version)
     return names
 
@@ -345,36 +384,40 @@ def _group_span_plane(bb: np.uint64, n: int, plane: np.ndarray) -> None:
 
 @njit(cache=True, inline="always")
 def _encode_v2_planes(
-    s: np.ndarray, o: np.ndarray, c0: int, scratch: np.ndarray, buf: np.ndarray
+    s: np.ndarray, o: np.ndarray, base: int, scratch: np.ndarray, buf: np.ndarray
 ) -> None:
-    """Write the nine version-2 channels c0 .. c0 + 8 of position ``s`` into ``o`` (C, N, N);
-    ``scratch`` is a (STATE_LEN,) int64 work array, ``buf`` an int64 move buffer of length >=
-    ``num_actions(N)``."""
+    """Write the version-2 rows of :data:`PLANES` (channels ``base + C_...``, base = 2L) of
+    position ``s`` into ``o`` (C, N, N); ``scratch`` is a (STATE_LEN,) int64 work array, ``buf``
+    an int64 move buffer of length >= ``num_actions(N)``."""
     n = s[I_SIZE]
     ply = s[I_PLY]
     mover = ply & 1
-    o[c0 : c0 + 4] = 0.0
+    place = base + C_PLACE_ROAD
+    spread = base + C_SPREAD_ROAD
+    o[place : place + 2] = 0.0
+    o[spread : spread + 2] = 0.0
     white, black, _ = road_bitboards(s)
     own_bb = black if mover == 1 else white
     opp_bb = white if mover == 1 else black
     if ply >= 2:
         _copy_position(s, scratch)
-        _set_squares(road_win_squares(scratch), o[c0], n, 1.0)
-        _set_squares(spread_road_origins(scratch, buf), o[c0 + 2], n, 1.0)
+        _set_squares(road_win_squares(scratch), o[place], n, 1.0)
+        _set_squares(spread_road_origins(scratch, buf), o[spread], n, 1.0)
         scratch[I_PLY] = ply ^ 1  # the opponent to move (ply stays >= 2)
-        _set_squares(road_win_squares(scratch), o[c0 + 1], n, 1.0)
-        _set_squares(spread_road_origins(scratch, buf), o[c0 + 3], n, 1.0)
-    _line_cover_plane(own_bb, n, o[c0 + 4])
-    _line_cover_plane(opp_bb, n, o[c0 + 5])
-    o[c0 + 6 : c0 + 8] = 0.0
-    _group_span_plane(own_bb, n, o[c0 + 6])
-    _group_span_plane(opp_bb, n, o[c0 + 7])
+        _set_squares(road_win_squares(scratch), o[place + 1], n, 1.0)
+        _set_squares(spread_road_origins(scratch, buf), o[spread + 1], n, 1.0)
+    _line_cover_plane(own_bb, n, o[base + C_LINES])
+    _line_cover_plane(opp_bb, n, o[base + C_LINES + 1])
+    span = base + C_GROUP_SPAN
+    o[span : span + 2] = 0.0
+    _group_span_plane(own_bb, n, o[span])
+    _group_span_plane(opp_bb, n, o[span + 1])
     w, b = flat_counts(s)
     hk = s[I_HALF_KOMI]
     diff = 2 * (w - b) - hk
     if mover == 1:
         diff = -diff
-    o[c0 + 8] = diff / (2.0 * n)
+    o[base + C_FLAT_DIFF] = diff / (2.0 * n)
 
 
 @njit(cache=True, nogil=True)
@@ -386,6 +429,8 @@ def _encode(
     std_caps: np.ndarray,
     version: int,
 ) -> None:
+    """Each row of :data:`PLANES` of ``version`` written at channel ``2 * layers + C_<ROW>``
+    (``encode`` checks the arguments)."""
     base = 2 * layers
     scratch = np.zeros(STATE_LEN, dtype=np.int64)
     buf = np.empty(num_actions(MAX_SIZE), dtype=np.int64)
@@ -395,7 +440,9 @@ def _encode(
         mover = s[I_PLY] & 1
         opp = 1 - mover
         o = out[b]
-        o[: base + 8] = 0.0
+        o[:base] = 0.0
+        o[base + C_BURIED : base + C_BURIED + 2] = 0.0
+        o[base + C_TOPS : base + C_TOPS + 6] = 0.0
         for sq in range(n * n):
             h = s[OFF_HEIGHT + sq]
             if h == 0:
@@ -415,24 +462,24 @@ def _encode(
                 black = _black_below(lo, hi, layers, h)
                 total = h - layers
                 own = black if mover == 1 else total - black
-                o[base, r, f] = own / BURIED_SCALE
-                o[base + 1, r, f] = (total - own) / BURIED_SCALE
+                o[base + C_BURIED, r, f] = own / BURIED_SCALE
+                o[base + C_BURIED + 1, r, f] = (total - own) / BURIED_SCALE
             t = s[OFF_TOP + sq]
-            o[base + 2 + 3 * ((lo & 1) ^ mover) + t - 1, r, f] = 1.0
+            o[base + C_TOPS + 3 * ((lo & 1) ^ mover) + t - 1, r, f] = 1.0
         ss = std_stones[n]
         sc = std_caps[n]
-        o[base + 8] = s[I_STONES + mover] / ss
-        o[base + 9] = s[I_CAPS + mover] / sc
-        o[base + 10] = s[I_STONES + opp] / ss
-        o[base + 11] = s[I_CAPS + opp] / sc
+        o[base + C_RESERVES] = s[I_STONES + mover] / ss
+        o[base + C_RESERVES + 1] = s[I_CAPS + mover] / sc
+        o[base + C_RESERVES + 2] = s[I_STONES + opp] / ss
+        o[base + C_RESERVES + 3] = s[I_CAPS + opp] / sc
         hk = s[I_HALF_KOMI]
         if mover == 0:
             hk = -hk
-        o[base + 12] = hk / KOMI_SCALE
-        o[base + 13] = 1.0
-        o[base + 14] = 1.0 if s[I_PLY] < 2 else 0.0
+        o[base + C_KOMI] = hk / KOMI_SCALE
+        o[base + C_BOARD] = 1.0
+        o[base + C_OPENING] = 1.0 if s[I_PLY] < 2 else 0.0
         if version >= 2:
-            _encode_v2_planes(s, o, base + 15, scratch, buf)
+            _encode_v2_planes(s, o, base, scratch, buf)
 
 
 def encode(
@@ -441,7 +488,7 @@ def encode(
     layers: int | None = None,
     version: int = FEATURE_VERSION,
 ) -> np.ndarray:
-    """Encode a batch of positions into input planes (channel tables in the module docstring).
+    """Encode a batch of positions into input planes (the channels: ``PLANES``).
 
     Args:
         states: (B, STATE_LEN) int64 positions, all of size N (may be finished positions); read
