@@ -54,7 +54,7 @@ def _flat_count_loss(outputs, ctx: HeadContext) -> Tensor:
     return torch.nn.functional.mse_loss(outputs["flat_count"].float(), target)
 
 
-def _flat_count_target(records, size, symmetries):
+def _flat_count_target(records, size, symmetries, settings):
     """The final flat difference over N (invariant under the board symmetries)."""
     return records.flat_diff.astype(np.float32) / size, np.ones(len(records), np.bool_)
 

@@ -25,11 +25,11 @@ from takzero.pipeline.replay import (
     ReanalyseRefresh,
     Records,
     ReplayBuffer,
-    blend_value,
     pack_states,
     sparse_targets,
     unpack_states,
 )
+from takzero.pipeline.targets import TARGETS, TargetSettings, blend_value
 from takzero.search import BatchedMCTS
 from takzero.search.driver import SearchDriver
 from takzero.search.evaluators import HashEvaluator
@@ -135,8 +135,10 @@ def test_value_target_blend() -> None:
     rows = job.position - (buf.total_added - len(buf.data))
     z = buf.data.value.astype(np.float32)
     s = buf.sample(len(buf.data))  # enough draws to hit refreshed and plain records
+    # the target the trainer's batch makes of the sampled records (pipeline.targets)
+    value = TARGETS["value"].produce(s, SIZE, np.zeros(len(s), np.int64), TargetSettings.from_replay(buf.cfg))[0]
     hit = np.isin(np.arange(len(buf.data)), rows)
-    got = {(int(g), int(p)): float(val) for g, p, val in zip(s.game_id, s.ply, s.value, strict=True)}
+    got = {(int(g), int(p)): float(val) for g, p, val in zip(s.game_id, s.ply, value, strict=True)}
     for r in range(len(buf.data)):
         key = (int(buf.data.game_id[r]), int(buf.data.ply[r]))
         if key in got:

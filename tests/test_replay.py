@@ -12,11 +12,11 @@ from takzero.pipeline.replay import (
     ReplayBuffer,
     board_record_len,
     dense_policy,
-    discount_value,
     pack_states,
     sparse_policy,
     unpack_states,
 )
+from takzero.pipeline.targets import TARGETS, TargetSettings, discount_value
 
 
 def _random_states(size: int, n: int, seed: int) -> np.ndarray:
@@ -188,6 +188,11 @@ def test_discount_floor_discounts_only_the_last_plies() -> None:
     assert discount_value(z, ply, end, 0.9, floor=1.0) == pytest.approx(z.astype(np.float32))
 
 
+def _value(recs: Records, rcfg: ReplayConfig) -> np.ndarray:
+    """The value targets the trainer's batch makes of sampled records under ``rcfg``."""
+    return TARGETS["value"].produce(recs, 3, np.zeros(len(recs), np.int64), TargetSettings.from_replay(rcfg))[0]
+
+
 def _game_records(size: int, n: int, end_ply: int | None, game: int = 0) -> Records:
     """``n`` records of one game won by the movers at plies 0..n-1 (``end_ply`` None: unknown)."""
     recs = _records(size, n)
@@ -204,19 +209,23 @@ def test_sampled_value_targets_are_discounted_by_plies_to_the_end(tmp_path) -> N
     buf.add(_game_records(3, 20, end_ply=25))
     batch = buf.sample(200)
     assert batch is not None
-    assert batch.value == pytest.approx(0.95 ** (25 - batch.ply.astype(np.float64)))
-    assert len(set(batch.value.tolist())) > 5  # many distances, many targets
+    value = _value(batch, rcfg)
+    assert value == pytest.approx(0.95 ** (25 - batch.ply.astype(np.float64)))
+    assert len(set(value.tolist())) > 5  # many distances, many targets
     # with a floor: the factor never falls below it
-    floored = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0, value_discount=0.95,
-                                        value_discount_floor=0.6), 3)  # fmt: skip
+    fcfg = ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0, value_discount=0.95,
+                        value_discount_floor=0.6)  # fmt: skip
+    floored = ReplayBuffer(fcfg, 3)
     floored.add(_game_records(3, 20, end_ply=25))
     batch = floored.sample(200)
-    assert batch.value == pytest.approx(np.maximum(0.95 ** (25 - batch.ply.astype(np.float64)), 0.6))
-    assert (batch.value == np.float32(0.6)).any() and (batch.value > 0.6).any()
+    value = _value(batch, fcfg)
+    assert value == pytest.approx(np.maximum(0.95 ** (25 - batch.ply.astype(np.float64)), 0.6))
+    assert (value == np.float32(0.6)).any() and (value > 0.6).any()
     # value_discount = 1 (the default): the outcome as it was recorded
-    plain = ReplayBuffer(ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0), 3)
+    pcfg = ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0)
+    plain = ReplayBuffer(pcfg, 3)
     plain.add(_game_records(3, 20, end_ply=25))
-    assert set(plain.sample(50).value.tolist()) == {1}
+    assert set(_value(plain.sample(50), pcfg).tolist()) == {1}
 
 
 def test_end_ply_survives_shards_and_old_shards_load_undiscounted(tmp_path) -> None:
@@ -237,7 +246,7 @@ def test_end_ply_survives_shards_and_old_shards_load_undiscounted(tmp_path) -> N
     old = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
     assert old.load(state) == 10
     assert old.data.end_ply.tolist() == [-1] * 10
-    assert set(old.sample(30).value.tolist()) == {1.0}
+    assert set(_value(old.sample(30), rcfg).tolist()) == {1.0}
 
 
 @pytest.mark.parametrize(
@@ -272,5 +281,5 @@ def test_a_shard_with_inconsistent_fields_is_skipped_naming_the_field(tmp_path, 
     assert any(bad_shard.name in r.getMessage() and repr(field) in r.getMessage() for r in caplog.records)
     batch = fresh.sample(32)
     assert batch.value.shape == (32,) and set(batch.game_id.tolist()) == {0}
-    assert batch.value == pytest.approx(0.9 ** (12 - batch.ply.astype(np.float64)))
+    assert _value(batch, rcfg) == pytest.approx(0.9 ** (12 - batch.ply.astype(np.float64)))
     assert fresh.add(_game_records(3, 5, end_ply=9, game=2))  # the buffer is still usable

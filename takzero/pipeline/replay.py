@@ -24,7 +24,8 @@ window or the reuse cap, so no position is counted twice. A record that left the
 buffer) while it was searched is dropped, never written elsewhere. Rate: positions handed out
 <= ``reanalyse_fraction`` x the samples the trainer drew (``total_sampled``), and a batch of n is
 handed out only while at least n remain in that budget, so a worker that keeps up stays within
-n of it. The value target of a sampled record is :func:`blend_value`. Refreshes live in memory:
+n of it. The value target of a sampled record is blended with ``search_value`` when the batch is
+made (``takzero.pipeline.targets.blend_value``). Refreshes live in memory:
 the shards keep the self-play targets, so a resumed run's reloaded records start unrefreshed
 (the counters and the random stream continue from the checkpoint).
 
@@ -518,42 +519,6 @@ def dense_policy(index: np.ndarray, prob: np.ndarray, num_actions: int) -> np.nd
     return out
 
 
-def discount_value(
-    outcome: np.ndarray, ply: np.ndarray, end_ply: np.ndarray, gamma: float, floor: float = 0.0
-) -> np.ndarray:
-    """Value targets discounted by the plies to the game's end:
-    ``z * max(gamma ** (end_ply - ply), floor)`` (``replay.value_discount``,
-    ``replay.value_discount_floor``), so a win in 3 plies is worth more than a win in 9 and a loss
-    is put off; with a floor f > 0 only the last plies are discounted and a distant decisive result
-    keeps f * z, so the value still tells a distant win from a draw. ``outcome`` (B,) values z from
-    the mover's view, ``ply`` / ``end_ply`` (B,) int16 (the record's ply and its game's final ply,
-    plies); a record whose end is unknown (``end_ply`` < 0) keeps z. ``gamma`` in (0, 1]; 1
-    returns z. ``floor`` in [0, 1]. (B,) float32.
-
-    (A per-ply discount of the outcome, as the discounted returns of RL, Sutton and Barto 2018,
-    ch. 3; Leela Chess Zero gets the same preference from a separate moves-left head.)"""
-    z = outcome.astype(np.float32)
-    if gamma >= 1.0:
-        return z
-    plies = end_ply.astype(np.int64) - ply.astype(np.int64)
-    known = (end_ply >= 0) & (plies >= 0)
-    factor = np.maximum(np.power(np.float64(gamma), np.where(known, plies, 0)), floor)  # unknown: 1
-    return (z * factor).astype(np.float32)
-
-
-def blend_value(outcome: np.ndarray, search_value: np.ndarray, weight: float) -> np.ndarray:
-    """Value targets of records: ``z' = (1 - w) z + w v`` where the record was reanalysed
-    (``v`` = ``search_value`` not NaN), else ``z``; ``z`` the game outcome (or proven value),
-    ``w`` = ``replay.reanalyse_value_weight``, both from the mover's view. (B,) float32.
-    (The target mixes the outcome with a search value as MuZero Reanalyse's n-step targets mix
-    a bootstrap value in; Schrittwieser et al. 2021.)"""
-    z = outcome.astype(np.float32)
-    if weight <= 0:
-        return z
-    v = search_value.astype(np.float32)
-    return np.where(np.isnan(v), z, (1.0 - weight) * z + weight * v).astype(np.float32)
-
-
 @dataclass
 class ReanalyseJob:
     """Positions handed to the Reanalyse worker (:meth:`ReplayBuffer.reanalyse_take`), n rows.
@@ -627,8 +592,9 @@ class ReplayBuffer:
             passes :meth:`takzero.config.TrainConfig.replay_opponent_top_k`).
 
     Reanalyse reads ``cfg.reanalyse_fraction`` (positions handed out per sample drawn by the
-    trainer, 0: none; see the module docstring) and ``cfg.reanalyse_value_weight`` (``w`` of
-    :func:`blend_value` for the sampled value targets).
+    trainer, 0: none; see the module docstring). The buffer makes no target: the value target's
+    discount and blend (``value_discount``, ``value_discount_floor``, ``reanalyse_value_weight``)
+    are applied by the trainer's batch (``takzero.pipeline.targets``).
     """
 
     def __init__(
@@ -707,22 +673,16 @@ class ReplayBuffer:
         return True
 
     def sample(self, batch_size: int) -> Records | None:
-        """``batch_size`` records drawn uniformly from the window, or None when there is too little
-        data or the reuse cap is reached."""
+        """``batch_size`` records drawn uniformly from the window, as stored (their targets are
+        made by the trainer's batch, ``pipeline.targets``), or None when there is too little data
+        or the reuse cap is reached."""
         if self.sample_budget() < batch_size or len(self.data) == 0:
             return None
         w = min(self.window(), len(self.data))
         idx = len(self.data) - w + self.rng.integers(0, w, size=batch_size)
         self.total_sampled += batch_size
         self.last_sample_age = float(np.mean(len(self.data) - idx))
-        out = self.data.take(idx)
-        assert out.end_ply is not None and out.search_value is not None  # filled by __post_init__
-        if self.cfg.value_discount < 1.0:
-            out.value = discount_value(out.value, out.ply, out.end_ply, self.cfg.value_discount,
-                                       self.cfg.value_discount_floor)  # fmt: skip
-        if self.cfg.reanalyse_value_weight > 0:
-            out.value = blend_value(out.value, out.search_value, self.cfg.reanalyse_value_weight)
-        return out
+        return self.data.take(idx)
 
     def newest_states(self, n: int) -> np.ndarray:
         """The newest ``n`` positions of the buffer (fewer when it holds fewer) as (k, STATE_LEN)

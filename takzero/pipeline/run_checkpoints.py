@@ -29,6 +29,7 @@ from takzero.pipeline.checkpoints import (
 from takzero.pipeline.reanalyse import reanalyse_counts
 from takzero.pipeline.resume import CHECKPOINTED, find_resume_checkpoint, recover_promoted
 from takzero.pipeline.run_state import Promoted, RunState, cpu_state
+from takzero.pipeline.targets import TargetSettings
 from takzero.pipeline.trainer import NonFiniteError, Trainer, non_finite
 
 log = logging.getLogger("takzero.train")
@@ -60,7 +61,8 @@ class RunCheckpoints(RunState):
         """The trainer, restored from the checkpoint ``state`` (None: a new run, with
         ``train.init_from``'s weights when given); also ``self.trainer``."""
         cfg = self.cfg
-        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed)
+        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed,
+                          settings=TargetSettings.from_replay(cfg.replay))  # fmt: skip
         torch.set_num_threads(cfg.train.threads)  # (as at the start: the trainer's own count)
         self._restore(trainer)
         if self.init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh

@@ -1,13 +1,27 @@
-"""The batch targets of the auxiliary heads: one producer per target, from replay records.
+"""Every training target of a batch: one producer per target, from replay records.
 
 A producer (a row of :data:`TARGETS`, :class:`TargetProducer`) turns the raw data a record stores
-(``takzero.pipeline.replay.Records``) into one training tensor per sample, under the board
-symmetry that sample's planes were drawn under (``make_batch`` draws one of the 8 per sample), and
-a (B,) bool mask of the samples that have a target. ``make_batch`` puts them in
-``Batch.targets`` as ``name`` -> tensor and ``heads.valid_key(name)`` -> mask, the dict the heads'
-losses read (``takzero.nn.heads.HeadContext``). A head names its target by ``Head.target``.
+(``takzero.pipeline.replay.Records``) into one training array per sample, under the board
+symmetry that sample's planes were drawn under (``make_batch`` draws one of the 8 per sample) and
+the run's :class:`TargetSettings` (the value target's discount and blend), and a (B,) bool mask of
+the samples that have a target. The replay buffer stores and samples records only; every target
+arithmetic is here, computed when the trainer's batch is made.
+
+The main targets (rows with ``batch_field``) fill ``Batch.policy``, ``Batch.value`` and
+``Batch.flat_diff``; the others go in ``Batch.targets`` as ``name`` -> tensor and
+``heads.valid_key(name)`` -> mask, the dict the heads' losses read
+(``takzero.nn.heads.HeadContext``). A head names its target by ``Head.target``.
 
 Rows:
+
+* ``policy``: (B, A) float32, the search's policy target (``records.policy_index`` /
+  ``policy_prob``, the K largest), its actions moved with the board.
+* ``value``: (B,) float32, the outcome from the mover's view (``records.value``), discounted by
+  the plies to the game's end (:func:`discount_value`: ``replay.value_discount``,
+  ``replay.value_discount_floor``, ``records.end_ply``) and then blended with the last
+  Reanalyse search value (:func:`blend_value`: ``replay.reanalyse_value_weight``,
+  ``records.search_value``). Invariant under the symmetries.
+* ``flat_diff``: (B,) float32, the final flat difference from the mover's view.
 
 * ``ownership``: (B, N*N) float32 in {-1, 0, +1}, the final owner of each square's top piece from
   the mover's view (``records.ownership``, ``game.ownership``), its squares moved with the board
@@ -34,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -43,9 +58,16 @@ from takzero.nn.actions import action_permutation, num_actions
 from takzero.nn.heads import valid_key
 from takzero.pipeline.replay import Records, board_record_len, dense_policy
 
+if TYPE_CHECKING:
+    from takzero.config import ReplayConfig
+
 __all__ = [
+    "MAIN_TARGETS",
     "TARGETS",
     "TargetProducer",
+    "TargetSettings",
+    "blend_value",
+    "discount_value",
     "make_targets",
     "transform_action_indices",
     "transform_action_rows",
@@ -53,9 +75,34 @@ __all__ = [
     "transform_square_rows",
 ]
 
-#: ``produce(records, size, symmetries)`` with symmetries (B,) int64 in 0..7 (one per sample) ->
-#: (target (B, ...) array, valid (B,) bool array), or None when the records hold no such data.
-Produce = Callable[[Records, int, np.ndarray], tuple[np.ndarray, np.ndarray] | None]
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """The run's settings of the targets (all from the ``replay`` section, read when the batch is
+    made, never when the records are stored or sampled).
+
+    Attributes:
+        value_discount: gamma of :func:`discount_value` (``replay.value_discount``, (0, 1]; 1: none).
+        value_discount_floor: its floor (``replay.value_discount_floor``, [0, 1]).
+        reanalyse_value_weight: w of :func:`blend_value` (``replay.reanalyse_value_weight``,
+            [0, 1]; 0: the outcome alone).
+    """
+
+    value_discount: float = 1.0
+    value_discount_floor: float = 0.0
+    reanalyse_value_weight: float = 0.0
+
+    @classmethod
+    def from_replay(cls, cfg: ReplayConfig) -> TargetSettings:
+        """The settings of a run's ``replay`` section (:class:`takzero.config.ReplayConfig`)."""
+        return cls(cfg.value_discount, cfg.value_discount_floor, cfg.reanalyse_value_weight)
+
+
+#: ``produce(records, size, symmetries, settings)`` with symmetries (B,) int64 in 0..7 (one per
+#: sample) and the run's :class:`TargetSettings` -> (target (B, ...) array, valid (B,) bool
+#: array), or None when the records hold no such data.
+Produce = Callable[[Records, int, np.ndarray, TargetSettings], tuple[np.ndarray, np.ndarray] | None]
 
 
 @dataclass(frozen=True)
@@ -67,11 +114,15 @@ class TargetProducer:
             ``Batch.targets``).
         produce: see :data:`Produce`; arrays of B rows, in the symmetry of each sample.
         description: one line for docs.
+        batch_field: the ``Batch`` attribute a main target fills (``policy``, ``value``,
+            ``flat_diff``; always made, its mask all True); ``""``: an auxiliary target, made
+            when a weighted head names it and put in ``Batch.targets``.
     """
 
     name: str
     produce: Produce
     description: str
+    batch_field: str = ""
 
 
 @cache
@@ -182,14 +233,74 @@ def transform_square_rows(values: np.ndarray, size: int, symmetries: np.ndarray)
     values[:] = np.take_along_axis(values, _square_gather(size)[ts], axis=1)
 
 
-def _ownership(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def discount_value(
+    outcome: np.ndarray, ply: np.ndarray, end_ply: np.ndarray, gamma: float, floor: float = 0.0
+) -> np.ndarray:
+    """Value targets discounted by the plies to the game's end:
+    ``z * max(gamma ** (end_ply - ply), floor)`` (``replay.value_discount``,
+    ``replay.value_discount_floor``), so a win in 3 plies is worth more than a win in 9 and a loss
+    is put off; with a floor f > 0 only the last plies are discounted and a distant decisive result
+    keeps f * z, so the value still tells a distant win from a draw. ``outcome`` (B,) values z from
+    the mover's view, ``ply`` / ``end_ply`` (B,) int16 (the record's ply and its game's final ply,
+    plies); a record whose end is unknown (``end_ply`` < 0) keeps z. ``gamma`` in (0, 1]; 1
+    returns z. ``floor`` in [0, 1]. (B,) float32.
+
+    (A per-ply discount of the outcome, as the discounted returns of RL, Sutton and Barto 2018,
+    ch. 3; Leela Chess Zero gets the same preference from a separate moves-left head.)"""
+    z = outcome.astype(np.float32)
+    if gamma >= 1.0:
+        return z
+    plies = end_ply.astype(np.int64) - ply.astype(np.int64)
+    known = (end_ply >= 0) & (plies >= 0)
+    factor = np.maximum(np.power(np.float64(gamma), np.where(known, plies, 0)), floor)  # unknown: 1
+    return (z * factor).astype(np.float32)
+
+
+def blend_value(outcome: np.ndarray, search_value: np.ndarray, weight: float) -> np.ndarray:
+    """Value targets of records: ``z' = (1 - w) z + w v`` where the record was reanalysed
+    (``v`` = ``search_value`` not NaN), else ``z``; ``z`` the game outcome (or proven value),
+    ``w`` = ``replay.reanalyse_value_weight``, both from the mover's view. (B,) float32.
+    (The target mixes the outcome with a search value as MuZero Reanalyse's n-step targets mix
+    a bootstrap value in; Schrittwieser et al. 2021.)"""
+    z = outcome.astype(np.float32)
+    if weight <= 0:
+        return z
+    v = search_value.astype(np.float32)
+    return np.where(np.isnan(v), z, (1.0 - weight) * z + weight * v).astype(np.float32)
+
+
+def _all(records: Records) -> np.ndarray:
+    return np.ones(len(records), np.bool_)
+
+
+def _policy(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+    index = transform_action_indices(records.policy_index, size, symmetries)
+    return dense_policy(index, records.policy_prob, num_actions(size)), _all(records)
+
+
+def _value(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+    assert records.end_ply is not None and records.search_value is not None  # filled by Records
+    z = records.value.astype(np.float32)
+    if settings.value_discount < 1.0:
+        z = discount_value(z, records.ply, records.end_ply, settings.value_discount, settings.value_discount_floor)
+    if settings.reanalyse_value_weight > 0:
+        z = blend_value(z, records.search_value, settings.reanalyse_value_weight)
+    return z, _all(records)
+
+
+def _flat_diff(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+    return records.flat_diff.astype(np.float32), _all(records)
+
+
+def _ownership(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
     assert records.ownership is not None and records.own_valid is not None  # filled by Records
     own = records.ownership.astype(np.float32)
     transform_square_rows(own, size, symmetries)
     return own, records.own_valid.astype(np.bool_)
 
 
-def _opponent_policy(records: Records, size: int, symmetries: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _opponent_policy(records: Records, size: int, symmetries: np.ndarray,
+                     settings: TargetSettings) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     assert records.opp_index is not None and records.opp_prob is not None  # filled by Records
     if records.opp_index.shape[1] == 0:
         return None
@@ -201,28 +312,41 @@ def _opponent_policy(records: Records, size: int, symmetries: np.ndarray) -> tup
 TARGETS: dict[str, TargetProducer] = {
     row.name: row
     for row in (
+        TargetProducer("policy", _policy, "the search's policy target", "policy"),
+        TargetProducer("value", _value, "the outcome, discounted to the game's end and blended with "
+                       "Reanalyse's search value", "value"),
+        TargetProducer("flat_diff", _flat_diff, "final flat count difference, mover's view", "flat_diff"),
         TargetProducer("ownership", _ownership, "final owner of each square's top piece, mover's view"),
         TargetProducer("opponent_policy", _opponent_policy, "the next recorded position's policy target"),
     )
-}
+}  # fmt: skip
+
+#: The rows that fill ``Batch``'s own fields (``TargetProducer.batch_field``).
+MAIN_TARGETS = tuple(name for name, row in TARGETS.items() if row.batch_field)
 
 
 def make_targets(
-    records: Records, size: int, symmetries: np.ndarray, names: Iterable[str] | None = None
+    records: Records,
+    size: int,
+    symmetries: np.ndarray,
+    names: Iterable[str] | None = None,
+    settings: TargetSettings | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The targets ``names`` (None: every row of :data:`TARGETS`) of ``records``: ``name`` ->
+    """The auxiliary targets ``names`` (None: every row of :data:`TARGETS` without a
+    ``batch_field``) of ``records`` under ``settings`` (None: ``TargetSettings()``): ``name`` ->
     tensor and ``heads.valid_key(name)`` -> (B,) bool tensor, for each producer that finds its
     data in the records (an absent one is left out; the loss that needs it then says so).
 
     Raises ValueError naming a target that is not a row of :data:`TARGETS`.
     """
-    wanted = list(TARGETS) if names is None else list(dict.fromkeys(names))
+    wanted = [n for n in TARGETS if n not in MAIN_TARGETS] if names is None else list(dict.fromkeys(names))
     unknown = [n for n in wanted if n not in TARGETS]
     if unknown:
         raise ValueError(f"unknown batch target {unknown[0]!r}; the targets are {list(TARGETS)}")
+    settings = settings or TargetSettings()
     out: dict[str, torch.Tensor] = {}
     for name in wanted:
-        made = TARGETS[name].produce(records, size, symmetries)
+        made = TARGETS[name].produce(records, size, symmetries, settings)
         if made is not None:
             out[name] = torch.from_numpy(made[0])
             out[valid_key(name)] = torch.from_numpy(np.asarray(made[1], np.bool_))

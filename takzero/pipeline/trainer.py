@@ -26,8 +26,14 @@ from takzero.nn.heads import HEADS
 from takzero.nn.inference import resolve_device
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.model import LossWeights, ModelConfig, TakNet, total_loss
-from takzero.pipeline.replay import Records, dense_policy, unpack_states
-from takzero.pipeline.targets import make_targets, transform_action_indices, transform_board_rows
+from takzero.pipeline.replay import Records, unpack_states
+from takzero.pipeline.targets import (
+    MAIN_TARGETS,
+    TARGETS,
+    TargetSettings,
+    make_targets,
+    transform_board_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,33 +65,39 @@ def make_batch(
     augment: bool = True,
     feature_version: int = FEATURE_VERSION,
     targets: Iterable[str] | None = None,
+    settings: TargetSettings | None = None,
 ) -> Batch:
     """Decode records into training tensors, each sample under a random one of the 8 symmetries
-    (the same transform for its position, legal mask, policy target and every target of
-    ``targets``: names of ``pipeline.targets.TARGETS``, None: all of them; ``augment=False``:
-    every sample as recorded). The symmetries are applied to the packed boards and the sparse
-    policies before decoding, one gather per batch (``pipeline.targets.transform_board_rows``,
-    ``transform_action_indices``): the same tensors as transforming each decoded position."""
+    (the same transform for its position, legal mask and every target; ``augment=False``: every
+    sample as recorded). Every target is a row of ``pipeline.targets.TARGETS`` made here under
+    ``settings`` (None: ``TargetSettings()``, the value target undiscounted and unblended): the
+    main ones (policy, value with its discount and blend, flat_diff) always, the auxiliary ones
+    named in ``targets`` (None: all of them). The symmetries are applied to the packed boards and
+    the sparse action rows before decoding, one gather per batch
+    (``pipeline.targets.transform_board_rows``, ``transform_action_indices``): the same tensors as
+    transforming each decoded position."""
+    settings = settings or TargetSettings()
     if augment:
         ts = rng.integers(0, NUM_SYMMETRIES, size=len(records))
         board = transform_board_rows(records.board, size, ts)
-        policy_index = transform_action_indices(records.policy_index, size, ts)
     else:
         ts = np.zeros(len(records), np.int64)
-        board, policy_index = records.board, records.policy_index
+        board = records.board
     states = unpack_states(board, size)
-    policy = dense_policy(policy_index, records.policy_prob, num_actions(size))
     planes = np.zeros((len(records), num_channels(layers, feature_version), size, size), np.float32)
     encode(states, planes, layers, feature_version)
     mask = np.zeros((len(records), num_actions(size)), np.bool_)
     legal_mask(states, mask)
+    main: dict[str, torch.Tensor] = {}
+    for name in MAIN_TARGETS:
+        made = TARGETS[name].produce(records, size, ts, settings)
+        assert made is not None, name  # the main targets are always made
+        main[TARGETS[name].batch_field] = torch.from_numpy(made[0])
     return Batch(
         planes=torch.from_numpy(planes),
         mask=torch.from_numpy(mask),
-        policy=torch.from_numpy(policy),
-        value=torch.from_numpy(records.value.astype(np.float32)),
-        flat_diff=torch.from_numpy(records.flat_diff.astype(np.float32)),
-        targets=make_targets(records, size, ts, targets),
+        targets=make_targets(records, size, ts, targets, settings),
+        **main,
     )
 
 
@@ -154,6 +166,9 @@ class Trainer:
             None: ``LossWeights()``).
         device: ``auto``, ``cpu`` or ``cuda[:N]``.
         seed: seed of the augmentation RNG and torch.
+        settings: the targets' settings (``pipeline.targets.TargetSettings``: the value target's
+            discount and Reanalyse blend; a run passes ``TargetSettings.from_replay(cfg.replay)``;
+            None: undiscounted, unblended).
         build: ``build(model_config)`` -> the network to train, any
             :class:`takzero.nn.interface.PolicyValueNet` that is a ``torch.nn.Module``
             (:class:`TrainableNet`; default ``TakNet``), built after
@@ -168,8 +183,10 @@ class Trainer:
         device: str = "auto",
         seed: int = 0,
         build: Callable[[ModelConfig], TrainableNet] = TakNet,
+        settings: TargetSettings | None = None,
     ) -> None:
         self.cfg = cfg
+        self.settings = settings or TargetSettings()
         self.device = resolve_device(device)
         torch.manual_seed(seed)
         self.model: TrainableNet = build(model_config).to(self.device)
@@ -217,7 +234,8 @@ class Trainer:
         layers = self.model_config.layers
         assert layers is not None  # set by ModelConfig.__post_init__
         batch = make_batch(records, size, layers, self.rng,
-                           feature_version=self.model_config.feature_version, targets=self.targets)  # fmt: skip
+                           feature_version=self.model_config.feature_version, targets=self.targets,
+                           settings=self.settings)  # fmt: skip
         dev = self.device
         planes = batch.planes.to(dev, non_blocking=True)
         mask = batch.mask.to(dev, non_blocking=True)
