@@ -6,7 +6,9 @@ the value a shard written before the field existed loads with) are declared once
 :data:`RECORD_FIELDS`: board (the compact position, :func:`pack_states`), the policy target
 (``policy_index``/``policy_prob``, the K largest), the outcome (``value``, ``flat_diff``), where
 it came from (``game_id``, ``generation``, ``ply``), the ownership target, the opponent-policy
-target, Reanalyse's ``search_value`` and the game's ``end_ply``.
+target, Reanalyse's ``search_value`` and the game's ``end_ply``. Each row names its producer: the
+field's array from a finished game's typed record (``takzero.pipeline.game_record.GameRecord``,
+:meth:`Records.from_game`), which is all self-play hands over.
 
 Shards written before the ownership and opponent-policy fields existed load with ownership
 invalid and no opponent-policy target; shards without ``search_value`` load as never reanalysed,
@@ -48,7 +50,7 @@ import os
 import re
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +59,8 @@ import numpy as np
 
 from takzero.game import core
 from takzero.game.core import OFF_HEIGHT, OFF_HI, OFF_LO, OFF_TOP
+from takzero.game.ownership import ownership
+from takzero.pipeline.game_record import NO_PROOF, GameRecord
 
 if TYPE_CHECKING:
     from takzero.config import ReplayConfig
@@ -173,6 +177,11 @@ class RecordField:
         rule: a check of the whole row beyond the bounds: ``"board"`` (the packed position is
             one the compiled rules can take, :func:`board_problem`) or ``"distribution"``
             (probabilities whose row sums to at most 1).
+        produce: its producer (:data:`Produce`): the field's array, one row per recorded
+            position, from a finished game's :class:`~takzero.pipeline.game_record.GameRecord`
+            (:meth:`Records.from_game`); fields made together name one producer that returns a
+            dict of them; None: self-play leaves the field at its fill (``search_value``, written
+            by Reanalyse).
     """
 
     name: str
@@ -185,34 +194,102 @@ class RecordField:
     high: float | str | None = None
     nan: bool = False
     rule: str = ""
+    produce: Produce | None = None
 
 
-#: The replay record, field by field (see :class:`RecordField`). A new field: a row here, the
-#: attribute in :class:`Records`, its producer (``takzero.pipeline.selfplay``) and its reader.
+@dataclass(frozen=True)
+class Widths:
+    """The row widths a run's records have (:class:`RecordField` ``width``): ``top_k``
+    (``replay.top_k``) and ``opponent_top_k`` (0: no opponent-policy target)."""
+
+    top_k: int
+    opponent_top_k: int = 0
+
+
+#: ``produce(game, widths)`` -> the field's (n, ...) array of the game's n recorded positions
+#: (any dtype its field's holds: :class:`Records` casts), or a dict of the fields it makes.
+Produce = Callable[[GameRecord, Widths], "np.ndarray | dict[str, np.ndarray]"]
+
+
+def _board(game: GameRecord, w: Widths) -> np.ndarray:
+    return pack_states(game.states, game.size)
+
+
+def _policy(game: GameRecord, w: Widths) -> dict[str, np.ndarray]:
+    idx, prob = sparse_targets(*game.policies(), w.top_k)
+    return {"policy_index": idx, "policy_prob": prob}
+
+
+def _value(game: GameRecord, w: Widths) -> np.ndarray:
+    """The outcome for the mover (0: no winner); a proof beats the outcome
+    (``selfplay.proven_value_targets``)."""
+    outcome = np.zeros(len(game), np.int8) if game.winner < 0 else np.where(game.movers == game.winner, 1, -1)
+    return np.where(game.proven != NO_PROOF, game.proven, outcome).astype(np.int8)
+
+
+def _flat_diff(game: GameRecord, w: Widths) -> np.ndarray:
+    white, black = core.flat_counts(game.final_state)
+    return np.where(game.movers == 0, white - black, black - white).astype(np.int8)
+
+
+def _ownership(game: GameRecord, w: Widths) -> dict[str, np.ndarray]:
+    white_owner = ownership(game.final_state, 0)
+    own = np.where(game.movers[:, None] == 0, white_owner[None], -white_owner[None]).astype(np.int8)
+    return {"ownership": own, "own_valid": np.full(len(game), game.reason != "resign", np.bool_)}
+
+
+def _opponent_policy(game: GameRecord, w: Widths) -> dict[str, np.ndarray]:
+    """The next recorded position's policy target where that position is the very next ply."""
+    n, k = len(game), w.opponent_top_k
+    opp_idx = np.full((n, k), -1, np.int32)
+    opp_prob = np.zeros((n, k), np.float16)
+    if k > 0 and n > 1:
+        plies = game.plies.astype(np.int64)
+        rows = np.flatnonzero(plies[1:] == plies[:-1] + 1)  # the next ply was recorded
+        if rows.size:
+            opp_idx[rows], opp_prob[rows] = sparse_targets(*game.policies(rows + 1), k)
+    return {"opp_index": opp_idx, "opp_prob": opp_prob}
+
+
+def _per_game(value: Callable[[GameRecord], int]) -> Produce:
+    """A producer of one value of the game's for each of its recorded positions."""
+    return lambda game, w: np.full(len(game), value(game))
+
+
+#: The replay record, field by field (see :class:`RecordField`). A new field: a row here (with
+#: its producer from the game record, beside it), the attribute in :class:`Records`, and its reader
+#: (a target of ``takzero.pipeline.targets``).
 RECORD_FIELDS: tuple[RecordField, ...] = (
-    RecordField("board", np.uint8, "board", None, "compact position (see pack_states)", rule="board"),
+    RecordField("board", np.uint8, "board", None, "compact position (see pack_states)", rule="board",
+                produce=_board),
     RecordField("policy_index", np.int32, "top_k", None, "action indices of the policy target (-1 = unused)",
-                low=-1, high="last_action"),
+                low=-1, high="last_action", produce=_policy),
     RecordField("policy_prob", np.float16, "top_k", None, "their probabilities (the K largest, renormalised)",
-                low=0, high=1, rule="distribution"),
-    RecordField("value", np.int8, "", None, "final outcome from the mover's view: +1, 0, -1", low=-1, high=1),
+                low=0, high=1, rule="distribution", produce=_policy),
+    RecordField("value", np.int8, "", None, "final outcome from the mover's view: +1, 0, -1", low=-1, high=1,
+                produce=_value),
     RecordField("flat_diff", np.int8, "", None, "final flat count difference, mover's view",
-                low="-squares", high="squares"),
-    RecordField("game_id", np.int64, "", None, "(stream << 32) | game counter (see selfplay.game_id)"),
-    RecordField("generation", np.int32, "", None, "model generation that played the move", low=0),
-    RecordField("ply", np.int16, "", None, "ply of the position", low=0),
+                low="-squares", high="squares", produce=_flat_diff),
+    RecordField("game_id", np.int64, "", None, "(stream << 32) | game counter (see selfplay.game_id)",
+                produce=_per_game(lambda g: g.game_id)),
+    RecordField("generation", np.int32, "", None, "model generation that played the move", low=0,
+                produce=_per_game(lambda g: g.generation)),
+    RecordField("ply", np.int16, "", None, "ply of the position", low=0, produce=lambda g, w: g.plies),
     RecordField("ownership", np.int8, "squares", 0, "final owner of each square's top piece, mover's "
-                "view (+1 mover, -1 opponent, 0 empty; game.ownership)", "ownership", low=-1, high=1),
+                "view (+1 mover, -1 opponent, 0 empty; game.ownership)", "ownership", low=-1, high=1,
+                produce=_ownership),
     RecordField("own_valid", np.bool_, "", False, "the game ended on the board (False: resigned)",
-                "ownership"),
+                "ownership", produce=_ownership),
     RecordField("opp_index", np.int32, "opponent_top_k", -1, "opponent-policy target: the next "
-                "recorded position's policy target (all -1 / 0: none)", "opponent", low=-1, high="last_action"),
+                "recorded position's policy target (all -1 / 0: none)", "opponent", low=-1, high="last_action",
+                produce=_opponent_policy),
     RecordField("opp_prob", np.float16, "opponent_top_k", 0, "its probabilities", "opponent",
-                low=0, high=1, rule="distribution"),
+                low=0, high=1, rule="distribution", produce=_opponent_policy),
     RecordField("search_value", np.float16, "", np.nan, "root value of the last Reanalyse search, "
                 "mover's view (NaN: never reanalysed)", low=-1, high=1, nan=True),
     RecordField("end_ply", np.int16, "", -1, "ply of the game's final position (the road, flat win, "
-                "draw or resignation; -1: unknown)", low=-1),
+                "draw or resignation; -1: unknown)", low=-1,
+                produce=_per_game(lambda g: int(g.final_state[core.I_PLY]))),
 )  # fmt: skip
 
 
@@ -424,6 +501,21 @@ class Records:
         fields: dict[str, Any] = {f.name: cast.get(f.name) for f in cls.TABLE}  # None: its fill
         recs = cls(**fields)
         return recs.with_opponent_width(opponent_top_k)
+
+    @classmethod
+    def from_game(cls, game: GameRecord, widths: Widths) -> Records:
+        """The records of a finished game's recorded positions: each field made by its row's
+        producer (:class:`RecordField` ``produce``; a producer named by several rows is called
+        once, a field without one gets its fill) and cast to its dtype, rows of ``widths``."""
+        made: dict[str, Any] = {}
+        for f in cls.TABLE:
+            if f.name in made or f.produce is None:
+                continue
+            out = f.produce(game, widths)
+            made.update(out if isinstance(out, dict) else {f.name: out})
+        fields = {f.name: None if made.get(f.name) is None else np.asarray(made[f.name]).astype(f.dtype, copy=False)
+                  for f in cls.TABLE}  # fmt: skip
+        return cls(**fields)
 
     def check_values(self, size: int) -> None:
         """Raise ValueError naming the first field, and its first record, whose values the

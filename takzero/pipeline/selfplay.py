@@ -13,6 +13,11 @@ root value below ``resign_threshold``; in a share ``resign_playout_share`` of ga
 off and the game is played out, which measures the false-resignation rate (games where the
 player that would have resigned did not lose).
 
+A finished game is handed over as a typed record (:class:`takzero.pipeline.game_record.GameRecord`:
+its recorded positions, the search's policy at each, proofs, final position and end), and its
+replay records are derived from it by the producers of ``replay.RECORD_FIELDS``
+(``Records.from_game``).
+
 Auxiliary targets (filled for every recorded position of a game when it ends):
 
 * ownership (``game.ownership``): the owner of each square's top piece in the game's final
@@ -56,7 +61,6 @@ import torch
 
 from takzero.config import BoardConfig, SelfPlayConfig, TrainConfig
 from takzero.game import core
-from takzero.game.ownership import ownership
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.io.files import atomic_open
@@ -64,7 +68,8 @@ from takzero.nn.actions import move_to_action
 from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator, quantize
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.nn.quantize import CALIBRATION_POSITIONS
-from takzero.pipeline.replay import Records, pack_states, sparse_targets
+from takzero.pipeline.game_record import NO_PROOF, GameRecord
+from takzero.pipeline.replay import Records, Widths
 from takzero.players.tactics import proven_win
 from takzero.search import BatchedMCTS, SearchConfig
 from takzero.search.driver import SearchDriver
@@ -107,9 +112,6 @@ def stream_seed(seed: int, stream: int) -> int:
 
 #: The largest unfinished-games file read back (:meth:`UnfinishedGames.load`), bytes.
 MAX_UNFINISHED_BYTES = 1 << 31
-
-#: No proof for a recorded position (``UnfinishedGames.proven``): the game's outcome is its target.
-NO_PROOF = -128
 
 #: The statistics key of a game's end by (reason, winner); any other end is a draw (no winner)
 #: or a resignation.
@@ -665,48 +667,15 @@ class SelfPlayWorker:
         records = Records.concat(parts) if parts else None
         return records, stats, ptn
 
+    def game_record(self, slot: _Slot, winner: int | None, reason: str = "") -> GameRecord:
+        """The typed record of ``slot``'s finished game (``winner`` None: none; ``reason``
+        ``resign`` or the game's ``Result.reason``), which its replay records derive from."""
+        return GameRecord.of_game(
+            self.size, slot.game_id, self.generation, slot.states, slot.plies, slot.movers, slot.proven,
+            slot.actions, slot.probs, slot.game.position.state, winner, reason,
+        )  # fmt: skip
+
     def _records(self, slot: _Slot, winner: int | None, reason: str = "") -> Records | None:
-        n = len(slot.states)
-        if n == 0:
+        if not slot.states:
             return None
-        idx, prob = sparse_targets(slot.actions, slot.probs, self.top_k)
-        movers = np.array(slot.movers)
-        if winner is None:
-            value = np.zeros(n, np.int8)
-        else:
-            value = np.where(movers == winner, 1, -1).astype(np.int8)
-        for i, exact in enumerate(slot.proven):
-            if exact is not None:  # selfplay.proven_value_targets: the proof beats the outcome
-                value[i] = exact
-        final = slot.game.position.state
-        w, b = core.flat_counts(final)
-        flat = np.where(movers == 0, w - b, b - w).astype(np.int8)
-        white_owner = ownership(final, 0)
-        own = np.where(movers[:, None] == 0, white_owner[None], -white_owner[None]).astype(np.int8)
-        own_valid = np.full(n, reason != "resign", np.bool_)
-        opp_k = self.opponent_top_k
-        opp_idx = np.full((n, opp_k), -1, np.int32)
-        opp_prob = np.zeros((n, opp_k), np.float16)
-        if opp_k > 0 and n > 1:
-            plies = np.array(slot.plies)
-            rows = np.flatnonzero(plies[1:] == plies[:-1] + 1)  # the next ply was recorded
-            if rows.size:
-                opp_rows_idx, opp_rows_prob = sparse_targets(
-                    [slot.actions[r + 1] for r in rows], [slot.probs[r + 1] for r in rows], opp_k
-                )
-                opp_idx[rows], opp_prob[rows] = opp_rows_idx, opp_rows_prob
-        return Records(
-            board=pack_states(np.stack(slot.states), self.size),
-            policy_index=idx,
-            policy_prob=prob,
-            value=value,
-            flat_diff=flat,
-            game_id=np.full(n, slot.game_id, np.int64),
-            generation=np.full(n, self.generation, np.int32),
-            ply=np.array(slot.plies, np.int16),
-            ownership=own,
-            end_ply=np.full(n, final[core.I_PLY], np.int16),
-            own_valid=own_valid,
-            opp_index=opp_idx,
-            opp_prob=opp_prob,
-        )
+        return Records.from_game(self.game_record(slot, winner, reason), Widths(self.top_k, self.opponent_top_k))
