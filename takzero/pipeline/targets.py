@@ -34,8 +34,8 @@ Rows:
   (the producer gives None) when the records store no opponent policy.
 
 A new target: its producer function here and its row, and, if the records do not hold its raw
-data yet, the replay field (``pipeline/replay.py``: ``Records``, the shards) and where self-play
-fills it (``pipeline/selfplay.py``).
+data yet, the replay field (``pipeline/records.py``: a row of ``RECORD_FIELDS`` with its producer
+from self-play's game record, and the attribute of ``Records``).
 
 The symmetry gathers of a batch live here too: each sample's symmetry is applied to the packed
 boards (:func:`transform_board_rows`), to sparse action indices (:func:`transform_action_indices`)
@@ -56,7 +56,8 @@ import torch
 from takzero.game.symmetry import NUM_SYMMETRIES, square_permutation
 from takzero.nn.actions import action_permutation, num_actions
 from takzero.nn.heads import valid_key
-from takzero.pipeline.replay import Records, board_record_len, dense_policy
+from takzero.pipeline.packing import board_record_len, dense_policy
+from takzero.pipeline.records import Records
 
 if TYPE_CHECKING:
     from takzero.config import ReplayConfig

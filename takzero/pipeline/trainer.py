@@ -26,7 +26,8 @@ from takzero.nn.heads import HEADS
 from takzero.nn.inference import resolve_device
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.model import LossWeights, ModelConfig, TakNet, total_loss
-from takzero.pipeline.replay import Records, unpack_states
+from takzero.pipeline.packing import unpack_states
+from takzero.pipeline.records import Records
 from takzero.pipeline.targets import (
     MAIN_TARGETS,
     TARGETS,
