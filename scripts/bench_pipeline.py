@@ -228,6 +228,7 @@ def main() -> None:
     from takzero.nn.model import LossWeights
     from takzero.pipeline.replay import Records
     from takzero.pipeline.selfplay import SelfPlayWorker
+    from takzero.pipeline.targets import TargetSettings
     from takzero.pipeline.trainer import Trainer
 
     cfg = compose_preset(args.config, args.overrides, run_name="bench")
@@ -314,7 +315,8 @@ def main() -> None:
         flush=True,
     )
     torch.set_num_threads(cfg.train.threads)
-    trainer = Trainer(cfg.train, cfg.model_config(), LossWeights(), device=cfg.device)
+    trainer = Trainer(cfg.train, cfg.model_config(), LossWeights(), device=cfg.device,
+                      settings=TargetSettings.from_replay(cfg.replay))  # the run's value target
     rng = np.random.default_rng(0)
     for bs in args.train_batches or [cfg.train.batch_size]:
         trainer.train_step(recs.take(rng.integers(0, len(recs), bs)))  # warm-up

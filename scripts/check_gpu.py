@@ -110,11 +110,13 @@ class Checks:
     def device_auto(self) -> dict[str, Any]:
         from takzero.nn.inference import resolve_device
         from takzero.pipeline.selfplay import SelfPlayWorker
+        from takzero.pipeline.targets import TargetSettings
         from takzero.pipeline.trainer import Trainer
 
         want = "cuda" if torch.cuda.is_available() else "cpu"
         auto = resolve_device("auto").type
-        trainer = Trainer(self.cfg.train, self.cfg.model_config(), self.cfg.loss_weights(), device="auto")
+        trainer = Trainer(self.cfg.train, self.cfg.model_config(), self.cfg.loss_weights(), device="auto",
+                          settings=TargetSettings.from_replay(self.cfg.replay))
         worker = SelfPlayWorker.from_run(load_cfg(self.args.config, ["device=auto", "selfplay.games_per_worker=2",
                                                                      "model.channels=16", "model.blocks=1"]))  # fmt: skip
         got = {"resolve": auto, "trainer": trainer.device.type, "selfplay": worker.evaluator.device.type}
@@ -194,6 +196,7 @@ class Checks:
 
     def train_steps(self) -> dict[str, Any]:
         from takzero.pipeline.selfplay import SelfPlayWorker
+        from takzero.pipeline.targets import TargetSettings
         from takzero.pipeline.trainer import Trainer
 
         cfg = self.cfg
@@ -209,7 +212,8 @@ class Checks:
         recs = Records.concat(parts)
         rng = np.random.default_rng(0)
         batch = recs.take(rng.integers(0, len(recs), cfg.train.batch_size))
-        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=self.device)
+        trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=self.device,
+                          settings=TargetSettings.from_replay(cfg.replay))
         steps = 3 if self.args.quick else 20
         metrics = trainer.train_step(batch)  # warm-up
         t0 = time.perf_counter()
