@@ -256,7 +256,7 @@ def preflight(args: argparse.Namespace) -> None:
                          "give a baseline run's best.pt or a fixed network")  # fmt: skip
     reference = make_player(f"model:{args.reference}:{args.simulations}")
     if not args.train_only:  # the evaluation runs the reference on --eval-backend: try it now
-        from takzero.nn.inference import with_backend
+        from takzero.nn.backends import with_backend
 
         try:
             with_backend(reference.evaluator, args.eval_backend, 1)
@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
                          "trainings of several variants, evaluate them later with --eval-only)")  # fmt: skip
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
-    from takzero.nn.inference import EVAL_BACKENDS
+    from takzero.nn.backends import EVAL_BACKENDS
 
     ap.add_argument("--eval-backend", choices=EVAL_BACKENDS, default="onnx",
                     help="CPU inference backend of the evaluation (takzero.evaluate --backend; the "

@@ -36,7 +36,7 @@ float32 and under bf16 autocast (``network_bf16``); ``--no-bf16`` leaves the bf1
 
 * ``masked_softmax`` (``--softmax``, alone): the masked softmax over the action space on the real
   legal masks of random mid-game positions, torch (``model.masked_softmax``, what the CPU
-  evaluator used before) against the compiled loop (``inference.masked_softmax_np``), timed
+  evaluator used before) against the compiled loop (``outputs.masked_softmax_np``), timed
   alternately in one run: ``{"bench", "size", "actions", "batch", "torch_ms", "compiled_ms",
   "speedup", "max_abs_diff", "threads", "loadavg_1min"}``.
 """
@@ -60,8 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from takzero.nn.actions import legal_mask, num_actions  # noqa: E402
 from takzero.nn.features import FEATURE_VERSIONS, encode, new_planes, random_states  # noqa: E402
-from takzero.nn.inference import Evaluator, masked_softmax_np  # noqa: E402
+from takzero.nn.inference import Evaluator  # noqa: E402
 from takzero.nn.model import ModelConfig, TakNet, masked_softmax, total_loss  # noqa: E402
+from takzero.nn.outputs import masked_softmax_np  # noqa: E402
 
 
 def timeit(fn: Callable[[], object], min_time: float, sync: Callable[[], None]) -> float:

@@ -4,7 +4,7 @@ buys. JSON lines on stdout.
     python scripts/bench_int8.py                               # the shipped 5x5 and 6x6 networks
     python scripts/bench_int8.py --models M.pt --positions 2000 --seconds 2
 
-One line per model (``takzero.nn.inference.quantize``, calibrated as a player calibrates it: the
+One line per model (``takzero.nn.backends.quantize``, calibrated as a player calibrates it: the
 positions the file carries, else games of its own policy from seed 0):
 
 * ``quantize_seconds``: the quantization, calibration included (one core);
@@ -47,7 +47,8 @@ def rate(ev, states: np.ndarray, seconds: float) -> float:
 def bench(model: str, positions: int, batch: int, seconds: float, rounds: int) -> dict:
     import torch
 
-    from takzero.nn.inference import Evaluator, quantize, with_backend
+    from takzero.nn.backends import quantize, with_backend
+    from takzero.nn.inference import Evaluator
     from takzero.nn.quantize import policy_games_states
 
     torch.set_num_threads(1)

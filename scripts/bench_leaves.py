@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     from takzero.matches.games import NetSide, play_match
     from takzero.matches.openings import random_openings
     from takzero.matches.stats import wilson_interval
-    from takzero.nn.inference import Evaluator, with_backend
+    from takzero.nn.backends import with_backend
+    from takzero.nn.inference import Evaluator
     from takzero.players.network import set_search_threads
     from takzero.search import SearchConfig
 

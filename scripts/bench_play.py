@@ -85,7 +85,8 @@ def network_curve(model: str, positions: list[Position], threads: list[int], bat
     """positions/s of the network by (backend, threads, batch); prints one line each."""
     import torch
 
-    from takzero.nn.inference import Evaluator, with_backend
+    from takzero.nn.backends import with_backend
+    from takzero.nn.inference import Evaluator
 
     base = Evaluator.load(model, device="cpu")
     states = np.stack([p.state for p in positions])

@@ -38,8 +38,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from takzero.nn.backends import onnx_evaluator  # noqa: E402
 from takzero.nn.features import random_states  # noqa: E402
-from takzero.nn.inference import Evaluator, onnx_evaluator  # noqa: E402
+from takzero.nn.inference import Evaluator  # noqa: E402
 from takzero.nn.model import ModelConfig, TakNet  # noqa: E402
 
 MODELS = {"5x5_cpu": (5, 32, 4), "6x6": (6, 64, 6)}

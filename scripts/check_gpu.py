@@ -150,7 +150,8 @@ class Checks:
                 "max_prior_error": err_p, "max_value_error": err_v, "positions_per_s": round(pos_s)}  # fmt: skip
 
     def torchscript(self) -> dict[str, Any]:
-        from takzero.nn.inference import Evaluator, export_torchscript
+        from takzero.nn.inference import Evaluator
+        from takzero.nn.model_export import export_torchscript
 
         model = self.model()
         ref = Evaluator(model, device="cpu").evaluate(self.states)
@@ -170,7 +171,8 @@ class Checks:
             import onnxruntime as ort
         except ImportError:
             return {"pass": None, "reason": "onnxruntime not installed (pip install takzero[onnx])"}
-        from takzero.nn.inference import Evaluator, export_onnx
+        from takzero.nn.inference import Evaluator
+        from takzero.nn.model_export import export_onnx
 
         available = ort.get_available_providers()
         provider = "CUDAExecutionProvider" if self.cuda else "CPUExecutionProvider"

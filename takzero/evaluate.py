@@ -26,7 +26,7 @@ from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import check_writable_folder
 from takzero.matches.evaluation import MAX_GUMBEL_M, MAX_THREADS, evaluate_model
 from takzero.matches.games import DEFAULT_PLY_LIMIT
-from takzero.nn.inference import EVAL_BACKENDS
+from takzero.nn.backends import EVAL_BACKENDS
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 from takzero.players.registry import ModelFileError, help_text, spec_syntax
 from takzero.protocols.tei.player import make_baseline

@@ -35,7 +35,7 @@ the list of what fails; a file's own key of that name is replaced) and, when one
 warning line on stderr.
 
 TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
-(see :mod:`takzero.nn.inference`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
+(see :mod:`takzero.nn.model_export`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
 
     from takzero.nn.inference import Evaluator
     ev = Evaluator.load("model.pt")      # or model.onnx; ev.metadata is the dict above

@@ -7,7 +7,7 @@ WebSocket, with no bridge such as websocketd in between:
 
 * one engine per connection, built when the connection opens (so two browser tabs never share a
   search tree or a position; engines start while others search: the network's ONNX export
-  is serialised by ``takzero.nn.inference.ONNX_EXPORT_LOCK``) and ended when it closes (a
+  is serialised by ``takzero.nn.model_export.ONNX_EXPORT_LOCK``) and ended when it closes (a
   running search is stopped at once, as at the end of stdin, even while commands wait for it, and
   the commands still queued are dropped unanswered; the engine, its tree and its network runtime
   are dropped with the connection; the engines share one memory budget for their search trees,

@@ -415,7 +415,8 @@ def test_eval_only_problems_are_messages_with_status_1(tmp_path: Path, capsys) -
 def test_a_reference_the_eval_backend_cannot_run_is_refused_before_training(tmp_path: Path, monkeypatch, capsys) -> None:
     pytest.importorskip("onnxruntime")
     ablate = _load_script()
-    from takzero.nn.inference import Evaluator, export_torchscript
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_torchscript
 
     ref = tmp_path / "ref.pt"
     _tiny_model(ref, 0)

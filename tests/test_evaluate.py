@@ -219,16 +219,16 @@ def test_onnx_backend_runs_the_model_and_the_model_baselines_in_onnxruntime(
     """``backend='onnx'``: the model and each ``model:`` baseline are evaluated by onnxruntime
     sessions (other baselines are not networks); the JSON says which backend played."""
     pytest.importorskip("onnxruntime")
-    import takzero.nn.inference as inference
+    import takzero.nn.backends as backends
 
     made = []
-    real = inference.onnx_evaluator
+    real = backends.onnx_evaluator
 
     def recording(model, threads=1):
         made.append(real(model, threads))
         return made[-1]
 
-    monkeypatch.setattr(inference, "onnx_evaluator", recording)
+    monkeypatch.setattr(backends, "onnx_evaluator", recording)
     (r1, r2) = evaluate_model(
         str(tiny_model), [f"model:{tiny_model}:4", "random"], pairs=1, simulations=4, ply_limit=20,
         say=lambda line: None, backend="onnx",
@@ -245,7 +245,8 @@ def test_onnx_backend_agrees_with_torch_on_the_shipped_model() -> None:
     import numpy as np
 
     from takzero.game import Position
-    from takzero.nn.inference import Evaluator, with_backend
+    from takzero.nn.backends import with_backend
+    from takzero.nn.inference import Evaluator
 
     ev = Evaluator.load(str(Path(__file__).resolve().parents[1] / "checkpoints/pretrained/5x5.pt"))
     ox = with_backend(ev, "onnx", threads=1)
@@ -265,7 +266,9 @@ def test_onnx_backend_agrees_with_torch_on_the_shipped_model() -> None:
 
 
 def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp_path: Path, capsys) -> None:
-    from takzero.nn.inference import Evaluator, export_torchscript, with_backend
+    from takzero.nn.backends import with_backend
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_torchscript
 
     with pytest.raises(ValueError, match="backend must be one of auto, torch, onnx"):
         evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=2, ply_limit=10, backend="tpu")
@@ -295,16 +298,17 @@ def test_onnx_backend_errors_name_the_network_and_threads_follow_torch(
     ``threads=0`` both sessions get torch's thread count as it was before a model baseline set
     one thread for its own searches."""
     pytest.importorskip("onnxruntime")
-    import takzero.nn.inference as inference
-    from takzero.nn.inference import Evaluator, export_torchscript
+    import takzero.nn.backends as backends
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_torchscript
 
     ts = tmp_path / "tiny.ts"
     export_torchscript(Evaluator.load(str(tiny_model)).model, ts)
     with pytest.raises(ValueError, match=rf"baseline model:{ts}: .*TorchScript.*use --backend torch"):
         evaluate_model(str(tiny_model), [f"model:{ts}"], pairs=1, simulations=2, ply_limit=10, backend="onnx")
     seen: list[int] = []
-    real = inference.onnx_evaluator
-    monkeypatch.setattr(inference, "onnx_evaluator", lambda model, threads=1: seen.append(threads) or real(model, threads))
+    real = backends.onnx_evaluator
+    monkeypatch.setattr(backends, "onnx_evaluator", lambda model, threads=1: seen.append(threads) or real(model, threads))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

@@ -313,7 +313,7 @@ def test_an_int8_onnx_export_is_deterministic_and_plays(tmp_path: Path, capsys) 
     """``--format onnx-int8``: the same checkpoint gives the same int8 file, which loads as an
     int8 evaluator (kept as it is by every backend) with the checkpoint's metadata."""
     pytest.importorskip("onnxruntime")
-    from takzero.nn.inference import with_backend
+    from takzero.nn.backends import with_backend
 
     best = write_run(tmp_path, generation=7, run_name="myrun", half_komi=4)
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"

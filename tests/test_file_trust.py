@@ -46,7 +46,8 @@ def test_an_onnx_model_with_non_finite_weights_is_refused_at_load(tmp_path: Path
     import numpy as np
     from onnx import numpy_helper
 
-    from takzero.nn.inference import Evaluator, export_onnx
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_onnx
 
     good = tmp_path / "good.onnx"
     export_onnx(_net(), good, metadata={"half_komi": 0})

@@ -16,9 +16,10 @@ from torch import Tensor, nn
 from takzero.config import ModelSection, TrainSection, load_config
 from takzero.game import Position
 from takzero.nn.heads import HEADS, HIDDEN_PLANES, Head, HeadContext
-from takzero.nn.inference import Evaluator, export_torchscript
+from takzero.nn.inference import Evaluator
 from takzero.nn.interface import PolicyValueNet
 from takzero.nn.model import LossWeights, ModelConfig, TakNet, model_from_checkpoint, total_loss
+from takzero.nn.model_export import export_torchscript
 from takzero.pipeline.resume import model_config_diff
 from takzero.pipeline.targets import TARGETS, TargetProducer
 from takzero.pipeline.trainer import Trainer, make_batch

@@ -65,7 +65,8 @@ def test_quantizing_leaves_no_onnxruntime_note_on_stderr(capfd) -> None:
     """onnxruntime's 'Please consider pre-processing before quantization' reached stderr (its
     quantizer logs it on the root logger); other warnings still show."""
     pytest.importorskip("onnxruntime")
-    from takzero.nn.inference import Evaluator, quantize
+    from takzero.nn.backends import quantize
+    from takzero.nn.inference import Evaluator
 
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

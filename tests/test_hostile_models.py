@@ -117,7 +117,8 @@ def _loaders():
 
 @pytest.mark.parametrize("fmt", ["checkpoint", "onnx", "torchscript"])
 def test_a_network_of_finite_weights_and_nan_outputs_is_refused_at_load(tmp_path: Path, fmt: str) -> None:
-    from takzero.nn.inference import Evaluator, export_onnx, export_torchscript, model_metadata
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_onnx, export_torchscript, model_metadata
 
     path = tmp_path / ("negvar.pt" if fmt != "onnx" else "negvar.onnx")
     d = _negvar()

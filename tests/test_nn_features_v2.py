@@ -15,8 +15,9 @@ from takzero.game import Position, core
 from takzero.game.moves import square_name
 from takzero.nn import actions as A
 from takzero.nn import features as F
-from takzero.nn.inference import Evaluator, export_torchscript
+from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict, total_loss
+from takzero.nn.model_export import export_torchscript
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "features_v1.npz"

@@ -13,13 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from takzero.nn.inference import (
-    Evaluator,
-    export_onnx,
-    export_torchscript,
-    masked_softmax_np,
-    with_backend,
-)
+from takzero.nn.backends import with_backend
+from takzero.nn.inference import Evaluator
 from takzero.nn.model import (
     LossWeights,
     ModelConfig,
@@ -31,6 +26,8 @@ from takzero.nn.model import (
     total_loss,
     value_loss,
 )
+from takzero.nn.model_export import export_onnx, export_torchscript
+from takzero.nn.outputs import masked_softmax_np
 
 INF, NAN = math.inf, math.nan
 

@@ -12,15 +12,14 @@ import torch
 from takzero.game import core
 from takzero.nn import actions as A
 from takzero.nn import features as F
-from takzero.nn.inference import (
-    Evaluator,
+from takzero.nn.inference import Evaluator, resolve_device
+from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict, masked_softmax
+from takzero.nn.model_export import (
     export_onnx,
     export_torchscript,
     read_onnx_metadata,
     read_torchscript_metadata,
-    resolve_device,
 )
-from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict, masked_softmax
 
 SIZE = 5
 
@@ -202,7 +201,7 @@ def test_two_threads_may_evaluate_at_once(model: TakNet, states: np.ndarray, bac
     of one batch size gave one thread the other's positions)."""
     import threading
 
-    from takzero.nn.inference import with_backend
+    from takzero.nn.backends import with_backend
     from takzero.search.driver import CachedEvaluator
 
     ev = with_backend(Evaluator.from_checkpoint(checkpoint_dict(model, half_komi=4), device="cpu"), backend)
@@ -230,7 +229,7 @@ def test_legal_softmax_is_the_masked_softmax_over_the_legal_mask(size: int) -> N
     """``actions.legal_softmax`` (the onnxruntime path's priors, from the legal moves) gives the
     numbers of ``masked_softmax_np`` over ``legal_mask`` (the other paths'), edge rows included:
     a finished position, all legal logits -inf, a NaN and a +inf legal logit."""
-    from takzero.nn.inference import masked_softmax_np
+    from takzero.nn.outputs import masked_softmax_np
 
     states = F.random_states(size, 24, seed=size, min_plies=0, max_plies=60)
     states[0, core.I_RESULT] = core.RESULT_ROAD_WHITE  # finished: no legal move
@@ -257,7 +256,7 @@ def test_legal_softmax_is_the_masked_softmax_over_the_legal_mask(size: int) -> N
 def test_the_onnx_evaluator_gives_the_priors_of_evaluate_planes(model: TakNet, states: np.ndarray) -> None:
     """``evaluate`` on onnxruntime takes the priors from the legal moves (``legal_softmax``),
     ``evaluate_planes`` from a mask: the same numbers."""
-    from takzero.nn.inference import with_backend
+    from takzero.nn.backends import with_backend
 
     ev = with_backend(Evaluator.from_checkpoint(checkpoint_dict(model, half_komi=4), device="cpu"), "onnx")
     priors, values, wdl = ev.evaluate(states)

@@ -10,7 +10,6 @@ import torch
 
 from takzero.nn import actions as A
 from takzero.nn import features as F
-from takzero.nn.inference import masked_softmax_np
 from takzero.nn.model import (
     LossWeights,
     ModelConfig,
@@ -26,6 +25,7 @@ from takzero.nn.model import (
     value_loss,
     wdl_to_value,
 )
+from takzero.nn.outputs import masked_softmax_np
 
 
 @pytest.fixture(autouse=True)

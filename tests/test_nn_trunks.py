@@ -62,7 +62,7 @@ def test_every_trunk_trains_and_round_trips_through_a_checkpoint(trunk: str) -> 
 @pytest.mark.parametrize("trunk", sorted(TRUNKS))
 def test_every_trunk_exports_to_onnx_with_the_same_outputs(trunk: str, tmp_path) -> None:
     ort = pytest.importorskip("onnxruntime")
-    from takzero.nn.inference import export_onnx
+    from takzero.nn.model_export import export_onnx
 
     torch.manual_seed(1)
     net = _perturbed(TakNet(_config(trunk)), seed=1)

@@ -9,7 +9,8 @@ import torch
 
 from takzero.config import load_config
 from takzero.game import Position
-from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator
+from takzero.nn.backends import choose_backend, onnx_evaluator
+from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.pipeline.selfplay import SelfPlayWorker
 

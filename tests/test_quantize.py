@@ -12,8 +12,10 @@ import torch
 
 from takzero.config import load_config
 from takzero.game.core import I_PLY, STATE_LEN
-from takzero.nn.inference import Evaluator, export_onnx, export_torchscript, quantize, with_backend
+from takzero.nn.backends import quantize, with_backend
+from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+from takzero.nn.model_export import export_onnx, export_torchscript
 from takzero.nn.quantize import (
     CALIBRATION_KEY,
     QuantizeError,
@@ -209,7 +211,8 @@ def test_auto_plays_int8_an_int8_file_as_it_is_and_float32_where_int8_is_refused
     """The ``auto`` play backend (the default of TEI, play, playtak and evaluate) quantizes a
     checkpoint or a float32 ONNX file; an int8 ONNX file runs as it is; a network the quantizer
     refuses plays in float32 onnxruntime with a warning naming why, instead of failing."""
-    import takzero.nn.inference as inference
+    import takzero.nn.backends as backends
+    from takzero.nn.model_export import set_onnx_metadata
     from takzero.players.network import AUTO_PLAY_BACKEND, play_evaluator
 
     assert AUTO_PLAY_BACKEND == "int8"
@@ -219,7 +222,7 @@ def test_auto_plays_int8_an_int8_file_as_it_is_and_float32_where_int8_is_refused
     import onnx
 
     proto = onnx.load_from_string(auto.onnx_bytes)
-    inference.set_onnx_metadata(proto, auto.metadata)  # as `export --format onnx-int8` writes it
+    set_onnx_metadata(proto, auto.metadata)  # as `export --format onnx-int8` writes it
     int8_file = tmp_path / "m.int8.onnx"
     int8_file.write_bytes(proto.SerializeToString())
     from_file = Evaluator.load(int8_file)
@@ -231,7 +234,7 @@ def test_auto_plays_int8_an_int8_file_as_it_is_and_float32_where_int8_is_refused
     def refuse(*_a, **_k):
         raise QuantizeError("onnxruntime could not quantize this graph")
 
-    monkeypatch.setattr(inference, "quantize", refuse)
+    monkeypatch.setattr(backends, "quantize", refuse)
     with pytest.warns(UserWarning, match="int8 refused .*could not quantize"):
         fallback = play_evaluator(Evaluator(net5, device="cpu"), "auto", 1)
     assert fallback._session is not None and fallback.metadata.get("precision") != "int8"

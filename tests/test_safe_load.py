@@ -558,8 +558,9 @@ def test_a_damaged_model_file_is_named_in_one_line_by_every_loader(tmp_path, kin
     """A cut-off or garbage model file of each format: the loader raises ValueError naming the
     file (torch's zip reader raises an unnamed OSError(EINVAL) for a truncated archive, and
     onnxruntime its own exception types), never a bare errno or a library's message."""
-    from takzero.nn.inference import Evaluator, export_onnx, export_torchscript
+    from takzero.nn.inference import Evaluator
     from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.nn.model_export import export_onnx, export_torchscript
     from takzero.nn.safe_load import load_weights_only
 
     net = TakNet(ModelConfig(size=4, channels=8, blocks=1))

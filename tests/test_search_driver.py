@@ -232,11 +232,11 @@ def test_backend_onnx_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sess
     """``onnx``: float32 onnxruntime, a new session per thread count (two workers: ``threads //
     2`` each); ``auto`` (the default) quantizes a checkpoint to int8; TorchScript stays as is."""
     pytest.importorskip("onnxruntime")
-    import takzero.nn.inference as inference
+    import takzero.nn.backends as backends
 
     seen: list[int] = []
-    real = inference.onnx_evaluator
-    monkeypatch.setattr(inference, "onnx_evaluator", lambda m, threads=1: seen.append(threads) or real(m, threads))
+    real = backends.onnx_evaluator
+    monkeypatch.setattr(backends, "onnx_evaluator", lambda m, threads=1: seen.append(threads) or real(m, threads))
     path = _checkpoint(tmp_path)
     p = NetworkPlayer.load(str(path), simulations=8, threads=1, backend="onnx")
     assert seen == []  # built at the first search
@@ -261,7 +261,8 @@ def test_backend_onnx_runs_a_checkpoint_in_onnxruntime_and_threads_make_new_sess
         NetworkPlayer.load(str(path), backend="tpu")
     with pytest.raises(ValueError, match="threads"):
         p.set_threads(0)
-    from takzero.nn.inference import Evaluator, export_torchscript
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_torchscript
 
     ts = tmp_path / "tiny.ts"
     export_torchscript(Evaluator.load(str(path)).model, ts)

@@ -206,9 +206,10 @@ def test_a_backend_the_model_cannot_run_in_is_refused_and_a_fallback_is_said(tmp
     at the next ``isready`` (a GUI shows no stderr)."""
     import torch
 
-    import takzero.nn.inference as inference
-    from takzero.nn.inference import Evaluator, export_torchscript
+    import takzero.nn.backends as backends
+    from takzero.nn.inference import Evaluator
     from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.nn.model_export import export_torchscript
     from takzero.nn.quantize import QuantizeError
     from takzero.protocols.tei.engine import TEIEngine
 
@@ -229,19 +230,19 @@ def test_a_backend_the_model_cannot_run_in_is_refused_and_a_fallback_is_said(tmp
     assert not any("search failed" in line for line in lines)
     assert lines[-1].startswith("bestmove ")
 
-    real = inference.quantize
+    real = backends.quantize
 
     def refuse(*_a, **_k):
         raise QuantizeError("onnxruntime could not quantize this graph")
 
-    inference.quantize = refuse
+    backends.quantize = refuse
     try:
         lines.clear()
         eng2 = TEIEngine(model=str(ckpt), out=lines.append, threads=1)
         eng2.handle("tei")
         eng2.handle("isready")
     finally:
-        inference.quantize = real
+        backends.quantize = real
     ready = lines.index("readyok")
     assert any("int8 refused" in line and line.startswith("info string") for line in lines[:ready])
 

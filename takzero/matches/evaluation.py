@@ -30,7 +30,8 @@ from takzero.matches.games import NetSide, komi_override_warning, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
 from takzero.matches.stats import score_interval, wilson_interval
-from takzero.nn.inference import EVAL_BACKENDS, Evaluator, with_backend
+from takzero.nn.backends import EVAL_BACKENDS, with_backend
+from takzero.nn.inference import Evaluator
 from takzero.nn.quoting import short_repr
 from takzero.players.base import BasePlayer, PlayerFailed, close_player, is_integer
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, play_evaluator
@@ -101,7 +102,7 @@ def evaluate_model(
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
     'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.io.ptn_ninja``).
     ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
-    model and of the network baselines (``takzero.nn.inference.with_backend``: 'torch', or
+    model and of the network baselines (``takzero.nn.backends.with_backend``: 'torch', or
     'onnx' for onnxruntime with ``threads`` threads, or torch's default thread count when 0;
     an ``.onnx`` file keeps its own session; the same networks up to float rounding); 'auto'
     (the default, as the network player's): onnx where onnxruntime is installed, the model is

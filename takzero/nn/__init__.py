@@ -10,7 +10,9 @@
 * ``takzero.nn.model``: ``TakNet``, ``ModelConfig``, the checkpoint format and ``total_loss``.
 * ``takzero.nn.interface``: ``PolicyValueNet``, the interface inference, export and the trainer
   rely on.
-* ``takzero.nn.inference``: ``Evaluator`` and TorchScript/ONNX export.
+* ``takzero.nn.inference``: ``Evaluator``; ``takzero.nn.model_export``: TorchScript/ONNX export;
+  ``takzero.nn.backends``: onnxruntime and int8 evaluators; ``takzero.nn.outputs``: the compiled
+  output softmaxes.
 
 Importing the package loads only the numba parts (features, actions); the torch modules load on
 first use of one of their names (``takzero.nn.TakNet``) or by importing them directly.
@@ -48,8 +50,8 @@ _LAZY = {
     "masked_log_softmax": "takzero.nn.losses",
     "total_loss": "takzero.nn.model",
     "Evaluator": "takzero.nn.inference",
-    "export_onnx": "takzero.nn.inference",
-    "export_torchscript": "takzero.nn.inference",
+    "export_onnx": "takzero.nn.model_export",
+    "export_torchscript": "takzero.nn.model_export",
 }
 
 __all__ = [

@@ -197,7 +197,7 @@ def softmax_at(logits: np.ndarray, out: np.ndarray, legal: np.ndarray, n: int) -
     indices ``legal[:n]`` (int64) and 0 elsewhere; no legal entry, or all of them -inf, gives
     zeros; a NaN or +inf legal logit makes the legal entries NaN (the rules of
     ``model.masked_softmax``). Shared by :func:`legal_softmax` and the mask path of
-    ``takzero.nn.inference.masked_softmax_np``."""
+    ``takzero.nn.outputs.masked_softmax_np``."""
     out[:] = 0.0
     mx = -np.inf
     for i in range(n):

@@ -1,8 +1,9 @@
 """The small interface a network offers to what runs, exports and trains it.
 
-:class:`PolicyValueNet` is what ``takzero.nn.inference`` (the evaluators, TorchScript/ONNX export,
-the in-memory onnxruntime evaluator), ``takzero.export``, ``takzero.players.network`` and the
-trainer (``takzero.pipeline.trainer``) rely on, instead of the concrete class
+:class:`PolicyValueNet` is what ``takzero.nn.inference`` (the evaluators),
+``takzero.nn.model_export`` (TorchScript/ONNX export), ``takzero.nn.backends`` (the in-memory
+onnxruntime evaluator), ``takzero.export``, ``takzero.players.network`` and the trainer
+(``takzero.pipeline.trainer``) rely on, instead of the concrete class
 :class:`takzero.nn.model.TakNet`, which implements it. Another network (a research variant) can be
 evaluated, exported and trained by the same code when it is a ``torch.nn.Module`` with these
 members; it is checked structurally (``isinstance(net, PolicyValueNet)``, which tells an eager

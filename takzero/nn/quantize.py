@@ -1,6 +1,6 @@
 """int8 networks: post-training static quantization with onnxruntime, calibrated on real positions.
 
-The float32 network is exported to ONNX (``inference.export_onnx_bytes``) and quantized by
+The float32 network is exported to ONNX (``model_export.onnx_bytes_of_model``) and quantized by
 ``onnxruntime.quantization.quantize_static`` (QDQ format, per-channel symmetric int8 weights,
 uint8 activations, MinMax calibration: the recipe of onnxruntime's "Choosing parameters for CPU
 inference", which runs the int8 kernels with VNNI where the CPU has it). The result is an

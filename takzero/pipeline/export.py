@@ -163,7 +163,7 @@ def checkpoint_metadata(
     generation: int | None = None,
     warn=print,
 ) -> dict[str, Any]:
-    """Metadata (beyond what ``inference.model_metadata`` derives from the model) for ``ckpt``:
+    """Metadata (beyond what ``model_export.model_metadata`` derives from the model) for ``ckpt``:
     ``half_komi``/``komi``, ``run_name``, ``generation``, ``source``, ``takzero_version`` and
     ``lineage`` (the training behind the weights over a chain of warm starts:
     ``takzero.pipeline.lineage.Lineage.to_dict``, read by ``Lineage.of_file``).
@@ -233,8 +233,8 @@ def export_checkpoint(
     nested too deeply to read), ImportError for ONNX
     without the ``onnx`` package.
     """
-    from takzero.nn.inference import DEFAULT_ONNX_OPSET, export_onnx, export_torchscript
     from takzero.nn.model import model_from_checkpoint
+    from takzero.nn.model_export import DEFAULT_ONNX_OPSET, export_onnx, export_torchscript
 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
@@ -271,7 +271,9 @@ def _export_int8(model: Any, ckpt: dict[str, Any], out: Path, meta: dict[str, An
     import onnx
 
     from takzero.io.files import atomic_write_bytes
-    from takzero.nn.inference import Evaluator, export_onnx, quantize, set_onnx_metadata
+    from takzero.nn.backends import quantize
+    from takzero.nn.inference import Evaluator
+    from takzero.nn.model_export import export_onnx, set_onnx_metadata
     from takzero.nn.quantize import calibration_states_of
 
     with tempfile.TemporaryDirectory(prefix="takzero-export-") as tmp:
@@ -320,19 +322,19 @@ def check_not_input(source: str | Path, out: str | Path) -> None:
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """Metadata of an exported file (TorchScript or ONNX) or of a training checkpoint (the model
     part derived from its config). Raises ValueError for a file with no takzero metadata."""
-    from takzero.nn import inference
+    from takzero.nn import model_export
 
     path = Path(path)
     if path.suffix == ".onnx":
-        return inference.read_onnx_metadata(path)
+        return model_export.read_onnx_metadata(path)
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
             if any(n.endswith("extra/metadata.json") for n in zf.namelist()):
-                return inference.read_torchscript_metadata(path)
+                return model_export.read_torchscript_metadata(path)
     from takzero.nn.model import model_from_checkpoint
 
     ckpt = load_checkpoint(path)
-    meta = inference.model_metadata(model_from_checkpoint(ckpt))
+    meta = model_export.model_metadata(model_from_checkpoint(ckpt))
     meta.update(checkpoint_metadata(ckpt, path, warn=lambda _msg: None))
     return meta
 

@@ -150,7 +150,8 @@ class InferenceServer:
             self.evaluator = evaluator
             self._metadata: dict[str, Any] = {"size": cfg.board.size}
         else:
-            from takzero.nn.inference import Evaluator, choose_backend
+            from takzero.nn.backends import choose_backend
+            from takzero.nn.inference import Evaluator
             from takzero.nn.model import TakNet
 
             self._torch = Evaluator(TakNet(cfg.model_config()), device=self._device, bf16=sp.bf16)
@@ -172,7 +173,7 @@ class InferenceServer:
     def _rebuild(self) -> None:
         """``self.evaluator`` for the current weights in the server's runtime (under the lock
         or before the batcher starts)."""
-        from takzero.nn.inference import onnx_evaluator, quantize
+        from takzero.nn.backends import onnx_evaluator, quantize
 
         if self.backend == "onnx":
             self.evaluator = onnx_evaluator(self._torch.model, threads=self.threads)

@@ -61,7 +61,8 @@ from takzero.game import core
 from takzero.game.position import Game, Position
 from takzero.game.ptn import game_to_ptn
 from takzero.nn.actions import move_to_action
-from takzero.nn.inference import Evaluator, choose_backend, onnx_evaluator, quantize
+from takzero.nn.backends import choose_backend, onnx_evaluator, quantize
+from takzero.nn.inference import Evaluator
 from takzero.nn.model import ModelConfig, TakNet
 from takzero.nn.quantize import CALIBRATION_POSITIONS
 from takzero.pipeline.game_record import GameRecord

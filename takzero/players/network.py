@@ -787,7 +787,7 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
     """The evaluator a player searches with, on ``threads`` CPU threads:
 
     * ``torch``: ``ev`` itself (an ``.onnx`` file's evaluator stays in onnxruntime);
-    * ``onnx``: onnxruntime in float32 (``takzero.nn.inference.with_backend``);
+    * ``onnx``: onnxruntime in float32 (``takzero.nn.backends.with_backend``);
     * ``int8``: onnxruntime with the network quantized to int8 (``takzero.nn.quantize``),
       calibrated on the positions its checkpoint carries, else on games of its own policy;
     * ``auto``: :data:`AUTO_PLAY_BACKEND` where it can run (onnxruntime installed, the network
@@ -801,7 +801,7 @@ def play_evaluator(ev, backend: str = "auto", threads: int = 1):
     network that cannot be quantized; ImportError without onnxruntime."""
     import importlib.util
 
-    from takzero.nn.inference import with_backend
+    from takzero.nn.backends import with_backend
     from takzero.nn.interface import PolicyValueNet
 
     if backend not in PLAY_BACKENDS:
