@@ -12,7 +12,7 @@ has (``takzero.matches.games.DEFAULT_PLY_LIMIT``). A ``tei:`` engine baseline (`
 a JSON line with 'error' and the other baselines are played; the status is then 1.
 
 This module is the command line only (argument checks, then one call); the match logic is
-:func:`takzero.matches.evaluation.evaluate_model`. The evaluator used during training is
+:func:`takzero.matches.evaluation.evaluate` (a ``MatchSpec`` and the model's ``SearchConfig``). The evaluator used during training is
 ``takzero.pipeline.gating.GatingEvaluator``.
 """
 
@@ -24,8 +24,16 @@ from pathlib import Path
 
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import check_writable_folder
-from takzero.matches.evaluation import MAX_GUMBEL_M, MAX_THREADS, evaluate_model
+from takzero.matches.evaluation import (
+    MAX_GUMBEL_M,
+    MAX_PAIRS,
+    MAX_PLY_LIMIT,
+    MAX_THREADS,
+    evaluate,
+    model_search,
+)
 from takzero.matches.games import DEFAULT_PLY_LIMIT
+from takzero.matches.spec import MatchSpec
 from takzero.nn.backends import EVAL_BACKENDS
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION
 from takzero.players.registry import ModelFileError, help_text, spec_syntax
@@ -99,12 +107,17 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             p.error(f"--ptn-dir {args.ptn_dir}: cannot write there: {e.strerror or e}")
     try:
-        results = evaluate_model(
-            args.model, args.baselines, args.pairs, args.simulations, args.ply_limit,
-            seed=args.seed, komi=args.komi, ptn_dir=args.ptn_dir, tinue_nodes=args.tinue_nodes,
+        if not 1 <= args.pairs <= MAX_PAIRS:
+            raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {args.pairs}")
+        if not 1 <= args.ply_limit <= MAX_PLY_LIMIT:
+            raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {args.ply_limit}")
+        match = MatchSpec.from_pairs(args.pairs, komi=args.komi, ply_limit=args.ply_limit, seed=args.seed)
+        search = model_search(args.simulations, tinue_nodes=args.tinue_nodes, gumbel_m=args.gumbel,
+                              select_q_fraction=args.select_q)  # fmt: skip
+        results = evaluate(
+            args.model, args.baselines, match, search, ptn_dir=args.ptn_dir,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,
             links=args.links, backend=args.backend, make_baseline=make_baseline,  # tei: engines too
-            gumbel_m=args.gumbel, select_q_fraction=args.select_q,
         )
     except ModelFileError as e:  # not a usage error: one line, no usage text
         p.exit(2, f"{p.prog}: error: {e}\n")

@@ -65,6 +65,7 @@ from takzero.io.files import check_not_input, check_writable_folder
 from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.matches.games import DEFAULT_PLY_LIMIT, komi_override_warning
 from takzero.matches.openings import load_openings
+from takzero.matches.spec import MatchSpec
 from takzero.protocols.tei.match import (
     GameOutcome,
     MatchAborted,
@@ -247,17 +248,15 @@ def main(argv: list[str] | None = None) -> int:
                                          say=lambda line: print(line, file=sys.stderr, flush=True))
         openings = load_openings(args.openings, size, half_komi) if args.openings else None
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.log else None
+        match = MatchSpec(
+            games=args.games, size=size, half_komi=half_komi, ply_limit=args.ply_limit or None,
+            opening_plies=args.opening_plies, seed=args.seed, threefold=not args.no_threefold,
+            openings=None if openings is None else tuple(openings),
+        )  # fmt: skip
         run_tei_match(
             args.engine,
-            games=args.games,
-            size=size,
-            half_komi=half_komi,
-            tc=tc,
-            openings=openings,
-            opening_plies=args.opening_plies,
-            seed=args.seed,
-            ply_limit=args.ply_limit or None,
-            threefold=not args.no_threefold,
+            match,
+            tc,
             out_dir=args.out,
             printer=lambda s: print(s, flush=True),
             log=log,

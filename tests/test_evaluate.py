@@ -180,7 +180,7 @@ def test_cli_ctrl_c_exits_130(tiny_model: Path, monkeypatch: pytest.MonkeyPatch,
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ev, "evaluate_model", interrupted)
+    monkeypatch.setattr(ev, "evaluate", interrupted)
     assert main([str(tiny_model), "--baselines", "random"]) == 130
     assert "interrupted" in capsys.readouterr().err
 

@@ -17,6 +17,7 @@ from takzero.io.ptn_ninja import read_ptn_ninja_url
 from takzero.io.version import program_version
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
+from takzero.matches.spec import MatchSpec
 from takzero.protocols.tei.match import MatchAborted, MatchInterrupted, TimeControl, run_tei_match
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +102,7 @@ def test_match_result_statistics_and_ply_limit(tmp_path: Path) -> None:
     lines: list[str] = []
     result, outcomes = run_tei_match(
         [tei("--player", "random", "--seed", "1"), tei("--player", "random", "--seed", "2")],
-        games=4, size=5, half_komi=2, tc=TimeControl(nodes=1), seed=3, ply_limit=6,
+        MatchSpec(games=4, size=5, half_komi=2, seed=3, ply_limit=6), TimeControl(nodes=1),
         out_dir=tmp_path, printer=lines.append,
     )  # fmt: skip
     assert result.num_games == 4 and len(outcomes) == 4
@@ -152,10 +153,10 @@ def test_bad_engines_lose_and_the_match_goes_on(tmp_path: Path, mode: str, reaso
     # The opening "a1 b1" fills a1, so the fake's "a1" is illegal; "zz9" is not PTN at all.
     result, outcomes = run_tei_match(
         [f"{sys.executable} {fake} {mode}", tei("--player", "random")],
-        games=2, size=4, half_komi=0,
-        tc=TimeControl(nodes=5, move_timeout=1.5),
-        openings=[Opening(Position.start(4), (Position.start(4).check_move("a1"),
-                                              Position.start(4).play("a1").check_move("b1")))],
+        MatchSpec(games=2, size=4, half_komi=0,
+                  openings=(Opening(Position.start(4), (Position.start(4).check_move("a1"),
+                                                        Position.start(4).play("a1").check_move("b1"))),)),
+        TimeControl(nodes=5, move_timeout=1.5),
         out_dir=tmp_path, printer=lines.append,
     )  # fmt: skip
     assert len(outcomes) == 2
@@ -177,7 +178,7 @@ def test_an_engine_that_cannot_start_aborts_the_match(tmp_path: Path, capsys) ->
     with pytest.raises(MatchAborted, match="engine1 .*no-such-engine.* did not start"):
         run_tei_match(
             [str(tmp_path / "no-such-engine"), tei("--player", "random")],
-            games=2, size=3, half_komi=0, tc=TimeControl(nodes=1), out_dir=tmp_path,
+            MatchSpec(games=2, size=3, half_komi=0), TimeControl(nodes=1), out_dir=tmp_path,
             printer=lines.append,
         )  # fmt: skip
     assert not any(ln.startswith("game ") for ln in lines)
@@ -280,8 +281,8 @@ def test_an_engine_that_would_play_its_fallback_stops_the_match(tmp_path: Path, 
     engine = _saying(tmp_path, FALLBACK_SAY)
     lines: list[str] = []
     with pytest.raises(MatchAborted, match="does not play 6x6 itself.*--allow-fallback.*uct:200"):
-        run_tei_match([engine, tei("--player", "random")], games=2, size=6, half_komi=0,
-                      tc=TimeControl(nodes=1), printer=lines.append)
+        run_tei_match([engine, tei("--player", "random")], MatchSpec(games=2, size=6, half_komi=0),
+                      TimeControl(nodes=1), printer=lines.append)
     assert not any(ln.startswith("game ") for ln in lines)
     assert main(["--engine", engine, "--engine", tei("--player", "random"), "--size", "6",
                  "--nodes", "1", "--out", str(tmp_path / "m")]) == 3
@@ -291,8 +292,8 @@ def test_an_engine_that_would_play_its_fallback_stops_the_match(tmp_path: Path, 
 def test_allowed_fallback_is_named_after_the_baseline(tmp_path: Path) -> None:
     lines: list[str] = []
     result, outcomes = run_tei_match(
-        [_saying(tmp_path, FALLBACK_SAY), tei("--player", "random")], games=2, size=6, half_komi=0,
-        tc=TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path, allow_fallback=True,
+        [_saying(tmp_path, FALLBACK_SAY), tei("--player", "random")], MatchSpec(games=2, size=6, half_komi=0),
+        TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path, allow_fallback=True,
     )  # fmt: skip
     name = "uct:200 (fallback of model-5x5)"
     assert result.player_a == name
@@ -305,8 +306,8 @@ def test_allowed_fallback_is_named_after_the_baseline(tmp_path: Path) -> None:
 def test_an_engine_that_refuses_the_size_stops_the_match(tmp_path: Path) -> None:
     engine = _saying(tmp_path, "the model plays 5x5 only and Fallback is none: cannot play SIZExSIZE")
     with pytest.raises(MatchAborted, match="refuses 6x6"):
-        run_tei_match([engine, tei("--player", "random")], games=2, size=6, half_komi=0,
-                      tc=TimeControl(nodes=1), printer=lambda s: None, allow_fallback=True)
+        run_tei_match([engine, tei("--player", "random")], MatchSpec(games=2, size=6, half_komi=0),
+                      TimeControl(nodes=1), printer=lambda s: None, allow_fallback=True)
 
 
 @pytest.mark.parametrize(("given", "want"), [(["3", "7"], (3, 7)), (["5"], (5, 5))])
@@ -339,8 +340,8 @@ def test_interrupt_prints_the_score_so_far(tmp_path: Path) -> None:
 
     engine = _saying(tmp_path, "")
     with pytest.raises(MatchInterrupted) as info:
-        run_tei_match([engine, tei("--player", "random")], games=6, size=4, half_komi=0,
-                      tc=TimeControl(nodes=1), printer=printer, out_dir=tmp_path)
+        run_tei_match([engine, tei("--player", "random")], MatchSpec(games=6, size=4, half_komi=0),
+                      TimeControl(nodes=1), printer=printer, out_dir=tmp_path)
     assert info.value.result.num_games == 2 and len(info.value.outcomes) == 2
     assert "interrupted after 2 of 6 games" in lines[-4]
     # every tally W-D-L: two losses are 0-0-2, per game and in the score line
@@ -411,8 +412,8 @@ def test_a_second_match_into_one_folder_keeps_the_earlier_games(tmp_path: Path) 
     (tmp_path / "games.ptn").write_text(first)
     for n in (2, 3):
         lines: list[str] = []
-        _, outcomes = run_tei_match(engines, games=2, size=4, half_komi=0, tc=TimeControl(nodes=1),
-                                    seed=n, ply_limit=4, out_dir=tmp_path, printer=lines.append)  # fmt: skip
+        _, outcomes = run_tei_match(engines, MatchSpec(games=2, size=4, half_komi=0, seed=n, ply_limit=4),
+                                    TimeControl(nodes=1), out_dir=tmp_path, printer=lines.append)  # fmt: skip
         assert f"this match's games go to {tmp_path / f'games_{n}.ptn'}" in lines[0]
         assert lines[-1] == f"games written to {tmp_path / f'games_{n}.ptn'}"
         replay_matches(tmp_path / f"games_{n}.ptn", outcomes, ply_limit=4)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from takzero.matches.games import DEFAULT_PLY_LIMIT
+from takzero.matches.spec import MatchSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SIX = str(ROOT / "checkpoints" / "pretrained" / "6x6.pt")
@@ -39,8 +40,8 @@ def _match_main(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> 
 
     seen: dict[str, Any] = {}
 
-    def fake(engines: list[str], **kw: Any) -> None:
-        seen.update(kw)
+    def fake(engines: list[str], match: MatchSpec, tc: Any, **kw: Any) -> None:
+        seen.update(kw, size=match.size, half_komi=match.half_komi, ply_limit=match.ply_limit)
 
     monkeypatch.setattr(match_cli, "run_tei_match", fake)
     assert match_cli.main([*args, "--out", str(tmp_path / "m")]) == 0
@@ -88,11 +89,11 @@ def _evaluate_main(monkeypatch: pytest.MonkeyPatch, *args: str) -> dict[str, Any
 
     seen: dict[str, Any] = {}
 
-    def fake(model: str, baselines: list[str], pairs: int, simulations: int, ply_limit: int, **kw: Any) -> list:
-        seen.update(kw, ply_limit=ply_limit)
+    def fake(model: str, baselines: list[str], match: MatchSpec, search: Any, **kw: Any) -> list:
+        seen.update(kw, ply_limit=match.ply_limit, komi=None if match.half_komi is None else match.half_komi / 2)
         return []
 
-    monkeypatch.setattr(evaluate_cli, "evaluate_model", fake)
+    monkeypatch.setattr(evaluate_cli, "evaluate", fake)
     assert evaluate_cli.main(list(args)) == 0
     return seen
 
@@ -104,8 +105,9 @@ def test_one_ply_limit_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
     assert _evaluate_main(monkeypatch, SIX)["ply_limit"] == DEFAULT_PLY_LIMIT
     assert _evaluate_main(monkeypatch, SIX)["komi"] is None  # the model's own, read with the model
-    for fn in (run_match, play_tei_game, run_tei_match):
+    for fn in (run_match, play_tei_game, MatchSpec):  # run_tei_match: its MatchSpec's
         assert inspect.signature(fn).parameters["ply_limit"].default == DEFAULT_PLY_LIMIT, fn
+    assert "ply_limit" not in inspect.signature(run_tei_match).parameters
 
 
 @pytest.mark.timeout(300)

@@ -17,29 +17,31 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from takzero.game.position import Position, komi_to_half_komi
+from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.io.files import atomic_write_text, check_writable_folder, free_names
 from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.matches.games import NetSide, komi_override_warning, play_match
 from takzero.matches.openings import random_openings
 from takzero.matches.results import GameRecord, MatchInterrupted, MatchResult
+from takzero.matches.spec import MatchSpec
 from takzero.matches.stats import score_interval, wilson_interval
 from takzero.nn.backends import EVAL_BACKENDS, with_backend
 from takzero.nn.inference import Evaluator
 from takzero.nn.quoting import short_repr
 from takzero.players.base import BasePlayer, PlayerFailed, close_player, is_integer
-from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, play_evaluator
+from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, play_evaluator, player_search
 from takzero.players.registry import ModelFileError, make_player, spec_label
 from takzero.players.tactics import check_tinue_nodes
 from takzero.search import SearchConfig
 
-__all__ = ["MAX_PAIRS", "MAX_PLY_LIMIT", "MAX_SIMULATIONS", "MAX_THREADS", "evaluate_model"]
+__all__ = ["MAX_PAIRS", "MAX_PLY_LIMIT", "MAX_SIMULATIONS", "MAX_THREADS", "evaluate", "evaluate_model", "model_search"]
 
 #: Upper bounds of the evaluation CLI's numbers (beyond them a run cannot finish sensibly).
 MAX_PAIRS = 10_000
@@ -61,27 +63,86 @@ def evaluate_model(
     seed: int = 0,
     komi: float | None = None,
     opening_plies: int = 2,
+    tinue_nodes: int = DEFAULT_TINUE_NODES,
+    gumbel_m: int = 0,
+    select_q_fraction: float = DEFAULT_SELECT_Q_FRACTION,
+    **io: Any,
+) -> list[dict[str, Any]]:
+    """:func:`evaluate` with the match and the model's search given as loose numbers (the form
+    the tests and ``scripts/ablate.py`` / ``scripts/strength_curve.py`` call): ``pairs`` openings
+    of ``opening_plies`` random plies, each played with both colours, ``ply_limit``, ``seed``,
+    ``komi`` in points (None: the model's) make the :class:`~takzero.matches.spec.MatchSpec`;
+    ``simulations``, ``tinue_nodes``, ``gumbel_m`` (>= 1: the Gumbel root over that many moves,
+    0: PUCT) and ``select_q_fraction`` the ``SearchConfig`` (:func:`model_search`); ``io`` are
+    :func:`evaluate`'s keywords. Raises ValueError as :func:`evaluate` does, and for a value out
+    of these ranges (pairs 1..:data:`MAX_PAIRS`, simulations 1..:data:`MAX_SIMULATIONS`, ply
+    limit 1..:data:`MAX_PLY_LIMIT`, gumbel_m 0..:data:`MAX_GUMBEL_M`, select_q_fraction in
+    [0, 1], tinue_nodes >= 0, komi a multiple of 0.5)."""
+    if not 1 <= pairs <= MAX_PAIRS:
+        raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
+    if not 1 <= ply_limit <= MAX_PLY_LIMIT:
+        raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
+    search = model_search(simulations, tinue_nodes=tinue_nodes, gumbel_m=gumbel_m,
+                          select_q_fraction=select_q_fraction)  # fmt: skip
+    match = MatchSpec.from_pairs(pairs, komi=komi, ply_limit=ply_limit, seed=seed, opening_plies=opening_plies)
+    return evaluate(model, baselines, match, search, **io)
+
+
+def model_search(
+    simulations: int,
+    tinue_nodes: int = DEFAULT_TINUE_NODES,
+    gumbel_m: int = 0,
+    select_q_fraction: float = DEFAULT_SELECT_Q_FRACTION,
+) -> SearchConfig:
+    """The model's search of an evaluation from the command line's numbers (``--simulations``,
+    ``--tinue-nodes``, ``--gumbel M``, ``--select-q``): the players' search
+    (``takzero.players.network.player_search``) with these fields, the Gumbel root when
+    ``gumbel_m`` >= 1. Raises ValueError (one line naming the value) for simulations outside
+    1..:data:`MAX_SIMULATIONS`, gumbel_m outside 0..:data:`MAX_GUMBEL_M`, select_q_fraction
+    outside [0, 1], tinue_nodes out of range."""
+    if not is_integer(simulations) or not 1 <= simulations <= MAX_SIMULATIONS:
+        raise ValueError(f"simulations must be in 1..{MAX_SIMULATIONS}, got {simulations}")
+    if not is_integer(gumbel_m) or not 0 <= gumbel_m <= MAX_GUMBEL_M:
+        raise ValueError(f"gumbel_m must be an integer in 0..{MAX_GUMBEL_M} (0: the PUCT root), got {gumbel_m!r}")
+    if isinstance(select_q_fraction, bool) or not isinstance(select_q_fraction, numbers.Real) or not (
+        0.0 <= select_q_fraction <= 1.0
+    ):
+        raise ValueError(f"select_q_fraction must be in [0, 1] (0: the most visited move), got {select_q_fraction!r}")
+    return player_search(
+        simulations=int(simulations), tinue_nodes=check_tinue_nodes(tinue_nodes), gumbel=gumbel_m > 0,
+        gumbel_m=max(1, int(gumbel_m)), select_q_fraction=float(select_q_fraction),
+    )  # fmt: skip
+
+
+def evaluate(
+    model: str,
+    baselines: list[str],
+    match: MatchSpec,
+    search: SearchConfig,
+    *,
     device: str = "cpu",
     ptn_dir: str | None = None,
     say: Any = print,
-    tinue_nodes: int = DEFAULT_TINUE_NODES,
     progress: Any = None,
     threads: int = 0,
     links: bool = False,
     backend: str = "auto",
     make_baseline: Callable[..., BasePlayer] = make_player,
-    gumbel_m: int = 0,
-    select_q_fraction: float = DEFAULT_SELECT_Q_FRACTION,
 ) -> list[dict[str, Any]]:
-    """Play ``model`` (an exported model or a checkpoint) with ``simulations`` PUCT simulations per
-    move (no noise; the move of highest Q among those with at least ``select_q_fraction`` of the
-    most visits, the network players' rule, 0: the most visited move; with ``gumbel_m`` >= 1 the Gumbel root of
+    """Play ``model`` (an exported model or a checkpoint) searching with ``search`` (a
+    ``SearchConfig``, its ``evaluation()`` copy: no noise; ``simulations`` a move; the move of
+    highest Q among those with at least ``select_q_fraction`` of the most visits, the network
+    players' rule, 0: the most visited move; with ``gumbel`` the Gumbel root of
     ``takzero.search.gumbel`` instead, Sequential Halving over the ``gumbel_m`` moves of highest
-    prior, no Gumbel noise, the halving's winner played) against each baseline spec (``takzero.players.registry``:
-    ``random``, ``greedy``, ``uct[:N]``, ``model:PATH[:N]``) on ``pairs`` random openings of
-    ``opening_plies`` plies, each played once with each colour (2 * pairs games per baseline).
-    Komi: ``komi`` points, or the model's own (``half_komi`` in its metadata), else 0; a ``komi``
-    that is not the model's gives one warning line before any game
+    prior, no Gumbel noise, the halving's winner played; ``tinue_nodes``: the model's tinuë
+    checks at its root, ``takzero.players.tactics``, 0: off, the baselines keep their own;
+    :func:`model_search` makes it from the command line's numbers) against each baseline spec
+    (``takzero.players.registry``: ``random``, ``greedy``, ``uct[:N]``, ``model:PATH[:N]``) under
+    ``match`` (:class:`~takzero.matches.spec.MatchSpec`: an even number of ``games``, ``pairs``
+    random openings of ``opening_plies`` plies, each played once with each colour, ``ply_limit``,
+    ``seed``; ``size`` None or the model's). Komi: ``match.half_komi``, or the model's own
+    (``half_komi`` in its metadata), else 0; one that is not the model's gives one warning line
+    before any game
     (:func:`~takzero.matches.games.komi_override_warning`, to ``progress``, else a
     ``warnings.warn``). Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
@@ -97,8 +158,7 @@ def evaluate_model(
     with the tally so far (W-D-L), and the Elo line of each baseline: its tally, score and the
     JSON's interval with its model named (:meth:`MatchResult.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
     given (``vs_<baseline>.ptn``; when one of those exists, an earlier run's, this run's files
-    are all numbered, ``vs_random_2.ptn``, and ``progress`` says so: nothing earlier is replaced). ``tinue_nodes``: the model's tinuë checks at its root (``takzero.players.tactics``; 0:
-    off; the baselines keep their own). ``links``: before each baseline's summary, one JSON line
+    are all numbered, ``vs_random_2.ptn``, and ``progress`` says so: nothing earlier is replaced). ``links``: before each baseline's summary, one JSON line
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
     'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.io.ptn_ninja``).
     ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
@@ -122,35 +182,39 @@ def evaluate_model(
     with ``"interrupted": true``, and the Elo line) and written as PTN, then
     :class:`~takzero.matches.results.MatchInterrupted` is raised. Raises ValueError for a bad
     spec, a baseline network of another board size than the model's (it cannot play the
-    model's games), pairs < 1, simulations < 1, tinue_nodes < 0, a komi that is not a multiple of
-    0.5, gumbel_m < 0, select_q_fraction outside [0, 1]; ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
+    model's games), an odd number of games, more than :data:`MAX_PAIRS` pairs, no ply limit or
+    one over :data:`MAX_PLY_LIMIT`, a ``match.size`` that is not the model's, ``match.openings``
+    (an evaluation draws its own); ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
     (unreadable, not a model, or not weights-only)."""
-    if not 1 <= pairs <= MAX_PAIRS:
+    if match.games % 2:
+        raise ValueError(f"an evaluation plays each opening with both colours: games must be even, got {match.games}")
+    pairs, ply_limit, seed = match.pairs, match.ply_limit, match.seed
+    if pairs > MAX_PAIRS:
         raise ValueError(f"pairs must be in 1..{MAX_PAIRS}, got {pairs}")
-    if not 1 <= simulations <= MAX_SIMULATIONS:
-        raise ValueError(f"simulations must be in 1..{MAX_SIMULATIONS}, got {simulations}")
-    if not 1 <= ply_limit <= MAX_PLY_LIMIT:
+    if ply_limit is None or not 1 <= ply_limit <= MAX_PLY_LIMIT:
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
+    if match.openings is not None:
+        raise ValueError("an evaluation draws its own openings (match.opening_plies); match.openings is for TEI matches")
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
-    if not is_integer(gumbel_m) or not 0 <= gumbel_m <= MAX_GUMBEL_M:
-        raise ValueError(f"gumbel_m must be an integer in 0..{MAX_GUMBEL_M} (0: the PUCT root), got {gumbel_m!r}")
-    if isinstance(select_q_fraction, bool) or not isinstance(select_q_fraction, numbers.Real) or not (
-        0.0 <= select_q_fraction <= 1.0
-    ):
-        raise ValueError(f"select_q_fraction must be in [0, 1] (0: the most visited move), got {select_q_fraction!r}")
+    search = replace(search.evaluation(), max_plies=ply_limit)
+    simulations = search.simulations
+    gumbel_m = search.gumbel_m if search.gumbel else 0
+    select_q_fraction = search.select_q_fraction
     if backend not in (*EVAL_BACKENDS, "auto"):
         raise ValueError(f"backend must be one of auto, {', '.join(EVAL_BACKENDS)}, got {backend!r}")
     ort_threads = threads or torch.get_num_threads()  # before a model baseline sets one thread
     players = [make_baseline(spec, seed=seed) for spec in baselines]  # bad specs fail before loading
     if threads:  # after the players: a model baseline sets one thread when it loads
         torch.set_num_threads(threads)
-    given_half_komi = None if komi is None else komi_to_half_komi(komi)
+    given_half_komi = match.half_komi
     try:
         net = Evaluator.load(model, device=device)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
         raise ModelFileError(f"cannot load model {model}: {e}") from None
     size = net.size  # checked by the loader (an ONNX file's model_config is neither needed nor trusted)
+    if match.size is not None and match.size != size:
+        raise ValueError(f"the model {model} plays {size}x{size}, not the match's {match.size}x{match.size}")
     model_half_komi = _metadata_half_komi(net.metadata, model)
     for spec, player in zip(baselines, players, strict=True):
         other = getattr(player, "model_size", None)
@@ -177,12 +241,8 @@ def evaluate_model(
         else:
             warnings.warn(warning, stacklevel=2)
     start = Position.start(size, half_komi=half_komi)
-    search = SearchConfig(
-        simulations=simulations, max_plies=ply_limit, tinue_nodes=check_tinue_nodes(tinue_nodes),
-        gumbel=gumbel_m > 0, gumbel_m=max(1, int(gumbel_m)), select_q_fraction=select_q_fraction,
-    ).evaluation()
     side = NetSide(name=f"takzero:{Path(model).name}", evaluator=net, config=search, simulations=simulations)
-    openings = random_openings(start, pairs, plies=opening_plies, seed=seed)
+    openings = random_openings(start, pairs, plies=match.opening_plies, seed=seed)
     ptn_files: list[Path] = []
     if ptn_dir is not None:  # checked before any game; an earlier run's files are never replaced
         folder = check_writable_folder(ptn_dir)
@@ -210,7 +270,8 @@ def evaluate_model(
                          f"{record.result} ({why}{record.plies} plies); {side.name} {so_far.tally()}")
 
         try:
-            match = play_match(side, player, start, openings, ply_limit, seed=seed, on_game=finished)
+            played = play_match(side, player, start, openings, ply_limit, seed=seed, threefold=match.threefold,
+                               on_game=finished)
         except PlayerFailed as err:  # a tei: engine: this baseline fails, not the others
             failed = {"baseline": spec, "error": " ".join(str(err).split()),
                       "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
@@ -236,24 +297,24 @@ def evaluate_model(
             raise
         finally:
             close_player(player)  # a tei: engine's process, always (nothing for in-process players)
-        summary = _summary(spec, match, t0)
+        summary = _summary(spec, played, t0)
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
             tinue_nodes=search.tinue_nodes, backend=backend, gumbel_m=int(gumbel_m),
             select_q_fraction=float(select_q_fraction),
         )  # fmt: skip
         if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
-            summary["baseline_simulations"] = player.simulations
+            summary["baseline_simulations"] = getattr(player, "simulations", None)  # a NetworkPlayer's
         out.append(summary)
         if links:
-            for i, g in enumerate(match.games, 1):
+            for i, g in enumerate(played.games, 1):
                 game = {"baseline": spec, "game": i, "white": g.white, "black": g.black, "result": g.result}
                 say(json.dumps({**game, "plies": g.plies, "ptn_ninja": ptn_ninja_url(g.to_ptn())}))
         say(json.dumps(_finite_or_none(summary)))
         if progress is not None:
-            progress(f"vs {spec}: {_elo_line(match)}")
+            progress(f"vs {spec}: {_elo_line(played)}")
         if ptn_files:
-            atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in match.games))
+            atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in played.games))
             if progress is not None:
                 progress(f"vs {spec}: games written to {ptn_files[k]}")
     return out

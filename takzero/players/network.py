@@ -416,6 +416,23 @@ class NetworkSearch:
         return out
 
 
+def player_search(**fields: object):
+    """The network players' search (a ``takzero.search.SearchConfig``, its ``evaluation()``
+    copy: no noise, argmax moves): :data:`DEFAULT_NETWORK_SIMULATIONS` simulations, the move of
+    highest Q among those with :data:`DEFAULT_SELECT_Q_FRACTION` of the most visits, the other
+    fields at ``SearchConfig``'s defaults; ``fields`` override any of them (e.g.
+    ``simulations=800, tinue_nodes=0``). Raises ValueError for a name that is no field or a
+    value ``SearchConfig`` refuses."""
+    from takzero.search import SearchConfig
+
+    base: dict[str, object] = {"simulations": DEFAULT_NETWORK_SIMULATIONS,
+                               "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}  # fmt: skip
+    try:
+        return SearchConfig(**{**base, **fields}).evaluation()  # type: ignore[arg-type]
+    except TypeError as e:
+        raise ValueError(f"player_search: {e}") from None
+
+
 class NetworkPlayer(BasePlayer):
     """A network with MCTS (:class:`NetworkSearch`, one game slot) for evaluation, play and the
     TEI engine: no Dirichlet noise, no playout cap; the move of highest Q among those with at
@@ -427,17 +444,20 @@ class NetworkPlayer(BasePlayer):
             ``evaluate(states (B, STATE_LEN) int64) -> (priors (B, A) float32, values (B,),
             wdl (B, 3))`` from the side to move's view, with ``size`` (the board size it plays)
             and optionally ``metadata`` (``half_komi``, ``run_name``, ``generation``).
-        simulations: simulations per move for :meth:`choose` (>= 1).
+        simulations: simulations per move for :meth:`choose` (>= 1); None: ``config.simulations``.
         seconds: time budget per move for :meth:`choose` (None: none); with both, whichever
             runs out first ends the search.
-        config: search settings (``takzero.search.SearchConfig``; default
-            ``SearchConfig(select_q_fraction=DEFAULT_SELECT_Q_FRACTION)``; its ``evaluation()``
-            copy is used); noise is always off here. Its ``node_budget`` is that of
-            the trees of a batched match (:meth:`batched`).
-        reuse_tree: keep the subtree of the moves played (``observe``) for the next search.
-        tinue_nodes: node budget of the tinuë checks around each search
-            (:mod:`takzero.players.tactics`: a proven forced road is played at once, a move
-            after which the opponent has one is avoided); None: ``config.tinue_nodes``; 0: off.
+        config: the search (``takzero.search.SearchConfig``; default :func:`player_search`:
+            :data:`DEFAULT_NETWORK_SIMULATIONS` simulations, the move choice of
+            :data:`DEFAULT_SELECT_Q_FRACTION`; its ``evaluation()`` copy is used); noise is
+            always off here. Its ``simulations``, ``reuse_tree`` (keep the subtree of the moves
+            played, ``observe``, for the next search) and ``tinue_nodes`` (node budget of the
+            tinuë checks around each search, :mod:`takzero.players.tactics`: a proven forced
+            road is played at once, a move after which the opponent has one is avoided; 0: off)
+            are the player's; its ``node_budget`` is that of the trees of a batched match
+            (:meth:`batched`).
+        reuse_tree, tinue_nodes: the config's field of that name, overridden (None: the
+            config's).
         leaves: positions per network call of a search (virtual loss when > 1), 1..
             :data:`MAX_LEAVES`; None: :func:`auto_leaves` (:data:`DEFAULT_LEAVES`, fewer for
             short node limits). 1 searches exactly as one simulation per network call.
@@ -469,10 +489,10 @@ class NetworkPlayer(BasePlayer):
     def __init__(
         self,
         evaluator,
-        simulations: int = DEFAULT_NETWORK_SIMULATIONS,
+        simulations: int | None = None,
         seconds: float | None = None,
         config=None,
-        reuse_tree: bool = True,
+        reuse_tree: bool | None = None,
         tinue_nodes: int | None = None,
         seed: int = 0,
         name: str | None = None,
@@ -480,8 +500,9 @@ class NetworkPlayer(BasePlayer):
         tree_nodes: int | None = None,
         cache_size: int = 0,
     ) -> None:
-        from takzero.search import SearchConfig
-
+        base = (config if config is not None else player_search()).evaluation()
+        if simulations is None:
+            simulations = base.simulations
         if not is_integer(simulations) or simulations < 1:
             raise ValueError(f"simulations must be an integer >= 1, got {simulations!r}")
         if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
@@ -502,13 +523,13 @@ class NetworkPlayer(BasePlayer):
         )
         self.simulations = int(simulations)
         self.seconds = seconds
-        self.reuse_tree = bool(reuse_tree)
+        self.reuse_tree = bool(base.reuse_tree if reuse_tree is None else reuse_tree)
         self.leaves: int | None = None
         self.set_leaves(leaves)
-        base = (config or SearchConfig(select_q_fraction=DEFAULT_SELECT_Q_FRACTION)).evaluation()
         if tinue_nodes is not None:
             base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
-        self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree)
+        self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree,
+                              simulations=self.simulations)
         self.tinue_nodes = self.config.tinue_nodes
         self._tree_nodes = DEFAULT_TREE_NODES
         if tree_nodes is not None:
@@ -530,7 +551,7 @@ class NetworkPlayer(BasePlayer):
     def load(
         cls,
         source,
-        simulations: int = DEFAULT_NETWORK_SIMULATIONS,
+        simulations: int | None = None,
         device: str = "cpu",
         threads: int | None = None,
         backend: str | None = None,
@@ -545,7 +566,9 @@ class NetworkPlayer(BasePlayer):
         ``int8``, ``onnx`` or ``torch``; None: the process's choice (:func:`set_play_backend`,
         ``auto`` unless a command line chose). ``threads``: CPU threads of the network (onnxruntime intra-op
         threads, and torch's via :func:`set_search_threads`; 0 leaves torch's setting; None:
-        the process's choice (:func:`set_search_threads`) if it made one, else one). ``kwargs`` go to the constructor.
+        the process's choice (:func:`set_search_threads`) if it made one, else one). ``kwargs``
+        go to the constructor (the search as ``config=``, a ``SearchConfig``; ``simulations``
+        None: the config's).
         Raises OSError / ValueError / RuntimeError for a file that cannot be used, ValueError
         for an unknown backend, ImportError for ``onnx`` without onnxruntime."""
         backend = _backend_value if backend is None else backend
@@ -697,6 +720,8 @@ class NetworkPlayer(BasePlayer):
             raise ValueError(f"set_search: {e}") from None
         if config != self.config:
             self.config = config
+            self.simulations = int(config.simulations)
+            self.reuse_tree = bool(config.reuse_tree)
             self.tinue_nodes = config.tinue_nodes
             self._search = None
 
@@ -846,6 +871,7 @@ __all__ = [
     "NetworkSearch",
     "auto_leaves",
     "play_evaluator",
+    "player_search",
     "set_play_backend",
     "set_search_threads",
 ]

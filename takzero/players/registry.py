@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 
 from takzero.players.base import BasePlayer
 from takzero.players.baselines import GreedyPlayer, RandomPlayer
-from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
+from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer, player_search
 from takzero.players.uct import DEFAULT_SIMULATIONS, UCTPlayer
 
 #: What a kind's ``parse`` returns and its ``build`` takes.
@@ -133,7 +133,7 @@ def _build_model(parsed: tuple[str, int | None], seed: int, simulations: int | N
     n = sims if sims is not None else simulations
     n = int(n) if n is not None else DEFAULT_NETWORK_SIMULATIONS
     try:
-        player = NetworkPlayer.load(path, simulations=n, seed=seed)
+        player = NetworkPlayer.load(path, config=player_search(simulations=n), seed=seed)
     except Exception as e:  # noqa: BLE001 - torch/zip/pickle raise many types for a bad file
         raise ModelFileError(f"cannot load model {path}: {e}") from None
     if player.name == NetworkPlayer.name:  # no run name in the file: name it after the file

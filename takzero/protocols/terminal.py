@@ -44,7 +44,7 @@ from takzero.game.ptn import PTNGame
 from takzero.io.files import check_not_input, write_ptn_file
 from takzero.io.ptn_ninja import ptn_ninja_url
 from takzero.players.base import PlayerMove
-from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer
+from takzero.players.network import DEFAULT_NETWORK_SIMULATIONS, NetworkPlayer, player_search
 from takzero.players.registry import make_player
 from takzero.search.limit import Limit
 
@@ -237,9 +237,8 @@ def make_opponent(
             )
             return baseline("uct", board)
     try:
-        net = NetworkPlayer.load(
-            path, simulations=simulations or DEFAULT_NETWORK_SIMULATIONS, seed=seed, device=device
-        )
+        search = player_search(simulations=simulations or DEFAULT_NETWORK_SIMULATIONS)
+        net = NetworkPlayer.load(path, config=search, seed=seed, device=device)
     except Exception as e:  # noqa: BLE001 - one clear message for any unreadable file
         raise ValueError(f"cannot load model {path}: {e}") from None
     if size is not None and size != net.model_size:

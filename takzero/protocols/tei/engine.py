@@ -112,6 +112,7 @@ from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
 from takzero.io.version import SHORT, file_sha256, program_version
 from takzero.players.base import BasePlayer
+from takzero.players.network import player_search
 from takzero.players.registry import make_player
 from takzero.protocols.tei.go import GoCommand
 from takzero.protocols.tei.lines import (
@@ -134,6 +135,7 @@ from takzero.protocols.tei.seat import (
     check_player_spec,
     load_network_player,
 )
+from takzero.search.config import SearchConfig
 
 __all__ = [
     "DEFAULT_PLAYER",
@@ -181,7 +183,10 @@ class TEIEngine(PlayerSeat):
         seed: seed given to the player at every ``teinewgame`` (0..2**31-1).
         device: torch device for the network ('cpu', 'cuda', 'auto').
         out: where lines go (default: stdout, flushed).
-        model_loader: builds the network player from (path, nodes, seed, device) (tests may swap).
+        search: the network player's search (a ``SearchConfig``; None:
+            ``takzero.players.network.player_search()``); ``nodes`` and the options that name a
+            search field (``options.Option.search``) override its fields.
+        model_loader: builds the network player from (path, search, seed, device) (tests may swap).
         threads: CPU threads of the network (``Threads`` option, 1..64).
         backend: the network's runtime (``Backend`` option).
         memory: the memory budget the search trees are held against, shared by the engines of one
@@ -204,6 +209,7 @@ class TEIEngine(PlayerSeat):
         threads: int = 1,
         backend: str = "auto",
         memory: MemoryBudget | None = None,
+        search: SearchConfig | None = None,
     ) -> None:
         self._out = out or _stdout_line
         self._out_lock = threading.Lock()
@@ -213,6 +219,7 @@ class TEIEngine(PlayerSeat):
                 setattr(self, option.attr, option.default)
         self.seed = OPTIONS["seed"].parse(str(seed))
         self.device = device
+        self.search = search if search is not None else player_search()
         self.model_loader = model_loader
         self.player_spec = player
         check_player_spec(player)  # validate early

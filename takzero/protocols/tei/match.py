@@ -49,6 +49,7 @@ from takzero.io.files import atomic_write_text, check_writable_folder, free_name
 from takzero.matches.games import DEFAULT_PLY_LIMIT
 from takzero.matches.openings import Opening, random_openings
 from takzero.matches.results import MatchInterrupted, MatchResult, colour_score
+from takzero.matches.spec import MatchSpec
 from takzero.protocols.tei.lines import (
     SearchLimits,
     TEIProtocolError,
@@ -657,23 +658,20 @@ def _prefixed(log: Callable[[str], None], prefix: str) -> Callable[[str], None]:
 
 def run_tei_match(
     commands: Sequence[str],
-    games: int,
-    size: int,
-    half_komi: int,
+    match: MatchSpec,
     tc: TimeControl | Sequence[TimeControl],
-    openings: Sequence[Opening] | None = None,
-    opening_plies: int = 2,
-    seed: int = 0,
-    ply_limit: int | None = DEFAULT_PLY_LIMIT,
-    threefold: bool = True,
+    *,
     out_dir: str | Path | None = None,
     printer: Callable[[str], None] = print,
     log: Callable[[str], None] | None = None,
     allow_fallback: bool = False,
     on_game: Callable[[GameOutcome], None] | None = None,
 ) -> tuple[MatchResult, list[GameOutcome]]:
-    """Play ``games`` games between the two engines ``commands`` on paired openings (see the
-    module docstring); returns the match from engine 1's point of view and the games.
+    """Play ``match`` (:class:`~takzero.matches.spec.MatchSpec`: ``games`` games on ``size``
+    boards with ``half_komi``, both given, on paired openings: ``openings`` in turn, else random
+    ones of ``opening_plies`` plies drawn with ``seed``; ``ply_limit``, ``threefold``) between the
+    two engines ``commands`` (see the module docstring); returns the match from engine 1's point
+    of view and the games.
 
     ``tc``: one time control for both engines, or one per engine (in ``commands`` order; e.g.
     ``go nodes 400`` for one and ``go nodes 1000`` for the other). Before the first game each
@@ -683,7 +681,7 @@ def run_tei_match(
     the Elo with its interval (:meth:`MatchResult.describe_elo`: Wilson score interval mapped to
     Elo, "too few games" under 2).
 
-    Raises ValueError for bad arguments (not two engines, games < 1, openings of another size),
+    Raises ValueError for bad arguments (not two engines, no size or komi in ``match``),
     MatchAborted when an engine does not start or cannot play the size (no game is played), and
     MatchInterrupted (a KeyboardInterrupt) on Ctrl-C, after closing the engines and printing the
     score so far. Later engine failures never raise: they lose games (a crashed engine is
@@ -693,21 +691,19 @@ def run_tei_match(
     ``printer``), so an earlier match's games are never replaced."""
     if len(commands) != 2:
         raise ValueError(f"a match needs exactly two engines, got {len(commands)}")
-    if games < 1:
-        raise ValueError(f"games must be >= 1, got {games}")
+    if match.size is None or match.half_komi is None:
+        raise ValueError("a TEI match needs the board size and the komi (MatchSpec.size, half_komi)")
+    games, size, half_komi = match.games, match.size, match.half_komi
+    seed, ply_limit, threefold = match.seed, match.ply_limit, match.threefold
     tcs = (tc, tc) if isinstance(tc, TimeControl) else tuple(tc)
     if len(tcs) != 2:
         raise ValueError(f"give one time control or one per engine, got {len(tcs)}")
     start = Position.start(size, half_komi=half_komi)
-    n_open = (games + 1) // 2
-    if openings is None:
-        openings = [Opening(start, o) for o in random_openings(start, n_open, opening_plies, seed)]
+    n_open = match.pairs
+    if match.openings is None:
+        openings = [Opening(start, o) for o in random_openings(start, n_open, match.opening_plies, seed)]
     else:
-        openings = list(openings)
-        if not openings:
-            raise ValueError("no openings")
-        if any(o.start.size != size for o in openings):
-            raise ValueError(f"openings must be for {size}x{size}")
+        openings = list(match.openings)
         if len(openings) < n_open:
             printer(f"note: {len(openings)} openings for {n_open} pairs; they are reused in turn")
         openings = [openings[i % len(openings)] for i in range(n_open)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from takzero.players.network import BackendFallbackWarning
 from takzero.players.registry import check_spec, make_player
 from takzero.protocols.tei.lines import MAX_NODES, clip
 from takzero.protocols.tei.options import search_settings
+from takzero.search.config import SearchConfig
 from takzero.search.limit import Limit
 
 __all__ = [
@@ -38,12 +40,13 @@ DEFAULT_PLAYER = "uct:200"
 WARM_NODES = 16
 
 
-def load_network_player(path: str | Path, simulations: int, seed: int, device: str = "cpu"):
-    """A :class:`takzero.players.NetworkPlayer` for an exported model (TorchScript/ONNX) or a
-    checkpoint. Raises OSError/ValueError/RuntimeError when the file cannot be used."""
+def load_network_player(path: str | Path, search: SearchConfig, seed: int, device: str = "cpu"):
+    """A :class:`takzero.players.NetworkPlayer` searching with ``search`` for an exported model
+    (TorchScript/ONNX) or a checkpoint. Raises OSError/ValueError/RuntimeError when the file
+    cannot be used."""
     from takzero.players import NetworkPlayer
 
-    return NetworkPlayer.load(str(path), simulations=simulations, seed=seed, device=device)
+    return NetworkPlayer.load(str(path), config=search, seed=seed, device=device)
 
 
 def check_player_spec(spec: str) -> None:
@@ -80,6 +83,7 @@ class PlayerSeat:
     half_komi: int
     seed: int
     device: str
+    search: SearchConfig
     tree_nodes: int
     threads: int
     batch: int
@@ -101,8 +105,8 @@ class PlayerSeat:
     def _load(self, path: str, nodes: int | None) -> Any:
         """Load the network player and run a one-simulation search, so that compiling and
         loading happen before ``readyok``, not in the first timed ``go``."""
-        sims = nodes if nodes is not None else 400
-        net = self.model_loader(path, sims, self.seed, self.device)
+        search = self.search if nodes is None else replace(self.search, simulations=int(nodes))
+        net = self.model_loader(path, search, self.seed, self.device)
         with warnings.catch_warnings(record=True) as caught:  # said at the next isready
             warnings.simplefilter("always", BackendFallbackWarning)
             self._configure(net)
