@@ -33,7 +33,14 @@ from takzero.io.machine import machine_memory
 from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
-from takzero.nn.model import FIELD_RANGES, LossWeights, ModelConfig, NetworkSettings
+from takzero.nn.model import (
+    FIELD_RANGES,
+    NETWORK_PRESETS,
+    LossWeights,
+    ModelConfig,
+    NetworkSettings,
+    network_preset,
+)
 from takzero.nn.trunks import TRUNKS
 from takzero.search.config import SearchConfig
 
@@ -72,8 +79,14 @@ class ModelSection(NetworkSettings):
     """The ``model:`` section: the network's shape, whose keys are the fields of
     :class:`takzero.nn.model.NetworkSettings` (declared and documented there once, shared with
     the checkpoints' :class:`~takzero.nn.model.ModelConfig`; :meth:`TrainConfig.model_config`
-    adds ``board.size`` and the heads), and the loss weights below."""
+    adds ``board.size`` and the heads), and the loss weights below.
 
+    ``preset``: a network shape by name (:data:`takzero.nn.model.NETWORK_PRESETS`, e.g.
+    ``b4c32``: 4 blocks of 32 channels) or None; it sets its fields that are left at their
+    defaults, so a key given with another value overrides it (``model.preset=b4c32
+    model.channels=48``: 4 blocks of 48)."""
+
+    preset: str | None = None
     value_weight: float = 1.0
     aux_weight: float = 0.1
     # the optional auxiliary heads (rows of takzero.nn.heads.HEADS; 0 = head absent): the weight
@@ -83,13 +96,28 @@ class ModelSection(NetworkSettings):
     soft_policy_weight: float = 0.0  # policy target ** (1/4), renormalised
 
     def __post_init__(self) -> None:
+        self.apply_preset()
         self.check()
 
+    def apply_preset(self) -> None:
+        """Set the fields of ``preset`` that are left at their :class:`NetworkSettings` defaults
+        to the preset's values (nothing without a preset). Raises ConfigError for an unknown
+        preset."""
+        if self.preset is None:
+            return
+        _check(self.preset in NETWORK_PRESETS, "model.preset", f"must be one of {', '.join(NETWORK_PRESETS)}", self.preset)
+        defaults = {f.name: f.default for f in dataclasses.fields(NetworkSettings)}
+        for key, value in network_preset(self.preset).items():
+            if getattr(self, key) == defaults[key]:
+                setattr(self, key, value)
+
     def check(self) -> None:
-        """Raise ConfigError naming the first bad ``model.*`` key: the sizes in their ranges
+        """Raise ConfigError naming the first bad ``model.*`` key: the preset, the sizes in their ranges
         (``takzero.nn.model.FIELD_RANGES``), the feature version, the trunk (a row of
         :data:`takzero.nn.trunks.TRUNKS`), the settings of other trunks left unset, the row's own
         ``check`` (naming the key it returns), the loss weights."""
+        _check(self.preset is None or self.preset in NETWORK_PRESETS, "model.preset",
+               f"must be one of {', '.join(NETWORK_PRESETS)} (or null)", self.preset)  # fmt: skip
         for key, (lo, hi) in FIELD_RANGES.items():
             value = getattr(self, key)
             if value is not None:

@@ -102,11 +102,12 @@ def test_the_trunk_settings_are_network_fields_unset_by_default() -> None:
 
 def test_the_model_section_is_the_network_settings_plus_the_loss_weights() -> None:
     """No field of the network is declared twice: the section's fields are NetworkSettings'
-    (inherited) and its own loss weights; ModelConfig adds only size and heads."""
+    (inherited), the name of a network preset (``preset``, which sets some of them) and its own
+    loss weights; ModelConfig adds only size and heads."""
     network = {f.name for f in dataclasses.fields(NetworkSettings)}
     section = {f.name for f in dataclasses.fields(ModelSection)}
     assert network <= section
-    assert all(k.endswith("_weight") for k in section - network)
+    assert all(k.endswith("_weight") for k in section - network - {"preset"})
     assert {f.name for f in dataclasses.fields(ModelConfig)} - network == {"size", "heads"}
     assert "channels" not in ModelSection.__dict__.get("__annotations__", {})
 
