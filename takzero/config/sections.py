@@ -1,22 +1,13 @@
-"""The training configuration: a typed schema (dataclasses) that Hydra's composed config is merged
-into, so that unknown keys and wrong types are rejected at start-up, plus value checks that name
-the offending key.
-
-``configs/train.yaml`` holds the defaults, ``configs/config/<name>.yaml`` the named presets
-(``+config=6x6``). Every key can be overridden on the command line (``mcts.simulations=400``).
-
-Each section checks its own values when it is built (``check``, called by ``__post_init__``, as
-:class:`takzero.search.SearchConfig` does), raising :class:`ConfigError` that names the full key;
-:func:`validate` adds the top-level keys, the checks that span sections and those that look at the
-machine (CUDA, the run folder). The parts of a run take their section whole
-(``ReplayBuffer(cfg.replay, ...)``, ``Trainer(cfg.train, ...)``, ``SelfPlayWorker(cfg.selfplay,
-...)``), so a new key is its field, its check, its use and its line in ``configs/train.yaml``.
+"""The sections of a run's configuration (``configs/train.yaml``): one dataclass per section
+(``board``, ``model``, ``selfplay``, ``replay``, ``train``, ``evaluator``, ``ray``), each holding
+its defaults and checking its own keys when built (``check``, called by ``__post_init__``),
+raising :class:`ConfigError` that names the full key. The whole schema, ``TrainConfig``, and its
+loading are in :mod:`takzero.config`; the machine's checks in :mod:`takzero.config.machine`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import numbers
 import re
@@ -24,25 +15,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import komi_to_half_komi
-from takzero.io.machine import machine_memory
-from takzero.nn.actions import num_actions
 from takzero.nn.features import FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
 from takzero.nn.model import (
     FIELD_RANGES,
     NETWORK_PRESETS,
-    LossWeights,
-    ModelConfig,
     NetworkSettings,
     network_preset,
 )
 from takzero.nn.trunks import TRUNKS
-from takzero.search.config import SearchConfig
+
+#: Values of ``evaluator.inference`` and ``replay.reanalyse_inference`` (auto: as ``selfplay.inference``).
+INFERENCE_CHOICES = ("auto", "local", "server")
+#: The largest seed (numpy's legacy seed bound; the run derives int64 seeds from it).
+MAX_SEED = 2**32 - 1
+#: Simulations per move of any search a run makes (``mcts.simulations``, ``mcts.full_sims``,
+#: ``mcts.cheap_sims``, ``evaluator.simulations``, ``evaluator.uct_simulations``).
+MAX_SIMULATIONS = 1_000_000
+#: Nodes per search tree (``mcts.node_budget``): the trees index their nodes with int32.
+MAX_NODE_BUDGET = 2**31 - 1
+
+
+def _finite(x: float) -> bool:
+    """A finite real number: Python or numpy ints and floats (``numbers.Real``), not booleans
+    (``True`` is an int to Python, never a number in a config), not NaN, not infinite (an int too
+    large for a float is not finite either)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
+def _check(cond: bool, key: str, msg: str, value: object) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg} (got {value!r})")
 
 
 class ConfigError(ValueError):
@@ -435,430 +445,3 @@ class RayConfig:
                 ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
                 "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
             )
-
-
-#: ``mcts.simulations`` of a run that sets none (every preset sets its own): the schema's default
-#: and ``configs/train.yaml``'s (tests/test_config_sections.py holds the two equal, key by key).
-RUN_SIMULATIONS = 128
-
-
-@dataclass
-class TrainConfig:
-    """Top-level schema; see configs/train.yaml for the documented defaults."""
-
-    run_name: str = "run"
-    checkpoint_root: str = "checkpoints"
-    seed: int = 0
-    device: str = "auto"  # auto, cpu, cuda, cuda:N
-    resume: bool = True  # continue a run folder that already has checkpoints
-    max_games: int = 0  # > 0: stop after this many self-play games
-    log_every_s: float = 10.0
-    sample_games_every: int = 50  # write one PTN sample game per this many games
-    board: BoardConfig = field(default_factory=BoardConfig)
-    model: ModelSection = field(default_factory=ModelSection)
-    # the self-play search: SearchConfig's defaults but RUN_SIMULATIONS simulations a move (a
-    # search built in code keeps SearchConfig's own 800, AlphaZero's)
-    mcts: SearchConfig = field(default_factory=lambda: SearchConfig(simulations=RUN_SIMULATIONS))
-    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
-    replay: ReplayConfig = field(default_factory=ReplayConfig)
-    train: TrainSection = field(default_factory=TrainSection)
-    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
-
-    # -- translations to the settings of the parts of a run (the one place that maps keys) ------
-
-    def model_config(self) -> ModelConfig:
-        """The network's :class:`takzero.nn.model.ModelConfig`: ``board.size``, the ``model.*``
-        keys that are :class:`~takzero.nn.model.NetworkSettings` fields (all of them, by name) and
-        ``heads``, the rows of :data:`takzero.nn.heads.HEADS` whose weight is > 0. Raises
-        ValueError for a network ``ModelConfig`` refuses (over ``MAX_PARAMETERS``)."""
-        m = self.model
-        return ModelConfig.of(m, self.board.size, heads=[name for name in HEADS if m.head_weight(name) > 0])
-
-    def half_komi(self) -> int:
-        """``board.komi`` in half points (the unit of the rules core and of model metadata)."""
-        return komi_to_half_komi(self.board.komi)
-
-    def loss_weights(self) -> LossWeights:
-        """The loss weights of ``model.value_weight``, ``model.aux_weight`` and each head's
-        ``model.<weight_key>`` (every row of :data:`takzero.nn.heads.HEADS`, 0 included)."""
-        m = self.model
-        return LossWeights(
-            value=m.value_weight,
-            aux=m.aux_weight,
-            heads={name: m.head_weight(name) for name in HEADS},
-        )
-
-    def replay_opponent_top_k(self) -> int:
-        """Opponent-policy entries stored per record: ``replay.top_k`` when a head that trains on
-        the ``opponent_policy`` target (a row of :data:`takzero.nn.heads.HEADS`) has a weight > 0
-        (``model.opponent_policy_weight``), else 0 (nothing stored)."""
-        trained = any(
-            self.model.head_weight(name) > 0 for name, row in HEADS.items() if row.target == "opponent_policy"
-        )
-        return self.replay.top_k if trained else 0
-
-    def mcts_keys_given(self) -> frozenset[str]:
-        """The ``mcts.*`` keys the composed config set (recorded by :func:`load_config`; empty for
-        a TrainConfig built in code)."""
-        return getattr(self, "_mcts_given", frozenset())
-
-    def selfplay_search_config(self) -> SearchConfig:
-        """The self-play :class:`SearchConfig`: ``mcts.*`` with ``max_plies`` =
-        ``selfplay.ply_limit`` and, unless ``mcts.node_budget`` is given, a node budget sized to the
-        simulation budget: ``min(200_000, max(A + 1, 300 * (max_simulations + 1)))`` nodes per tree
-        (A = the number of action indices of the board)."""
-        d = {**self.mcts.to_dict(), "max_plies": self.selfplay.ply_limit}
-        if "node_budget" not in self.mcts_keys_given():
-            probe = SearchConfig.from_dict(d)
-            a = num_actions(self.board.size)
-            d["node_budget"] = int(min(200_000, max(a + 1, 300 * (probe.max_simulations + 1))))
-        return SearchConfig.from_dict(d)
-
-    def evaluation_search_config(self) -> SearchConfig:
-        """The gating/baseline :class:`SearchConfig`: ``mcts.*`` without noise or playout cap
-        (:meth:`SearchConfig.evaluation`), ``evaluator.simulations`` (0: ``mcts.simulations``)
-        and ``max_plies`` = ``selfplay.ply_limit``."""
-        return SearchConfig.from_dict(
-            {
-                **self.mcts.evaluation().to_dict(),
-                "max_plies": self.selfplay.ply_limit,
-                "simulations": self.evaluation_simulations(),
-            }
-        )
-
-    def evaluation_simulations(self) -> int:
-        """Simulations per move in gating and baseline matches."""
-        return self.evaluator.simulations or self.mcts.simulations
-
-
-def config_keys() -> list[str]:
-    """Every dotted key of the schema (``run_name``, ``mcts.simulations``, ...)."""
-    out: list[str] = []
-
-    def walk(prefix: str, cls: Any) -> None:
-        for f in dataclasses.fields(cls):
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            if dataclasses.is_dataclass(default):
-                walk(f"{prefix}{f.name}.", type(default))
-            else:
-                out.append(prefix + f.name)
-
-    walk("", TrainConfig)
-    return out
-
-
-def did_you_mean(key: str) -> str:
-    """`` (did you mean mcts.simulations?)`` for a mistyped key, or '' when no key is close
-    (difflib's ratio >= 0.6 on the whole key, or on the last part within the same section)."""
-    keys = config_keys()
-    key = key.lstrip("+~")
-    if "." not in key:  # a mistyped section (trian.lr): offer sections and top-level keys
-        keys = sorted({k.split(".", 1)[0] for k in keys})
-    close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
-    if not close and "." not in key:
-        leaves: dict[str, list[str]] = {}
-        for k in config_keys():
-            leaves.setdefault(k.rsplit(".", 1)[-1], []).append(k)
-        best = difflib.get_close_matches(key, list(leaves), n=1, cutoff=0.75)
-        close = leaves[best[0]][:2] if best else []
-    if not close:
-        return ""
-    return f" (did you mean {' or '.join(close)}?)"
-
-
-def unknown_override_keys(overrides: list[str]) -> list[str]:
-    """The keys of ``key=value`` command-line overrides that are not keys of the schema (Hydra's
-    own ``hydra.*`` keys, ``+config=...`` presets and ``~key`` deletions excepted), each with
-    :func:`did_you_mean`."""
-    keys = set(config_keys())
-    sections = {k.split(".", 1)[0] for k in keys if "." in k}
-    bad = []
-    for arg in overrides:
-        if "=" not in arg or arg.startswith(("-", "~")):
-            continue
-        key = arg.split("=", 1)[0].lstrip("+")
-        if key in ("config", "defaults") or key.startswith("hydra."):
-            continue
-        top = key.split(".", 1)[0]
-        # A whole section (board={size:5}) or a dict entry is left to the schema merge.
-        if key in keys or key in sections or top == "evaluator" and key.startswith("evaluator.baselines"):
-            continue
-        bad.append(f"{key}: not a config key{did_you_mean(key)}")
-    return bad
-
-
-#: The longest folder name (bytes) of the usual file systems (ext4, XFS, APFS, NTFS in UTF-16 units).
-NAME_MAX = 255
-
-
-def check_run_folder(checkpoint_root: str, run_name: str) -> None:
-    """Check ``checkpoint_root`` and ``run_name`` before anything is created: the name is one
-    plain folder name, the root is (or can become) a folder, and the run folder is not a file.
-    Raises ConfigError naming the key. ``takzero.train`` calls it before Hydra makes its output
-    folder, so a refused name leaves nothing behind."""
-    _check(
-        bool(run_name) and re.fullmatch(r"[\w.\-]+", run_name) is not None and run_name not in (".", ".."),
-        "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", run_name,
-    )
-    _check(len(run_name.encode()) <= NAME_MAX, "run_name",
-           f"must be at most {NAME_MAX} bytes long (a folder name), not {len(run_name.encode())}", run_name)  # fmt: skip
-    _check(bool(checkpoint_root.strip()), "checkpoint_root",
-           "must name a folder (empty: the run's files would go to the filesystem root)", checkpoint_root)  # fmt: skip
-    root = Path(checkpoint_root)
-    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
-    _check(blocker is None or blocker.is_dir(), "checkpoint_root",
-           f"must be a folder, but {blocker} is a file", checkpoint_root)  # fmt: skip
-    run_dir = root / run_name
-    _check(not run_dir.exists() or run_dir.is_dir(), "run_name",
-           f"{run_dir} exists and is not a folder", run_name)  # fmt: skip
-
-
-def _finite(x: float) -> bool:
-    """A finite real number: Python or numpy ints and floats (``numbers.Real``), not booleans
-    (``True`` is an int to Python, never a number in a config), not NaN, not infinite (an int too
-    large for a float is not finite either)."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        return False
-    try:
-        return math.isfinite(x)
-    except OverflowError:
-        return False
-
-
-def _check(cond: bool, key: str, msg: str, value: object) -> None:
-    if not cond:
-        raise ConfigError(f"{key}: {msg} (got {value!r})")
-
-
-#: The Hydra config folder: ``train.yaml`` and the presets under ``config/``.
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-
-
-def compose_config(overrides: list[str] | tuple[str, ...] = (), run_name: str = "preset") -> TrainConfig:
-    """The checked config of ``python -m takzero.train OVERRIDES``, composed by Hydra exactly as
-    the training command composes it (so ``+config=<name>`` and a preset's own defaults list,
-    such as 5x5_cpu_gumbel's ``- 5x5_cpu``, are honoured), with ``run_name`` set. For scripts and
-    tests; the training command itself uses ``@hydra.main``.
-
-    Raises ConfigError naming the key of a bad value; Hydra's errors for an unknown preset or a
-    malformed override."""
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        raw = compose(config_name="train", overrides=list(overrides))
-    raw.run_name = run_name
-    return load_config(raw)
-
-
-def compose_preset(name: str, overrides: list[str] | tuple[str, ...] = (), run_name: str = "preset") -> TrainConfig:
-    """:func:`compose_config` of ``+config=<name>`` followed by ``overrides``."""
-    return compose_config([f"+config={name}", *overrides], run_name)
-
-
-def load_config(cfg: DictConfig | dict) -> TrainConfig:
-    """Merge a composed config into the schema and check every value.
-
-    Returns a TrainConfig object. Raises ConfigError naming the key of the first bad value or
-    unknown key.
-    """
-    schema = OmegaConf.structured(TrainConfig)
-    src = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
-    drop = {"hydra", "defaults"}  # Hydra's own keys, present when a raw YAML file is loaded
-    if drop & set(src.keys()):
-        src = OmegaConf.masked_copy(src, [str(k) for k in src.keys() if k not in drop])
-    given = src.get("mcts") if "mcts" in src else None
-    if isinstance(given, DictConfig):
-        _check_mcts_types(given)
-    try:
-        merged = OmegaConf.merge(schema, src)
-    except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None) or ""
-        hint = did_you_mean(key) if key and key not in config_keys() else ""
-        text = str(e.msg if hasattr(e, "msg") else e).splitlines()[0]
-        raise ConfigError(f"{key}: {text}{hint}") from None
-    try:
-        out: TrainConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
-    except ConfigError:  # a section's own check: its message names the full key
-        raise
-    except (ValueError, OmegaConfBaseException) as err:  # SearchConfig.validate
-        msg = getattr(err, "msg", None) or str(err)
-        raise ConfigError(f"mcts: {msg}") from None
-    keys = frozenset(str(k) for k in given.keys()) if isinstance(given, DictConfig) else frozenset()
-    object.__setattr__(out, "_mcts_given", keys)
-    validate(out)
-    return out
-
-
-def _check_mcts_types(node: DictConfig) -> None:
-    """Strict types for the given ``mcts.*`` values before OmegaConf's conversions (which would
-    read ``1`` as ``true``): booleans must be booleans, integers must not be booleans or
-    fractions, floats must be finite numbers. Unknown keys are left to the schema merge."""
-    for f in dataclasses.fields(SearchConfig):
-        if f.name not in node:
-            continue
-        v = node[f.name]
-        key = f"mcts.{f.name}"
-        if v is None:
-            continue
-        if isinstance(f.default, bool):
-            _check(isinstance(v, bool), key, "must be true or false", v)
-        elif "int" in str(f.type):
-            _check(isinstance(v, int) and not isinstance(v, bool), key, "must be an integer", v)
-        elif "float" in str(f.type):
-            ok = isinstance(v, int | float) and not isinstance(v, bool) and _finite(float(v))
-            _check(ok, key, "must be a finite number", v)
-
-
-def validate(c: TrainConfig) -> None:
-    """Every check of ``c``, raising ConfigError naming the key: each section's own
-    (``check``, already run when the section was built; run again here for a config changed
-    since), then the top-level keys, the checks that span sections and those that look at the
-    machine (CUDA, the run folder)."""
-    for section in (c.board, c.model, c.selfplay, c.replay, c.train, c.evaluator, c.ray):
-        section.check()
-    _check(0 <= c.seed <= MAX_SEED, "seed", f"must be in 0..{MAX_SEED} (2**32 - 1: numpy's seed bound; "
-           "the run derives its streams from it)", c.seed)  # fmt: skip
-    _check(c.max_games >= 0, "max_games", "must be >= 0", c.max_games)
-    _check(_finite(c.log_every_s) and c.log_every_s > 0, "log_every_s", "must be > 0", c.log_every_s)
-    _check(c.sample_games_every >= 1, "sample_games_every", "must be >= 1", c.sample_games_every)
-    _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device", "must be auto, cpu or cuda[:N]", c.device)
-    if c.device.startswith("cuda"):
-        import torch
-
-        _check(torch.cuda.is_available(), "device", "CUDA is not available on this machine", c.device)
-    check_run_folder(c.checkpoint_root, c.run_name)
-    r, t = c.replay, c.train
-    window = min(r.window_max, r.fixed_window) if r.fixed_window > 0 else r.window_max
-    _check(
-        t.batch_size <= window,
-        "train.batch_size",
-        f"must not exceed the replay window (replay.window_max={r.window_max}"
-        + (f", replay.fixed_window={r.fixed_window}" if r.fixed_window > 0 else "")
-        + "): every batch would repeat positions",
-        t.batch_size,
-    )
-    for key, value in (("evaluator.inference", c.evaluator.inference),
-                       ("replay.reanalyse_inference", c.replay.reanalyse_inference)):  # fmt: skip
-        _check(value != "server" or c.selfplay.inference == "server", key,
-               "server needs selfplay.inference=server (the server exists only then)", value)  # fmt: skip
-    check_sizes(c)
-    check_ray_address(c.ray.address)
-
-
-#: Values of ``evaluator.inference`` and ``replay.reanalyse_inference`` (auto: as ``selfplay.inference``).
-INFERENCE_CHOICES = ("auto", "local", "server")
-#: The largest seed (numpy's legacy seed bound; the run derives int64 seeds from it).
-MAX_SEED = 2**32 - 1
-#: Simulations per move of any search a run makes (``mcts.simulations``, ``mcts.full_sims``,
-#: ``mcts.cheap_sims``, ``evaluator.simulations``, ``evaluator.uct_simulations``).
-MAX_SIMULATIONS = 1_000_000
-#: Nodes per search tree (``mcts.node_budget``): the trees index their nodes with int32.
-MAX_NODE_BUDGET = 2**31 - 1
-#: Seconds ``ray.address``'s host:port is given to answer at start-up.
-RAY_CONNECT_TIMEOUT_S = 5.0
-
-
-def implied_memory(c: TrainConfig) -> list[tuple[str, int, str]]:
-    """The memory the sizes of ``c`` imply, one row per key that sizes an allocation:
-    ``(key, bytes, what)``. Rough upper estimates, in the order of the allocations they stand for:
-
-    * ``selfplay.games_per_worker``: the search trees of every self-play worker on this machine
-      (all of them unless ``ray.address`` joins a cluster): workers x games x node budget x
-      ``BYTES_PER_NODE``; ``mcts.node_budget`` when it was given;
-    * ``mcts.simulations``: each worker's visit schedule, games x simulations x 4 bytes;
-    * ``replay.window_max`` (or ``replay.fixed_window``): the replay window, positions x (packed
-      board, ``replay.top_k`` policy entries of 6 bytes, targets), twice (a window is copied when
-      positions are added);
-    * ``train.batch_size``: a batch's input planes, policy target and mask, and the activations
-      kept for the backward pass (some 8 tensors of the trunk's planes per block)."""
-    from takzero.search.config import BYTES_PER_NODE
-
-    n = c.board.size
-    nsq = n * n
-    actions = num_actions(n)
-    local = c.ray.address in (None, "local")
-    workers = c.selfplay.workers if local else 1
-    games = c.selfplay.games_per_worker
-    search = c.mcts
-    budget = search.node_budget if "node_budget" in c.mcts_keys_given() else min(
-        200_000, max(actions + 1, 300 * (search.max_simulations + 1)))
-    tree_key = "mcts.node_budget" if "node_budget" in c.mcts_keys_given() else "selfplay.games_per_worker"
-    rows = [
-        (tree_key, workers * games * budget * BYTES_PER_NODE,
-         f"{workers} workers x {games} games x {budget} nodes x {BYTES_PER_NODE} bytes of search trees"),
-        ("mcts.simulations", workers * games * search.max_simulations * 4,
-         f"{workers} workers x {games} games x {search.max_simulations} simulations of visit schedule"),
-    ]
-    r = c.replay
-    window = min(r.window_max, r.fixed_window) if r.fixed_window > 0 else r.window_max
-    board_bytes = 16 + 2 * nsq + 8 * (2 if n >= 7 else 1) * nsq  # pipeline.replay.board_record_len
-    position = board_bytes + 6 * r.top_k + 6 * c.replay_opponent_top_k() + nsq + 24
-    window_key = "replay.fixed_window" if r.fixed_window > 0 and r.fixed_window <= r.window_max else "replay.window_max"
-    rows.append((window_key, 2 * window * position,
-                 f"a replay window of {window} positions x {position} bytes, twice"))
-    mc = c.model_config()
-    sample = 4 * mc.in_channels * nsq + 5 * actions + 64 + 4 * mc.channels * nsq * (8 * mc.blocks + 8)
-    rows.append(("train.batch_size", c.train.batch_size * sample,
-                 f"{c.train.batch_size} samples x {sample} bytes of inputs, targets and activations"))
-    return rows
-
-
-def check_sizes(c: TrainConfig, memory: int | None = None) -> None:
-    """Check the values of ``c`` that size an allocation, at start-up: the integers in their
-    ranges (``replay.top_k`` up to the board's action count, simulations up to
-    :data:`MAX_SIMULATIONS`, ``mcts.node_budget`` up to :data:`MAX_NODE_BUDGET`), then the memory
-    they imply (:func:`implied_memory`), each and together, against ``memory`` bytes (default:
-    :func:`machine_memory`). Raises ConfigError naming the key (the largest share when only the
-    sum is too much)."""
-    a = num_actions(c.board.size)
-    _check(c.replay.top_k <= a, "replay.top_k",
-           f"must be at most the {a} actions of a {c.board.size}x{c.board.size} board", c.replay.top_k)  # fmt: skip
-    m = c.mcts
-    for key, value in (("mcts.simulations", m.simulations), ("mcts.full_sims", m.full_sims),
-                       ("mcts.cheap_sims", m.cheap_sims), ("evaluator.simulations", c.evaluator.simulations),
-                       ("evaluator.uct_simulations", c.evaluator.uct_simulations)):  # fmt: skip
-        if value is not None:
-            _check(value <= MAX_SIMULATIONS, key, f"must be at most {MAX_SIMULATIONS:,} (MAX_SIMULATIONS)", value)
-    _check(m.node_budget <= MAX_NODE_BUDGET, "mcts.node_budget",
-           f"must be at most {MAX_NODE_BUDGET:,} (the trees index nodes with int32)", m.node_budget)  # fmt: skip
-    _check(c.selfplay.games_per_worker <= 2**20, "selfplay.games_per_worker", "must be at most 2**20",
-           c.selfplay.games_per_worker)  # fmt: skip
-    memory = machine_memory() if memory is None else memory
-    gib = 2**30
-    rows = implied_memory(c)
-    for key, need, what in rows:
-        _check(need <= memory, key, f"needs about {need / gib:,.1f} GiB ({what}), more than the "
-               f"{memory / gib:.1f} GiB of memory of this machine", getattr_key(c, key))  # fmt: skip
-    total = sum(need for _, need, _ in rows)
-    key, need, what = max(rows, key=lambda row: row[1])
-    _check(total <= memory, key, f"the run's sizes need about {total / gib:,.1f} GiB together, more than the "
-           f"{memory / gib:.1f} GiB of memory of this machine; the largest share is {key}: {what}",
-           getattr_key(c, key))  # fmt: skip
-
-
-def getattr_key(c: TrainConfig, key: str) -> Any:
-    """The value of the dotted ``key`` of ``c`` (``replay.top_k``)."""
-    obj: Any = c
-    for part in key.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
-    """A ``host:port`` (or ``ray://host:port``) ``ray.address`` must answer a TCP connection within
-    ``timeout`` seconds, so that a wrong address is one line at start-up rather than a long wait
-    in ``ray.init``; ``auto``, ``local`` and None are left to Ray. Raises ConfigError."""
-    import socket
-
-    if address is None or address in ("auto", "local"):
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except (OSError, ValueError) as e:
-        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-        _check(False, "ray.address", f"nothing answers at {host}:{port} within {timeout:g} s ({reason}); "
-               "start the cluster's head (ray start --head) or fix the address", address)  # fmt: skip
-
