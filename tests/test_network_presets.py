@@ -1,5 +1,5 @@
 """Network shapes by name, KataGo-style (``model.preset=b4c32``; issue 57, item 2): every preset
-of ``takzero.nn.model.NETWORK_PRESETS`` builds a network of its shape, a key given with another
+of ``takzero.nn.presets.NETWORK_PRESETS`` builds a network of its shape, a key given with another
 value than its default overrides the preset's, and the shipped configs name their shapes so."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from takzero.config import ConfigError, ModelSection, TrainConfig, compose_config, compose_preset
-from takzero.nn.model import NETWORK_PRESETS, ModelConfig, NetworkSettings, TakNet, network_preset
+from takzero.nn.model import ModelConfig, NetworkSettings, TakNet
+from takzero.nn.presets import NETWORK_PRESETS, network_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 

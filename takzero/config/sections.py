@@ -21,10 +21,9 @@ from takzero.nn.features import FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
 from takzero.nn.model import (
     FIELD_RANGES,
-    NETWORK_PRESETS,
     NetworkSettings,
-    network_preset,
 )
+from takzero.nn.presets import NETWORK_PRESETS, network_preset
 from takzero.nn.trunks import TRUNKS
 
 #: Values of ``evaluator.inference`` and ``replay.reanalyse_inference`` (auto: as ``selfplay.inference``).
@@ -91,7 +90,7 @@ class ModelSection(NetworkSettings):
     the checkpoints' :class:`~takzero.nn.model.ModelConfig`; :meth:`TrainConfig.model_config`
     adds ``board.size`` and the heads), and the loss weights below.
 
-    ``preset``: a network shape by name (:data:`takzero.nn.model.NETWORK_PRESETS`, e.g.
+    ``preset``: a network shape by name (:data:`takzero.nn.presets.NETWORK_PRESETS`, e.g.
     ``b4c32``: 4 blocks of 32 channels) or None; it sets its fields that are left at their
     defaults, so a key given with another value overrides it (``model.preset=b4c32
     model.channels=48``: 4 blocks of 48)."""

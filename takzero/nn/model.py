@@ -95,8 +95,6 @@ __all__ = [
     "MAX_PARAMETERS",
     "MAX_VALUE_HIDDEN",
     "FIELD_RANGES",
-    "NETWORK_PRESETS",
-    "network_preset",
     "check_weights_fit",
     "checkpoint_dict",
     "masked_log_softmax",
@@ -316,32 +314,6 @@ class ModelConfig(NetworkSettings):
         if unknown:
             raise ValueError(f"unknown model config keys {short_repr(sorted(k if isinstance(k, str) else short_repr(k) for k in unknown), 200)}")
         return cls(**d)
-
-
-#: Network shapes by name, KataGo-style (``b<blocks>c<channels>``, as KataGo's ``b18c384``): the
-#: :class:`NetworkSettings` fields each preset sets, chosen with ``model.preset=<name>`` (a
-#: run's ``model:`` section, ``takzero.config.ModelSection``); a ``model.*`` key given with
-#: another value than its default overrides the preset's. The presets of configs/config/ use
-#: them (``6x6``: ``b4c32``); a new shape is one row here.
-NETWORK_PRESETS: dict[str, dict[str, Any]] = {
-    "b1c16": {"blocks": 1, "channels": 16},  # the smoke run's
-    "b2c32": {"blocks": 2, "channels": 32},  # 3x3
-    "b4c32": {"blocks": 4, "channels": 32},  # 5x5 and 6x6 on a CPU machine
-    "b4c48": {"blocks": 4, "channels": 48},  # 4x4
-    "b6c64": {"blocks": 6, "channels": 64},  # 5x5: the schema's defaults
-    "b8c96": {"blocks": 8, "channels": 96},  # 7x7
-    "b10c128": {"blocks": 10, "channels": 128},  # 8x8, 6x6 on a GPU
-    "b15c192": {"blocks": 15, "channels": 192},  # larger GPU runs
-    "b20c256": {"blocks": 20, "channels": 256},  # AlphaZero's chess and shogi width
-}
-
-
-def network_preset(name: str) -> dict[str, Any]:
-    """The :class:`NetworkSettings` fields of the preset ``name`` (a copy, from
-    :data:`NETWORK_PRESETS`). Raises ValueError naming the presets for an unknown name."""
-    if name not in NETWORK_PRESETS:
-        raise ValueError(f"unknown network preset {short_repr(name, 40)}: one of {', '.join(NETWORK_PRESETS)}")
-    return dict(NETWORK_PRESETS[name])
 
 
 #: Bounds of a model config's sizes, checked before a network is built (a file's config is a
