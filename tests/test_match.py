@@ -428,13 +428,13 @@ def test_engines_that_announce_the_same_program_and_player_are_flagged(tmp_path:
     goes before ``PYTHONPATH``, so both sides run one program); two different players do not."""
     lines: list[str] = []
     run_tei_match([tei("--player", "random", "--seed", "1"), tei("--player", "random", "--seed", "2")],
-                  games=2, size=4, half_komi=0, tc=TimeControl(nodes=1), printer=lines.append,
+                  MatchSpec(games=2, size=4, half_komi=0), TimeControl(nodes=1), printer=lines.append,
                   out_dir=tmp_path / "same")
     warnings = [ln for ln in lines if ln.startswith("warning: both engines announce")]
     assert len(warnings) == 1 and f"takzero {program_version()} random" in warnings[0]
     assert lines.index(warnings[0]) < min(i for i, ln in enumerate(lines) if ln.startswith("game "))
     lines.clear()
-    run_tei_match([tei("--player", "random"), tei("--player", "uct:2")], games=2, size=4, half_komi=0,
-                  tc=TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path / "other")
+    run_tei_match([tei("--player", "random"), tei("--player", "uct:2")], MatchSpec(games=2, size=4, half_komi=0),
+                  TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path / "other")
     assert not [ln for ln in lines if ln.startswith("warning")]
     assert lines[0].startswith(f"match: takzero {program_version()} random vs takzero {program_version()} uct")
