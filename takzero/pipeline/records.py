@@ -343,7 +343,7 @@ class Records:
                 continue
             out = f.produce(game, widths)
             made.update(out if isinstance(out, dict) else {f.name: out})
-        fields = {f.name: None if made.get(f.name) is None else np.asarray(made[f.name]).astype(f.dtype, copy=False)
+        fields: dict[str, Any] = {f.name: None if made.get(f.name) is None else np.asarray(made[f.name]).astype(f.dtype, copy=False)
                   for f in cls.TABLE}  # fmt: skip
         return cls(**fields)
 
