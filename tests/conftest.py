@@ -100,3 +100,28 @@ def _tiny_tei_model(tmp_path: Path, size: int = 4) -> Path:
 def tiny_tei_model():
     """``make(tmp_path, size=4) -> Path``: a tiny exported model for the TEI engine tests."""
     return _tiny_tei_model
+
+
+#: Module globals that a command line sets for its whole process (``takzero.play --backend`` and
+#: ``takzero.playtak --backend`` call ``set_play_backend``; ``set_search_threads``). Tests call those
+#: command lines in process, so every such global is restored after each test: one test's choice
+#: must not become the next test's default (``tests/test_process_settings.py`` holds this list to
+#: every ``global`` statement of the package).
+PROCESS_SETTINGS: dict[str, tuple[str, ...]] = {
+    "takzero.players.network": ("_backend_value", "_threads_chosen", "_threads_value"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_settings():
+    """Put back every :data:`PROCESS_SETTINGS` global after the test."""
+    import importlib
+
+    saved = []
+    for module_name, names in PROCESS_SETTINGS.items():
+        module = importlib.import_module(module_name)
+        saved.append((module, {name: getattr(module, name) for name in names}))
+    yield
+    for module, values in saved:
+        for name, value in values.items():
+            setattr(module, name, value)
