@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from takzero.config import ModelSection, TrainConfig
+from takzero.config.sections import PRESET_FIELDS
 from takzero.nn.model import ModelConfig, NetworkSettings, model_from_checkpoint
 from takzero.nn.safe_load import load_weights_only
 from takzero.nn.trunks import TRUNKS
@@ -109,7 +110,10 @@ def test_the_model_section_is_the_network_settings_plus_the_loss_weights() -> No
     assert network <= section
     assert all(k.endswith("_weight") for k in section - network - {"preset"})
     assert {f.name for f in dataclasses.fields(ModelConfig)} - network == {"size", "heads"}
-    assert "channels" not in ModelSection.__dict__.get("__annotations__", {})
+    # redeclared only to default to None, "not given" (a network preset or the plain default fills them)
+    redeclared = set(ModelSection.__dict__.get("__annotations__", {})) & network
+    assert redeclared == set(PRESET_FIELDS)
+    assert all(getattr(ModelSection(), k) == getattr(NetworkSettings(), k) for k in PRESET_FIELDS)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

@@ -1,6 +1,7 @@
 """Network shapes by name, KataGo-style (``model.preset=b4c32``; issue 57, item 2): every preset
 of ``takzero.nn.presets.NETWORK_PRESETS`` builds a network of its shape, a key given with another
-value than its default overrides the preset's, and the shipped configs name their shapes so."""
+value always overrides the preset's (also the plain default's value), and the shipped configs name their
+shapes so."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from takzero.config import ConfigError, ModelSection, TrainConfig, compose_config, compose_preset
+from takzero.config.sections import PRESET_FIELDS
 from takzero.nn.model import ModelConfig, NetworkSettings, TakNet
 from takzero.nn.presets import NETWORK_PRESETS, network_preset
 
@@ -45,6 +47,28 @@ def test_a_key_given_overrides_the_preset() -> None:
     assert plain.preset is None and (plain.blocks, plain.channels) == (6, 64) == tuple(
         NETWORK_PRESETS["b6c64"][k] for k in ("blocks", "channels")
     )
+
+
+@pytest.mark.parametrize("key", ["blocks", "channels"])
+def test_a_key_given_wins_even_at_the_plain_default(key: str) -> None:
+    """``+config=6x6 model.blocks=6`` is 6 blocks (the plain default is 6 too: a key given is never
+    taken for one left out), on the preset's 32 channels; the same in the dataclass."""
+    plain = {"blocks": 6, "channels": 64}[key]
+    cfg = compose_preset("6x6", [f"model.{key}={plain}"])
+    other = "channels" if key == "blocks" else "blocks"
+    assert getattr(cfg.model, key) == plain and getattr(cfg.model, other) == network_preset("b4c32")[other]
+    assert getattr(cfg.model_config(), key) == plain
+    section = ModelSection(preset="b4c32", **{key: plain})
+    assert getattr(section, key) == plain
+
+
+def test_every_preset_sets_only_the_fields_left_open_for_it() -> None:
+    """A preset row may set only the PRESET_FIELDS (None in ModelSection until given): a field that
+    holds a real default could not tell a key given at that default from one left out."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelSection)}
+    for name, row in NETWORK_PRESETS.items():
+        assert set(row) <= set(PRESET_FIELDS), name
+    assert all(defaults[key] is None for key in PRESET_FIELDS)
 
 
 def test_a_preset_config_can_take_another_network_preset() -> None:

@@ -45,6 +45,7 @@ from takzero.config.sections import (
     MAX_NODE_BUDGET,
     MAX_SEED,
     MAX_SIMULATIONS,
+    PRESET_FIELDS,
     BoardConfig,
     ConfigError,
     EvaluatorConfig,
@@ -85,6 +86,7 @@ __all__ = [
     "check_sizes",
     "compose_config",
     "compose_preset",
+    "config_schema",
     "config_keys",
     "did_you_mean",
     "getattr_key",
@@ -271,13 +273,24 @@ def compose_preset(name: str, overrides: list[str] | tuple[str, ...] = (), run_n
     return compose_config([f"+config={name}", *overrides], run_name)
 
 
+def config_schema() -> DictConfig:
+    """The schema a composed config is merged into: :class:`TrainConfig`'s defaults as OmegaConf
+    holds them, with the :data:`~takzero.config.sections.PRESET_FIELDS` as declared, None ("not
+    given": a network preset or the plain default fills them when the section is built), not
+    as a default section's construction resolved them."""
+    schema = OmegaConf.structured(TrainConfig)
+    for key in PRESET_FIELDS:
+        schema.model[key] = None
+    return schema
+
+
 def load_config(cfg: DictConfig | dict) -> TrainConfig:
     """Merge a composed config into the schema and check every value.
 
     Returns a TrainConfig object. Raises ConfigError naming the key of the first bad value or
     unknown key.
     """
-    schema = OmegaConf.structured(TrainConfig)
+    schema = config_schema()
     src = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     drop = {"hydra", "defaults"}  # Hydra's own keys, present when a raw YAML file is loaded
     if drop & set(src.keys()):

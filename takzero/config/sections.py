@@ -83,6 +83,11 @@ class BoardConfig:
             _check(0 <= self.caps <= n // 2, "board.caps", f"a {n}x{n} board allows 0..{n // 2}", self.caps)
 
 
+#: The ``model.*`` keys a network preset sets (every row of :data:`NETWORK_PRESETS` sets only
+#: these; ``tests/test_network_presets.py`` holds it so): None in :class:`ModelSection` until given.
+PRESET_FIELDS = ("channels", "blocks")
+
+
 @dataclass
 class ModelSection(NetworkSettings):
     """The ``model:`` section: the network's shape, whose keys are the fields of
@@ -91,11 +96,15 @@ class ModelSection(NetworkSettings):
     adds ``board.size`` and the heads), and the loss weights below.
 
     ``preset``: a network shape by name (:data:`takzero.nn.presets.NETWORK_PRESETS`, e.g.
-    ``b4c32``: 4 blocks of 32 channels) or None; it sets its fields that are left at their
-    defaults, so a key given with another value overrides it (``model.preset=b4c32
-    model.channels=48``: 4 blocks of 48)."""
+    ``b4c32``: 4 blocks of 32 channels) or None. The fields a preset sets (:data:`PRESET_FIELDS`:
+    ``channels``, ``blocks``) default to None here, "not given": a given value always wins
+    (``+config=6x6 model.blocks=6``: 6 blocks of the preset's 32 channels, though 6 is also the
+    plain default), then the preset's, then :class:`NetworkSettings`' default (64 channels, 6
+    blocks). After construction they hold ints."""
 
     preset: str | None = None
+    channels: int | None = None  # type: ignore[assignment]  # None: the preset's, else 64
+    blocks: int | None = None  # type: ignore[assignment]  # None: the preset's, else 6
     value_weight: float = 1.0
     aux_weight: float = 0.1
     # the optional auxiliary heads (rows of takzero.nn.heads.HEADS; 0 = head absent): the weight
@@ -109,16 +118,18 @@ class ModelSection(NetworkSettings):
         self.check()
 
     def apply_preset(self) -> None:
-        """Set the fields of ``preset`` that are left at their :class:`NetworkSettings` defaults
-        to the preset's values (nothing without a preset). Raises ConfigError for an unknown
-        preset."""
-        if self.preset is None:
-            return
-        _check(self.preset in NETWORK_PRESETS, "model.preset", f"must be one of {', '.join(NETWORK_PRESETS)}", self.preset)
+        """Fill each :data:`PRESET_FIELDS` field left None: from ``preset`` when it sets it, else
+        :class:`NetworkSettings`' default. A given value is kept. Raises ConfigError for an
+        unknown preset."""
+        chosen: dict[str, Any] = {}
+        if self.preset is not None:
+            _check(self.preset in NETWORK_PRESETS, "model.preset", f"must be one of {', '.join(NETWORK_PRESETS)}",
+                   self.preset)
+            chosen = network_preset(self.preset)
         defaults = {f.name: f.default for f in dataclasses.fields(NetworkSettings)}
-        for key, value in network_preset(self.preset).items():
-            if getattr(self, key) == defaults[key]:
-                setattr(self, key, value)
+        for key in PRESET_FIELDS:
+            if getattr(self, key) is None:
+                setattr(self, key, chosen.get(key, defaults[key]))
 
     def check(self) -> None:
         """Raise ConfigError naming the first bad ``model.*`` key: the preset, the sizes in their ranges

@@ -13,9 +13,9 @@ __all__ = ["NETWORK_PRESETS", "network_preset"]
 
 #: Network shapes by name, KataGo-style (``b<blocks>c<channels>``, as KataGo's ``b18c384``): the
 #: :class:`~takzero.nn.model.NetworkSettings` fields each preset sets, chosen with ``model.preset=<name>`` (a
-#: run's ``model:`` section, ``takzero.config.ModelSection``); a ``model.*`` key given with
-#: another value than its default overrides the preset's. The presets of configs/config/ use
-#: them (``6x6``: ``b4c32``); a new shape is one row here.
+#: run's ``model:`` section, ``takzero.config.ModelSection``); a ``model.*`` key given always
+#: wins (``takzero.config.sections.PRESET_FIELDS``: the fields a row may set). The presets of
+#: configs/config/ use them (``6x6``: ``b4c32``); a new shape is one row here.
 NETWORK_PRESETS: dict[str, dict[str, Any]] = {
     "b1c16": {"blocks": 1, "channels": 16},  # the smoke run's
     "b2c32": {"blocks": 2, "channels": 32},  # 3x3
