@@ -77,7 +77,7 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
         sys.executable, "-m", "takzero.train", f"+config={args.config}",
         f"train.max_minutes={args.minutes}", f"checkpoint_root={args.root}", f"run_name={args.name}",
         f"seed={args.seed}", *args.overrides,
-    ]  # fmt: skip
+    ]
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"[ablate] training: {shlex.join(cmd)}", flush=True)
     t0 = time.monotonic()
@@ -133,7 +133,7 @@ TRAIN_RECORD = "ablate_train.json"
 #: Keys this script sets itself (from --name, --root, --minutes, --seed, --config): an override
 #: of one would move the run elsewhere or change the fixed compute without the row saying so.
 OWN_KEYS = {"run_name": "--name", "checkpoint_root": "--root", "train.max_minutes": "--minutes",
-            "seed": "--seed", "config": "--config"}  # fmt: skip
+            "seed": "--seed", "config": "--config"}
 #: Settings of a variant that its row describes; --eval-only takes the recorded ones when not given.
 RECORDED = {"config": "5x5_cpu", "minutes": 30.0, "seed": 0, "overrides": []}
 DEFAULT_REFERENCE = ROOT / "checkpoints/pretrained/5x5_v2.pt"
@@ -183,12 +183,12 @@ def train_record(run_dir: Path) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise ValueError(f"{path} is not a JSON object; delete it to start the record again")
     kinds = {"config": (str,), "minutes": (int, float), "seed": (int,), "overrides": (list,),
-             "reference": (str,), "train_wall_s": (int, float), "machine_speed": (list,)}  # fmt: skip
+             "reference": (str,), "train_wall_s": (int, float), "machine_speed": (list,)}
     for key, kind in kinds.items():
         value = record.get(key)
         if key in record and (isinstance(value, bool) or not isinstance(value, kind)):
             raise ValueError(f"{path}: {key} {value!r} is not a {' or '.join(k.__name__ for k in kind)}; "
-                             "mend it or delete the file to start the record again")  # fmt: skip
+                             "mend it or delete the file to start the record again")
     if "seed" in record and not 0 <= record["seed"] <= MAX_SEED:
         raise ValueError(f"{path}: seed {record['seed']} is not in 0..{MAX_SEED}")
     if not all(isinstance(o, str) for o in record.get("overrides", [])):
@@ -232,7 +232,7 @@ def preflight(args: argparse.Namespace) -> None:
     for flag, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
                              ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS)):
         if not 1 <= value <= top:
-            raise ValueError(f"{flag} must be in 1..{top}, got {value}")  # fmt: skip
+            raise ValueError(f"{flag} must be in 1..{top}, got {value}")
     try:
         check_run_folder(args.root, args.name)
     except ConfigError as e:
@@ -248,12 +248,12 @@ def preflight(args: argparse.Namespace) -> None:
         raise ValueError("; ".join(unknown))
     try:
         cfg = compose_preset(args.config, [*args.overrides, f"train.max_minutes={args.minutes}",
-                                           f"seed={args.seed}"], run_name=args.name)  # fmt: skip
+                                           f"seed={args.seed}"], run_name=args.name)
     except Exception as e:  # noqa: BLE001 - Hydra/OmegaConf raise many types for a bad override or preset
         raise ValueError(f"config: {e}") from None
     if Path(args.reference).resolve().is_relative_to((Path(args.root) / args.name).resolve()):
         raise ValueError(f"--reference {args.reference} is the variant's own network ({args.name}): "
-                         "give a baseline run's best.pt or a fixed network")  # fmt: skip
+                         "give a baseline run's best.pt or a fixed network")
     reference = make_player(f"model:{args.reference}:{args.simulations}")
     if not args.train_only:  # the evaluation runs the reference on --eval-backend: try it now
         from takzero.nn.backends import with_backend
@@ -262,11 +262,11 @@ def preflight(args: argparse.Namespace) -> None:
             with_backend(reference.evaluator, args.eval_backend, 1)
         except (ImportError, ValueError) as e:
             raise ValueError(f"--reference {args.reference} on --eval-backend {args.eval_backend}: {e} "
-                             "(give --eval-backend torch)") from None  # fmt: skip
+                             "(give --eval-backend torch)") from None
     size = getattr(reference, "model_size", None)
     if size is not None and int(size) != cfg.board.size:
         raise ValueError(f"--reference {args.reference} plays {size}x{size}, but --config {args.config} "
-                         f"trains {cfg.board.size}x{cfg.board.size}")  # fmt: skip
+                         f"trains {cfg.board.size}x{cfg.board.size}")
     table = Path(args.table)
     if not args.no_table and (table.is_dir() or not table.parent.is_dir()):
         raise ValueError(f"--table {table}: " + ("is a folder" if table.is_dir() else f"no folder {table.parent}"))
@@ -309,14 +309,15 @@ def evaluate(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     (summary,) = evaluate_model(
         str(model), [spec], pairs=args.pairs, simulations=args.simulations, ply_limit=args.ply_limit,
         seed=args.eval_seed, threads=args.threads, backend=args.eval_backend,
-    )  # fmt: skip
+    )
     return summary
 
 
 def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
     """The variant's evaluations kept in ``run_dir`` (files named as :func:`result_name` names
     them) that played the same two networks as ``result`` (``model_sha256``, ``reference_sha256``)
-    with the same pairs, simulations, ply limit and move choice (``select_q_fraction``), one per openings' seed, pooled: "seeds 0, 1:
+    with the same pairs, simulations, ply limit and move choice (``select_q_fraction``), one per
+    openings' seed, pooled: "seeds 0, 1:
     182-40-178 (W-D-L), Elo +3 [-31, +38]" (Wilson, :func:`_fmt_elo`); None when there is one
     seed only. A file that cannot be read, or holds counts that are not whole numbers >= 0, is
     left out: the evaluation that just ended never fails on an older file."""
@@ -324,7 +325,7 @@ def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
         ev = r["evaluation"]
         # a result without select_q_fraction was played with the most visited move (before 2026-12-06)
         return (r["model_sha256"], r["reference_sha256"], ev["pairs"], ev["simulations"], r["ply_limit"],
-                ev.get("select_q_fraction", 0.0))  # fmt: skip
+                ev.get("select_q_fraction", 0.0))
 
     want = key(result)
     found: dict[int, tuple[int, int, int]] = {}
@@ -345,7 +346,7 @@ def pooled_seeds(run_dir: Path, result: dict[str, Any]) -> str | None:
     wins, draws, losses = (sum(c[i] for c in found.values()) for i in range(3))
     seeds = ", ".join(str(k) for k in sorted(found))
     return (f"seeds {seeds}: {wins}-{draws}-{losses} (W-D-L), "
-            f"Elo {_fmt_elo({'wins': wins, 'draws': draws, 'losses': losses})}")  # fmt: skip
+            f"Elo {_fmt_elo({'wins': wins, 'draws': draws, 'losses': losses})}")
 
 
 def _fmt_elo(s: dict[str, Any]) -> str:
@@ -431,32 +432,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", default=None,
                     help="fixed network to play (default: the one the run was trained for, else "
                          f"{DEFAULT_REFERENCE}, the 60-minute 5x5_cpu network of 2026-11-30); another "
-                         "run's best.pt plays a head-to-head")  # fmt: skip
-    ap.add_argument("--pairs", type=int, default=100, help="openings, each played with both colours (default %(default)s)")
-    ap.add_argument("--simulations", type=int, default=200, help="simulations per move, both sides (default %(default)s)")
+                         "run's best.pt plays a head-to-head")
+    ap.add_argument("--pairs", type=int, default=100,
+                    help="openings, each played with both colours (default %(default)s)")
+    ap.add_argument("--simulations", type=int, default=200,
+                    help="simulations per move, both sides (default %(default)s)")
     ap.add_argument("--ply-limit", type=int, default=150, help="draw after this many plies (default %(default)s)")
     ap.add_argument("--seed", type=int, default=None,
                     help="seed of the training (default 0; --eval-only takes the recorded one)")
     ap.add_argument("--eval-seed", type=int, default=None,
                     help="seed of the evaluation's openings (default: --seed); another seed plays "
-                         "other openings, to repeat a close call")  # fmt: skip
+                         "other openings, to repeat a close call")
     ap.add_argument("--threads", type=int, default=2,
-                    help="torch threads of the evaluation (both networks' batched calls; default %(default)s)")  # fmt: skip
-    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"), help="folder of the runs (default %(default)s)")
-    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"), help="Markdown file the row is appended to (default %(default)s)")
+                    help="torch threads of the evaluation (both networks' batched calls; default %(default)s)")
+    ap.add_argument("--root", default=str(ROOT / "checkpoints/ablations"),
+                    help="folder of the runs (default %(default)s)")
+    ap.add_argument("--table", default=str(ROOT / "docs/ablations.md"),
+                    help="Markdown file the row is appended to (default %(default)s)")
     ap.add_argument("--eval-only", action="store_true", help="do not train; evaluate the run's best.pt")
     ap.add_argument("--train-only", action="store_true",
                     help="train, record the wall time in the run folder, do not evaluate (queue the "
-                         "trainings of several variants, evaluate them later with --eval-only)")  # fmt: skip
+                         "trainings of several variants, evaluate them later with --eval-only)")
     ap.add_argument("--no-table", action="store_true", help="print the row, do not append it")
     from takzero.nn.backends import EVAL_BACKENDS
 
     ap.add_argument("--eval-backend", choices=EVAL_BACKENDS, default="onnx",
                     help="CPU inference backend of the evaluation (takzero.evaluate --backend; the "
-                         "same networks up to float rounding, onnx is faster; default %(default)s)")  # fmt: skip
+                         "same networks up to float rounding, onnx is faster; default %(default)s)")
     ap.add_argument("--speed-seconds", type=float, default=20.0,
                     help="seconds of the machine-speed check (machine_speed) before and after each "
-                         "training; 0: none (default %(default)s)")  # fmt: skip
+                         "training; 0: none (default %(default)s)")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides of the variant (after --)")
     args = ap.parse_args(argv)
     if args.eval_only and args.train_only:
@@ -484,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         given = getattr(args, key) if key != "overrides" else (args.overrides or None)
         if key in record and given is not None and record[key] != given:
             ap.error(f"{run_dir} was trained with {key} {record[key]!r}, not {given!r} "
-                     f"(give the same {key}, or another --name)")  # fmt: skip
+                     f"(give the same {key}, or another --name)")
         if given is None:
             value = record.get(key, default)
             setattr(args, key, list(value) if key == "overrides" else value)
@@ -518,14 +523,14 @@ def main(argv: list[str] | None = None) -> int:
             "train_wall_s": round(wall, 1), "config": args.config, "minutes": args.minutes,
             "seed": args.seed, "overrides": args.overrides, "reference": protocol_reference,
             "counters": run_counters(run_dir), "machine_speed": speeds,
-        })  # fmt: skip
+        })
         if args.train_only:
             print(f"[ablate] trained {args.name} for {wall:.0f} s; evaluate it with --eval-only", flush=True)
             return 0
     best = run_dir / "best.pt"
     if not run_dir.is_dir():
         print(f"[ablate] no run folder {run_dir}: train it first (without --eval-only), or give the "
-              "--root it was trained in", file=sys.stderr)  # fmt: skip
+              "--root it was trained in", file=sys.stderr)
         return 1
     if not best.is_file():
         print(f"[ablate] {best} does not exist: the run made no generation", file=sys.stderr)
@@ -566,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     pooled = pooled_seeds(run_dir, result)
     if pooled is not None:
         print(f"[ablate] {args.name} against {reference_label(args.reference)}, pooled over the openings' {pooled}",
-              flush=True)  # fmt: skip
+              flush=True)
     row = table_row(args, result)
     if args.no_table:
         print(row, end="")

@@ -83,7 +83,7 @@ def main() -> None:
         old, new = statistics.median(got["old"][key]), statistics.median(got["new"][key])
         print(json.dumps({"bench": "compare", "rate": key, "old_median": old, "new_median": new,
                           "ratio_new_old": round(new / old, 3) if old else None,
-                          "old": got["old"][key], "new": got["new"][key]}), flush=True)  # fmt: skip
+                          "old": got["old"][key], "new": got["new"][key]}), flush=True)
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> Non
         size = cfg.size
         model = TakNet(cfg).eval()
         states_all = random_states(size, max(batches), seed=1, min_plies=3 * size,
-                                   max_plies=12 * size)  # fmt: skip
+                                   max_plies=12 * size)
         for b in batches:
             states = states_all[:b]
             planes = new_planes(b, size, cfg.layers, cfg.feature_version)
@@ -236,7 +236,7 @@ def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> Non
             for version in FEATURE_VERSIONS:
                 out = new_planes(b, size, cfg.layers, version)
                 enc = timeit(partial(encode, states, out, cfg.layers, version), min_time / 2,
-                             _no_sync) / b  # fmt: skip
+                             _no_sync) / b
                 line = {
                     "bench": "feature_cost", "model": name, "size": size, "batch": b,
                     "version": version, "channels": out.shape[1],
@@ -244,7 +244,7 @@ def bench_features(min_time: float, batches: tuple[int, ...] = (64, 256)) -> Non
                     "network_us_per_position": round(1e6 * net, 2),
                     "share": round(enc / net, 5), "threads": torch.get_num_threads(),
                     "loadavg_1min": round(os.getloadavg()[0], 2),
-                }  # fmt: skip
+                }
                 print(json.dumps(line), flush=True)
 
 
@@ -273,7 +273,7 @@ def bench_softmax(min_time: float, batches: tuple[int, ...]) -> None:
                 "torch_ms": round(1e3 * tt, 3), "compiled_ms": round(1e3 * tc, 3),
                 "speedup": round(tt / tc, 2), "max_abs_diff": diff, "threads": torch.get_num_threads(),
                 "loadavg_1min": round(os.getloadavg()[0], 2),
-            }  # fmt: skip
+            }
             print(json.dumps(line), flush=True)
 
 

@@ -72,7 +72,7 @@ def bench(model: str, positions: int, batch: int, seconds: float, rounds: int) -
         "value_mae": round(float(diff.mean()), 4), "value_p99": round(float(np.percentile(diff, 99)), 4),
         "batch": batch, "fp32_pps": round(f), "int8_pps": round(q), "speedup": round(q / f, 2),
         "loadavg_1min": round(os.getloadavg()[0], 2),
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(so_far, record) -> None:
         print(f"game {so_far.num_games}/{2 * args.pairs}: {record.white} - {record.black} "
               f"{record.result}; k{args.leaves} {so_far.wins}-{so_far.draws}-{so_far.losses} (W-D-L)",
-              file=sys.stderr, flush=True)  # fmt: skip
+              file=sys.stderr, flush=True)
 
     m = play_match(side_k, side_1, start, openings, args.ply_limit, seed=args.seed, on_game=progress)
     lo, hi = wilson_interval(m.score, m.num_games)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "elo": round(penta.elo, 1), "elo_pentanomial95": [round(penta.lower, 1), round(penta.upper, 1)],
         "elo_wilson95": [round(wil.lower, 1), round(wil.upper, 1)],
         "pentanomial": m.pentanomial(), "seconds": round(time.perf_counter() - t0, 1),
-    }), flush=True)  # fmt: skip
+    }), flush=True)
     return 0
 
 

@@ -138,7 +138,7 @@ def bench_uniform(positions, sims: int, searches: int, budget: int, seed: int) -
             evaluator_share=round(stats.eval_seconds / stats.total_seconds, 4),
             mean_tree_nodes=int(np.mean(sizes)), max_tree_nodes=int(np.max(sizes)),
             mean_legal_moves=round(legal, 1), node_budget=budget,
-        )  # fmt: skip
+        )
         if advance_ms is not None:
             fields["advance_ms"] = round(advance_ms, 1)
         _emit(**fields)
@@ -162,7 +162,7 @@ def bench_uniform(positions, sims: int, searches: int, budget: int, seed: int) -
         bench="mcts_uniform_summary", games=g_count, sims_per_move=sims,
         fresh_sims_per_s_median=round(statistics.median(fresh)),
         reuse_sims_per_s_median=round(statistics.median(reuse)), target=200_000,
-    )  # fmt: skip
+    )
 
 
 def bench_network(positions, sims: int, budget: int, seed: int, threads: int | None) -> None:
@@ -186,7 +186,7 @@ def bench_network(positions, sims: int, budget: int, seed: int, threads: int | N
         bench="network", batch=len(states), positions_per_s=round(len(states) / min(times)),
         ms_per_batch=round(1000 * statistics.median(times), 2), device="cpu",
         threads=torch.get_num_threads(),
-    )  # fmt: skip
+    )
     cfg = SearchConfig(simulations=sims, node_budget=budget)
     mcts = BatchedMCTS(len(positions), 6, cfg, seed=seed)
     for g, st in enumerate(positions):
@@ -198,7 +198,7 @@ def bench_network(positions, sims: int, budget: int, seed: int, threads: int | N
         sims_per_s=round(done / stats.total_seconds), seconds=round(stats.total_seconds, 2),
         eval_seconds=round(stats.eval_seconds, 2), overhead_share=round(stats.overhead_share, 4),
         steps=stats.steps, leaves=stats.leaves, threads=torch.get_num_threads(), target=0.15,
-    )  # fmt: skip
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--positions", choices=["games", "random"], default="games",
         help="mid-game positions from engine games (default) or after random plies",
-    )  # fmt: skip
+    )
     args = ap.parse_args(argv)
     if args.positions == "games":
         positions = midgame_positions(args.games, args.seed)

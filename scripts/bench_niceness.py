@@ -55,7 +55,7 @@ def one_run(config: str, niceness: int, seconds: float, root: Path, index: int) 
         cmd = [sys.executable, "-m", "takzero.train", f"+config={config}",
                f"train.max_minutes={seconds / 60:.3f}", f"ray.worker_niceness={niceness}",
                f"checkpoint_root={root}", f"run_name={name}", "evaluator.baseline_every=0",
-               "evaluator.tactics_every=0"]  # fmt: skip
+               "evaluator.tactics_every=0"]
         t = time.time()
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
         wall = time.time() - t
@@ -66,7 +66,7 @@ def one_run(config: str, niceness: int, seconds: float, root: Path, index: int) 
     rate, lines = positions_per_second(log)
     return {"bench": "niceness", "config": config, "worker_niceness": niceness, "seconds": seconds,
             "positions_per_s": round(rate, 1), "progress_lines": lines, "wall_s": round(wall, 1),
-            "rc": proc.returncode}  # fmt: skip
+            "rc": proc.returncode}
 
 
 def main() -> None:
@@ -86,7 +86,7 @@ def main() -> None:
     print(json.dumps({"bench": "niceness_summary", "busy_loops": 1,
                       "mean_positions_per_s": {str(k): round(sum(v) / len(v), 1) for k, v in rates.items()},
                       "ratio_to_first": {str(k): round(sum(v) / len(v) / base, 2) if base else None
-                                         for k, v in rates.items()}}))  # fmt: skip
+                                         for k, v in rates.items()}}))
 
 
 if __name__ == "__main__":

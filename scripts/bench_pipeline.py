@@ -63,7 +63,7 @@ def synthetic_records(size: int, n: int, seed: int = 0) -> Any:
     idx, prob = sparse_policy(dense, 64)
     return Records(board=pack_states(states, size), policy_index=idx, policy_prob=prob,
                    value=np.zeros(n, np.int8), flat_diff=np.zeros(n, np.int8), game_id=np.arange(n),
-                   generation=np.zeros(n, np.int32), ply=np.zeros(n, np.int16))  # fmt: skip
+                   generation=np.zeros(n, np.int32), ply=np.zeros(n, np.int16))
 
 
 def make_batch_per_record(records: Any, size: int, layers: int, version: int, rng: np.random.Generator) -> Any:
@@ -98,7 +98,7 @@ def bench_make_batch(cfg: Any, batches: list[int], seconds: float) -> None:
 
     def new(part: Any) -> Any:
         return make_batch(part, size, mc.layers, np.random.default_rng(0), feature_version=mc.feature_version,
-                          targets=())  # fmt: skip
+                          targets=())
 
     def old(part: Any) -> Any:
         return make_batch_per_record(part, size, mc.layers, mc.feature_version, np.random.default_rng(0))
@@ -106,7 +106,8 @@ def bench_make_batch(cfg: Any, batches: list[int], seconds: float) -> None:
     for b in batches:
         part = recs.take(np.arange(b))
         got, ref = new(part), old(part)
-        same = all(np.array_equal(x, y) for x, y in zip((got.planes.numpy(), got.mask.numpy(), got.policy.numpy()), ref, strict=True))
+        mine = (got.planes.numpy(), got.mask.numpy(), got.policy.numpy())
+        same = all(np.array_equal(x, y) for x, y in zip(mine, ref, strict=True))
         # the two timed in alternation, three rounds each, medians compared (a loaded machine)
         per_round: dict[str, list[float]] = {"new": [], "old": []}
         for _ in range(3):
@@ -120,7 +121,7 @@ def bench_make_batch(cfg: Any, batches: list[int], seconds: float) -> None:
         print(json.dumps({"bench": "make_batch", "size": size, "batch": b, "samples_per_s": round(rates["new"], 1),
                           "per_record_samples_per_s": round(rates["old"], 1),
                           "speedup": round(rates["new"] / rates["old"], 2), "identical": same,
-                          "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
+                          "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)
 
 
 def _worker_positions(config: str, overrides: list[str], worker_id: int, seconds: float) -> dict[str, float]:
@@ -149,7 +150,7 @@ def bench_workers(args: argparse.Namespace, cfg: Any) -> None:
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(args.workers) as pool:
         jobs = [pool.apply_async(_worker_positions, (args.config, args.overrides, w, args.seconds))
-                for w in range(args.workers)]  # fmt: skip
+                for w in range(args.workers)]
         out = [j.get() for j in jobs]
     print(json.dumps({"bench": "selfplay_workers", "config": args.config, "workers": args.workers,
                       "inference": "local", "pipeline": cfg.selfplay.pipeline, "device": out[0]["device"],
@@ -158,7 +159,7 @@ def bench_workers(args: argparse.Namespace, cfg: Any) -> None:
                       "positions_per_s": round(sum(o["positions_per_s"] for o in out), 1),
                       "per_worker_positions_per_s": [round(o["positions_per_s"], 1) for o in out],
                       "moves_per_s": round(sum(o["moves_per_s"] for o in out), 1),
-                      "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
+                      "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)
 
 
 def bench_alternate(args: argparse.Namespace) -> None:
@@ -201,7 +202,7 @@ def bench_alternate(args: argparse.Namespace) -> None:
         "network_share": {b: round(float(np.mean(d["share"])), 3) for b, d in done.items()},
         f"ratio_to_{first}": {b: round(r / rate[first], 2) for b, r in rate.items()},
         "loadavg_1min": round(os.getloadavg()[0], 2),
-    }), flush=True)  # fmt: skip
+    }), flush=True)
 
 
 def main() -> None:
@@ -211,7 +212,7 @@ def main() -> None:
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--workers", type=int, default=1, help="> 1: that many worker processes at once (no trainer)")
     ap.add_argument("--train-batches", type=int, nargs="+", default=None,
-                    help="trainer batch sizes to time (default: train.batch_size)")  # fmt: skip
+                    help="trainer batch sizes to time (default: train.batch_size)")
     ap.add_argument("--make-batch-only", action="store_true", help="only the make_batch lines")
     ap.add_argument("--batches", type=int, nargs="+", default=[256, 1024], help="make_batch batch sizes")
     ap.add_argument("--alternate", nargs="+", choices=("torch", "onnx", "int8"), default=None,

@@ -81,7 +81,7 @@ def emit(record: dict) -> None:
 
 
 def network_curve(model: str, positions: list[Position], threads: list[int], batches: list[int],
-                  seconds: float) -> dict[tuple[str, int, int], float]:  # fmt: skip
+                  seconds: float) -> dict[tuple[str, int, int], float]:
     """positions/s of the network by (backend, threads, batch); prints one line each."""
     import torch
 
@@ -106,7 +106,7 @@ def network_curve(model: str, positions: list[Position], threads: list[int], bat
                 pps = n / (time.perf_counter() - t0)
                 out[(backend, t, b)] = pps
                 emit({"kind": "network", "model": model, "backend": backend, "threads": t,
-                      "batch": b, "positions_per_s": round(pps)})  # fmt: skip
+                      "batch": b, "positions_per_s": round(pps)})
     torch.set_num_threads(1)
     return out
 
@@ -123,18 +123,18 @@ def player_configs(default_k: int) -> list[dict]:
         {"name": f"int8 k={default_k}", "backend": "int8", "threads": 1, "leaves": None, "cache": 0},
         {"name": f"int8 k={default_k} 2 threads", "backend": "int8", "threads": 2, "leaves": None,
          "cache": 0},
-    ]  # fmt: skip
+    ]
 
 
 def bench_players(model: str, size: int, positions: list[Position], movetime: float,
-                  curve: dict, configs: list[dict]) -> None:  # fmt: skip
+                  curve: dict, configs: list[dict]) -> None:
     from takzero.players.network import NetworkPlayer
     from takzero.search.limit import Limit
 
     players = []
     for c in configs:
         p = NetworkPlayer.load(model, threads=c["threads"], backend=c["backend"], leaves=c["leaves"],
-                               cache_size=c["cache"], seed=0)  # fmt: skip
+                               cache_size=c["cache"], seed=0)
         p.reset(size, positions[0].half_komi)
         p.think(positions[0], Limit(nodes=64))  # warm: the runtime, the kernels
         players.append(p)
@@ -164,11 +164,11 @@ def bench_players(model: str, size: int, positions: list[Position], movetime: fl
             "cache_hit_rate": round(statistics.mean(r["hits"]), 4) if r["hits"] else None,
             "network_batch64_pps": round(pps) if pps else None,
             "ratio": round(med / pps, 3) if pps else None,
-        })  # fmt: skip
+        })
 
 
 def bench_tei(model: str, size: int, positions: list[Position], movetime_ms: int,
-              threads: list[int], backends: tuple[str, ...] = ("onnx", "int8")) -> None:  # fmt: skip
+              threads: list[int], backends: tuple[str, ...] = ("onnx", "int8")) -> None:
     from takzero.protocols.tei.engine import TEIEngine
 
     engines = {}
@@ -200,7 +200,7 @@ def bench_tei(model: str, size: int, positions: list[Position], movetime_ms: int
         r = rates[(t, b)]
         emit({"kind": "tei", "size": size, "model": model, "movetime_ms": movetime_ms, "threads": t,
               "backend": b, "nps_median": round(statistics.median(r)), "nps": [round(x) for x in r],
-              "loadavg_1min": round(os.getloadavg()[0], 2)})  # fmt: skip
+              "loadavg_1min": round(os.getloadavg()[0], 2)})
 
 
 def main(argv: list[str] | None = None) -> int:

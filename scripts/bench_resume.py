@@ -48,7 +48,7 @@ def create(cmd: list[str], timeout_s: float) -> dict[str, object]:
     """Run ``cmd`` (the short run to resume) to its end; its seconds and exit status."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -65,7 +65,7 @@ def resume_once(cmd: list[str], log: Path, timeout_s: float) -> dict[str, object
     offset = log.stat().st_size if log.exists() else 0
     launched = time.time()
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found: dict[str, float] | None = None
     try:
         while proc.poll() is None and time.time() - launched < timeout_s:
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="overrides for takzero.train (after --)")
     args = p.parse_args(argv)
     base = [sys.executable, "-m", "takzero.train", "+config=smoke", f"checkpoint_root={args.root}",
-            f"run_name={args.name}", *args.overrides]  # fmt: skip
+            f"run_name={args.name}", *args.overrides]
     run_dir = args.root / args.name
     if not list(run_dir.glob("ckpt_*.pt")):
         print(json.dumps(create([*base, "train.total_steps=20"], timeout_s=900)), flush=True)

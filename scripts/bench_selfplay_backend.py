@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"bench": "selfplay_backend_export", "model": name,
                           "first_export_s": round(export_s, 3),
                           "export_s": round(time.perf_counter() - t0, 3),
-                          "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)  # fmt: skip
+                          "loadavg_1min": round(os.getloadavg()[0], 2)}), flush=True)
         pt = Evaluator(model, device="cpu")
         for batch in args.batches:
             states = random_states(size, batch, seed=batch, min_plies=3 * size, max_plies=8 * size)
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
                 "onnx_speedup": round(a / b, 3),
                 "max_abs_prior_diff": diff,
                 "threads": 1, "loadavg_1min": round(os.getloadavg()[0], 2),
-            }  # fmt: skip
+            }
             print(json.dumps(line), flush=True)
 
 

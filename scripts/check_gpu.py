@@ -95,7 +95,7 @@ class Checks:
             out = fn()
         except Exception as e:  # noqa: BLE001 - a failed check is reported, the others still run
             out = {"pass": False, "error": f"{type(e).__name__}: {e}",
-                   "trace": traceback.format_exc(limit=3)}  # fmt: skip
+                   "trace": traceback.format_exc(limit=3)}
         self.results.append(out.get("pass"))
         emit(check=name, **out, seconds=round(time.perf_counter() - t0, 2))
 
@@ -118,13 +118,13 @@ class Checks:
         trainer = Trainer(self.cfg.train, self.cfg.model_config(), self.cfg.loss_weights(), device="auto",
                           settings=TargetSettings.from_replay(self.cfg.replay))
         worker = SelfPlayWorker.from_run(load_cfg(self.args.config, ["device=auto", "selfplay.games_per_worker=2",
-                                                                     "model.channels=16", "model.blocks=1"]))  # fmt: skip
+                                                                     "model.channels=16", "model.blocks=1"]))
         got = {"resolve": auto, "trainer": trainer.device.type, "selfplay": worker.evaluator.device.type}
         # bf16 where the device is CUDA (selfplay.bf16, train.amp: both on by default), fp32 on CPU
         bf16 = {"selfplay_bf16": worker.evaluator.bf16, "trainer_bf16": trainer.autocast_bf16}
         expect_bf16 = {"selfplay_bf16": want == "cuda", "trainer_bf16": want == "cuda" and self.cfg.train.amp}
         return {"pass": set(got.values()) == {want} and bf16 == expect_bf16,
-                "expected": want, **got, **bf16}  # fmt: skip
+                "expected": want, **got, **bf16}
 
     def pinned_buffers(self) -> dict[str, Any]:
         from takzero.nn.inference import Evaluator
@@ -147,7 +147,7 @@ class Checks:
         err_v = float(np.abs(values - ref[1]).max())
         pos_s = rate(lambda: ev.evaluate(self.states), len(self.states), self.seconds)
         return {"pass": err_p < tol and err_v < tol, "bf16": ev.bf16, "batch": len(self.states),
-                "max_prior_error": err_p, "max_value_error": err_v, "positions_per_s": round(pos_s)}  # fmt: skip
+                "max_prior_error": err_p, "max_value_error": err_v, "positions_per_s": round(pos_s)}
 
     def torchscript(self) -> dict[str, Any]:
         from takzero.nn.inference import Evaluator
@@ -164,7 +164,7 @@ class Checks:
         err = max(float(np.abs(priors - ref[0]).max()), float(np.abs(values - ref[1]).max()))
         tol = 1e-2 if self.cuda else 1e-3
         return {"pass": err < tol and ev.device.type == self.device.split(":")[0],
-                "device": str(ev.device), "max_error": err, "positions_per_s": round(pos_s)}  # fmt: skip
+                "device": str(ev.device), "max_error": err, "positions_per_s": round(pos_s)}
 
     def onnx(self) -> dict[str, Any]:
         try:
@@ -187,14 +187,14 @@ class Checks:
                 err = max(float(np.abs(priors - ref[0]).max()), float(np.abs(values - ref[1]).max()))
                 return {"pass": None, "reason": f"onnxruntime has no {provider} (install "
                         "onnxruntime-gpu for ONNX on CUDA); checked on CPU", "max_error_cpu": err,
-                        "providers": available}  # fmt: skip
+                        "providers": available}
             ev = Evaluator.from_onnx(path, providers=[provider])
             used = ev._session.get_providers()[0]
             priors, values, _ = ev.evaluate(self.states)
             pos_s = rate(lambda: ev.evaluate(self.states), len(self.states), self.seconds)
         err = max(float(np.abs(priors - ref[0]).max()), float(np.abs(values - ref[1]).max()))
         return {"pass": err < 1e-2 and used == provider, "provider": used, "max_error": err,
-                "positions_per_s": round(pos_s)}  # fmt: skip
+                "positions_per_s": round(pos_s)}
 
     def train_steps(self) -> dict[str, Any]:
         from takzero.pipeline.selfplay import SelfPlayWorker
@@ -203,7 +203,7 @@ class Checks:
 
         cfg = self.cfg
         worker = SelfPlayWorker.from_run(load_cfg(self.args.config, ["device=cpu", "selfplay.games_per_worker=16",
-                                                                     "mcts.simulations=4", *self._small()]))  # fmt: skip
+                                                                     "mcts.simulations=4", *self._small()]))
         parts = []
         while sum(len(p) for p in parts) < cfg.train.batch_size:
             recs, _, _ = worker.play_step()
@@ -226,10 +226,11 @@ class Checks:
         dt = time.perf_counter() - t0
         finite = all(np.isfinite(v) for v in metrics.values())
         amp = trainer.autocast_bf16
-        return {"pass": finite and trainer.step == steps + 1 and amp == (self.cuda and cfg.train.amp), "device": str(trainer.device),
+        return {"pass": finite and trainer.step == steps + 1 and amp == (self.cuda and cfg.train.amp),
+                "device": str(trainer.device),
                 "amp_bf16": amp,
                 "batch": cfg.train.batch_size, "samples_per_s": round(steps * cfg.train.batch_size / dt),
-                "loss": float(metrics.get("loss/total", float("nan")))}  # fmt: skip
+                "loss": float(metrics.get("loss/total", float("nan")))}
 
     def _small(self) -> list[str]:
         return ["model.channels=16", "model.blocks=1"] if self.args.quick else []
@@ -242,7 +243,7 @@ class Checks:
 
         share = 0.5 if self.cuda else 0.0
         cfg = load_cfg(self.args.config, [f"device={self.device}", "selfplay.workers=2",
-                                          f"ray.worker_gpu_share={share}", *self._small(), *self.args.overrides])  # fmt: skip
+                                          f"ray.worker_gpu_share={share}", *self._small(), *self.args.overrides])
         ray.init(address="local", num_cpus=2, num_gpus=1 if self.cuda else 0, include_dashboard=False,
                  log_to_driver=False)
         try:
@@ -276,7 +277,7 @@ class Checks:
             ray.shutdown()
         ok = all(v > 0 for v in per_worker.values()) and gpu["cuda"] == self.cuda
         return {"pass": ok, "worker_gpu_share": share, "gpu_seen_by_worker": gpu, "positions_per_s": per_worker,
-                "positions_per_s_total": round(sum(per_worker.values()), 1), "burst_s": round(dt, 1)}  # fmt: skip
+                "positions_per_s_total": round(sum(per_worker.values()), 1), "burst_s": round(dt, 1)}
 
 
 def _gpu_view() -> dict[str, Any]:
@@ -284,7 +285,7 @@ def _gpu_view() -> dict[str, Any]:
     import ray
 
     return {"cuda": torch.cuda.is_available(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
+            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,13 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     env = {"check": "environment", "platform": platform.platform(), "python": platform.python_version(),
            "torch": torch.__version__, "cuda_available": torch.cuda.is_available(),
-           "torch_cuda": torch.version.cuda, "device": args.device}  # fmt: skip
+           "torch_cuda": torch.version.cuda, "device": args.device}
     if torch.cuda.is_available():
         env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     emit(**env)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         emit(check="summary", cuda=False, passed=0, failed=0,
-             note="no CUDA device on this machine: nothing to check (run with --device cpu for the CPU path)")  # fmt: skip
+             note="no CUDA device on this machine: nothing to check (run with --device cpu for the CPU path)")
         return 0
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     checks = Checks(args)
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     checks.run("selfplay_shared_gpu", checks.selfplay_shared_gpu)
     failed = sum(r is False for r in checks.results)
     emit(check="summary", device=args.device, passed=sum(r is True for r in checks.results),
-         failed=failed, not_applicable=sum(r is None for r in checks.results))  # fmt: skip
+         failed=failed, not_applicable=sum(r is None for r in checks.results))
     return 1 if failed else 0
 
 

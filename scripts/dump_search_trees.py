@@ -63,11 +63,11 @@ TPS_6_WIN = (
 _TREE_NAMES = {
     "visits": "n", "value_sum": "w", "prior": "p", "move": "mv", "first_child": "first",
     "num_children": "nch", "virtual_visits": "vl", "num_nodes": "count",
-}  # fmt: skip
+}
 _GAME_NAMES = {
     "root_state": "root", "mixed_prior": "mixp", "search_visits": "sv", "raw_value": "raw",
     "considered_visits": "seq",
-}  # fmt: skip
+}
 
 
 def _tree_arrays(mcts) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -138,7 +138,7 @@ def _emit(lines: list[str], **fields) -> None:
 
 
 def _run_case(lines, name, size, tps_list, cfg, evaluator, seed, plies, temperature=None,
-              simulations=None, manual_games=None) -> None:  # fmt: skip
+              simulations=None, manual_games=None) -> None:
     from takzero.game import Position
     from takzero.search import BatchedMCTS
 
@@ -179,7 +179,7 @@ def _run_case(lines, name, size, tps_list, cfg, evaluator, seed, plies, temperat
             tree_sha=_sha(nodes), games_sha=_sha(per_game),
             readout_sha=_sha(_readouts(mcts, games)),
             sizes=[mcts.tree_size(int(g)) for g in games], **extra,
-        )  # fmt: skip
+        )
         for g, m in zip(games, chosen, strict=True):
             if m is not None and mcts.is_active(int(g)):
                 mcts.advance(int(g), m)
@@ -195,66 +195,66 @@ def cases(quick: bool):
     budget = 30_000
     ev = SearchConfig(node_budget=budget).evaluation()
     yield ("puct_noise_uniform_5", 5, s5, SearchConfig(simulations=64, node_budget=budget),
-           UniformEvaluator(5), 1, plies, {})  # fmt: skip
+           UniformEvaluator(5), 1, plies, {})
     yield ("puct_noise_hash_6", 6, s6, SearchConfig(simulations=48, node_budget=budget,
-           dirichlet_alpha=0.3), HashEvaluator(6, seed=2), 2, plies, {})  # fmt: skip
+           dirichlet_alpha=0.3), HashEvaluator(6, seed=2), 2, plies, {})
     yield ("puct_nonoise_hash_5", 5, s5, SearchConfig(simulations=80, node_budget=budget)
-           .evaluation(), HashEvaluator(5, seed=1), 3, plies, {})  # fmt: skip
+           .evaluation(), HashEvaluator(5, seed=1), 3, plies, {})
     yield ("puct_nonoise_uniform_masked_6", 6, s6, ev, UniformEvaluator(6, masked=True), 4,
-           plies, {"simulations": 40})  # fmt: skip
+           plies, {"simulations": 40})
     yield ("puct_sampled_temperature_5", 5, s5, SearchConfig(simulations=48, node_budget=budget,
-           temperature_plies=10), HashEvaluator(5, seed=5), 5, plies, {})  # fmt: skip
+           temperature_plies=10), HashEvaluator(5, seed=5), 5, plies, {})
     yield ("gumbel_noise_hash_6", 6, s6, SearchConfig(simulations=48, node_budget=budget,
-           gumbel=True, gumbel_m=8), HashEvaluator(6, seed=3), 6, plies, {})  # fmt: skip
+           gumbel=True, gumbel_m=8), HashEvaluator(6, seed=3), 6, plies, {})
     yield ("gumbel_nonoise_uniform_5", 5, s5, SearchConfig(simulations=40, node_budget=budget,
-           gumbel=True, root_noise=False, gumbel_m=4), UniformEvaluator(5), 7, plies, {})  # fmt: skip
+           gumbel=True, root_noise=False, gumbel_m=4), UniformEvaluator(5), 7, plies, {})
     yield ("gumbel_noise_hash_5", 5, s5, SearchConfig(simulations=64, node_budget=budget,
            gumbel=True, gumbel_m=16, gumbel_c_visit=20.0), HashEvaluator(5, seed=4), 8,
-           plies, {})  # fmt: skip
+           plies, {})
     yield ("playout_cap_hash_5", 5, s5, SearchConfig(playout_cap=True, full_prob=0.5,
            full_sims=64, cheap_sims=12, node_budget=budget), HashEvaluator(5, seed=6), 9,
-           plies + 1, {})  # fmt: skip
+           plies + 1, {})
     yield ("virtual_loss_hash_6", 6, s6, SearchConfig(simulations=48, node_budget=budget,
-           leaves_per_step=4, virtual_loss=1.0), HashEvaluator(6, seed=7), 10, plies, {})  # fmt: skip
+           leaves_per_step=4, virtual_loss=1.0), HashEvaluator(6, seed=7), 10, plies, {})
     yield ("virtual_loss_gumbel_5", 5, s5, SearchConfig(simulations=48, node_budget=budget,
            leaves_per_step=3, virtual_loss=0.5, gumbel=True), HashEvaluator(5, seed=8), 11,
-           plies, {})  # fmt: skip
+           plies, {})
     yield ("proofs_uniform_5", 5, [TPS_5_WIN, TPS_5_THREAT, TPS_5_LOST, TPS_5_MID],
            SearchConfig(node_budget=budget).evaluation(), UniformEvaluator(5), 12, plies,
-           {"simulations": 300})  # fmt: skip
+           {"simulations": 300})
     yield ("proofs_no_checks_5", 5, [TPS_5_WIN, TPS_5_THREAT, TPS_5_LOST],
            SearchConfig(node_budget=budget, road_check=False, root_terminal_check=False)
-           .evaluation(), UniformEvaluator(5), 13, plies, {"simulations": 200})  # fmt: skip
+           .evaluation(), UniformEvaluator(5), 13, plies, {"simulations": 200})
     yield ("proofs_ply_limit_5", 5, [TPS_5_WIN, TPS_5_THREAT, TPS_5_LOST],
            SearchConfig(simulations=120, node_budget=budget, max_plies=12),
-           HashEvaluator(5, seed=9), 14, plies, {})  # fmt: skip
+           HashEvaluator(5, seed=9), 14, plies, {})
     yield ("proofs_ply_limit_mid_5", 5, [TPS_5_A, TPS_5_B, TPS_5_C],
            SearchConfig(simulations=120, node_budget=budget, max_plies=34),
-           UniformEvaluator(5), 19, plies, {})  # fmt: skip
+           UniformEvaluator(5), 19, plies, {})
     yield ("proofs_hash_6", 6, [TPS_6_WIN, TPS_6_MID, TPS_6_MID2, TPS_6_C],
            SearchConfig(simulations=64, node_budget=budget, root_terminal_check=False),
-           HashEvaluator(6, seed=10), 15, plies, {})  # fmt: skip
+           HashEvaluator(6, seed=10), 15, plies, {})
     yield ("full_tree_5", 5, [None, TPS_5_A, TPS_5_C, TPS_5_THREAT],
            SearchConfig(simulations=64, node_budget=3_300), HashEvaluator(5, seed=11), 16,
-           plies, {})  # fmt: skip
+           plies, {})
     yield ("fixed_fpu_const_c_noreuse_6", 6, s6, SearchConfig(simulations=40, node_budget=budget,
            fpu_value=-1.0, c_base=0.0, c_init=2.0, reuse_tree=False, fpu_reduction=0.0),
-           HashEvaluator(6, seed=12), 17, plies, {})  # fmt: skip
+           HashEvaluator(6, seed=12), 17, plies, {})
     yield ("step_protocol_subset_5", 5, s5, SearchConfig(simulations=32, node_budget=budget,
            leaves_per_step=2), HashEvaluator(5, seed=13), 18, plies,
-           {"manual_games": [0, 2, 3, 5, 7], "simulations": 24})  # fmt: skip
+           {"manual_games": [0, 2, 3, 5, 7], "simulations": 24})
     yield ("forced_pruned_hash_5", 5, s5, SearchConfig(simulations=96, node_budget=budget,
            forced_playouts=True, policy_target_pruning=True), HashEvaluator(5, seed=14), 20,
-           plies, {"temperature": 0.0})  # fmt: skip
+           plies, {"temperature": 0.0})
     yield ("forced_pruned_sampled_6", 6, s6, SearchConfig(simulations=64, node_budget=budget,
            forced_playouts=True, policy_target_pruning=True, temperature_plies=10),
-           HashEvaluator(6, seed=15), 21, plies, {})  # fmt: skip
+           HashEvaluator(6, seed=15), 21, plies, {})
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
-                    help="checkout whose takzero is imported (default: this script's)")  # fmt: skip
+                    help="checkout whose takzero is imported (default: this script's)")
     ap.add_argument("--quick", action="store_true", help="one move per case instead of three")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(args.tree.resolve()))

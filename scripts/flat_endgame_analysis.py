@@ -35,7 +35,8 @@ whether that decision lies within the last ``--late`` plies (a counting error) r
 (a strategic one), and with ``--exact-plies`` the
 ``blunder_plies_to_end`` of the network's last move that turned a proved non-loss into a proved
 loss (``exact_lower`` >= 0 but ``played_upper`` == -1) and ``first_proved_loss``, the
-``plies_to_end`` of the first position proved lost. The last line, ``"kind": "summary"``, counts games, late and early decisions, the median
+``plies_to_end`` of the first position proved lost. The last line, ``"kind": "summary"``, counts
+games, late and early decisions, the median
 turn, and the agreement of the search with the played moves over the last ``--late`` plies.
 
 The analysis is CPU-bound and meant to run beside a training run: pin it (``taskset -c 0``) and
@@ -136,7 +137,7 @@ def analyse_game(path: str, index: int, game: Any, colour: int, player: Any, arg
                 "agree": int(answer.code) == int(code), "empty": _empty(pos),
                 "reserve": _reserve(pos, colour), "opp_reserve": _reserve(pos, 1 - colour),
                 "flat_margin": _flat_margin(pos, colour),
-            }  # fmt: skip
+            }
             if solve is not None and n - ply <= args.exact_window:
                 res = solve(pos, args.exact_plies, max_nodes=args.exact_nodes)
                 row["exact"], row["exact_lower"], row["exact_upper"] = res.value, res.lower, res.upper
@@ -164,11 +165,11 @@ def analyse_game(path: str, index: int, game: Any, colour: int, player: Any, arg
         "decision_net": decision_net, "decision_search": decision_search,
         "late_net": None if decision_net is None else decision_net <= args.late,
         "late_search": None if decision_search is None else decision_search <= args.late,
-    }  # fmt: skip
+    }
     if solve is not None:
         solved = [r for r in rows if "exact" in r]
         blunders = [r["plies_to_end"] for r in solved
-                    if r["exact_lower"] >= 0 and r["played_upper"] == -1]  # fmt: skip
+                    if r["exact_lower"] >= 0 and r["played_upper"] == -1]
         summary["blunder_plies_to_end"] = blunders[-1] if blunders else None
         lost = [r["plies_to_end"] for r in solved if r["exact"] == -1]
         summary["first_proved_loss"] = lost[0] if lost else None
@@ -196,7 +197,7 @@ def _summary(records: list[dict], late: int) -> dict:
         out["exact_blunders_in_window"] = len(b)
         out["exact_blunder_plies_to_end"] = sorted(b)
         out["exact_first_proved_loss"] = sorted(g["first_proved_loss"] for g in games
-                                                if g["first_proved_loss"] is not None)  # fmt: skip
+                                                if g["first_proved_loss"] is not None)
     return out
 
 
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             model = Path(args.model_dir) / f"{size}x{size}.pt"
             try:
                 players[size] = NetworkPlayer.load(model, simulations=args.nodes, backend="onnx",
-                                                   threads=1, reuse_tree=False)  # fmt: skip
+                                                   threads=1, reuse_tree=False)
             except (OSError, ValueError, RuntimeError) as e:
                 print(f"error: {model}: {e}", file=sys.stderr)
                 return 2

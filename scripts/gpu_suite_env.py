@@ -15,7 +15,7 @@ import subprocess
 import torch
 
 NVIDIA_FIELDS = ("name", "driver_version", "memory.total", "power.limit", "clocks.max.sm", "pcie.link.gen.max",
-                 "pcie.link.width.max")  # fmt: skip
+                 "pcie.link.width.max")
 
 
 def nvidia_smi() -> list[dict[str, str]] | str:
@@ -25,7 +25,7 @@ def nvidia_smi() -> list[dict[str, str]] | str:
         return "nvidia-smi not found"
     try:
         out = subprocess.run([exe, f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+                             capture_output=True, text=True, timeout=20, check=True).stdout
     except (OSError, subprocess.SubprocessError) as e:
         return f"nvidia-smi failed: {type(e).__name__}: {e}"
     return [dict(zip(NVIDIA_FIELDS, (v.strip() for v in row.split(",")))) for row in out.splitlines() if row.strip()]  # noqa: B905
@@ -37,7 +37,7 @@ def main() -> None:
         "torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
         "cpu_count": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2),
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-    }  # fmt: skip
+    }
     if torch.cuda.is_available():
         line["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         line["bf16_supported"] = torch.cuda.is_bf16_supported()

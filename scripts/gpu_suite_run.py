@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 
 SMI_FIELDS = ("timestamp", "index", "utilization.gpu", "utilization.memory", "memory.used", "memory.total",
-              "power.draw", "temperature.gpu", "clocks.sm")  # fmt: skip
-COUNTERS = re.compile(r"steps (\d+), generation (\d+), self-play games (\d+), positions (\d+), training time ([\d.]+) min")
+              "power.draw", "temperature.gpu", "clocks.sm")
+COUNTERS = re.compile(r"steps (\d+), generation (\d+), self-play games (\d+), positions (\d+), "
+                      r"training time ([\d.]+) min")
 
 
 def emit(**fields: object) -> None:
@@ -61,7 +62,7 @@ def read_summary(log: Path) -> dict[str, object]:
             steps, gen, games, positions, minutes = m.groups()
             out.update(steps=int(steps), generation=int(gen), games=int(games), positions=int(positions),
                        training_minutes=float(minutes),
-                       positions_per_minute=round(int(positions) / max(float(minutes), 1e-9), 1))  # fmt: skip
+                       positions_per_minute=round(int(positions) / max(float(minutes), 1e-9), 1))
     return out
 
 
@@ -104,7 +105,7 @@ def main() -> int:
     if exe:
         with open(smi_path, "w") as f:
             smi = subprocess.Popen([exe, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits",
-                                    "-l", str(args.sample_s)], stdout=f, stderr=subprocess.DEVNULL)  # fmt: skip
+                                    "-l", str(args.sample_s)], stdout=f, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     deadline = t0 + 60 * args.minutes + args.grace_s
     with open(out / "run_train.out", "w") as log:
@@ -136,7 +137,7 @@ def main() -> int:
         mem = [float(r["memory.used"]) for r in rows if isinstance(r.get("memory.used"), float)]
         emit(bench="run_gpu_summary", samples=len(rows), sample_s=args.sample_s,
              mean_utilization_gpu=round(sum(util) / len(util), 1) if util else None,
-             max_utilization_gpu=max(util) if util else None, max_memory_used_mib=max(mem) if mem else None)  # fmt: skip
+             max_utilization_gpu=max(util) if util else None, max_memory_used_mib=max(mem) if mem else None)
     else:
         emit(bench="run_gpu_summary", skipped="nvidia-smi not found")
     emit(bench="run", command=" ".join(cmd), rc=rc, wall_s=round(wall, 1), stopped_by_suite=stop_sent)

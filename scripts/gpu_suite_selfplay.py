@@ -48,11 +48,11 @@ def measure(cfg: Any, mode: str, workers: int, seconds: float, warmup_s: float) 
     cfg = dataclasses.replace(cfg, selfplay=dataclasses.replace(cfg.selfplay, inference=mode, workers=workers))
     gpus = torch.cuda.device_count() if cfg.device != "cpu" else 0
     ray.init(address="local", num_cpus=max(workers, os.cpu_count() or 1), num_gpus=gpus,
-             include_dashboard=False, log_to_driver=False)  # fmt: skip
+             include_dashboard=False, log_to_driver=False)
     try:
         coordinator = ray.remote(Coordinator).remote()
         rcfg = ReplayConfig(top_k=cfg.replay.top_k, window_max=cfg.replay.window_max, min_positions=1,
-                            max_ahead=10**9)  # fmt: skip
+                            max_ahead=10**9)
         replay = ray.remote(ReplayActor).remote(rcfg, cfg.board.size)
         servers = InferenceServers(cfg, coordinator, gpus) if mode == "server" else None
         share = cfg.ray.worker_gpu_share if gpus and servers is None else 0.0
@@ -82,14 +82,15 @@ def measure(cfg: Any, mode: str, workers: int, seconds: float, warmup_s: float) 
             "positions_per_s": round(sum(s.get("count/positions", 0) for s in stats) / dt, 1),
             "moves_per_s": round(sum(s.get("count/moves", 0) for s in stats) / dt, 1),
             "games": int(sum(s.get("count/games", 0) for s in stats)),
-        }  # fmt: skip
+        }
         if servers is not None:
             after = servers.info()
-            calls = sum((a or {}).get("batches", 0) - (b or {}).get("batches", 0) for a, b in zip(after, info0, strict=True))
-            served = sum((a or {}).get("positions", 0) - (b or {}).get("positions", 0) for a, b in zip(after, info0, strict=True))
+            pairs = list(zip(after, info0, strict=True))
+            calls = sum((a or {}).get("batches", 0) - (b or {}).get("batches", 0) for a, b in pairs)
+            served = sum((a or {}).get("positions", 0) - (b or {}).get("positions", 0) for a, b in pairs)
             out.update(servers=len(after), server_calls=calls, server_mean_batch=round(served / max(calls, 1), 1),
                        server_largest_batch=max((a or {}).get("largest_batch", 0) for a in after),
-                       server_backend=(after[0] or {}).get("backend"))  # fmt: skip
+                       server_backend=(after[0] or {}).get("backend"))
         out["loadavg_1min"] = round(os.getloadavg()[0], 2)
         ray.get(coordinator.stop.remote())
         pool.finish(timeout_s=30)
@@ -121,7 +122,7 @@ def main() -> None:
         emit(**rows[mode])
     if {"local", "server"} <= rows.keys():
         ratio = {k: round(rows["server"][k] / rows["local"][k], 3) if rows["local"][k] else None
-                 for k in ("moves_per_s", "positions_per_s")}  # fmt: skip
+                 for k in ("moves_per_s", "positions_per_s")}
         emit(bench="selfplay_ray_ratio", workers=args.workers, server_over_local=ratio)
 
 

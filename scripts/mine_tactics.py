@@ -27,7 +27,8 @@ Duplicates (same TPS, komi and reserves) are kept once. At most ``--per-kind`` p
 (kind, size) are kept, taken from the games in an order that spreads them over the files (round
 robin over the files, games in file order), and at most ``--max-total`` in all.
 
-Output (``--out``, default ``takzero/data/tactics_mined.json``, the package's copy that the training run's tactics curve and the tests read): a JSON list of objects with ``id``,
+Output (``--out``, default ``takzero/data/tactics_mined.json``, the package's copy that the training
+run's tactics curve and the tests read): a JSON list of objects with ``id``,
 ``size``, ``komi``, ``tps``, ``side_to_move`` (white/black), ``kind``, ``plies`` (the forced win's
 length, or the avoid_loss horizon), ``expected_moves`` (PTN), ``threat`` and
 ``lost_beyond_horizon`` (avoid_loss only; threat ``road_in_one`` or ``tinue``), ``flats``/``caps``
@@ -238,7 +239,8 @@ def mine(games_dir: Path, per_kind: int, max_total: int, max_nodes: int) -> list
             kept.append(entry)
             print(f"{entry['id']}: {entry['kind']} ({len(kept)})", file=sys.stderr, flush=True)
     print(f"dropped {dropped} positions whose exhaustive search ran out of nodes", file=sys.stderr)
-    kept.sort(key=lambda e: (e["size"], KINDS.index(e["kind"]), e["source"]["file"], e["source"]["game_index"], e["source"]["ply"]))
+    kept.sort(key=lambda e: (e["size"], KINDS.index(e["kind"]), e["source"]["file"], e["source"]["game_index"],
+                             e["source"]["ply"]))
     return kept
 
 

@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         bot = PlaytakBot(
             make_player(args.player, seed=1), server.address, seek=seek, games=args.games,
             reserve_s=args.reserve, log=quiet,
-        )  # fmt: skip
+        )
         opponent = PlaytakBot(
             make_player(args.opponent, seed=2), server.address, accept="", games=args.games,
             reserve_s=args.reserve, log=quiet,
-        )  # fmt: skip
+        )
         errors: list[BaseException] = []
 
         def run(b: PlaytakBot) -> None:
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({
                     "game": f.number, "white": f.white, "black": f.black, "result": f.result,
                     "reason": f.reason, "plies": len(f.moves), "bot_clock_left_s": round(clock, 3),
-                }), flush=True)  # fmt: skip
+                }), flush=True)
                 reported += 1
             if bot.stats.games >= args.games and opponent.stats.games >= args.games:
                 break
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "reasons": {r: reasons.count(r) for r in sorted(set(reasons))},
         "refused": server.refused[:5], "errors": [repr(e) for e in errors],
         "wall_s": round(time.perf_counter() - t0, 1),
-    }))  # fmt: skip
+    }))
     return 0 if ok else 1
 
 

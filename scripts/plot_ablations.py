@@ -43,7 +43,8 @@ def plot_runs(runs: dict[str, dict], max_gap_s: float, path: Path) -> dict[str, 
     panels' tags; OSError when the file cannot be written."""
     if not any(tag in s for s in runs.values() for tag, *_ in PANELS):
         raise LookupError("none of the runs logged " + ", ".join(tag for tag, *_ in PANELS))
-    clocks = {label: TrainingClock(np.concatenate([w for w, _, _ in s.values()]), max_gap_s) for label, s in runs.items()}
+    clocks = {label: TrainingClock(np.concatenate([w for w, _, _ in s.values()]), max_gap_s)
+              for label, s in runs.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
     last: dict[str, dict[str, float]] = {label: {} for label in runs}

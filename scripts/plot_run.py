@@ -7,7 +7,8 @@ RUN_DIR is a run folder (``checkpoints/<run_name>``, holding ``tb/``) or the ``t
 Writes ``<prefix>_elo.png`` (Elo and score against each baseline, from the evaluator's
 ``elo/vs_*`` and ``score/vs_*`` scalars) and ``<prefix>_loss.png`` (``loss/*`` scalars, raw and
 smoothed) into ``--out`` (default: ``plots/`` inside the run folder, never the repository's
-tracked ``docs/``: pass ``--out docs`` to update the figures there), and prints one JSON line per file with the last values plotted. The time
+tracked ``docs/``: pass ``--out docs`` to update the figures there), and prints one JSON line per
+file with the last values plotted. The time
 axis is minutes of training: wall-clock time since the run's first logged event, less every
 pause longer than ``--max-gap`` seconds between two logged events (a run stopped and resumed
 later; the run logs every ``log_every_s``, 10 s by default), from 0 to the run's last event (a

@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for side in ("a", "b"):
         p.add_argument(f"--{side}-backend", choices=PLAY_BACKENDS, default="auto",
-                       help=f"side {side.upper()}'s network runtime")  # fmt: skip
+                       help=f"side {side.upper()}'s network runtime")
     args = p.parse_args(argv)
     if not args.model.exists():
         p.error(f"model file not found: {args.model}")
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "pentanomial": [int(x) for x in match.pentanomial()], "score": match.score,
         "elo": _finite(elo.elo), "elo_lower": _finite(elo.lower), "elo_upper": _finite(elo.upper),
         "seconds": round(time.perf_counter() - t0, 1),
-    }  # fmt: skip
+    }
     print(json.dumps(line), flush=True)
     return 0
 

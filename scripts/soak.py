@@ -29,7 +29,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ARGS = ["+config=smoke", "replay.window_max=3000", "train.total_steps=100000000",
-                "log_every_s=5", "evaluator.baseline_every=5"]  # fmt: skip
+                "log_every_s=5", "evaluator.baseline_every=5"]
 
 
 def session_processes(sid: int) -> dict[int, str]:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "takzero.train", *train_args, f"checkpoint_root={root}", "run_name=soak"]
     run_dir = root / "soak"
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     full_since: float | None = None
     samples: dict[str, list[float]] = {"t": [], "driver": [], "workers": [], "gcs": [], "disk": []}
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"t_min": round((now - t0) / 60, 2), "window_full": full_since is not None,
                    "replay_positions": held, "driver_mb": round(driver, 1),
                    "workers_mb": round(workers, 1), "gcs_mb": round(gcs, 1),
-                   "disk_mb": round(disk, 1)}  # fmt: skip
+                   "disk_mb": round(disk, 1)}
             print(json.dumps(row), flush=True)
             if full_since is not None:
                 samples["t"].append((now - full_since) / 60)
@@ -134,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                 pass
     if proc.returncode not in (None, 0) and not samples["t"]:
         print(json.dumps({"error": f"the run exited with status {proc.returncode}; see "
-                                   f"{run_dir / 'train.log'}"}), flush=True)  # fmt: skip
+                                   f"{run_dir / 'train.log'}"}), flush=True)
     summary = {"summary": "growth after the window was full", "command": " ".join(cmd),
                "soak_minutes": round(samples["t"][-1], 2) if samples["t"] else 0.0,
-               "samples": len(samples["t"])}  # fmt: skip
+               "samples": len(samples["t"])}
     for k in ("driver", "workers", "gcs", "disk"):
         summary[f"{k}_mb_per_min"] = round(slope(samples["t"], samples[k]), 3)
     print(json.dumps(summary), flush=True)

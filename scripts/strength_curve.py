@@ -60,7 +60,7 @@ from takzero.players.network import DEFAULT_SELECT_Q_FRACTION  # noqa: E402
 
 #: the keys of a JSON line that must agree for an earlier line to stand for a new evaluation
 SAME = ("model_sha256", "reference_sha256", "pairs", "simulations", "movetime_ms", "ply_limit", "seed",
-        "select_q_fraction")  # fmt: skip
+        "select_q_fraction")
 #: what a line written before a key existed was measured with (the move choice: the most visited;
 #: simulations, not a time limit)
 OLD_DEFAULTS = {"select_q_fraction": 0.0, "movetime_ms": None}
@@ -143,7 +143,7 @@ def bradley_terry(
                         frontier.append(int(m))
             if len(seen) < players:
                 raise ValueError(f"no finite ratings: players {sorted(set(range(players)) - seen)} never lost a "
-                                 f"point to players {sorted(seen)} (give prior_draws > 0)")  # fmt: skip
+                                 f"point to players {sorted(seen)} (give prior_draws > 0)")
     free = np.array([k for k in range(players) if k != anchor], dtype=np.int64)
     r = np.zeros(players)
 
@@ -260,7 +260,7 @@ def earlier_lines(out: Path | None) -> list[dict[str, Any]]:
         missing = [k for k in LINE_KEYS if k not in row] if isinstance(row, dict) else list(LINE_KEYS)
         if missing or isinstance(row["minutes"], bool) or not isinstance(row["minutes"], int | float):
             print(f"[strength_curve] {out}:{n}: not an evaluation line (missing or bad: "
-                  f"{', '.join(missing) or 'minutes'}); ignored", file=sys.stderr)  # fmt: skip
+                  f"{', '.join(missing) or 'minutes'}); ignored", file=sys.stderr)
             continue
         lines.append(row)
     return lines
@@ -302,25 +302,25 @@ def play_movetime(path: Path, opponent: Path, args: argparse.Namespace) -> dict[
     seconds = args.movetime / 1000.0
     players = [NetworkPlayer.load(str(f), simulations=MAX_SIMULATIONS, seconds=seconds, threads=args.threads,
                                   seed=args.seed + k, name=f"{tag}{f.name}")
-               for k, (f, tag) in enumerate(((path, ""), (opponent, "ref:")))]  # fmt: skip
+               for k, (f, tag) in enumerate(((path, ""), (opponent, "ref:")))]
     start = Position.start(players[0].model_size, half_komi=int(players[0].model_half_komi or 0))
     openings = random_openings(start, args.pairs, plies=2, seed=args.seed)
 
     def heard(so_far: Any, record: Any) -> None:
         if args.verbose:
             print(f"game {so_far.num_games}/{2 * args.pairs}: {record.white} - {record.black} {record.result} "
-                  f"({record.plies} plies); {so_far.tally()}", file=sys.stderr, flush=True)  # fmt: skip
+                  f"({record.plies} plies); {so_far.tally()}", file=sys.stderr, flush=True)
 
     match = play_match(players[0], players[1], start, openings, args.ply_limit, seed=args.seed, on_game=heard)
     out = dict(match.summary())
     wilson = elo_wilson(match.wins, match.draws, match.losses)
     out.update(elo_wilson_lower=wilson.lower, elo_wilson_upper=wilson.upper,
-               select_q_fraction=players[0].config.select_q_fraction)  # fmt: skip
+               select_q_fraction=players[0].config.select_q_fraction)
     return out
 
 
 def evaluate_file(path: Path, lineage: Lineage, generation: int, args: argparse.Namespace,
-                  reference_sha: str, opponent: Path | None = None) -> dict[str, Any]:  # fmt: skip
+                  reference_sha: str, opponent: Path | None = None) -> dict[str, Any]:
     """Play ``path`` against ``opponent`` (default ``args.reference``, whose file hash is
     ``reference_sha``) at ``args.simulations`` simulations (``model:OPPONENT:SIMULATIONS``) or
     ``args.movetime`` ms a move (:func:`play_movetime`); the curve's JSON line."""
@@ -334,8 +334,9 @@ def evaluate_file(path: Path, lineage: Lineage, generation: int, args: argparse.
         (s,) = evaluate_model(
             str(path), [f"model:{opponent}:{args.simulations}"], pairs=args.pairs,
             simulations=args.simulations, ply_limit=args.ply_limit, seed=args.seed, threads=args.threads,
-            say=lambda line: None, progress=(lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None,
-        )  # fmt: skip
+            say=lambda line: None,
+            progress=(lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None,
+        )
     return {
         "model": str(path),
         "model_sha256": file_sha256(path),
@@ -374,7 +375,7 @@ def budget_text(points: list[dict[str, Any]]) -> str:
     times = sorted({int(r["movetime_ms"]) for r in points if r.get("movetime_ms") is not None})
     sims = sorted({int(r["simulations"]) for r in points if r.get("movetime_ms") is None and r.get("simulations")})
     parts = ([f"{'/'.join(map(str, sims))} simulations a side"] if sims else []) + (
-        [f"{'/'.join(map(str, times))} ms a move"] if times else [])  # fmt: skip
+        [f"{'/'.join(map(str, times))} ms a move"] if times else [])
     return ", ".join(parts)
 
 
@@ -396,7 +397,7 @@ def plot_curve(points: list[dict[str, Any]], reference: str, path: Path, title: 
     ax.errorbar(hours, elo, yerr=[lo, hi], marker="o", capsize=3)
     for h, e, r in zip(hours, elo, pts, strict=True):
         ax.annotate(f"{r['wins']}-{r['draws']}-{r['losses']}", (h, e), textcoords="offset points",
-                    xytext=(5, -12), fontsize=8)  # fmt: skip
+                    xytext=(5, -12), fontsize=8)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("training hours (over the warm-start chain)")
     ax.set_ylabel(f"Elo vs {Path(reference).name}")
@@ -409,7 +410,7 @@ def plot_curve(points: list[dict[str, Any]], reference: str, path: Path, title: 
 
 
 def pooled_fit(rows: list[dict[str, Any]], models: list[tuple[Path, str, int, Lineage]], reference: Path,
-               reference_sha: str) -> list[dict[str, Any]]:  # fmt: skip
+               reference_sha: str) -> list[dict[str, Any]]:
     """One Bradley-Terry scale (:func:`bradley_terry`, the reference at 0) over ``rows``, the
     evaluation lines between ``models`` ((file, sha256, generation, lineage)) and the reference:
     one JSON-able dict per model, with 'elo', 'elo_lower', 'elo_upper' (95%, observed
@@ -420,7 +421,7 @@ def pooled_fit(rows: list[dict[str, Any]], models: list[tuple[Path, str, int, Li
     for _, sha, _, _ in models:
         index.setdefault(sha, len(index))
     results = [(index[r["model_sha256"]], index[r["reference_sha256"]], float(r["wins"]), float(r["draws"]),
-                float(r["losses"])) for r in rows]  # fmt: skip
+                float(r["losses"])) for r in rows]
     prior = 0.0
     try:
         elo, lower, upper = bradley_terry(results, len(index))
@@ -429,7 +430,7 @@ def pooled_fit(rows: list[dict[str, Any]], models: list[tuple[Path, str, int, Li
             raise
         prior = 1.0
         print(f"[strength_curve] Bradley-Terry: {e}; fitted with 1 virtual draw per pair played",
-              file=sys.stderr)  # fmt: skip
+              file=sys.stderr)
         elo, lower, upper = bradley_terry(results, len(index), prior_draws=prior)
     out = []
     for f, sha, generation, lineage in models:
@@ -450,7 +451,7 @@ def pooled_fit(rows: list[dict[str, Any]], models: list[tuple[Path, str, int, Li
             "elo_upper": round(float(upper[k]), 1), "wins": wdl[0], "draws": wdl[1], "losses": wdl[2],
             "games": games, "score": (wdl[0] + wdl[1] / 2) / games if games else None, "matches": matches,
             "prior_draws": prior,
-        })  # fmt: skip
+        })
     return out
 
 
@@ -465,7 +466,7 @@ def _append(out: Path | None, row: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python scripts/strength_curve.py PATH [...] --reference REF``: the curve's JSON lines."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", help="model files or folders of them (e.g. RUN/snapshots)")
     p.add_argument("--reference", required=True, help="the fixed network every file plays")
     p.add_argument("--pairs", type=int, default=50, help="openings, each with both colours (default 50)")
@@ -485,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, value, top in (("--pairs", args.pairs, MAX_PAIRS), ("--simulations", args.simulations, MAX_SIMULATIONS),
                              ("--ply-limit", args.ply_limit, MAX_PLY_LIMIT), ("--threads", args.threads, MAX_THREADS),
-                             ("--movetime", args.movetime, 3_600_000)):  # fmt: skip
+                             ("--movetime", args.movetime, 3_600_000)):
         if value is not None and not 1 <= value <= top:
             p.error(f"{name} must be in 1..{top}, got {value}")
     try:
@@ -504,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     reference_sha = file_sha256(reference)
     simulations = None if args.movetime is not None else args.simulations
     ordered = [(f, file_sha256(f), generation, lineage)
-               for f, _, generation, lineage in sorted(models, key=lambda m: m[3].minutes)]  # fmt: skip
+               for f, _, generation, lineage in sorted(models, key=lambda m: m[3].minutes)]
     points: list[dict[str, Any]] = []
     for k, (f, sha, generation, lineage) in enumerate(ordered):
         opponents = [(reference, reference_sha)]
@@ -515,22 +516,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # the reference itself, or a link equal to the one before: no match
             key = {"model_sha256": sha, "reference_sha256": opponent_sha, "pairs": args.pairs,
                    "simulations": simulations, "movetime_ms": args.movetime, "ply_limit": args.ply_limit,
-                   "seed": args.seed, "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}  # fmt: skip
+                   "seed": args.seed, "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}
             old = next((r for r in done if all(r.get(k, OLD_DEFAULTS.get(k)) == key[k] for k in SAME)), None)
             if old is None and args.ladder and any(all(_flipped(r).get(k, OLD_DEFAULTS.get(k)) == key[k] for k in SAME)
-                                                   for r in done):  # fmt: skip
+                                                   for r in done):
                 print(f"[strength_curve] {f}: played against {opponent} the other way round already; "
-                      "not played again", file=sys.stderr)  # fmt: skip
+                      "not played again", file=sys.stderr)
                 continue
             if old is not None:
                 where = f"in {args.out}" if args.out is not None else f"played above as {old['model']}"
                 print(f"[strength_curve] {f}: the same bytes, opponent and settings are already {where}; "
-                      "not played again", file=sys.stderr)  # fmt: skip
+                      "not played again", file=sys.stderr)
                 print(json.dumps(old), flush=True)
                 points.append(old)
                 continue
             print(f"[strength_curve] {f}: {lineage.describe()}; {2 * args.pairs} games against "
-                  f"{opponent}", file=sys.stderr, flush=True)  # fmt: skip
+                  f"{opponent}", file=sys.stderr, flush=True)
             row = evaluate_file(f, lineage, generation, args, opponent_sha, opponent=opponent)
             print(json.dumps(row), flush=True)
             _append(args.out, row)
@@ -539,28 +540,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.ladder:
         shas = {reference_sha} | {sha for _, sha, _, _ in ordered}
         here = {k: v for k, v in (("simulations", simulations), ("movetime_ms", args.movetime),
-                                  ("ply_limit", args.ply_limit), ("select_q_fraction", DEFAULT_SELECT_Q_FRACTION))}  # fmt: skip
+                                  ("ply_limit", args.ply_limit), ("select_q_fraction", DEFAULT_SELECT_Q_FRACTION))}
         rows = [r for r in done if r["model_sha256"] in shas and r["reference_sha256"] in shas
                 and r["model_sha256"] != r["reference_sha256"]
-                and all(r.get(k, OLD_DEFAULTS.get(k)) == v for k, v in here.items())]  # fmt: skip
+                and all(r.get(k, OLD_DEFAULTS.get(k)) == v for k, v in here.items())]
         fit = pooled_fit(rows, ordered, reference, reference_sha)
         for line in fit:
             print(json.dumps(line), flush=True)
         if args.plot is not None:
             games = sorted({2 * int(r["pairs"]) for r in rows})
             title = (f"one Bradley-Terry scale over {len(rows)} matches ({'/'.join(map(str, games))} games each), "
-                     f"{budget_text(rows)}")  # fmt: skip
+                     f"{budget_text(rows)}")
             plot_curve(fit, args.reference, args.plot, title=title)
             print(f"[strength_curve] pooled curve of {len(fit)} points: {args.plot}", file=sys.stderr)
     elif args.plot is not None:
         shown = {r["model_sha256"]: r for r in done if all(r.get(k, OLD_DEFAULTS.get(k)) == v for k, v in
                  (("reference_sha256", reference_sha), ("simulations", simulations),
-                  ("movetime_ms", args.movetime)))}  # fmt: skip
+                  ("movetime_ms", args.movetime)))}
         plot_curve(list(shown.values()), args.reference, args.plot)
         print(f"[strength_curve] curve of {len(shown)} points: {args.plot}", file=sys.stderr)
     print(f"[strength_curve] {len(points)} evaluations against {args.reference}"
           + (" and the ladder" if args.ladder else "")
-          + (f"; lines in {args.out}" if args.out else ""), file=sys.stderr)  # fmt: skip
+          + (f"; lines in {args.out}" if args.out else ""), file=sys.stderr)
     return 0
 
 

@@ -74,7 +74,8 @@ def miss_report(entry: dict[str, Any], chosen: int, evaluator: Any, prover_nodes
     if after.is_over:
         keeps = after.result.winner == pos.side_to_move
     else:
-        keeps = prover_nodes > 0 and prove_tinue(after, max_nodes=prover_nodes, attacker=pos.side_to_move).verdict == WIN
+        keeps = (prover_nodes > 0
+                 and prove_tinue(after, max_nodes=prover_nodes, attacker=pos.side_to_move).verdict == WIN)
     return {
         "line": "miss",
         "id": entry.get("id"),
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             misses.append(miss_report(entry, code, player.evaluator, args.prover_nodes))
             print(json.dumps(misses[-1]), flush=True)
     print(json.dumps({**summarise(len(entries), misses), "model": str(args.model), "simulations": args.simulations,
-                      "prover_nodes": args.prover_nodes, "files": [str(f) for f in args.files]}), flush=True)  # fmt: skip
+                      "prover_nodes": args.prover_nodes, "files": [str(f) for f in args.files]}), flush=True)
     return 0
 
 

@@ -9,7 +9,8 @@ Command line::
     python -m takzero.export --convert OLD.pt       # a trusted file that is not weights-only
 
 The output never replaces the input, its ``.sha256`` sidecar or another checkpoint (a file with
-a sidecar): such a ``-o`` is refused in one line. The input is a checkpoint written by training (``best.pt`` or ``ckpt_*.pt``: a ``torch.save`` dict
+a sidecar): such a ``-o`` is refused in one line. The input is a checkpoint written by training
+(``best.pt`` or ``ckpt_*.pt``: a ``torch.save`` dict
 with at least ``model_config`` and ``model_state``), read weights-only
 (:mod:`takzero.nn.safe_load`): a file whose pickle would run code is refused, naming the file.
 ``--convert`` rewrites a file one trusts that is not weights-only (or every checkpoint of a run
@@ -35,7 +36,8 @@ the list of what fails; a file's own key of that name is replaced) and, when one
 warning line on stderr.
 
 TorchScript keeps it as the archive's extra file ``metadata.json``, ONNX in ``metadata_props``
-(see :mod:`takzero.nn.model_export`; the code is :mod:`takzero.pipeline.export`). Loading needs only takzero (not the run folder)::
+(see :mod:`takzero.nn.model_export`; the code is :mod:`takzero.pipeline.export`). Loading needs only
+takzero (not the run folder)::
 
     from takzero.nn.inference import Evaluator
     ev = Evaluator.load("model.pt")      # or model.onnx; ev.metadata is the dict above
@@ -86,7 +88,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--convert", action="store_true",
                    help="rewrite a TRUSTED checkpoint (or every ckpt_*.pt and best.pt of a run "
                    "folder) that is not weights-only as one that is, in place or to -o; its "
-                   "pickle is run to read it, so only for files you trust")  # fmt: skip
+                   "pickle is run to read it, so only for files you trust")
     return p.parse_args(argv)
 
 
@@ -198,16 +200,19 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 print(f"warning: {shown(args.checkpoint, 200)}: its metadata fails {len(problems)} check(s) "
                       f"(metadata_checks), the values are as the file says: {shown('; '.join(problems), 600)}",
-                      file=sys.stderr)  # fmt: skip
+                      file=sys.stderr)
             return 0
         if args.convert:
-            for line in convert_paths(args.checkpoint, args.out, warn=lambda msg: print(msg, file=sys.stderr, flush=True)):
+            def warn(msg: str) -> None:
+                print(msg, file=sys.stderr, flush=True)
+
+            for line in convert_paths(args.checkpoint, args.out, warn=warn):
                 print(line)
             return 0
         out = args.out or free_name("model.onnx" if args.format.startswith("onnx") else "model.pt")
         if not args.out and out not in ("model.pt", "model.onnx"):
             print(f"{Path(out).stem.rsplit('_', 1)[0]}{Path(out).suffix} exists, not overwritten: "
-                  f"writing {out} (-o FILE chooses the name)", file=sys.stderr)  # fmt: skip
+                  f"writing {out} (-o FILE chooses the name)", file=sys.stderr)
         meta = export_checkpoint(
             args.checkpoint,
             out,

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         start = start_position(size, args.komi, player, print)
         # the files read, which 'save' never writes over: the model, or the pretrained one
         inputs = (args.model, model_spec_path(args.opponent) if args.opponent else None,
-                  None if args.model or not network else pretrained_path(args.size or default_size()))  # fmt: skip
+                  None if args.model or not network else pretrained_path(args.size or default_size()))
     except ValueError as e:
         print(f"takzero.play: {e}", file=sys.stderr)
         return 2

@@ -121,7 +121,7 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SeekSpec | 
                 size=int(args.seek[0]), time_s=int(args.seek[1]), increment_s=int(args.seek[2]),
                 colour=colour, half_komi=komi_to_half_komi(args.komi or 0.0), flats=args.flats,
                 caps=args.caps, unrated=args.unrated,
-            )  # fmt: skip
+            )
         except ValueError as e:
             p.error(str(e))
     return args, seek, password
@@ -137,13 +137,13 @@ def seek_komi(seek: SeekSpec, komi: float | None, player: object, spec: str) -> 
     if komi is None:
         if model_half_komi:
             print(f"takzero.playtak: seek komi {model_half_komi / 2:g}, as the network was trained "
-                  "(--komi to change)", file=sys.stderr)  # fmt: skip
+                  "(--komi to change)", file=sys.stderr)
         return replace(seek, half_komi=int(model_half_komi or 0))
     half_komi = komi_to_half_komi(komi)
     if model_half_komi is not None and model_half_komi != half_komi:
         print(f"takzero.playtak: {komi_override_warning(spec, model_half_komi, half_komi)}", file=sys.stderr)
         warnings.filterwarnings("ignore", message=f".* plays a game with komi {half_komi / 2:g};",
-                                category=KomiMismatchWarning)  # fmt: skip
+                                category=KomiMismatchWarning)
     return replace(seek, half_komi=half_komi)
 
 
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             player, args.server, user=args.user, password=password, seek=seek,
             accept=args.accept, games=args.games, nodes=args.simulations, reserve_s=args.reserve, seed=args.seed,
             verbose=args.verbose,
-        )  # fmt: skip
+        )
     except ValueError as e:
         print(f"takzero.playtak: cannot start: {e}", file=sys.stderr)
         return 2

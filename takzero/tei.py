@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=KomiMismatchWarning)
     options = dict(model=args.model, player=args.player, fallback=args.fallback,
                    nodes=args.nodes, seed=args.seed, device=args.device,
-                   threads=max(1, args.threads), backend=args.backend)  # fmt: skip
+                   threads=max(1, args.threads), backend=args.backend)
     try:  # with --websocket: a check at start, then one engine per connection
         engine = TEIEngine(**options, out=(lambda _line: None) if args.websocket else None)
     except Exception as e:  # noqa: BLE001 - a clear message instead of a traceback

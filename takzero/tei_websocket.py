@@ -65,7 +65,7 @@ MAX_IDLE = 256
 #: Errors of ``accept`` that pass (out of file descriptors or memory for a moment, a peer gone
 #: before it was accepted): the listener waits a little and goes on instead of ending.
 _TRANSIENT_ACCEPT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
-                     errno.EPROTO, errno.EPERM, errno.EINTR}  # fmt: skip
+                     errno.EPROTO, errno.EPERM, errno.EINTR}
 
 
 class _Gate:
@@ -140,7 +140,7 @@ class _GatedListener:
     ending the server. Everything else (``getsockname`` ...) is the real socket's."""
 
     def __init__(self, sock: socket.socket, gate: _Gate, log: Callable[[str], None],
-                 idle_timeout: float, max_idle: int) -> None:  # fmt: skip
+                 idle_timeout: float, max_idle: int) -> None:
         self._sock = sock
         self._gate = gate
         self._log = log
@@ -420,7 +420,7 @@ def start_server(
         if not gate.serve(connection.socket):
             log(f"connection {n} from {who[0]}:{who[1]} refused: {max_connections} connections already")
             out(f"info string the server is full ({max_connections} connections, its most): "
-                "try again later")  # fmt: skip
+                "try again later")
             connection.close(1013, "try again later")
             return
         try:
@@ -440,7 +440,7 @@ def start_server(
     # Any: it gets a stand-in socket and a test hook (gate) beyond what websockets' Server declares
     server: Any = serve(handler, host, port, compression=None, max_size=MAX_MESSAGE,
                         open_timeout=handshake_timeout, ping_interval=keepalive[0],
-                        ping_timeout=keepalive[1], logger=_library_logger(log))  # fmt: skip
+                        ping_timeout=keepalive[1], logger=_library_logger(log))
     inner = server.handler
 
     def sock_handler(sock: socket.socket, addr: Any) -> None:

@@ -196,7 +196,7 @@ def multirun_problem(argv: list[str]) -> str | None:
     for a in argv:
         if a in ("-m", "--multirun") or a.replace(" ", "").lower().lstrip("+") in (
             "hydra.mode=multirun", "hydra.mode=runmode.multirun"
-        ):  # fmt: skip
+        ):
             return MULTIRUN_REFUSED
     return None
 
@@ -333,7 +333,7 @@ def main() -> None:
         # Before the run installs its own handler (config composition), or a second Ctrl-C or
         # SIGTERM (StopNow): the exit status is 128 + the signal's number, as a shell's.
         print("interrupted: stopped at once; the last checkpoint on disk (if any) is kept, and "
-              "running the same command with the same run_name resumes from it", file=sys.stderr)  # fmt: skip
+              "running the same command with the same run_name resumes from it", file=sys.stderr)
         sys.exit(128 + (e.signum if isinstance(e, StopNow) else signal.SIGINT))
 
 

@@ -30,7 +30,7 @@ def slow_requested(config: pytest.Config) -> bool:
     """Whether this run keeps the ``slow`` tests: a ``-m`` expression given, ``TAKZERO_SLOW=1``,
     or a test named by node id on the command line."""
     return (bool(config.getoption("markexpr", default="")) or os.environ.get("TAKZERO_SLOW") == "1"
-            or any("::" in str(a) for a in config.args))  # fmt: skip
+            or any("::" in str(a) for a in config.args))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -65,7 +65,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     n = config.stash.get(_SLOW_LEFT_OUT, 0)
     if n:
         terminalreporter.write_line(f"{n} slow tests left out (whole runs, Ray cluster, kill -9, fuzz); "
-                                    f"run them with: {SLOW_COMMAND}")  # fmt: skip
+                                    f"run them with: {SLOW_COMMAND}")
 
 
 @pytest.fixture

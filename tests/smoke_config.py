@@ -23,7 +23,7 @@ def smoke_raw(checkpoint_root: Path | str | None = None, run_name: str = "r", **
     can check the config's refusal of it).
     """
     raw = OmegaConf.merge(OmegaConf.load(ROOT / "configs/train.yaml"),
-                          OmegaConf.load(ROOT / "configs/config/smoke.yaml"))  # fmt: skip
+                          OmegaConf.load(ROOT / "configs/config/smoke.yaml"))
     raw.run_name = run_name
     if checkpoint_root is not None:
         raw.checkpoint_root = str(checkpoint_root)

@@ -42,12 +42,12 @@ def test_eval_only_appends_one_row_per_variant(tmp_path: Path) -> None:
         run = tmp_path / "runs" / name
         _tiny_model(run / "best.pt", seed)
         atomic_torch_save({"step": 7 * seed, "run": {"positions": 100 * seed, "games": seed}},
-                          run / "ckpt_000000007.pt")  # fmt: skip
+                          run / "ckpt_000000007.pt")
         code = ablate.main([
             "--name", name, "--eval-only", "--config", "smoke", "--reference", str(ref),
             "--pairs", "1", "--simulations", "2", "--ply-limit", "12", "--root", str(tmp_path / "runs"),
             "--table", str(table), "--", "mcts.simulations=4",
-        ])  # fmt: skip
+        ])
         assert code == 0
         # no record of the training: a reference other than the default is not the protocol's
         (path,) = run.glob("ablation_vs_ref_*_seed0.json")
@@ -70,7 +70,7 @@ def test_missing_best_model_and_bad_arguments(tmp_path: Path) -> None:
     ref = tmp_path / "ref.pt"
     _tiny_model(ref, 0)
     assert ablate.main(["--name", "none", "--eval-only", "--config", "smoke", "--reference", str(ref),
-                        "--root", str(tmp_path)]) == 1  # fmt: skip
+                        "--root", str(tmp_path)]) == 1
     with pytest.raises(SystemExit):
         ablate.main(["--name", "x", "--minutes", "0", "--reference", str(ref)])
     with pytest.raises(SystemExit):
@@ -176,7 +176,7 @@ def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monk
     played = {}
     for seed in (0, 1):
         assert ablate.main(["--name", "var", "--eval-only", "--reference", str(base), "--eval-seed", str(seed),
-                            *common, *evals]) == 0  # fmt: skip
+                            *common, *evals]) == 0
         (path,) = (root / "var").glob(f"ablation_vs_base_best_*_seed{seed}.json")
         result = json.loads(path.read_text())
         assert result["eval_seed"] == seed and result["seed"] == 7
@@ -190,7 +190,8 @@ def test_head_to_head_against_another_run_on_other_openings(tmp_path: Path, monk
         if seed == 0:  # one seed: nothing to pool
             assert "pooled" not in out
     wdl = [sum(played[s][k] for s in (0, 1)) for k in ("wins", "draws", "losses")]
-    assert f"[ablate] var against base/best.pt, pooled over the openings' seeds 0, 1: {wdl[0]}-{wdl[1]}-{wdl[2]} (W-D-L), Elo " in out
+    pooled = "[ablate] var against base/best.pt, pooled over the openings' seeds 0, 1: "
+    assert f"{pooled}{wdl[0]}-{wdl[1]}-{wdl[2]} (W-D-L), Elo " in out
     assert not (root / "var" / "ablation.json").exists()  # the protocol's own evaluation is another file
     rows = [line for line in table.read_text().splitlines() if line.startswith("| var |")]
     assert len(rows) == 2
@@ -216,7 +217,7 @@ def test_references_never_share_a_result_file(tmp_path: Path, monkeypatch) -> No
     protocol = (var / "ablation.json").read_text()
     others = [tmp_path / "other" / "base" / "best.pt", root / "deep" / "base" / "best.pt",
               root / "base_best.pt", root / "a b" / "best.pt", root / "a_b" / "best.pt",
-              root / ("y" * 240 + ".pt")]  # fmt: skip
+              root / ("y" * 240 + ".pt")]
     for other in others:
         _tiny_model(other, 11)
     (tmp_path / "link.pt").symlink_to(root / "a_b" / "best.pt")
@@ -300,7 +301,7 @@ def test_record_problems_and_paths(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(ablate, "train", lambda args, run_dir: seen.append(args.root) or 1.0)
     monkeypatch.chdir(tmp_path)
     assert ablate.main(["--name", "var", "--train-only", "--config", "smoke", "--root", "runs", "--seed", "7",
-                        "--"]) == 0  # fmt: skip
+                        "--"]) == 0
     assert seen == [str(root.resolve())]
     assert ablate.main(["--name", "var", "--eval-only", "--root", "runs", "--table", "t.md", *evals, "--"]) == 0
     command = json.loads((root / "var" / "ablation.json").read_text())["command"]
@@ -331,7 +332,9 @@ def test_record_problems_and_paths(tmp_path: Path, monkeypatch, capsys) -> None:
         (["--eval-seed", "4294967296"], "--eval-seed must be in 0.."),
     ],
 )
-def test_bad_input_is_refused_before_training(tmp_path: Path, monkeypatch, capsys, extra: list[str], message: str) -> None:
+def test_bad_input_is_refused_before_training(
+    tmp_path: Path, monkeypatch, capsys, extra: list[str], message: str
+) -> None:
     """Every mistake that can be found before a 30-minute training is: argparse's error (status
     2) naming the option, nothing trained, no run folder made."""
     ablate = _load_script()
@@ -339,7 +342,8 @@ def test_bad_input_is_refused_before_training(tmp_path: Path, monkeypatch, capsy
     ref = tmp_path / "ref.pt"
     _tiny_model(ref, 0)
     root = tmp_path / "runs"
-    args = ["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(root), "--table", str(tmp_path / "t.md")]
+    args = ["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(root),
+            "--table", str(tmp_path / "t.md")]
     options = [a for a in extra if a != "--" and "=" not in a] if "--" not in extra else []
     for flag, value in zip(options[::2], options[1::2], strict=True):  # replace the option's default
         if flag in args:
@@ -380,7 +384,7 @@ def test_failed_training_is_a_message_not_a_traceback(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(ablate, "train", failing)
     code = ablate.main(["--name", "v", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "r"),
-                        "--speed-seconds", "0"])  # fmt: skip
+                        "--speed-seconds", "0"])
     assert code == 1
     assert "[ablate] training exited with status 2" in capsys.readouterr().err
     assert not (tmp_path / "r" / "v" / "ablate_train.json").exists()  # nothing recorded for a failed training
@@ -403,7 +407,8 @@ def test_eval_only_problems_are_messages_with_status_1(tmp_path: Path, capsys) -
     ablate = _load_script()
     ref = tmp_path / "ref.pt"
     _tiny_model(ref, 0)
-    common = ["--eval-only", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "runs"), "--no-table"]
+    common = ["--eval-only", "--config", "smoke", "--reference", str(ref), "--root", str(tmp_path / "runs"),
+              "--no-table"]
     assert ablate.main(["--name", "nothere", *common]) == 1
     assert "no run folder" in capsys.readouterr().err
     (tmp_path / "runs" / "bad").mkdir(parents=True)
@@ -412,7 +417,9 @@ def test_eval_only_problems_are_messages_with_status_1(tmp_path: Path, capsys) -
     assert "[ablate] evaluation of" in capsys.readouterr().err
 
 
-def test_a_reference_the_eval_backend_cannot_run_is_refused_before_training(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_reference_the_eval_backend_cannot_run_is_refused_before_training(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
     pytest.importorskip("onnxruntime")
     ablate = _load_script()
     from takzero.nn.inference import Evaluator

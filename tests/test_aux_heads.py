@@ -95,7 +95,7 @@ def _cfg(**model):
             "replay": {"top_k": 8},
             "device": "cpu",
         }
-    )  # fmt: skip
+    )
 
 
 class _Recording(SelfPlayWorker):
@@ -257,7 +257,7 @@ def test_losses_finite_and_masked():
     loss, parts = total_loss(
         (heads["policy"], heads["wdl"], heads["aux"]), mask, target, torch.zeros(b),
         weights=weights, heads=heads, targets=targets,
-    )  # fmt: skip
+    )
     assert torch.isfinite(loss)
     for name in ("ownership", "opponent_policy", "soft_policy"):
         assert torch.isfinite(parts[name]) and parts[name] > 0

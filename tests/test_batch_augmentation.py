@@ -52,7 +52,7 @@ def records_of(size: int, n: int, seed: int) -> Records:
         game_id=np.arange(n, dtype=np.int64), generation=np.zeros(n, np.int32), ply=np.zeros(n, np.int16),
         ownership=rng.integers(-1, 2, (n, size * size)).astype(np.int8), own_valid=rng.random(n) < 0.7,
         opp_index=opp_idx, opp_prob=opp_prob,
-    )  # fmt: skip
+    )
 
 
 def reference_batch(records: Records, size: int, layers: int, version: int, ts: np.ndarray) -> dict:
@@ -111,7 +111,8 @@ def test_board_gather_is_transform_state_hash_included(size: int) -> None:
     states = random_states(size, 8, seed=3, min_plies=2 * size, max_plies=6 * size)
     ts = np.arange(8) % NUM_SYMMETRIES
     moved = unpack_states(transform_board_rows(pack_states(states, size), size, ts), size)
-    ref = np.stack([transform_state(unpack_states(pack_states(s, size), size)[0], int(t)) for s, t in zip(states, ts, strict=True)])
+    ref = np.stack([transform_state(unpack_states(pack_states(s, size), size)[0], int(t))
+                    for s, t in zip(states, ts, strict=True)])
     assert np.array_equal(moved, ref)
     assert (moved[:, core.I_HASH] != 0).all()
 

@@ -57,7 +57,7 @@ def _old_sample(buf: ReplayBuffer, batch_size: int) -> Records:
     out = buf.data.take(idx)
     if buf.cfg.value_discount < 1.0:
         out.value = _old_discount_value(out.value, out.ply, out.end_ply, buf.cfg.value_discount,
-                                        buf.cfg.value_discount_floor)  # fmt: skip
+                                        buf.cfg.value_discount_floor)
     if buf.cfg.reanalyse_value_weight > 0:
         out.value = _old_blend_value(out.value, out.search_value, buf.cfg.reanalyse_value_weight)
     return out
@@ -78,7 +78,7 @@ def _old_make_batch(records: Records, size: int, layers: int, rng: np.random.Gen
         "value": records.value.astype(np.float32), "flat_diff": records.flat_diff.astype(np.float32),
         # the auxiliary targets took the settings-free producers of before
         "targets": {k: v.numpy() for k, v in make_targets(records, size, ts).items()},
-    }  # fmt: skip
+    }
 
 
 # -- records with every case of the value target ------------------------------------------------
@@ -125,7 +125,8 @@ def test_batches_equal_the_old_path_for_the_same_seed(keys: dict) -> None:
     rcfg = ReplayConfig(top_k=8, min_positions=1, samples_per_position=100.0, **keys)
     recs = _games(61, seed=7)
     k = recs.opp_index.shape[1]  # the opponent-policy target too
-    old_buf, new_buf = ReplayBuffer(rcfg, SIZE, seed=3, opponent_top_k=k), ReplayBuffer(rcfg, SIZE, seed=3, opponent_top_k=k)
+    old_buf = ReplayBuffer(rcfg, SIZE, seed=3, opponent_top_k=k)
+    new_buf = ReplayBuffer(rcfg, SIZE, seed=3, opponent_top_k=k)
     old_buf.add(recs)
     new_buf.add(recs)
     layers = default_layers(SIZE)
@@ -152,7 +153,7 @@ def test_the_buffer_samples_records_as_stored() -> None:
     """No target arithmetic in the buffer: a sampled record is its stored row, the value the
     int8 outcome, whatever the discount and blend (they are the batch's)."""
     rcfg = ReplayConfig(top_k=8, min_positions=1, samples_per_position=100.0, value_discount=0.9,
-                        value_discount_floor=0.3, reanalyse_value_weight=0.5)  # fmt: skip
+                        value_discount_floor=0.3, reanalyse_value_weight=0.5)
     recs = _games(40, seed=2)
     buf = ReplayBuffer(rcfg, SIZE, seed=1, opponent_top_k=recs.opp_index.shape[1])
     buf.add(recs)

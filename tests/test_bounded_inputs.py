@@ -49,7 +49,7 @@ def _limited(limit_bytes: int):
 def run_limited(args: list[str], limit_bytes: int, timeout: float, **kw) -> subprocess.CompletedProcess:
     """``python args`` under an address-space limit and a timeout (the test fails on either)."""
     return subprocess.run([sys.executable, *args], preexec_fn=_limited(limit_bytes), capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT, **kw)  # fmt: skip
+                          text=True, timeout=timeout, cwd=ROOT, **kw)
 
 
 def _one_error_line(stderr: str, name: str) -> str:
@@ -176,7 +176,7 @@ LOAD = ("import sys\nfrom takzero.nn.inference import Evaluator\n"
         "    try:\n        load(sys.argv[1])\n"
         "    except (ValueError, RuntimeError, OSError) as e:\n"
         "        print(f'{type(e).__name__}: {e}', file=sys.stderr)\n"
-        "sys.exit(2)\n")  # fmt: skip
+        "sys.exit(2)\n")
 
 
 @pytest.mark.timeout(180)
@@ -208,7 +208,7 @@ def test_a_model_file_that_claims_a_huge_network_is_refused_before_allocating(
 def test_a_device_as_model_path_is_refused_in_one_line(device: str) -> None:
     code = ("import sys\nfrom takzero.nn.safe_load import load_weights_only\n"
             "try:\n    load_weights_only(sys.argv[1])\nexcept ValueError as e:\n    print(e, file=sys.stderr)\n"
-            "    sys.exit(2)\n")  # fmt: skip
+            "    sys.exit(2)\n")
     r = run_limited(["-c", code, device], 2 * GIB, timeout=100)
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.strip() == f"{device}: not a regular file (a device, a pipe or a socket); a model is a file"
@@ -216,7 +216,8 @@ def test_a_device_as_model_path_is_refused_in_one_line(device: str) -> None:
 
 def test_a_model_file_over_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
     path = _sparse_file(tmp_path / "huge.pt")
-    with pytest.raises(ValueError, match=r"over the bound of 536,870,912 bytes of a model file \(MAX_MODEL_FILE_BYTES\)") as err:
+    bound = r"over the bound of 536,870,912 bytes of a model file \(MAX_MODEL_FILE_BYTES\)"
+    with pytest.raises(ValueError, match=bound) as err:
         check_model_file(path, max_bytes=GIB // 2)
     assert str(err.value).startswith(str(path))
     with open(path, "r+b") as f:
@@ -229,7 +230,7 @@ def test_model_config_bounds_and_real_networks() -> None:
     big_real = ModelConfig(size=8, channels=256, blocks=40)
     assert big_real.estimated_parameters() < MAX_PARAMETERS
     for bad in ({"blocks": 10**5}, {"channels": 10**7}, {"policy_channels": 10**5}, {"layers": 10**4},
-                {"gpool_channels": 10**6}, {"blocks": "6"}, {"channels": 64.0}):  # fmt: skip
+                {"gpool_channels": 10**6}, {"blocks": "6"}, {"channels": 64.0}):
         with pytest.raises(ValueError):
             ModelConfig(size=6, **bad)
     ck = checkpoint_dict(TakNet(ModelConfig(size=5, channels=8, blocks=1)))
@@ -247,7 +248,7 @@ def _onnx_graph(path: Path, nodes, inits=(), outputs=("y",)) -> Path:
     graph = helper.make_graph(
         list(nodes), "g", [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", 4])],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], initializer=list(inits),
-    )  # fmt: skip
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
 
@@ -327,7 +328,7 @@ def test_a_ray_address_where_nothing_answers_is_one_line_at_once() -> None:
 @pytest.mark.timeout(180)
 def test_train_refuses_a_huge_config_at_start_up_in_one_line(tmp_path: Path) -> None:
     r = run_limited(["-m", "takzero.train", "+config=6x6", "selfplay.games_per_worker=100000",
-                     f"checkpoint_root={tmp_path}", "run_name=huge"], 3 * GIB, timeout=150)  # fmt: skip
+                     f"checkpoint_root={tmp_path}", "run_name=huge"], 3 * GIB, timeout=150)
     assert r.returncode != 0
     text = r.stdout + r.stderr
     assert "Traceback" not in text, text[-3000:]

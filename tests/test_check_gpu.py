@@ -35,11 +35,11 @@ def test_cpu_path_runs_every_check() -> None:
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--config", "smoke"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    )
     lines = _lines(proc.stdout)
     by_name = {line["check"]: line for line in lines}
     expected = {"device_auto", "pinned_buffers", "inference_fp32", "inference_bf16", "torchscript",
-                "onnx", "train_steps", "selfplay_shared_gpu"}  # fmt: skip
+                "onnx", "train_steps", "selfplay_shared_gpu"}
     assert expected <= set(by_name), (set(by_name), proc.stderr[-2000:])
     failed = {k: v for k, v in by_name.items() if v.get("pass") is False}
     assert not failed, failed

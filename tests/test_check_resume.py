@@ -61,14 +61,15 @@ def test_a_check_with_kept_games_plays_only_the_rest(one_torch_thread) -> None:
 
     cfg = smoke_config(None, **{"board.size": 3, "mcts.simulations": 2, "evaluator.gating": "threshold",
                                 "evaluator.games": 4, "evaluator.baseline_games": 4,
-                                "evaluator.baselines": ["random"], "selfplay.ply_limit": 20})  # fmt: skip
+                                "evaluator.baselines": ["random"], "selfplay.ply_limit": 20})
     torch.manual_seed(0)
     weights = TakNet(cfg.model_config()).state_dict()
     ev = GatingEvaluator(cfg)
     heard: list[tuple[str, int, float, str]] = []
     whole = ev.evaluate((1, weights), (0, weights), True, seed=5, on_game=lambda *g: heard.append(g))
     assert sorted((k, i) for k, i, _, _ in heard) == sorted(
-        [(match_key("gating", "gen 0"), i) for i in range(4)] + [(match_key("baseline", "random"), i) for i in range(4)])
+        [(match_key("gating", "gen 0"), i) for i in range(4)]
+        + [(match_key("baseline", "random"), i) for i in range(4)])
     # cut after three games of each match: kept, and only the fourth is played again
     kept = {}
     for key, index, score, ptn in heard:
@@ -77,7 +78,8 @@ def test_a_check_with_kept_games_plays_only_the_rest(one_torch_thread) -> None:
     assert kept_count(kept) == 6
     again: list[tuple[str, int, float, str]] = []
     out = ev.evaluate((1, weights), (0, weights), True, seed=5, kept=kept, on_game=lambda *g: again.append(g))
-    assert sorted((k, i) for k, i, _, _ in again) == [(match_key("baseline", "random"), 3), (match_key("gating", "gen 0"), 3)]
+    assert sorted((k, i) for k, i, _, _ in again) == [(match_key("baseline", "random"), 3),
+                                                      (match_key("gating", "gen 0"), 3)]
     assert [m["games"] for m in out["matches"]] == [4, 4]
     for rec in out["matches"]:
         key = match_key("gating" if rec["kind"] == "gating" else "baseline", rec["opponent"])
@@ -105,7 +107,7 @@ def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_t
 
     console = io.StringIO()
     run = _run(tmp_path, console, **{"evaluator.gating": "off", "evaluator.baseline_every": 1,
-                                      "evaluator.baselines": ["uct"], "evaluator.baseline_games": 4})  # fmt: skip
+                                      "evaluator.baselines": ["uct"], "evaluator.baseline_games": 4})
     from takzero.pipeline.trainer import Trainer
 
     cfg = run.cfg
@@ -120,7 +122,7 @@ def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_t
             self.remote = fn
 
     run.coordinator = SimpleNamespace(take_eval_games=Remote(lambda: list(games)),
-                                      publish=Remote(lambda *a: None))  # fmt: skip
+                                      publish=Remote(lambda *a: None))
     run.replay = SimpleNamespace(drain_with_state=Remote(lambda: ([], [], {"total_added": 0})))
     import ray
 
@@ -146,7 +148,7 @@ def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_t
     # the resume (a kill -9: the checkpoint's owed list and the file are all there is)
     console2 = io.StringIO()
     again = _run(tmp_path, console2, **{"evaluator.gating": "off", "evaluator.baseline_every": 1,
-                                         "evaluator.baselines": ["uct"], "evaluator.baseline_games": 4})  # fmt: skip
+                                         "evaluator.baselines": ["uct"], "evaluator.baseline_games": 4})
     from takzero.pipeline.resume import RunCounters
 
     again.c = RunCounters.from_checkpoint(state)
@@ -181,7 +183,7 @@ def test_the_start_up_lines_say_when_generations_come(tmp_path: Path) -> None:
     console = io.StringIO()
     run = _run(tmp_path, console, **{"train.checkpoint_every": 200, "evaluator.baseline_every": 4,
                                       "evaluator.early_baseline_generation": 1, "evaluator.early_baseline_games": 4,
-                                      "evaluator.baselines": ["uct"]})  # fmt: skip
+                                      "evaluator.baselines": ["uct"]})
     run.trainer = SimpleNamespace(step=0, generation=0)
     run._start_lines(run.reporter, False)
     text = console.getvalue()
@@ -227,12 +229,12 @@ def _cut_check_then_resume(tmp_path: Path, how: str) -> None:
             "train.checkpoint_every=10", "evaluator.gating=off", "evaluator.baseline_every=1000",
             "evaluator.early_baseline_generation=1", "evaluator.early_baseline_games=8",
             "evaluator.baselines=[uct]", "evaluator.uct_simulations=1500", "log_every_s=1",
-            "selfplay.workers=1"]  # fmt: skip
+            "selfplay.workers=1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     err = tmp_path / "first.err"
     with open(err, "w") as f:
         proc = subprocess.Popen([*args, "train.total_steps=100000"], cwd=ROOT, env=env, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=f)  # fmt: skip
+                                stdout=subprocess.DEVNULL, stderr=f)
     try:
         end = time.monotonic() + 600
         while time.monotonic() < end and proc.poll() is None and not _kept(run):
@@ -258,7 +260,7 @@ def _cut_check_then_resume(tmp_path: Path, how: str) -> None:
     # enough steps for the cut check's other games to land before the run ends, even on a loaded
     # machine (with 5 the run reached its steps first at load 10-26: "evaluations not run: 1")
     done = subprocess.run([*args, f"train.total_steps={step + 300}"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900, start_new_session=True)  # fmt: skip
+                          text=True, timeout=900, start_new_session=True)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert f"evaluation: gen 1 baselines (cut by the last stop) runs again, keeping the {len(kept)} game(s)" in out, out
@@ -288,17 +290,17 @@ def test_the_weights_of_a_cut_check_are_not_pruned_and_it_runs_first_after_the_r
 
     for step in (10, 20, 30, 40, 50):
         atomic_torch_save({"generation": step // 10, "model_state": {"w": torch.ones(1)}},
-                          tmp_path / f"ckpt_{step:09d}.pt")  # fmt: skip
+                          tmp_path / f"ckpt_{step:09d}.pt")
     prune_checkpoints(tmp_path, 2, protect={"ckpt_000000010.pt"})
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt_000000010.pt", "ckpt_000000040.pt",
-                                                            "ckpt_000000050.pt"]  # fmt: skip
+                                                            "ckpt_000000050.pt"]
     console = io.StringIO()
     run = _run(tmp_path, console, **{"evaluator.gating": "off", "evaluator.baseline_every": 1})
     for step in (10, 50):
         atomic_torch_save({"generation": step // 10, "model_state": {"w": torch.ones(1)}},
-                          run.run_dir / f"ckpt_{step:09d}.pt")  # fmt: skip
+                          run.run_dir / f"ckpt_{step:09d}.pt")
     run.c.owed_checks = [[1, 10, ["baselines"], 0, 7, True], [3, 30, ["baselines"], 0, 8, False],
-                         [5, 50, ["baselines"], 0, 9, False]]  # fmt: skip
+                         [5, 50, ["baselines"], 0, 9, False]]
     (run.run_dir / "evaluation_games.json").write_text(json.dumps(
         {"1": {"step": 10, "seed": 7, "matches": {"baseline uct": {"games": 2, "done": {"0": [1.0, "p"]}}}}}))
     run.promoted = (0, {})
@@ -327,7 +329,7 @@ def _restored_run(tmp_path: Path, console: io.StringIO, owed: list[list], games:
     run = _run(tmp_path, console, **overrides)
     for entry in owed:
         atomic_torch_save({"generation": entry[0], "model_state": {"w": torch.full((1,), float(entry[0]))}},
-                          run.run_dir / f"ckpt_{entry[1]:09d}.pt")  # fmt: skip
+                          run.run_dir / f"ckpt_{entry[1]:09d}.pt")
     if games is not None:
         (run.run_dir / "evaluation_games.json").write_text(json.dumps(games))
     run.c.owed_checks = [list(e) for e in owed]
@@ -362,7 +364,7 @@ def test_a_check_cut_before_its_checkpoint_said_it_ran_completes_first_with_its_
     console = io.StringIO()
     games = {"1": {"step": 10, "seed": 7, "matches": {"gating gen 0": {"games": 4, "done": {"0": [1.0, "p"]}}}}}
     run = _restored_run(tmp_path, console, [[1, 10, ["gating"], 0, 7, False], [2, 20, ["gating"], 0, 8, False]],
-                        games)  # fmt: skip
+                        games)
     assert "evaluation: gen 1 gating (cut by the last stop) runs again, keeping the 1 game(s)" in console.getvalue()
     checks = _handed_out(run, [3])
     assert [c.generation for c in checks][:2] == [1, 2]
@@ -379,12 +381,12 @@ def test_every_check_a_resume_says_runs_is_handed_out_and_the_rest_are_said_as_n
     gating) is said at once and recorded for the summary."""
     console = io.StringIO()
     owed = [[1, 10, ["gating", "baselines"], 0, 5, True], [2, 20, ["gating", "baselines"], 0, 6, False],
-            [3, 30, ["gating"], 0, 7, False]]  # fmt: skip
+            [3, 30, ["gating"], 0, 7, False]]
     run = _restored_run(tmp_path, console, owed, **{"evaluator.baseline_every": 1})
     promised = _promised(console)
     assert promised == [1, 3], console.getvalue()
     assert "evaluation: gen 3 gating and baselines (with the baselines of gen 2) (owed at the last stop) runs" \
-        in console.getvalue()  # fmt: skip
+        in console.getvalue()
     assert "evaluation not run: gen 2 gating: gen 3 was owed too" in console.getvalue()
     assert run._evaluation_text() == "eval gen 1: waiting for the evaluator (+1 owed)"
     checks = _handed_out(run, [4, 5])

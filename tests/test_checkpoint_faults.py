@@ -131,7 +131,7 @@ def test_a_second_rejection_of_the_same_name_keeps_both_files(tmp_path: Path) ->
     assert sorted(x.name for x in tmp_path.iterdir()) == [
         "ckpt_000000020.pt.rejected", "ckpt_000000020.pt.rejected.2",
         "ckpt_000000020.pt.sha256.rejected", "ckpt_000000020.pt.sha256.rejected.2",
-    ]  # fmt: skip
+    ]
 
 
 # -- a full disk ----------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_a_full_disk_at_the_final_checkpoint_is_one_line_too(tmp_path: Path, mon
     monkeypatch.setattr(Run, "_start_actors", start)
     monkeypatch.setattr(Run, "_loop", loop)
     monkeypatch.setattr(Run, "_checkpoint",
-                        lambda self, trainer: atomic_torch_save({"step": 11}, run_dir / "ckpt_000000011.pt"))  # fmt: skip
+                        lambda self, trainer: atomic_torch_save({"step": 11}, run_dir / "ckpt_000000011.pt"))
     run = Run(cfg, command="x")
     with pytest.raises(CheckpointWriteError):
         run.run()

@@ -47,7 +47,7 @@ def _cfg(root: Path, **overrides: object) -> TrainConfig:
         "train.batch_size": 32, "train.total_steps": 10, "train.checkpoint_every": 5,
         "train.warmup_steps": 2, "evaluator.games": 2, "evaluator.baseline_every": 0,
         "evaluator.simulations": 4,
-    }  # fmt: skip
+    }
     return smoke_config(root, "c", **{**tiny, **overrides})
 
 
@@ -124,20 +124,22 @@ def _actors_of_this_job() -> list[dict]:
     job = ray.get_runtime_context().get_job_id()
     return [
         {"cls": a["ActorClassName"], "node": a["Address"]["NodeID"], "state": a["State"],
-         "restarts": a["NumRestarts"], "id": actor_id}  # fmt: skip
+         "restarts": a["NumRestarts"], "id": actor_id}
         for actor_id, a in state.actors().items()
         if a["JobID"] == job
     ]
 
 
-def _start_cluster(temp_dir: str, runtime_env: dict | None = None, **worker_node_args: object) -> tuple[Cluster, object]:
+def _start_cluster(
+    temp_dir: str, runtime_env: dict | None = None, **worker_node_args: object
+) -> tuple[Cluster, object]:
     """A head node (1 CPU) with the driver (this process) attached to it, then a second node
     (1 CPU). The driver connects before the second node exists: on one machine every node has the
     same IP and the driver would otherwise attach to either. Ray's files go to ``temp_dir``
     (short: Unix socket paths), so the cluster's address file does not replace the one in /tmp/ray
     that other Ray sessions of this machine use."""
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": False, "temp_dir": temp_dir})  # fmt: skip
+        "num_cpus": 1, "include_dashboard": False, "temp_dir": temp_dir})
     try:
         ray.init(address=cluster.address, log_to_driver=False, runtime_env=runtime_env)
         assert ray.get_runtime_context().get_node_id() == cluster.head_node.node_id

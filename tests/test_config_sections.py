@@ -112,7 +112,7 @@ def test_train_yaml_is_the_schemas_defaults_key_by_key() -> None:
     assert not wrong, f"train.yaml (first) disagrees with the schema's defaults: {wrong}"
     given = [f"{name}.{k}" if isinstance(schema.get(name), dict) else name
              for name, v in yaml.items() if name not in ("defaults", "hydra")
-             for k in (v if isinstance(schema.get(name), dict) else [None])]  # fmt: skip
+             for k in (v if isinstance(schema.get(name), dict) else [None])]
     extra = [k for k in given if k not in keys]
     assert not extra, f"train.yaml has keys the schema does not: {extra}"
     raw = OmegaConf.load(ROOT / "configs/train.yaml")

@@ -88,7 +88,7 @@ def test_the_schedule_refuses_bad_early_settings() -> None:
     ("evaluator.early_baseline_generation", -1, r"^evaluator\.early_baseline_generation: must be >= 0"),
     ("evaluator.early_baseline_games", 3, r"^evaluator\.early_baseline_games: must be an even number >= 2 \(got 3\)"),
     ("evaluator.early_baseline_games", 0, r"^evaluator\.early_baseline_games: must be an even number >= 2 \(got 0\)"),
-])  # fmt: skip
+])
 def test_the_config_refuses_bad_early_settings(key: str, value: int, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(_raw(**{key: value}))
@@ -97,7 +97,7 @@ def test_the_config_refuses_bad_early_settings(key: str, value: int, message: st
 def test_the_config_refuses_an_early_check_without_baselines() -> None:
     with pytest.raises(ConfigError, match=r"^evaluator\.baselines: .*early_baseline_generation=0"):
         load_config(_raw(**{"evaluator.baseline_every": 0, "evaluator.early_baseline_generation": 1,
-                            "evaluator.baselines": []}))  # fmt: skip
+                            "evaluator.baselines": []}))
 
 
 def test_the_6x6_preset_has_an_early_check() -> None:
@@ -116,7 +116,7 @@ def test_the_evaluator_plays_the_checks_game_count(one_torch_thread) -> None:
     cfg = load_config(_raw(**{
         "board.size": 3, "mcts.simulations": 2, "evaluator.gating": "off", "evaluator.baseline_games": 2,
         "evaluator.baselines": ["random"], "selfplay.ply_limit": 20,
-    }))  # fmt: skip
+    }))
     torch.manual_seed(0)
     weights = TakNet(cfg.model_config()).state_dict()
     ev = GatingEvaluator(cfg)

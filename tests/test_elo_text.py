@@ -66,7 +66,8 @@ def test_no_interval_text_holds_an_infinity() -> None:
         for wins in range(games + 1):
             for draws in range(games - wins + 1):
                 losses = games - wins - draws
-                cases.append((elo_trinomial(wins, draws, losses), describe_estimate(elo_trinomial(wins, draws, losses))))
+                estimate = elo_trinomial(wins, draws, losses)
+                cases.append((estimate, describe_estimate(elo_trinomial(wins, draws, losses))))
                 cases.append((None, describe_elo(wins, draws, losses)))
     for pairs in range(1, 4):
         for counts in itertools.product(range(pairs + 1), repeat=5):
@@ -95,15 +96,15 @@ def test_the_runs_lines_say_a_bound_and_keep_the_numbers(tmp_path: Path) -> None
     assert record["elo"] == -INF and record["elo_lower"] == -INF and record["elo_upper"] > 0
     line = evaluation_line(1, record)
     assert line == ("evaluation: gen 1 vs uct: 0-0-4 (W-D-L), score 0.000, Elo < +113.2 (95%, "
-                    "pentanomial score-test interval, 2 game pairs), 4 games, 35 s")  # fmt: skip
+                    "pentanomial score-test interval, 2 game pairs), 4 games, 35 s")
     assert strength_text(1, record) == "Elo vs uct < +113 (gen 1)"
     won = match_record("baseline", "random", _match([(1.0, 1.0)] * 4), seconds=1.0)
     assert strength_text(2, won).startswith("Elo vs random > +") and "inf" not in strength_text(2, won)
     snap = Snapshot(step=400, generation=2, games=10, positions=100, minutes=1.0)
     points = [[1, record["elo"], record["elo_lower"], record["elo_upper"]],
-              [2, won["elo"], won["elo_lower"], won["elo_upper"]], [3, 10.0, -50.0, 70.0]]  # fmt: skip
+              [2, won["elo"], won["elo_lower"], won["elo_upper"]], [3, 10.0, -50.0, 70.0]]
     text = "\n".join(summary_lines(reason="done", run_dir=tmp_path, snap=snap, best_generation=2,
                                    best_scores={}, resume_cmd="cmd", finished=True,
-                                   strength_points=points, strength_label="uct"))  # fmt: skip
+                                   strength_points=points, strength_label="uct"))
     assert "Elo vs uct, last points: gen 1 < +113, gen 2 > +" in text and "gen 3 +10 [-50, +70]" in text
     assert "inf" not in text

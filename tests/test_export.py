@@ -127,7 +127,7 @@ def test_exported_files_carry_the_lineage(tmp_path: Path, capsys) -> None:
     goes into the exported metadata of both formats and the CLI's line; a malformed one is
     refused naming the file."""
     lineage = {"minutes": 56.25, "positions": 292493, "games": 5081, "steps": 5400,
-               "runs": ["r6_gumbel32", "long6x6_link2"]}  # fmt: skip
+               "runs": ["r6_gumbel32", "long6x6_link2"]}
     best = write_run(tmp_path, generation=6, run_name="long6x6_link2", half_komi=4, lineage=lineage)
     ts, ox = tmp_path / "m.pt", tmp_path / "m.onnx"
     assert main([str(best), "-o", str(ts)]) == 0
@@ -138,12 +138,12 @@ def test_exported_files_carry_the_lineage(tmp_path: Path, capsys) -> None:
     assert Evaluator.load(ts).metadata["lineage"] == lineage
     # A checkpoint: its own counters (minutes, positions, games; step) on top of "earlier".
     ckpt = tiny_checkpoint(run_name="b", step=300, run={"minutes": 10.0, "positions": 1000, "games": 40,
-                           "earlier": {"minutes": 5.0, "positions": 500, "games": 20, "steps": 100, "runs": ["a"]}})  # fmt: skip
+                           "earlier": {"minutes": 5.0, "positions": 500, "games": 20, "steps": 100, "runs": ["a"]}})
     meta = export_checkpoint(ckpt, tmp_path / "c.pt", komi=2)
     assert meta["lineage"] == {"minutes": 15.0, "positions": 1500, "games": 60, "steps": 400, "runs": ["a", "b"]}
     # A bare model file: its training is unknown (no counters, said as unknown), its run name.
     assert export_checkpoint(tiny_checkpoint(run_name="x"), tmp_path / "d.pt", komi=2)["lineage"] == {
-        "minutes": 0.0, "positions": 0, "games": 0, "steps": 0, "runs": ["x"], "known": False}  # fmt: skip
+        "minutes": 0.0, "positions": 0, "games": 0, "steps": 0, "runs": ["x"], "known": False}
     for bad in ({"minutes": -1.0}, {"positions": "many"}, {"steps": True}, {"runs": "a"}, [1, 2]):
         torch.save(tiny_checkpoint(half_komi=4, lineage=bad), best)
         assert main([str(best), "-o", str(tmp_path / "x.pt")]) == 1
@@ -342,7 +342,7 @@ def test_info_checks_the_metadata_and_says_what_fails(tmp_path: Path, capsys) ->
     out, err = capsys.readouterr()
     assert json.loads(out)["metadata_checks"] == "passed" and err == ""
     changes = {"model_config": [], "size": "4", "half_komi": 3, "generation": -1, "in_channels": 7,
-               "metadata_checks": "passed"}  # fmt: skip
+               "metadata_checks": "passed"}
     proto = onnx.load(str(ox))
     for entry in proto.metadata_props:
         if entry.key == "takzero":

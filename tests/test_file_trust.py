@@ -78,7 +78,7 @@ def test_an_onnx_constant_may_be_minus_inf_but_not_nan(tmp_path: Path) -> None:
         const = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.full(4, fill, np.float32)))
         add = helper.make_node("Add", ["planes", "c"], ["y"])
         g = helper.make_graph([const, add], "g", [helper.make_tensor_value_info("planes", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
         return path
 
@@ -158,7 +158,7 @@ def test_the_tei_engine_refuses_a_nan_komi_checkpoint_naming_it(tmp_path: Path) 
     commands = tmp_path / "commands.txt"
     commands.write_text("tei\nisready\nquit\n")
     r = subprocess.run([sys.executable, "-m", "takzero.tei", "--model", str(path), "--commands", str(commands)],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert f"{path}: not a takzero checkpoint: its half_komi is nan" in r.stderr, r.stderr[-2000:]
@@ -169,7 +169,7 @@ def test_the_tei_engine_refuses_a_nan_komi_checkpoint_naming_it(tmp_path: Path) 
 
 def _game_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "takzero.game", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)  # fmt: skip
+                          timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
 
 
 COMMANDS = {
@@ -212,7 +212,7 @@ def test_game_commands_refuse_a_path_that_is_not_a_regular_file(tmp_path: Path, 
 def test_openings_and_tactics_files_refuse_a_fifo_before_opening_it(tmp_path: Path, reader: str) -> None:
     fifo, _ = _not_regular(tmp_path, "fifo")
     call = (f"from takzero.matches.openings import load_openings as f; f({fifo!r}, 5, 0)" if reader == "openings"
-            else f"from takzero.matches.tactics_set import load_entries as f; f([{fifo!r}])")  # fmt: skip
+            else f"from takzero.matches.tactics_set import load_entries as f; f([{fifo!r}])")
     try:
         r = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True, timeout=60, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -226,7 +226,7 @@ def test_a_redirected_stdin_is_a_regular_file_and_still_reads(tmp_path: Path) ->
     game.write_text('[Size "5"]\n\n1. a1 e5\n')
     with open(game) as f:
         r = subprocess.run([sys.executable, "-m", "takzero.game", "replay", "/dev/stdin"], stdin=f,
-                           capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 0 and "game 1 (line 1): *" in r.stdout, r.stderr
 
 

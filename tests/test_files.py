@@ -242,7 +242,7 @@ def test_commands_refuse_an_output_that_is_not_a_regular_file(tmp_path: Path, ca
         out: list[str] = []
         lines = iter(["a1", f"save {target}", "quit"])
         PlaySession(RandomPlayer(seed=1), Position.start(3), human=0,
-                    input_fn=lambda _p, it=lines: next(it), print_fn=out.append).run()  # fmt: skip
+                    input_fn=lambda _p, it=lines: next(it), print_fn=out.append).run()
         assert any("not a regular file" in ln for ln in out) and not any(ln.startswith("saved") for ln in out)
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and folder.is_dir() and list(folder.iterdir()) == []
     assert _no_temp_files(tmp_path)

@@ -140,7 +140,8 @@ def test_replay_goes_on_after_rejected_games(capsys: pytest.CaptureFixture[str],
     assert out[-1].endswith("(Result tag F-0 disagrees)") and "disagrees" not in "".join(out[:-1])
     err = captured.err
     assert f"{path}:7:1: token '[Caps \"99\"]': Caps must be 0..10" in err
-    assert f"{path}:15:4: token 'Cd3': Cd3: no capstone left in the reserve; hint: the game replays with [Caps \"2\"]" in err
+    assert (f"{path}:15:4: token 'Cd3': Cd3: no capstone left in the reserve; hint: the game replays with "
+            '[Caps "2"]') in err
     assert f"{path}:19:13: token 'zz9'" in err
     assert f"{path}:26:1: warning: Result tag F-0 disagrees with the moves: the game is not over" in err
     assert err.splitlines()[-1] == "replay: 3 games replayed, 3 rejected, 1 Result tag disagreements"
@@ -150,7 +151,8 @@ def test_replay_all_good_exits_zero(capsys: pytest.CaptureFixture[str], tmp_path
     path = tmp_path / "ok.ptn"
     path.write_text('[Size "3"]\n[Result "1/2-1/2"]\n\n1. a1 c3\n')  # agreed draw
     assert main(["replay", str(path)]) == 0
-    assert capsys.readouterr().err.splitlines()[-1] == "replay: 1 games replayed, 0 rejected, 0 Result tag disagreements"
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == "replay: 1 games replayed, 0 rejected, 0 Result tag disagreements"
 
 
 def test_module_entry_point() -> None:

@@ -52,7 +52,7 @@ def _old_records(size, top_k, opp_k, generation, slot, winner, reason) -> Record
         flat_diff=flat, game_id=np.full(n, slot.game_id, np.int64), generation=np.full(n, generation, np.int32),
         ply=np.array(slot.plies, np.int16), ownership=own, end_ply=np.full(n, final[core.I_PLY], np.int16),
         own_valid=own_valid, opp_index=opp_idx, opp_prob=opp_prob,
-    )  # fmt: skip
+    )
 
 
 class _Keeping(SelfPlayWorker):
@@ -94,7 +94,7 @@ def test_records_from_the_game_record_equal_the_old_ones(games) -> None:
     cfg, worker, handed = games
     # what the worker handed over is what the old code made of the same games
     want = [_old_records(worker.size, worker.top_k, worker.opponent_top_k, worker.generation, s, w, r)
-            for s, w, r in worker.kept if s.states]  # fmt: skip
+            for s, w, r in worker.kept if s.states]
     _assert_same(Records.concat(handed), Records.concat(want))
     rng = np.random.default_rng(0)
     for slot, _, _ in worker.kept:
@@ -120,7 +120,7 @@ def _game(n: int = 3, **change) -> GameRecord:
         proven=np.full(n, NO_PROOF, np.int8), policy_offsets=np.arange(n + 1, dtype=np.int64),
         policy_actions=np.zeros(n, np.int64), policy_probs=np.ones(n, np.float32),
         final_state=np.zeros(core.STATE_LEN, np.int64), winner=0, reason="road",
-    )  # fmt: skip
+    )
     fields.update(change)
     return GameRecord(**fields)
 

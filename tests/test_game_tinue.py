@@ -37,7 +37,8 @@ SPREAD_WIN = "x3,2/x4/x3,1/1,1,1,2 1 4"
 
 
 def _pos(entry: dict) -> Position:
-    return Position.from_tps(entry["tps"], komi=entry.get("komi", 0.0), flats=entry.get("flats"), caps=entry.get("caps"))
+    return Position.from_tps(entry["tps"], komi=entry.get("komi", 0.0), flats=entry.get("flats"),
+                             caps=entry.get("caps"))
 
 
 def _brute_road_in_one(pos: Position, side: int) -> set[int]:

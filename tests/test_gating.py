@@ -78,7 +78,7 @@ def test_gating_evaluator_plays_gating_and_baselines() -> None:
         "board.size": 3, "mcts.simulations": 4, "evaluator.games": 2, "evaluator.baseline_games": 2,
         "evaluator.baselines": ["random", "uct"], "evaluator.uct_simulations": 8,
         "selfplay.ply_limit": 30,
-    }))  # fmt: skip
+    }))
     ev = GatingEvaluator(cfg)
     torch.manual_seed(0)
     weights = TakNet(cfg.model_config()).state_dict()
@@ -90,7 +90,7 @@ def test_gating_evaluator_plays_gating_and_baselines() -> None:
     assert set(out["ptn"]) == {
         "gating_gen00002_vs_gen00001.ptn", "baseline_gen00002_vs_random.ptn",
         "baseline_gen00002_vs_uct.ptn",
-    }  # fmt: skip
+    }
     assert '[Player2 "uct8"]' in out["ptn"]["baseline_gen00002_vs_uct.ptn"]
     # one record per match for the run's lines: gating first, then the baselines in order
     assert [(m["kind"], m["opponent"]) for m in out["matches"]] == [

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "scripts" / "gpu_suite.sh"
 STEPS = ["environment", "check_gpu", "network_6x6", "network_6x64", "network_10x128", "selfplay_8",
          "selfplay_16", "selfplay_8_plain", "selfplay_ray_8", "selfplay_ray_16", "make_batch", "trainer",
-         "run"]  # fmt: skip
+         "run"]
 
 
 def _json_lines(text: str) -> list[dict]:
@@ -31,7 +31,7 @@ def _json_lines(text: str) -> list[dict]:
 
 def _dry_run(*args: str) -> list[dict]:
     proc = subprocess.run(["bash", str(SUITE), "--dry-run", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHON": sys.executable})  # fmt: skip
+                          timeout=60, env={**os.environ, "PYTHON": sys.executable})
     assert proc.returncode == 0, proc.stderr
     return _json_lines(proc.stdout)
 
@@ -54,7 +54,7 @@ def test_every_step_is_wired(device: str) -> None:
         assert words[0] == sys.executable and script.exists(), step
         if script.name not in helps:
             helps[script.name] = subprocess.run([sys.executable, str(script), "--help"], cwd=ROOT,
-                                                capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+                                                capture_output=True, text=True, timeout=120).stdout
         for flag in (w for w in words[2:] if w.startswith("--") and w != "--"):
             assert re.search(rf"{re.escape(flag)}\b", helps[script.name]), (step["step"], flag)
         config = next((w.split("=", 1)[1] for w in words if w.startswith("+config=")), None)
@@ -72,7 +72,7 @@ def test_every_step_is_wired(device: str) -> None:
 def test_bad_arguments_are_refused() -> None:
     for args in (["--device", "tpu"], ["--only", "nope"], ["--run-minutes", "x"], ["--frobnicate"]):
         proc = subprocess.run(["bash", str(SUITE), "--dry-run", *args], cwd=ROOT, capture_output=True, text=True,
-                              timeout=30)  # fmt: skip
+                              timeout=30)
         assert proc.returncode == 2 and "gpu_suite.sh:" in proc.stderr, args
 
 
@@ -81,9 +81,10 @@ def test_bad_arguments_are_refused() -> None:
 def test_one_step_timing_out_does_not_cost_the_others(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "GPU_SUITE_TIMEOUT_NETWORK_10X128": "2"}
     proc = subprocess.run(
-        ["bash", str(SUITE), "--device", "cpu", "--out", str(tmp_path), "--only", "environment,network_10x128,make_batch"],
+        ["bash", str(SUITE), "--device", "cpu", "--out", str(tmp_path),
+         "--only", "environment,network_10x128,make_batch"],
         cwd=ROOT, capture_output=True, text=True, timeout=550, env=env,
-    )  # fmt: skip
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     suite = {line["step"]: line for line in _json_lines((tmp_path / "suite.jsonl").read_text())}
     assert list(suite) == ["environment", "network_10x128", "make_batch", "suite"]
@@ -112,7 +113,7 @@ def test_the_run_summary_is_read_from_train_log(tmp_path: Path) -> None:
         "2026-12-07 05:05:00 run finished: train.max_minutes=5 reached",
         "2026-12-07 05:05:00   steps 420, generation 3, self-play games 812, positions 61000, training time 5.0 min",
         f"2026-12-07 05:05:00 {rule}", "",
-    ]))  # fmt: skip
+    ]))
     out = run.read_summary(log)
     assert out["found"] and out["steps"] == 420 and out["generation"] == 3 and out["games"] == 812
     assert out["positions"] == 61000 and out["positions_per_minute"] == 12200.0

@@ -47,7 +47,7 @@ class MovesLeftRecords(Records):
     moves_left: np.ndarray | None = None  # edit 6: the attribute
 
     TABLE = (*RECORD_FIELDS, RecordField("moves_left", np.int16, "", -1, "plies to the game's end "
-                                         "(-1: unknown)", low=-1, produce=_moves_left))  # fmt: skip
+                                         "(-1: unknown)", low=-1, produce=_moves_left))
 
 
 # edit 4: the batch target (invariant under the symmetries), valid where the field is known
@@ -75,7 +75,7 @@ def _moves_left_loss(outputs, ctx: HeadContext) -> Tensor:
 @pytest.fixture
 def walked(monkeypatch):
     monkeypatch.setitem(HEADS, "moves_left", Head("moves_left", "value", MovesLeftHead, _moves_left_loss,
-                                                  "moves_left_weight", "moves_left", "plies to the end"))  # fmt: skip
+                                                  "moves_left_weight", "moves_left", "plies to the end"))
     monkeypatch.setitem(TARGETS, "moves_left", TargetProducer("moves_left", _moves_left_target, "plies left"))
     monkeypatch.setattr(replay, "Records", MovesLeftRecords)  # the table of the module, edited
 
@@ -103,7 +103,7 @@ def test_a_head_with_a_new_replay_field_trains_from_self_play(walked, games, tmp
     model = ModelConfig(size=size, channels=8, blocks=1, heads=["moves_left"])
     weights = LossWeights(heads={"moves_left": 0.5})
     tr = Trainer(TrainSection(batch_size=64, lr=0.01, warmup_steps=0, total_steps=10), model, weights,
-                 device="cpu", seed=0, settings=TargetSettings.from_replay(rcfg))  # fmt: skip
+                 device="cpu", seed=0, settings=TargetSettings.from_replay(rcfg))
     assert tr.targets == ["moves_left"]
     batch = make_batch(sample, size, model.layers, np.random.default_rng(0), targets=tr.targets)
     np.testing.assert_array_equal(batch.targets["moves_left"].numpy(), sample.moves_left.astype(np.float32))

@@ -64,7 +64,7 @@ def _flat_count_target(records, size, symmetries, settings):
 def flat_count(monkeypatch):
     """The toy head registered for one test: its row and its target producer."""
     row = Head("flat_count", "value", FlatCountHead, _flat_count_loss, "flat_count_weight",
-               "flat_count", "final flat difference / N, MSE (a test head)")  # fmt: skip
+               "flat_count", "final flat difference / N, MSE (a test head)")
     monkeypatch.setitem(HEADS, "flat_count", row)
     monkeypatch.setitem(TARGETS, "flat_count", TargetProducer("flat_count", _flat_count_target, "test"))
     return row
@@ -90,7 +90,7 @@ def test_a_new_head_is_one_row_and_trains(flat_count):
     out = tr.model.forward_all(batch.planes)
     assert out["flat_count"].shape == (len(recs),)
     loss, parts = total_loss((out["policy"], out["wdl"], out["aux"]), batch.mask, batch.policy,
-                             batch.value, weights=weights, heads=out, targets=batch.targets)  # fmt: skip
+                             batch.value, weights=weights, heads=out, targets=batch.targets)
     tr.model.zero_grad()
     loss.backward()
     assert torch.isfinite(head.conv.weight.grad).all() and head.conv.weight.grad.abs().sum() > 0
@@ -127,7 +127,7 @@ def test_unknown_names_are_refused():
         LossWeights(heads={"nope": 1.0})
     with pytest.raises(ValueError, match=r"unknown batch target 'nope'"):
         make_batch(_records(4, seed=0), SIZE, ModelConfig(size=SIZE).layers, np.random.default_rng(0),
-                   targets=["nope"])  # fmt: skip
+                   targets=["nope"])
 
 
 # -- old checkpoints and seeded networks --------------------------------------------------------

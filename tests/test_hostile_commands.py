@@ -128,7 +128,8 @@ def test_match_refuses_an_openings_file_it_would_write_over(tmp_path: Path, caps
     out.mkdir()
     (out / "games.ptn").write_text("a1\n")
     engine = f"{sys.executable} -m takzero.tei --model missing.pt"
-    rc = main(["--engine", engine, "--engine", engine, "--openings", str(out / "games.ptn"), "--out", str(out), "--games", "2"])
+    rc = main(["--engine", engine, "--engine", engine, "--openings", str(out / "games.ptn"), "--out", str(out),
+               "--games", "2"])
     assert rc != 0
     assert "is the input file" in capsys.readouterr().err
     assert (out / "games.ptn").read_text() == "a1\n"

@@ -92,7 +92,7 @@ def _bounded(args: list[str], timeout: float = 240) -> subprocess.CompletedProce
     """``python args`` under :data:`MEMORY_LIMIT`; a hang fails the test at ``timeout``."""
     try:
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout,
-                              cwd=ROOT, preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)  # fmt: skip
+                              cwd=ROOT, preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{args} did not end within {timeout} s")
 
@@ -225,7 +225,7 @@ def test_short_repr_is_bounded_whatever_the_value() -> None:
     from takzero.nn.quoting import short_repr, shown
 
     for value in (_dag(), OrderedDict(a=_dag()), {"k": _dag()}, (_dag(),), _deep(), 10**5000, "x" * 10**7,
-                  b"y" * 10**7, torch.zeros(1000, 1000), {_tuple_dag(): 1}):  # fmt: skip
+                  b"y" * 10**7, torch.zeros(1000, 1000), {_tuple_dag(): 1}):
         text = short_repr(value)
         assert len(text) <= 60, text
     assert short_repr([1, "a", None]) == "[1, 'a', None]"

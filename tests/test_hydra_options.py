@@ -42,7 +42,7 @@ def _train(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dic
     note.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NOTE": str(note)}
     proc = subprocess.run([sys.executable, "-c", HARNESS, "+config=smoke", "run_name=r", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     return proc, (json.loads(note.read_text()) if note.exists() else None)
 
 
@@ -69,7 +69,7 @@ def test_hydra_options_keep_the_run_folder_and_relative_paths(
     from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
 
     torch.save(checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1))),
-               tmp_path / "m.pt")  # fmt: skip
+               tmp_path / "m.pt")
     proc, note = _train(tmp_path, "evaluator.baselines=[random,model:m.pt]", *args)
     assert proc.returncode == 0, proc.stderr
     assert note is not None, proc.stderr
@@ -97,7 +97,7 @@ def test_multirun_is_refused_at_start_up_naming_it(tmp_path: Path, args: list[st
     assert proc.returncode == 2 and note is None
     lines = proc.stderr.strip().splitlines()
     assert lines == [lines[0]] and lines[0].startswith("config error: multirun (-m, --multirun, "
-                                                       "hydra.mode=MULTIRUN) is not supported")  # fmt: skip
+                                                       "hydra.mode=MULTIRUN) is not supported")
     assert not list(tmp_path.iterdir())  # no multirun/ sweep folder, no run folder
 
 
@@ -126,7 +126,7 @@ def test_a_refused_launch_leaves_the_runs_hydra_files_as_they_were(tmp_path: Pat
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for args, said in ((["resume=false"], "run folder error:"), (["mcts.simulations=-1"], "config error:")):
         proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=r", *args],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr
         assert {name: (hydra_dir / name).read_text() for name in original} == original
         assert not (hydra_dir / ".pending").exists()
@@ -136,7 +136,7 @@ def test_staging_moves_only_the_output_subdir() -> None:
     from takzero.train import stage_hydra_files
 
     assert stage_hydra_files(["+config=smoke", "run_name=r"]) == ["+config=smoke", "run_name=r",
-                                                                   "hydra.output_subdir=.pending"]  # fmt: skip
+                                                                   "hydra.output_subdir=.pending"]
     assert stage_hydra_files(["hydra.output_subdir=sub/", "x=1"]) == ["x=1", "hydra.output_subdir=sub/.pending"]
     assert stage_hydra_files(["hydra.output_subdir=null"]) == ["hydra.output_subdir=null"]  # nothing written
 
@@ -182,7 +182,7 @@ def test_hydras_flags_reach_hydra_before_the_overrides_wherever_they_were_typed(
             assert shows_only(split_hydra_argv(argv)[0]), name
     run = ["+config=5x5", "--run", "hydra.job.chdir=true"]
     assert hydra_command_line(run) == ["--run", "+config=5x5", "hydra.job.chdir=true",
-                                       f"hydra.output_subdir={HYDRA_STAGING}"]  # fmt: skip
+                                       f"hydra.output_subdir={HYDRA_STAGING}"]
     assert split_hydra_argv(["a=1", "--info", "b=2"]) == (["--info=all"], ["a=1", "b=2"])
     assert split_hydra_argv(["--", "--x=1"]) == ([], ["--x=1"])
     assert split_hydra_argv(["a=1", "--no-such-flag"]) == (["--no-such-flag"], ["a=1"])  # Hydra refuses it
@@ -199,7 +199,7 @@ def test_each_documented_hydra_flag_works_before_and_after_the_overrides(
     argv = [*flag, *overrides] if order == "flag first" else [*overrides, *flag]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "takzero.train", *argv], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "unrecognized arguments" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -22,7 +22,7 @@ from takzero.search.evaluators import HashEvaluator
 from tests.processes import wait_for
 
 RECORD_FIELDS = ("board", "policy_index", "policy_prob", "value", "flat_diff", "game_id", "generation",
-                 "ply", "ownership", "end_ply", "own_valid")  # fmt: skip
+                 "ply", "ownership", "end_ply", "own_valid")
 
 
 class Recording:
@@ -172,7 +172,7 @@ def test_bad_input_is_refused_in_one_line() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         batcher.submit(_states(1, 0))
     for key, value in (("inference", "gpu"), ("server_max_batch", 0), ("server_max_wait_ms", -1.0),
-                       ("server_max_wait_ms", float("inf"))):  # fmt: skip
+                       ("server_max_wait_ms", float("inf"))):
         with pytest.raises(ConfigError, match=f"selfplay.{key}"):
             load_config({"selfplay": {key: value, "backend": "torch"}})
 
@@ -182,7 +182,7 @@ def _cfg(**selfplay):
         "board": {"size": 4, "komi": 0.0}, "model": {"channels": 8, "blocks": 1},
         "mcts": {"simulations": 8}, "device": "cpu",
         "selfplay": {"games_per_worker": 6, "backend": "torch", **selfplay},
-    })  # fmt: skip
+    })
 
 
 def _play(worker, steps: int):
@@ -220,7 +220,7 @@ def test_workers_sharing_a_batcher_play_the_games_of_workers_with_their_own_netw
     batcher = Batcher(rec.evaluate, max_batch=64, max_wait_s=0.002)
     remote: list = [None, None]
     workers = [SelfPlayWorker.from_run(_cfg(inference="server"), worker_id=wid, device="cpu",
-                                       evaluator=BatcherClient(batcher, 4)) for wid in (0, 1)]  # fmt: skip
+                                       evaluator=BatcherClient(batcher, 4)) for wid in (0, 1)]
 
     def play(wid: int) -> None:
         remote[wid] = _play(workers[wid], 50)
@@ -315,7 +315,7 @@ def test_a_worker_through_the_ray_server_plays_the_local_games(ray_session) -> N
     ray.get(coordinator.publish.remote("promoted", 3, [ray.put({})]))
     handle, name = servers.for_worker(0)
     remote = SelfPlayWorker.from_run(cfg, worker_id=0, device="cpu",
-                                     evaluator=RemoteEvaluator(handle, 4, name=name))  # fmt: skip
+                                     evaluator=RemoteEvaluator(handle, 4, name=name))
     local = SelfPlayWorker.from_run(_cfg(), worker_id=0, device="cpu")
     local.driver.evaluator = HashEvaluator(4, seed=5)
     a, _ = _play(local, 40)
@@ -349,7 +349,7 @@ def test_server_workers_take_each_generation_once_and_survive_a_killed_server(ra
         "mcts": {"simulations": 4}, "device": "cpu",
         "selfplay": {"workers": 2, "games_per_worker": 4, "ply_limit": 24, "backend": "torch",
                      "inference": "server"},
-    })  # fmt: skip
+    })
     coordinator = ray.remote(Coordinator).remote()
     replay = ray.remote(ReplayActor).remote(ReplayConfig(top_k=64, min_positions=10, max_ahead=10**6), 4)
     servers = InferenceServers(cfg, coordinator)
@@ -370,7 +370,7 @@ def test_server_workers_take_each_generation_once_and_survive_a_killed_server(ra
     assert info is not None and info["loads"] == [0, 1] and info["batches"] > 0
     step_keys = {k for s in stats if "count/moves" in s for k in s}
     assert {"count/games", "count/positions", "selfplay/generation", "selfplay/mean_batch_size",
-            "inflight/stream"} <= step_keys  # fmt: skip
+            "inflight/stream"} <= step_keys
 
     ray.kill(servers.servers[0], no_restart=False)  # the process dies; Ray restarts it
     assert wait_for(lambda: (servers.info(timeout=5)[0] or {}).get("pid") not in (None, info["pid"]), 300)

@@ -53,7 +53,7 @@ class FakeReplay:
         self.submit = _Remote(self._submit)
 
     def _submit(self, records: Any, stats: dict[str, float], ptn: list[str] | None = None,
-                force: bool = False) -> bool:  # fmt: skip
+                force: bool = False) -> bool:
         if records is not None and not force:
             self.refused += 1
             return False
@@ -61,14 +61,16 @@ class FakeReplay:
         return True
 
 
-def test_the_stop_hands_in_the_refused_games_and_says_what_it_kept(tmp_path: Path, monkeypatch, one_torch_thread) -> None:
+def test_the_stop_hands_in_the_refused_games_and_says_what_it_kept(
+    tmp_path: Path, monkeypatch, one_torch_thread
+) -> None:
     import ray
 
     from takzero.pipeline.actors import STARTUP_KEYS, SelfPlayActor
 
     monkeypatch.setattr(ray, "get", lambda x, timeout=None: x)
     cfg = _cfg(tmp_path, **{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 4,
-                            "selfplay.ply_limit": 12, "selfplay.stop_grace_seconds": 0})  # fmt: skip
+                            "selfplay.ply_limit": 12, "selfplay.stop_grace_seconds": 0})
     from takzero.nn.model import TakNet
 
     replay = FakeReplay()
@@ -90,25 +92,25 @@ def test_the_stop_hands_in_the_refused_games_and_says_what_it_kept(tmp_path: Pat
 
 def test_the_summary_has_one_kept_line(tmp_path: Path) -> None:
     kept = {"games": 40, "kept_games": 3, "kept_positions": 240, "unfinished_games": 61,
-            "unfinished_positions": 4810}  # fmt: skip
+            "unfinished_positions": 4810}
     assert kept_line(kept) == ("kept: 3 games, 240 positions handed in at the stop; 61 unfinished "
-                               "games (4,810 positions) dropped")  # fmt: skip
+                               "games (4,810 positions) dropped")
     lines = summary_lines(reason="interrupted", run_dir=tmp_path, snap=Snapshot(10, 1, 40, 3000, 1.0),
                           best_generation=1, best_scores={}, resume_cmd="r", finished=False,
-                          kept=kept_line(kept))  # fmt: skip
+                          kept=kept_line(kept))
     assert sum(ln.strip().startswith("kept: ") for ln in lines) == 1
     assert not any("kept:" in ln for ln in summary_lines(
         reason="x", run_dir=tmp_path, snap=Snapshot(10, 1, 40, 3000, 1.0), best_generation=1,
-        best_scores={}, resume_cmd="r", finished=False))  # fmt: skip
+        best_scores={}, resume_cmd="r", finished=False))
 
 
 def test_startup_timings_phase_by_phase() -> None:
     stamps = {"run_created": 100.0, "ray_start": 101.5, "ray_ready": 104.0, "pool_created": 104.5,
               "replay_reload_s": 3.25, "startup/actor_at": 108.0, "startup/built_at": 110.0,
-              "startup/first_step_at": 111.0}  # fmt: skip
+              "startup/first_step_at": 111.0}
     assert startup_timings(stamps) == {"setup": 1.5, "ray": 2.5, "to_pool": 0.5, "actors": 3.5,
                                        "worker_build": 2.0, "first_step": 1.0, "total": 11.0,
-                                       "replay_reload": 3.25, "run_created_at": 100.0}  # fmt: skip
+                                       "replay_reload": 3.25, "run_created_at": 100.0}
     assert startup_timings({"run_created": 1.0}) == {"run_created_at": 1.0}
 
 

@@ -34,7 +34,7 @@ def test_the_ladder_spec_is_read_labelled_and_checked() -> None:
     assert ladder_offset("uct:200") is None and ladder_offset("model:x.pt") is None
     assert spec_label("generation:-2") == "generation-2"
     for bad in ("generation", "generation:", "generation:2", "generation:-0", "generation:-x",
-                "generation:--1", "generation:-²", f"generation:-{MAX_LADDER_OFFSET + 1}"):  # fmt: skip
+                "generation:--1", "generation:-²", f"generation:-{MAX_LADDER_OFFSET + 1}"):
         with pytest.raises(ValueError, match="bad ladder baseline .* write generation:-K"):
             ladder_offset(bad)
         with pytest.raises(ConfigError, match=r"^evaluator\.baselines: bad ladder baseline"):
@@ -61,7 +61,7 @@ def test_the_ladder_plays_the_candidate_of_k_checks_back() -> None:
         "board.size": 3, "mcts.simulations": 2, "evaluator.simulations": 2, "evaluator.baseline_games": 2,
         "evaluator.baselines": ["random", "generation:-1", "generation:-2"], "evaluator.gating": "off",
         "selfplay.ply_limit": 12,
-    }))  # fmt: skip
+    }))
     ev = GatingEvaluator(cfg)
     assert ev.ladder_depth == 2
     nets = {}

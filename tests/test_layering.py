@@ -167,6 +167,6 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
 def test_type_only_imports_count_for_the_floors_not_for_cycles(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from takzero.train import main\n"
-                   "import takzero.game\n")  # fmt: skip
+                   "import takzero.game\n")
     assert {"takzero.train", "takzero.game"} <= _imports(src)
     assert "takzero.train" not in _imports(src, run_only=True) and "takzero.game" in _imports(src, run_only=True)

@@ -329,16 +329,21 @@ OLD_RUN_MATCH = [
     "a1 a2 a3 c1 a2- c3 a2",
 ]
 OLD_PLAY_MATCH_RANDOM = [
-    "a4 b1 Sc1 d1 d3 Sb3 c1< c4 a3 b3- Sd2 c4> c2 Sc3 c4 Sb3 d3+ b3+ d3 b4< Sa2 Sb4 d3+ b2> a2> b4- 3d4< 2a4> c4> c3> Sc3 Sa1 Sa2 c1 a4",
-    "a4 b1 d1 Sb4 a1 Sc1 a1+ Sd2 Sc3 Sc4 Sd3 b4- c3- Sc3 Sd4 a1 b1+ a3 c2< a3+ a3 d2< a3+ b4 3a4-12 b4< d3- c3> 2b2< b1 b2 a3+ d2- Sa3 3a2- a3+ 2a1> 2a2- Sc3 a2",
+    "a4 b1 Sc1 d1 d3 Sb3 c1< c4 a3 b3- Sd2 c4> c2 Sc3 c4 Sb3 d3+ "
+    "b3+ d3 b4< Sa2 Sb4 d3+ b2> a2> b4- 3d4< 2a4> c4> c3> Sc3 Sa1 Sa2 c1 a4",
+    "a4 b1 d1 Sb4 a1 Sc1 a1+ Sd2 Sc3 Sc4 Sd3 b4- c3- Sc3 Sd4 a1 b1+ a3 c2< a3+ "
+    "a3 d2< a3+ b4 3a4-12 b4< d3- c3> 2b2< b1 b2 a3+ d2- Sa3 3a2- a3+ 2a1> 2a2- Sc3 a2",
     "c1 a2 Sa4 Sd4 Sb1 d4< b1< Sa3 Sb3 b4 b1 d2 Sd1 c4< a2> d4 c2 d3 b1+ d2+ d2 c1< b2<",
     "c1 a2 Sd3 b1 d1 b1+ Sc2 d2 a2- a3 Sb3 c3 c2+ a2 b4 c1+",
 ]
 OLD_PLAY_MATCH_NETS = [
-    "a4 b1 Sd3 b2 b1> Sa3 Sb4 Sa1 d2 a3- b4- Sb4 c4 b2- Sc3 b4> d3- Sb2 2d2- 2c4<11 Sd3 2a4- Sd4 a4 b3+ a1> c2 a1 c3< d2 d1+ a2- d3< Sc4 a2 2a3- d3 b1> a3",
+    "a4 b1 Sd3 b2 b1> Sa3 Sb4 Sa1 d2 a3- b4- Sb4 c4 b2- Sc3 b4> d3- Sb2 2d2- "
+    "2c4<11 Sd3 2a4- Sd4 a4 b3+ a1> c2 a1 c3< d2 d1+ a2- d3< Sc4 a2 2a3- d3 b1> a3",
     "a4 b1 Sa1 Sa3 Sd2 Sd4 Sd1 Sb4 Sc1 b4< Sb3 b4 c1< c2 d1< Sd1 a1+ b2 a1 a4> Sd3 d4< b1+ Sd4 c3",
-    "c1 a2 a2> Sc3 Sd4 Sa2 b4 c3> b4> c1< b4 Sa3 Sb3 b1> Sd1 d3- b1 d2< d3 a1 b4< d2 Sb4 a2- b4< c2> b1> c3 c1< d2< b1+ c2< 2a4> c2 d1< d2< c1+ d1 2b4> Sb1",
-    "c1 a2 b2 Sd4 a2+ Sc4 d1 d4- b1 Sa1 b4 c1< b3 c3 b3> c2 2c3- Sa2 a3+ a1> Sa3 3b1+12 d1+ 2b3+ Sd4 3b4-111 a3> d3- a1 a3 Sb4 c1 3c2+ d1 d4- b1+ Sc2 b2- c2< d2<",
+    "c1 a2 a2> Sc3 Sd4 Sa2 b4 c3> b4> c1< b4 Sa3 Sb3 b1> Sd1 d3- b1 d2< d3 a1 "
+    "b4< d2 Sb4 a2- b4< c2> b1> c3 c1< d2< b1+ c2< 2a4> c2 d1< d2< c1+ d1 2b4> Sb1",
+    "c1 a2 b2 Sd4 a2+ Sc4 d1 d4- b1 Sa1 b4 c1< b3 c3 b3> c2 2c3- Sa2 a3+ a1> "
+    "Sa3 3b1+12 d1+ 2b3+ Sd4 3b4-111 a3> d3- a1 a3 Sb4 c1 3c2+ d1 d4- b1+ Sc2 b2- c2< d2<",
 ]
 
 
@@ -360,14 +365,14 @@ def test_run_match_same_games_as_the_old_arena() -> None:
     m = run_match(
         UCTPlayer(simulations=20, tinue_nodes=0, seed=1, name="uct"), GreedyPlayer(2, name="greedy"), 3, 0,
         num_openings=2, ply_limit=60, seed=2,
-    )  # fmt: skip
+    )
     assert [" ".join(g.ptn_moves) for g in m.games] == OLD_RUN_MATCH
     assert m.a_scores == [0.0, 0.0, 0.0, 0.0] and m.a_white == [True, False, True, False]
 
 
 def _hash_side(name: str, seed: int, sims: int, sampling: int) -> NetSide:
     return NetSide(name, HashEvaluator(4, seed=seed), SearchConfig(simulations=sims, tinue_nodes=0).evaluation(),
-                   sims, sampling_plies=sampling)  # fmt: skip
+                   sims, sampling_plies=sampling)
 
 
 def test_play_match_same_games_as_the_old_evaluator() -> None:
@@ -462,7 +467,9 @@ def test_wilson_elo_never_collapses_to_a_point(games: int) -> None:
             assert "[+0.0, +0.0]" not in text and "[-inf, -inf]" not in text and "[+inf, +inf]" not in text
 
 
-@pytest.mark.parametrize("pairs", [1, 2, pytest.param(3, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "pairs", [1, 2, pytest.param(3, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow)]
+)
 def test_paired_and_trinomial_intervals_never_collapse_to_a_point(pairs: int) -> None:
     """Every pentanomial count vector of 1..4 pairs and every W/D/L split of as many games: the
     score-test interval is a real interval around the estimate, bounded on the side away from
@@ -537,7 +544,8 @@ def test_match_result_wilson_model() -> None:
     wilson = m.elo(model="wilson")
     assert wilson.lower < -300 and wilson.upper > 300
     # what people see is the model elo() and summary() use, named
-    assert m.describe_elo() == f"+0.0 [{pent.lower:+.1f}, {pent.upper:+.1f}] (95%, pentanomial score-test interval, 1 game pair)"
+    assert m.describe_elo() == (f"+0.0 [{pent.lower:+.1f}, {pent.upper:+.1f}] "
+                                "(95%, pentanomial score-test interval, 1 game pair)")
     m.add(None, True, 0.5, 1)  # an unpaired game: the trinomial over games
     assert m.elo().model == "trinomial"
     assert m.describe_elo().endswith("(95%, trinomial score-test interval, 3 games)")

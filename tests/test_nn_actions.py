@@ -185,7 +185,7 @@ def test_permutations_form_the_group(size: int) -> None:
         # perm agrees with the move transform on every action
         if size <= 5:
             expect = [A.move_to_action(A.transform_move(A.action_to_move(i, size), size, t), size)
-                      for i in range(a)]  # fmt: skip
+                      for i in range(a)]
             assert np.array_equal(p, expect)
     assert np.array_equal(perms[0], np.arange(a))
     # rotation by one, applied twice, is rotation by two; eight distinct transforms

@@ -105,9 +105,9 @@ def test_the_table_is_the_layout() -> None:
 #: A site is one edit a researcher makes.
 PLANE_WALK = [
     ("the table's row", "takzero/nn/features.py",
-     ")  # fmt: skip\n\n\ndef _plane_offsets(",
+     ")\n\n\ndef _plane_offsets(",
      '    Plane(("toy_height",), 3, "toy: stack height / 10"),\n'
-     ")  # fmt: skip\n\n\ndef _plane_offsets("),
+     ")\n\n\ndef _plane_offsets("),
     ("its offset constant", "takzero/nn/features.py",
      'C_FLAT_DIFF = _OFFSET["flat_diff"]\n',
      'C_FLAT_DIFF = _OFFSET["flat_diff"]\nC_TOY = _OFFSET["toy_height"]\n'),
@@ -117,7 +117,7 @@ PLANE_WALK = [
      "        if version >= 3:\n"
      "            for sq in range(n * n):\n"
      "                o[base + C_TOY, sq // n, sq % n] = s[OFF_HEIGHT + sq] / 10.0\n"),
-]  # fmt: skip
+]
 
 PLANE_CHECK = """
 import numpy as np, torch
@@ -153,7 +153,7 @@ def test_walk_an_input_plane(tmp_path: Path) -> None:
     assert len({site for site, _, _, _ in PLANE_WALK}) == 3
     assert len({rel for _, rel, _, _ in PLANE_WALK}) == 1
     shutil.copytree(ROOT / "takzero", tmp_path / "takzero",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))  # fmt: skip
+                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     for _, rel, anchor, new in PLANE_WALK:
         path = tmp_path / rel
         text = path.read_text()
@@ -162,6 +162,6 @@ def test_walk_an_input_plane(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(tmp_path), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     code = PLANE_CHECK.replace("{root!r}", repr(str(tmp_path)))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=800)  # fmt: skip
+                         text=True, timeout=800)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("ok")

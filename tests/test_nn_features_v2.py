@@ -21,7 +21,8 @@ from takzero.nn.model_export import export_torchscript
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "features_v1.npz"
-SHIPPED = ROOT / "checkpoints" / "pretrained" / "5x5_v1.pt"  # the first shipped 5x5 network (features v1, no extra heads)
+#: the first shipped 5x5 network (features v1, no extra heads)
+SHIPPED = ROOT / "checkpoints" / "pretrained" / "5x5_v1.pt"
 THREATS = ("own_place_road", "opp_place_road", "own_spread_road", "opp_spread_road")
 
 
@@ -80,7 +81,7 @@ def sample_states(size: int, count: int, seed: int, half_komi: int = 0) -> np.nd
     alone seldom hold a road threat on the larger boards."""
     rng = np.random.default_rng(seed)
     states = F.random_states(size, 2 * count, seed=seed, min_plies=2 * size,
-                             max_plies=20 * size, half_komi=half_komi, spread_bias=0.3)  # fmt: skip
+                             max_plies=20 * size, half_komi=half_komi, spread_bias=0.3)
     lined = []
     for state in states[count:]:
         s = state.copy()
@@ -137,7 +138,7 @@ GOLDEN = [
          "own_spread_road": {"a4"}, "opp_spread_road": set()},
         id="4x4-dragon-clause",
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("tps", "half_komi", "expected"), GOLDEN)

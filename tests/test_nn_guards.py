@@ -85,7 +85,7 @@ def test_policy_loss_is_finite_unless_the_target_wants_a_ruled_out_move() -> Non
     and +inf on its illegal entries), NaN/+inf on illegal entries: finite loss and gradient. A
     target on a -inf legal entry costs +inf (the trainer skips such a step)."""
     logits = torch.tensor([[-INF, 1.0, 2.0, 0.0], [NAN, INF, 0.0, 0.0], [INF, NAN, 1.0, 2.0]],
-                          requires_grad=True)  # fmt: skip
+                          requires_grad=True)
     mask = torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0], [0, 0, 1, 1]], dtype=torch.bool)
     target = torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.3, 0.7]])
     loss = policy_loss(logits, mask, target)
@@ -123,7 +123,7 @@ def test_model_config_and_loss_errors_name_what_is_wrong() -> None:
     heads = {"ownership_logit": torch.zeros(2, 9), "ownership": torch.zeros(2, 9)}
     with pytest.raises(ValueError, match="the ownership loss weight is 1.5 but the batch has no ownership target"):
         total_loss(outputs, mask, pol, val, weights=LossWeights(heads={"ownership": 1.5}), heads=heads,
-                   targets={})  # fmt: skip
+                   targets={})
 
 
 # -- error messages of nn/inference.py --------------------------------------------------------------

@@ -53,7 +53,7 @@ def _run_without_ray(cfg, monkeypatch) -> tuple[Run, list[Any]]:
     monkeypatch.setattr(Run, "_start_actors", start_actors)
     monkeypatch.setattr(run_actors, "init_ray", no_ray)
     run = Run(cfg, command=f"python -m takzero.train +config=smoke checkpoint_root={cfg.checkpoint_root} "
-                           f"run_name={cfg.run_name} train.max_minutes={cfg.train.max_minutes:g}")  # fmt: skip
+                           f"run_name={cfg.run_name} train.max_minutes={cfg.train.max_minutes:g}")
     run.run()
     return run, started
 
@@ -70,10 +70,10 @@ def _run_without_ray(cfg, monkeypatch) -> tuple[Run, list[Any]]:
          "train.max_minutes=30 is nearly spent (29.8 min trained, 0.2 min left), less than a start-up takes",
          "train.max_minutes=60"),
         ({"train.max_minutes": 0.5}, 20, 0.3, 5, "train.max_minutes=0.5 is nearly spent", "train.max_minutes=6"),
-    ],  # fmt: skip
+    ],
 )
 def test_a_resume_with_nothing_to_train_says_so_without_starting(tmp_path: Path, monkeypatch, overrides, step,
-                                                                 minutes, games, said, further) -> None:  # fmt: skip
+                                                                 minutes, games, said, further) -> None:
     """One line (what is spent, nothing started, a command with the limit raised), then the
     summary; no Ray, no trainer, and the run folder as it was: the launch count, the config
     and the games kept at the last stop (train.log aside)."""

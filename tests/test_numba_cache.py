@@ -61,7 +61,7 @@ def _run(tmp_path: Path, env_extra: dict[str, str] | None = None) -> int:
     out = subprocess.run(
         [sys.executable, "-c", "from tinypkg.outer import kernel; print(kernel(1))"],
         env=env, capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
+    )
     return int(out.stdout.split()[-1])
 
 
@@ -109,7 +109,7 @@ def test_guard_clears_only_on_change_and_only_compiled_modules(tmp_path):
     cache = pkg / "__pycache__"
     cache.mkdir()
     for name in ("outer.kernel-7.py311.nbi", "outer.kernel-7.py311.1.nbc", "inner.step-4.py311.nbi",
-                 "plain.cpython-311.pyc", "other.f-1.py311.nbi"):  # fmt: skip
+                 "plain.cpython-311.pyc", "other.f-1.py311.nbi"):
         (cache / name).write_bytes(b"x")
     assert numba_cache.guard(pkg) == 3  # no stamp yet: the compiled modules' files go
     left = sorted(p.name for p in cache.iterdir() if not p.name.startswith("takzero-"))
@@ -133,7 +133,7 @@ def test_processes_starting_at_once(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(CHECKOUT)])
     code = "from tinypkg.outer import kernel; print(kernel(1))"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                              text=True) for _ in range(4)]  # fmt: skip
+                              text=True) for _ in range(4)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4
     assert [int(o.split()[-1]) for o in outs] == [60] * 4

@@ -47,7 +47,7 @@ def test_output_closed_early_is_not_a_traceback(tmp_path: Path) -> None:
         [sys.executable, "-m", "takzero.play", "--opponent", "random", "--size", "3"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     proc.stdout.readline()
     proc.stdout.close()  # as head does after its first line
     _, err = proc.communicate(input=b"help\n" * 2000 + b"quit\n", timeout=120)
@@ -66,7 +66,7 @@ def test_scripted_stdin_game_to_the_end_saves_a_valid_ptn(tmp_path: Path) -> Non
          "--seed", "4", "--komi", "0.5"],
         input="\n".join(script) + "\n", capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert "'zz9' cannot be played" in out and "is not a PTN move" in out
@@ -111,7 +111,7 @@ def test_undo_errors_and_evaluation_in_process() -> None:
         player, Position.start(4, komi=1), human=0,
         input_fn=scripted(["undo", "Sa1", "a1", "undo", "b2", "undo", "undo", "c2", "quit"]),
         print_fn=out.append,
-    )  # fmt: skip
+    )
     session.run()
     text = "\n".join(out)
     assert "nothing to undo: you have not moved yet" in text
@@ -133,7 +133,7 @@ def test_resign_and_save(tmp_path: Path) -> None:
     session = PlaySession(
         RandomPlayer(seed=2), Position.start(3), human=1,
         input_fn=scripted(["resign", "a1", f"save {save}"]), print_fn=out.append,
-    )  # fmt: skip
+    )
     session.run()
     assert "black resigns: 1-0" in out
     assert any("the game is over" in ln for ln in out)
@@ -253,7 +253,7 @@ def test_save_never_writes_over_the_model_or_an_existing_file(
     new = tmp_path / "new.ptn"
     monkeypatch.chdir(tmp_path)
     script = ["a1", "save self.pt", "save! self.pt", f"save! {tmp_path}/../{tmp_path.name}/self.pt",
-              "save! hard.pt", "save old.ptn", "save new.ptn", "quit"]  # fmt: skip
+              "save! hard.pt", "save old.ptn", "save new.ptn", "quit"]
     for argv in (["--model", "self.pt"], ["--opponent", "model:self.pt:4"]):
         new.unlink(missing_ok=True)
         monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(script) + "\n"))

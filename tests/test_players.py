@@ -225,7 +225,7 @@ def test_every_kind_builds_and_plays_a_legal_move() -> None:
     examples = {
         "random": "random", "greedy": "greedy", "uct": "uct:20",
         "model": f"model:{SHIPPED_5X5}:8",
-    }  # fmt: skip
+    }
     # a new kind needs an example here; engine kinds (tei:, a process the match layer starts)
     # are built and played in tests/test_tei_baselines.py
     assert {k.name for k in KINDS if not k.engine} == set(examples)

@@ -81,7 +81,7 @@ def test_the_player_plays_the_best_q_of_the_well_visited_moves_unless_told() -> 
     player = NetworkPlayer(HashEvaluator(4, seed=3), simulations=120, tinue_nodes=0)
     assert player.config.select_q_fraction == network.DEFAULT_SELECT_Q_FRACTION > 0
     most_visited = NetworkPlayer(HashEvaluator(4, seed=3), simulations=120, tinue_nodes=0,
-                                 config=SearchConfig(select_q_fraction=0.0))  # fmt: skip
+                                 config=SearchConfig(select_q_fraction=0.0))
     assert most_visited.config.select_q_fraction == 0.0
     differed = 0
     for opening in (("a1", "d4"), ("a1", "d1"), ("b2", "c3"), ("a4", "d1"), ("c2", "a1")):

@@ -221,7 +221,7 @@ def test_malformed_server_lines_are_logged_and_ignored() -> None:
                 f"Game#{n} P Z9", f"Game#{n} M A1 B2 1", f"Game#{n} M A1 A2 0",
                 f"Game#{n} Timems 12 abc", f"Game#{n} Over 2-0", f"Game#{n} Frobnicate",
                 "Game#777 P A1", "Seek new 5 x", "\x00\x01garbage", "é" * 10,
-            ]  # fmt: skip
+            ]
             for line in bad:
                 server.send_raw(a.name, line)
             server.send_raw(a.name, "")  # an empty line is nothing at all
@@ -321,7 +321,7 @@ def test_command_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Mo
                 "--player", "random", "--user", "TakBot", "--password-env", "TAKZERO_TEST_PW",
                 "--seek", "3", "20", "0", "white", "--komi", "1.5", "--flats", "11", "--caps", "0",
                 "--games", "1", "--server", f"{host}:{port}",
-            ])  # fmt: skip
+            ])
             _wait(lambda: opponent.stats.games == 1)
         assert not errors
     assert status == 0

@@ -167,7 +167,9 @@ def test_plot_ablations_overlays_runs(tmp_path: Path, capsys: pytest.CaptureFixt
         assert message in capsys.readouterr().err
 
 
-def test_plot_ablations_odd_runs(tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plot_ablations_odd_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A NaN loss does not blank the smoothed curve and prints as null; '.' is named after its
     folder; an empty event file or a run without any panel's tag is refused before any folder
     is made."""
@@ -189,7 +191,8 @@ def test_plot_ablations_odd_runs(tmp_path: Path, capsys: pytest.CaptureFixture, 
     (line,) = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     assert line["run"] == "nanrun" and line["elo_vs_uct"] is None
     assert 0.7 < line["loss_value"] < 1.0  # smoothed over the finite values only
-    for bad, message in (([str(tmp_path / "zero")], "no scalars"), ([str(tmp_path / "other")], "none of the runs logged")):
+    for bad, message in (([str(tmp_path / "zero")], "no scalars"),
+                         ([str(tmp_path / "other")], "none of the runs logged")):
         with pytest.raises(SystemExit):
             plot.main([*bad, "--out", str(tmp_path / "made" / "x.png")])
         assert message in capsys.readouterr().err

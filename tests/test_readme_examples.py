@@ -47,7 +47,7 @@ def readme_commands() -> list[str]:
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             argv = shlex.split(line, comments=True)
             if argv[:2] == ["python", "-m"] and argv[2] in ("takzero.match", "takzero.evaluate",
-                                                           "takzero.play", "takzero.tei"):  # fmt: skip
+                                                           "takzero.play", "takzero.tei"):
                 if "--websocket" not in argv:
                     commands.append(shlex.join(argv))
     return commands
@@ -93,7 +93,7 @@ def test_readme_example_runs_as_written(tmp_path: Path, tool: str, command: str,
     argv = [a.replace("checkpoints/pretrained/", f"{PRETRAINED}/") for a in argv]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "default"}
     proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=env, input=STDIN.get(tool, ""),
-                          capture_output=True, text=True, timeout=540)  # fmt: skip
+                          capture_output=True, text=True, timeout=540)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 0, said[-3000:]
     assert "Traceback" not in said, said[-3000:]

@@ -39,7 +39,8 @@ SIZE = 4
 
 
 def _cfg(**overrides):
-    return smoke_config(None, "reanalyse", **{"replay.reanalyse_fraction": 0.5, "replay.reanalyse_batch": 16, **overrides})
+    return smoke_config(None, "reanalyse",
+                        **{"replay.reanalyse_fraction": 0.5, "replay.reanalyse_batch": 16, **overrides})
 
 def _records(n_games: int, seed: int, first_game: int = 0) -> Records:
     """Records of random games (every position of each, as self-play stores them) with a
@@ -66,12 +67,12 @@ def _records(n_games: int, seed: int, first_game: int = 0) -> Records:
         board=pack_states(np.stack(states), SIZE), policy_index=idx, policy_prob=prob,
         value=np.array(values, np.int8), flat_diff=np.zeros(n, np.int8),
         game_id=np.array(gids, np.int64), generation=np.zeros(n, np.int32), ply=np.array(plies, np.int16),
-    )  # fmt: skip
+    )
 
 
 def _buffer(fraction: float = 0.5, shard_dir: Path | None = None, **kw) -> ReplayBuffer:
     rcfg = ReplayConfig(**{"top_k": 64, "min_positions": 10, "samples_per_position": 100.0,
-                           "reanalyse_fraction": fraction, **kw})  # fmt: skip
+                           "reanalyse_fraction": fraction, **kw})
     return ReplayBuffer(rcfg, SIZE, shard_dir=shard_dir, seed=3)
 
 
@@ -83,7 +84,7 @@ def _fake_refresh(job) -> ReanalyseRefresh:
     prob = np.zeros((n, 64), np.float16)
     prob[:, 0] = 1
     return ReanalyseRefresh(job.position, job.game_id, job.ply, idx, prob,
-                            np.full(n, 0.25, np.float32), np.ones(n, bool))  # fmt: skip
+                            np.full(n, 0.25, np.float32), np.ones(n, bool))
 
 
 def test_refreshed_targets_equal_a_direct_search_with_that_network() -> None:
@@ -280,7 +281,7 @@ def test_progress_field_and_summary_line(tmp_path: Path) -> None:
     assert "reanalysed" not in fit_fields(fields, list(rep.SHORTEN_ORDER), full - 1)
     text = reanalyse_text({"issued": 640, "applied": 600, "dropped": 8, "sampled": 1280}, 0.5)
     args = {"reason": "done", "run_dir": tmp_path, "snap": on, "best_generation": 1, "best_scores": {},
-            "resume_cmd": "x", "finished": True}  # fmt: skip
+            "resume_cmd": "x", "finished": True}
     assert f"  {text}" in summary_lines(**args, reanalyse=text)
     assert text.startswith("reanalyse: 600 targets refreshed, 8 dropped") and "0.500 per trainer sample" in text
     assert not any("reanalyse" in line for line in summary_lines(**args))

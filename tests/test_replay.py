@@ -183,7 +183,8 @@ def test_discount_floor_discounts_only_the_last_plies() -> None:
     assert out == pytest.approx([0.9, 0.9**3, 0.7, -0.7, 0.0, 1.0])
     assert out[0] > out[1] > out[2] > out[4] > out[3]  # still: nearer win first, a distant win above a draw
     # the floor changes nothing where the plain discount stays above it
-    assert np.array_equal(discount_value(z[:2], ply[:2], end[:2], 0.9, floor=0.5), discount_value(z[:2], ply[:2], end[:2], 0.9))
+    assert np.array_equal(discount_value(z[:2], ply[:2], end[:2], 0.9, floor=0.5),
+                          discount_value(z[:2], ply[:2], end[:2], 0.9))
     # floor 1: no discount at all
     assert discount_value(z, ply, end, 0.9, floor=1.0) == pytest.approx(z.astype(np.float32))
 
@@ -214,7 +215,7 @@ def test_sampled_value_targets_are_discounted_by_plies_to_the_end(tmp_path) -> N
     assert len(set(value.tolist())) > 5  # many distances, many targets
     # with a floor: the factor never falls below it
     fcfg = ReplayConfig(top_k=4, min_positions=1, samples_per_position=100.0, value_discount=0.95,
-                        value_discount_floor=0.6)  # fmt: skip
+                        value_discount_floor=0.6)
     floored = ReplayBuffer(fcfg, 3)
     floored.add(_game_records(3, 20, end_ply=25))
     batch = floored.sample(200)
@@ -230,7 +231,7 @@ def test_sampled_value_targets_are_discounted_by_plies_to_the_end(tmp_path) -> N
 
 def test_end_ply_survives_shards_and_old_shards_load_undiscounted(tmp_path) -> None:
     rcfg = ReplayConfig(top_k=4, shard_positions=10, min_positions=1, samples_per_position=100.0,
-                        value_discount=0.9)  # fmt: skip
+                        value_discount=0.9)
     buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
     buf.add(_game_records(3, 10, end_ply=12, game=1))
     state = buf.state_dict()
@@ -265,7 +266,7 @@ def test_end_ply_survives_shards_and_old_shards_load_undiscounted(tmp_path) -> N
 )
 def test_a_shard_with_inconsistent_fields_is_skipped_naming_the_field(tmp_path, caplog, field, bad) -> None:
     rcfg = ReplayConfig(top_k=4, shard_positions=10, min_positions=1, samples_per_position=100.0,
-                        value_discount=0.9)  # fmt: skip
+                        value_discount=0.9)
     buf = ReplayBuffer(rcfg, 3, shard_dir=tmp_path)
     buf.add(_game_records(3, 10, end_ply=12, game=0))
     buf.add(_game_records(3, 10, end_ply=15, game=1))

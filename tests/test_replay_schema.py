@@ -27,7 +27,7 @@ def test_the_records_attributes_are_the_table_rows() -> None:
         a = getattr(empty, f.name)
         assert a.dtype == np.dtype(f.dtype) and a.ndim == (2 if f.width else 1), f.name
     assert empty.widths() == {"board": board_record_len(5), "policy_index": 8, "policy_prob": 8,
-                              "ownership": 25, "opp_index": 3, "opp_prob": 3}  # fmt: skip
+                              "ownership": 25, "opp_index": 3, "opp_prob": 3}
 
 
 @dataclasses.dataclass

@@ -203,7 +203,7 @@ def test_a_shard_with_bad_values_is_skipped_naming_the_field(tmp_path, caplog, f
     with caplog.at_level("WARNING"):
         assert fresh.load(buf.state_dict()) == 10  # the good shard only
     assert any(bad_shard.name in r.getMessage() and f"replay field {field!r}" in r.getMessage()
-               for r in caplog.records), [r.getMessage() for r in caplog.records]  # fmt: skip
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
     assert set(fresh.data.game_id.tolist()) == {0}
     # what was loaded trains: the compiled decoding, the legal masks and the targets take it
     from takzero.pipeline.trainer import make_batch
@@ -232,7 +232,7 @@ def test_the_checks_are_declared_in_the_field_table() -> None:
     """Every field of the table but the opaque game id has a bound or a rule (a new field is
     checked by declaring its row, not by a new branch)."""
     unchecked = [f.name for f in RECORD_FIELDS if f.low is None and f.high is None and not f.rule
-                 and f.dtype is not np.bool_]  # fmt: skip
+                 and f.dtype is not np.bool_]
     assert unchecked == ["game_id"]
 
 

@@ -172,7 +172,7 @@ def _records(n: int, start: int) -> Records:
     return Records(board=pack_states(states, 3), policy_index=idx, policy_prob=prob,
                    value=np.ones(n, np.int8), flat_diff=np.zeros(n, np.int8),
                    game_id=np.full(n, start, np.int64), generation=np.zeros(n, np.int32),
-                   ply=np.zeros(n, np.int16))  # fmt: skip
+                   ply=np.zeros(n, np.int16))
 
 
 def test_replay_counters_never_go_back_and_shards_are_pruned(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_selfplay_streams_give_new_games_and_ids() -> None:
     from takzero.pipeline.selfplay import SelfPlayWorker
 
     cfg = load_config(_raw(Path("/nonexistent"), **{"board.size": 3, "selfplay.games_per_worker": 2,
-                                                    "mcts.simulations": 2}))  # fmt: skip
+                                                    "mcts.simulations": 2}))
     coord = Coordinator(first_stream=3 * STREAMS_PER_LAUNCH)
     streams = [coord.new_stream(0), coord.new_stream(0)]
     assert streams == [3 * STREAMS_PER_LAUNCH, 3 * STREAMS_PER_LAUNCH + 1]
@@ -258,7 +258,7 @@ def test_damaged_best_is_rebuilt_from_gated_weights_never_the_trainers(tmp_path:
     trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=1)
     trainer.generation = 5
     gated = {k: torch.full_like(v, 0.5) if v.is_floating_point() else v
-             for k, v in trainer.model.state_dict().items()}  # fmt: skip
+             for k, v in trainer.model.state_dict().items()}
     best = run.run_dir / "best.pt"
     # New run: generation 0, the initial weights, is the first incumbent.
     gen, _ = run._load_best(trainer, 0, None)
@@ -290,7 +290,7 @@ def test_rates_after_resume_count_this_session_only(tmp_path: Path) -> None:
 
     start = Snapshot(step=1000, generation=4, games=500, positions=100_000, minutes=60.0)
     rep = RunReporter(tmp_path, StopRule(2000, max_minutes=90), start, bar=False,
-                      console=open(os.devnull, "w"))  # fmt: skip
+                      console=open(os.devnull, "w"))
     time.sleep(0.5)
     now = Snapshot(step=1010, generation=4, games=502, positions=100_050, minutes=60.01)
     rates = rep.rates(now)
@@ -305,9 +305,9 @@ def test_rates_after_resume_count_this_session_only(tmp_path: Path) -> None:
     assert "ETA" in (tmp_path / "train.log").read_text()
     lines = "\n".join(summary_lines(reason="reached train.total_steps=2000", run_dir=tmp_path,
                                     snap=now, best_generation=3, best_scores={"uct": 0.75},
-                                    resume_cmd="python -m takzero.train run_name=r", finished=True))  # fmt: skip
+                                    resume_cmd="python -m takzero.train run_name=r", finished=True))
     for want in ("reached train.total_steps", "generation 3", "uct 0.75", str(tmp_path / "best.pt"),
-                 "run_name=r", "tensorboard --logdir"):  # fmt: skip
+                 "run_name=r", "tensorboard --logdir"):
         assert want in lines
 
 
@@ -323,7 +323,7 @@ def test_rates_count_from_when_each_counter_first_moved(tmp_path: Path) -> None:
     rep.t0 = now - 100.0
     for k in range(9):  # self-play moves from the start, the trainer waits 90 s
         rep.history.append((now - 90.0 + 10 * k, Snapshot(step=0, generation=0, games=k,
-                                                            positions=100 * k, minutes=0.0)))  # fmt: skip
+                                                            positions=100 * k, minutes=0.0)))
     snap = Snapshot(step=100, generation=1, games=9, positions=900, minutes=1.6)
     r = rep.rates(snap)
     assert r["steps_per_s"] == pytest.approx(100 / 10.0, rel=0.05)  # not 100 / 100 s
@@ -342,7 +342,7 @@ def test_rates_count_from_when_each_counter_first_moved(tmp_path: Path) -> None:
     rep.t0 = now - 100.0
     for k in range(9):
         rep.history.append((now - 90.0 + 10 * k, Snapshot(step=0 if k < 8 else 10, generation=0,
-                                                            games=k, positions=100 * k, minutes=0.0)))  # fmt: skip
+                                                            games=k, positions=100 * k, minutes=0.0)))
     snap = Snapshot(step=110, generation=1, games=9, positions=900, minutes=1.6)
     assert rep.rates(snap)["steps_per_s"] == pytest.approx(110 / 20.0, rel=0.05)
     assert rep.rates(snap, settled=True)["steps_per_s"] == pytest.approx(100 / 10.0, rel=0.05)
@@ -358,7 +358,7 @@ def test_summary_says_which_generations_were_not_promoted(tmp_path: Path) -> Non
         snap = Snapshot(step=80, generation=last, games=10, positions=500, minutes=1.0)
         return "\n".join(summary_lines(reason="reached train.total_steps=80", run_dir=tmp_path,
                                        snap=snap, best_generation=best, best_scores={},
-                                       resume_cmd="r", finished=True))  # fmt: skip
+                                       resume_cmd="r", finished=True))
 
     assert "generation 2 was not promoted" in text(1, 2)
     assert "generations 2-4 were not promoted" in text(1, 4)
@@ -395,7 +395,7 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
     assert precheck(["+config=smoke", "mcts.simulations=8", "evaluator.baselines=[random]"]) == []
     proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=a/b",
                            f"checkpoint_root={tmp_path}"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=120)
     assert proc.returncode == 2 and "run_name" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no a/ left behind
     assert precheck(["run_name="])[0].startswith("run_name: must be a plain folder name")
@@ -404,7 +404,7 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
     # A name that resolves to two folders only after Hydra has made them: both are removed.
     root = tmp_path / "root"
     proc = subprocess.run([sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=${now:%H/%M}",
-                           f"checkpoint_root={root}"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+                           f"checkpoint_root={root}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "run_name" in proc.stderr
     assert not root.exists() or not any(root.iterdir()), sorted(map(str, root.rglob("*")))
 
@@ -412,7 +412,7 @@ def test_run_folder_keys_are_checked_before_anything_is_made(tmp_path: Path) -> 
 @pytest.mark.slow  # command-line processes or whole games: ~3-20 s, run by .ci/run's slow pass
 def test_help_shows_the_preset_form() -> None:
     proc = subprocess.run([sys.executable, "-m", "takzero.train", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
     assert "+config=NAME" in proc.stdout and "6x6" in proc.stdout and "smoke" in proc.stdout
 
@@ -427,7 +427,7 @@ def test_run_counters_round_trip_through_a_checkpoint(tmp_path: Path) -> None:
 
     c = RunCounters(games=7, positions=311, counters={"count/games": 7.0, "count/draw": 1.0},
                     gating_decisions=3, minutes=12.5, last_gating="gen 3 promote (0.62)",
-                    best_scores={"uct": 0.75}, promoted_generation=3, launch=2)  # fmt: skip
+                    best_scores={"uct": 0.75}, promoted_generation=3, launch=2)
     atomic_torch_save({"step": 30, "run": c.to_checkpoint()}, tmp_path / "ckpt_000000030.pt")
     back = RunCounters.from_checkpoint(load_checked(tmp_path / "ckpt_000000030.pt"))
     assert back == c
@@ -441,7 +441,7 @@ def test_selfplay_scalars_from_summed_counters() -> None:
     from takzero.pipeline.scalars import RESULT_KINDS, selfplay_scalars, summarise_worker_stats
 
     reports = [{"count/games": 3, "count/road_white": 2, "count/draw": 1, "speed": 10.0},
-               {"count/games": 5, "count/flat_black": 4, "count/road_black": 1, "speed": 20.0}]  # fmt: skip
+               {"count/games": 5, "count/flat_black": 4, "count/road_black": 1, "speed": 20.0}]
     summed = summarise_worker_stats(reports)
     assert summed["count/games"] == 8 and summed["speed"] == 15.0
     out = selfplay_scalars(summed, games=8, positions=400)

@@ -44,7 +44,7 @@ def _record(kind: str, opponent: str, w: int, d: int, lost: int, elo: float, lo:
             "score": (w + d / 2) / games, "elo": elo, "elo_lower": lo, "elo_upper": hi,
             "elo_model": "pentanomial", "seconds": 35.2,
             "elo_text": f"{elo:+.1f} [{lo:+.1f}, {hi:+.1f}] (95%, pentanomial score-test interval, "
-                        f"{games // 2} game pairs)"}  # fmt: skip
+                        f"{games // 2} game pairs)"}
 
 
 def _result(gen: int, decision: str | None) -> dict:
@@ -54,7 +54,7 @@ def _result(gen: int, decision: str | None) -> dict:
         matches.insert(0, _record("gating", f"gen {gen - 1}", 3, 0, 1, 190.8, -100.0, 500.0))
     return {"candidate_generation": gen, "decision": decision, "summary": "score 0.750 vs gen 7",
             "scalars": {"elo/vs_uct": 107.5, "score/vs_uct": 0.65, "score/vs_random": 1.0},
-            "ptn": {}, "matches": matches}  # fmt: skip
+            "ptn": {}, "matches": matches}
 
 
 def _run(tmp_path: Path, console: io.StringIO, **overrides):
@@ -82,10 +82,10 @@ def test_each_evaluation_prints_a_line_and_lands_at_its_generations_step(tmp_pat
     run.scalars.flush()
     out = console.getvalue().splitlines()
     want = ("evaluation: gen 8 vs uct: 12-2-6 (W-D-L), score 0.650, Elo +107.5 [-20.3, +250.1] "
-            "(95%, pentanomial score-test interval, 10 game pairs), 20 games, 35 s")  # fmt: skip
+            "(95%, pentanomial score-test interval, 10 game pairs), 20 games, 35 s")
     assert want in out
     assert any(ln.startswith("evaluation: gen 8 vs gen 7 (gating): 3-0-1 (W-D-L), score 0.750, Elo +190.8")
-               and ln.endswith(": reject") for ln in out), out  # fmt: skip
+               and ln.endswith(": reject") for ln in out), out
     assert any(ln.startswith("evaluation: gen 8 vs random: 20-0-0 (W-D-L), score 1.000, Elo +inf") for ln in out)
     assert "gating: gen 8 reject (score 0.750 vs gen 7)" in out
     run.reporter.close()
@@ -132,7 +132,8 @@ def test_summary_gives_the_best_generations_scores_the_curve_and_the_skipped(tmp
     assert "    evaluation: gen 8 vs uct: 12-2-6" in text
     run.reporter.close()
     # why a best generation has no scores of its own
-    run.c.skipped_checks[:] = ["gen 16, 20 baselines: measured at gen 21 instead (owed too when the evaluator was free)",
+    run.c.skipped_checks[:] = ["gen 16, 20 baselines: measured at gen 21 instead "
+                               "(owed too when the evaluator was free)",
                                "gen 24 gating and baselines: the run stopped (Ctrl-C) while it ran"]
     assert run._not_measured(20).startswith("its check was not run: gen 16, 20 baselines")
     assert run._not_measured(24).endswith("gen 24 gating and baselines: the run stopped (Ctrl-C) while it ran")
@@ -175,10 +176,11 @@ def test_a_slow_evaluator_loses_no_owed_check() -> None:
         assert at >= g and step == step_of[at]
     assert any(at % 2 for at, _ in measured.values())  # some carried into an odd generation
     carried = [s for s in schedule.skipped if " baselines: " in s]
-    assert carried and all(re.fullmatch(r"gen [\d, ]+ baselines: measured at gen \d+ instead \(owed too when the evaluator was free\)", s)
-                           for s in carried)  # fmt: skip
+    carried_re = r"gen [\d, ]+ baselines: measured at gen \d+ instead \(owed too when the evaluator was free\)"
+    assert carried and all(re.fullmatch(carried_re, s) for s in carried)
     gating = [s for s in schedule.skipped if " gating: " in s]
-    assert all(re.fullmatch(r"gen \d+ gating: gen \d+ was owed too when the evaluator was free, and gated instead", s) for s in gating)
+    gating_re = r"gen \d+ gating: gen \d+ was owed too when the evaluator was free, and gated instead"
+    assert all(re.fullmatch(gating_re, s) for s in gating)
     # every generation was gated or named as skipped, none twice
     skipped_gens = [int(s.split()[1]) for s in gating]
     assert sorted(skipped_gens + gated) == list(range(1, 31))
@@ -211,11 +213,11 @@ def _bar_output(tmp_path: Path, columns: int) -> tuple[str, RunReporter]:
     console = io.StringIO()
     start = Snapshot(step=0, generation=0, games=0, positions=0, minutes=0.0)
     rep = RunReporter(tmp_path, StopRule(100_000, max_minutes=90), start, console=console, bar=True,
-                      columns=columns)  # fmt: skip
+                      columns=columns)
     rep.t0 = time.monotonic() - 354.0
     snap = Snapshot(step=681, generation=3, games=211, positions=51_630, minutes=5.9,
                     games_in_flight=64, positions_in_flight=5163, replay_positions=48_000,
-                    gating="gen 3 promoted (gating off)", strength="Elo vs uct +108 [-20, +250] (gen 2)")  # fmt: skip
+                    gating="gen 3 promoted (gating off)", strength="Elo vs uct +108 [-20, +250] (gen 2)")
     rep.history.append((time.monotonic() - 10.0, Snapshot(600, 3, 200, 50_000, 5.7)))
     rep.update(snap)
     return console.getvalue(), rep
@@ -254,7 +256,7 @@ def test_nothing_is_drawn_after_the_summary(tmp_path: Path) -> None:
     out, rep = _bar_output(tmp_path, 80)
     rep.end_bar()
     for line in summary_lines(reason="interrupted", run_dir=tmp_path, snap=rep.last, best_generation=3,
-                              best_scores={}, resume_cmd="r", finished=False):  # fmt: skip
+                              best_scores={}, resume_cmd="r", finished=False):
         rep.line(line)
     rep.close()
     text = rep.console.getvalue()
@@ -290,7 +292,7 @@ def test_a_check_cut_by_ctrl_c_is_owed_again_after_the_resume(tmp_path: Path) ->
     assert schedule.running is None and schedule.owed == {} and schedule.skipped == []
     text = "\n".join(summary_lines(reason="interrupted", run_dir=tmp_path, snap=Snapshot(700, 16, 0, 0, 1.0),
                                      best_generation=16, best_scores={}, resume_cmd="r", finished=False,
-                                     owed_again=[c.describe() for c in kept]))  # fmt: skip
+                                     owed_again=[c.describe() for c in kept]))
     assert "evaluations cut by the stop, run again when the run goes on: gen 12 baselines, gen 16 baselines" in text
 
     console = io.StringIO()
@@ -304,7 +306,8 @@ def test_a_check_cut_by_ctrl_c_is_owed_again_after_the_resume(tmp_path: Path) ->
     (owed,) = run.schedule.resumed  # it runs first after the resume, before any newer generation's
     assert owed.generation == 12 and torch.equal(owed.weights["w"], weights["w"])
     assert run.c.skipped_checks[-1].startswith("gen 16 baselines: cut by the last stop, and its weights are gone")
-    assert "evaluation: gen 12 baselines (owed at the last stop) runs, before any newer generation's" in console.getvalue()
+    said = console.getvalue()
+    assert "evaluation: gen 12 baselines (owed at the last stop) runs, before any newer generation's" in said
     assert "evaluation not run: gen 16 baselines: cut by the last stop, and its weights are gone" in console.getvalue()
     check = run.schedule.next()
     run.promoted = (20, {})

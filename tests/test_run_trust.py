@@ -54,11 +54,12 @@ def test_a_huge_learning_rate_stops_training_after_a_bounded_run_of_skipped_step
 
     cfg = smoke_config(None, **{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 4,
                                 "selfplay.ply_limit": 12, "train.lr": 1e30, "train.warmup_steps": 0,
-                                "train.grad_clip": 0})  # fmt: skip
+                                "train.grad_clip": 0})
     recs = _records(cfg)
     trainer = Trainer(cfg.train, cfg.model_config(), device="cpu")
     skipped = 0
-    with pytest.raises(NonFiniteError, match=rf"{MAX_SKIPPED_IN_A_ROW} training steps in a row skipped .*train.lr=1e\+30"):
+    stops = rf"{MAX_SKIPPED_IN_A_ROW} training steps in a row skipped .*train.lr=1e\+30"
+    with pytest.raises(NonFiniteError, match=stops):
         for _ in range(10 * MAX_SKIPPED_IN_A_ROW):
             metrics = trainer.train_step(recs)
             skipped += int(metrics.get("train/step_skipped", 0))
@@ -135,10 +136,12 @@ def test_skipped_steps_are_said_in_the_run_log(tmp_path: Path) -> None:
     console = io.StringIO()
     run.reporter = RunReporter(run.run_dir, StopRule(100), Snapshot(0, 0, 0, 0, 0.0), console=console, bar=False)
     for n in range(1, 6):
-        run._skipped_step(SimpleNamespace(skipped_steps=n, skipped_in_a_row=n, last_skip="non-finite loss (inf) at step 3"))
+        run._skipped_step(SimpleNamespace(skipped_steps=n, skipped_in_a_row=n,
+                                          last_skip="non-finite loss (inf) at step 3"))
     lines = [ln for ln in console.getvalue().splitlines() if ln.startswith("training: step skipped")]
     assert len(lines) == 3  # the 1st, 2nd and 4th
-    assert "non-finite loss (inf) at step 3; 1 skipped so far" in lines[0] and "the run stops after 20 in a row" in lines[0]
+    assert "non-finite loss (inf) at step 3; 1 skipped so far" in lines[0]
+    assert "the run stops after 20 in a row" in lines[0]
     run.reporter.close()
 
 
@@ -153,11 +156,11 @@ def test_a_dead_workers_games_leave_the_progress_line(tmp_path: Path) -> None:
 
     run = Run(smoke_config(tmp_path), command="x")
     run.scalars = ScalarLog(type("W", (), {"add_scalar": lambda *a: None, "add_text": lambda *a: None,
-                                           "flush": lambda self: None})())  # fmt: skip
+                                           "flush": lambda self: None})())
 
     def report(worker: int, stream: int, games: int) -> dict:
         return {"inflight/stream": float(stream), "inflight/worker": float(worker),
-                "inflight/games": float(games), "inflight/positions": 10.0 * games}  # fmt: skip
+                "inflight/games": float(games), "inflight/positions": 10.0 * games}
 
     run._drain(0, ([report(0, 100, 16), report(1, 101, 16)], []))
     assert run._snapshot(type("T", (), {"step": 0, "generation": 0})()).games_in_flight == 32
@@ -212,7 +215,8 @@ def test_a_run_folder_whose_checkpoints_are_gone_is_refused_with_the_choices(tmp
     (run_dir / "replay" / "shard_000000001.npz").write_bytes(b"x")
     assert find_resume_checkpoint(cfg, run_dir) is None  # killed before its first checkpoint: resumed
     for evidence in (lambda: (run_dir / CHECKPOINTED).write_text("ckpt_000000200.pt\n"),
-                     lambda: (run_dir / "games").mkdir() or (run_dir / "games" / "baseline_gen00001_vs_uct.ptn").write_text("x")):  # fmt: skip
+                     lambda: ((run_dir / "games").mkdir()
+                              or (run_dir / "games" / "baseline_gen00001_vs_uct.ptn").write_text("x"))):
         evidence()
         atomic_torch_save({"generation": 3}, run_dir / "best.pt")
         with pytest.raises(RunDirError) as e:
@@ -278,7 +282,7 @@ CONTENT = {
 
 @pytest.mark.parametrize("content", list(CONTENT))
 def test_a_checkpoint_with_a_matching_sidecar_but_wrong_content_is_set_aside(tmp_path: Path, content: str,
-                                                                             monkeypatch) -> None:  # fmt: skip
+                                                                             monkeypatch) -> None:
     from takzero.pipeline.run import Run
 
     cfg = smoke_config(tmp_path)

@@ -158,7 +158,7 @@ def test_tei_engine_refuses_the_model_option_and_keeps_playing(evil) -> None:
     lines: list[str] = []
     engine = TEIEngine(out=lines.append, player="random")
     engine.run(io.StringIO(f"tei\nsetoption name Model value {path}\nteinewgame 4\n"
-                           "position startpos\ngo nodes 1\nquit\n"))  # fmt: skip
+                           "position startpos\ngo nodes 1\nquit\n"))
     refused = [ln for ln in lines if "not a weights-only file" in ln]
     assert len(refused) == 1 and refused[0].startswith("info string"), lines
     _one_clear_line(refused[0], path)
@@ -173,7 +173,7 @@ def test_playtak_bot_refuses_the_model_before_connecting(evil, capsys) -> None:
 
     path, _ = evil
     status = main(["--model", str(path), "--guest", "--seek", "4", "60", "0",
-                   "--server", "localhost:1"])  # fmt: skip
+                   "--server", "localhost:1"])
     err = capsys.readouterr().err
     assert status == 2
     _one_clear_line(err, path)
@@ -184,7 +184,7 @@ def test_playtak_bot_refuses_the_model_before_connecting(evil, capsys) -> None:
 
 def _cli(args: list[str], stdin: str = "", cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], input=stdin, capture_output=True,
-                          text=True, timeout=300, cwd=cwd, env=ENV)  # fmt: skip
+                          text=True, timeout=300, cwd=cwd, env=ENV)
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_command_lines_refuse_the_file_in_one_line(evil, tmp_path: Path, args: l
 def test_tei_setoption_model_in_a_real_engine(evil, tmp_path: Path) -> None:
     path, marker = evil
     proc = _cli(["takzero.tei", "--player", "random"],
-                stdin=f"tei\nsetoption name Model value {path}\nisready\nquit\n", cwd=tmp_path)  # fmt: skip
+                stdin=f"tei\nsetoption name Model value {path}\nisready\nquit\n", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     refused = [ln for ln in proc.stdout.splitlines() if "not a weights-only file" in ln]
     assert len(refused) == 1, proc.stdout
@@ -280,7 +280,7 @@ def test_a_malicious_best_pt_is_set_aside_and_rebuilt_from_gated_weights(tmp_pat
     run = Run(cfg, command="x")
     trainer = Trainer(cfg.train, cfg.model_config(), device="cpu", seed=1)
     gated = {k: torch.full_like(v, 0.25) if v.is_floating_point() else v
-             for k, v in trainer.model.state_dict().items()}  # fmt: skip
+             for k, v in trainer.model.state_dict().items()}
     marker = tmp_path / "MARKER"
     _plant(run.run_dir / "best.pt", marker)
     gen, weights = run._load_best(trainer, 3, {"promoted": (3, gated)})
@@ -302,7 +302,7 @@ def test_shipped_models_load_with_bit_identical_outputs(path: Path) -> None:
     for k, v in trusted.state_dict().items():
         assert torch.equal(safe.model.state_dict()[k], v), k
     planes = torch.randn(8, trusted.config.in_channels, trusted.config.size, trusted.config.size,
-                         generator=torch.Generator().manual_seed(1))  # fmt: skip
+                         generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         for a, b in zip(trusted(planes), safe.model(planes), strict=True):
             assert torch.equal(a, b)
@@ -355,7 +355,7 @@ def test_checkpoints_written_now_hold_plain_values_only(tmp_path: Path) -> None:
     so the file reads back weights-only; something that cannot be made plain fails at the write,
     named with its place, not at the next resume."""
     state = {"run": {"counters": {"count/games": np.float64(3.0)}, "games": np.int64(7)},
-             "table": np.arange(4, dtype=np.int32)}  # fmt: skip
+             "table": np.arange(4, dtype=np.int32)}
     atomic_torch_save(state, tmp_path / "ckpt_000000001.pt")
     back = load_checked(tmp_path / "ckpt_000000001.pt", require_checksum=True)
     assert back["run"]["counters"]["count/games"] == 3.0 and type(back["run"]["games"]) is int
@@ -386,7 +386,7 @@ def test_to_plain_keeps_state_dicts_as_they_are() -> None:
 def _old_style(path: Path, sidecar: bool) -> dict:
     """A trusted checkpoint that is not weights-only: numpy values, as another tool writes."""
     state = {**checkpoint_dict(_model(), half_komi=np.int64(4)), "generation": np.int32(2),
-             "stats": {"loss": np.float32(0.5)}, "table": np.arange(3)}  # fmt: skip
+             "stats": {"loss": np.float32(0.5)}, "table": np.arange(3)}
     torch.save(state, path)
     if sidecar:
         Path(str(path) + ".sha256").write_text(file_sha256(path) + "\n")
@@ -537,7 +537,7 @@ def test_to_plain_keeps_exactly_what_a_weights_only_load_rebuilds() -> None:
     """Each value :func:`to_plain` keeps reads back weights-only; each it refuses, torch refuses."""
     kept = {"n": None, "b": True, "i": 2**70, "f": 1.5, "c": 1 + 2j, "s": "x", "by": b"x",
             "ba": bytearray(b"x"), "set": {1, 2}, "t": (1, [2]), "dtype": torch.float16,
-            "dev": torch.device("cpu"), "size": torch.Size([2]), "p": torch.nn.Parameter(torch.ones(1))}  # fmt: skip
+            "dev": torch.device("cpu"), "size": torch.Size([2]), "p": torch.nn.Parameter(torch.ones(1))}
     assert to_plain(kept) is kept
     buf = io.BytesIO()
     torch.save(kept, buf)

@@ -51,7 +51,7 @@ def test_each_side_searches_with_its_own_settings(tiny_model: Path, monkeypatch,
 
     monkeypatch.setattr(games, "play_match", spy)
     argv = [str(tiny_model), "--a", "select_q_fraction=0", "tinue_nodes=0", "--b", "gumbel=true", "gumbel_m=4",
-            "--pairs", "2", "--simulations", "8", "--ply-limit", "30"]  # fmt: skip
+            "--pairs", "2", "--simulations", "8", "--ply-limit", "30"]
     assert ab.main(argv) == 0
     (line,) = capsys.readouterr().out.splitlines()
     r = json.loads(line)

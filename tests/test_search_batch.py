@@ -277,7 +277,7 @@ def test_pack_settings_holds_every_numeric_field():
     from takzero.search.config import SETTINGS_DTYPE, pack_settings
 
     cfg = SearchConfig(c_init=1.5, gumbel=True, gumbel_m=7, fpu_value=None, full_sims=None,
-                       max_plies=90, virtual_loss=0.25, road_check=False)  # fmt: skip
+                       max_plies=90, virtual_loss=0.25, road_check=False)
     from takzero.search.rules import RULE_KINDS, RULES
 
     rec = pack_settings(cfg)[0]

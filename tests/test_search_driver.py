@@ -29,7 +29,7 @@ MID_5 = "2,2,x2,1/2,1,x3/2,x2,1,x/x,1,x3/x5 1 5"
     "kwargs",
     [{"nodes": 0}, {"nodes": -3}, {"seconds": -1.0}, {"seconds": float("nan")},
      {"white_clock": float("inf")}, {"white_inc": -0.5}, {"overhead": float("nan")}],
-)  # fmt: skip
+)
 def test_limit_rejects_bad_values(kwargs) -> None:
     with pytest.raises(ValueError, match="Limit"):
         Limit(**kwargs)
@@ -176,7 +176,7 @@ def test_the_player_batches_leaves_and_k1_is_one_per_call() -> None:
     with pytest.raises(ValueError, match="cache_size"):
         NetworkPlayer(HashEvaluator(5), cache_size=-1)
     for bad in ({"leaves": 2.5}, {"leaves": True}, {"simulations": 2.5}, {"seconds": float("nan")},
-                {"seconds": float("inf")}, {"tree_nodes": 10}, {"tree_nodes": -1}):  # fmt: skip
+                {"seconds": float("inf")}, {"tree_nodes": 10}, {"tree_nodes": -1}):
         with pytest.raises(ValueError):
             NetworkPlayer(HashEvaluator(5), **bad)
     with pytest.raises(ValueError, match="integer"):
@@ -209,7 +209,7 @@ def test_no_caller_outside_players_asks_for_the_network_players_class() -> None:
         for path in root.rglob("*.py")
         if path.parent.name != "players" and "isinstance(" in path.read_text()
         and any("isinstance(" in line and "NetworkPlayer" in line for line in path.read_text().splitlines())
-    ]  # fmt: skip
+    ]
     assert offenders == []
     assert NetworkPlayer(HashEvaluator(5)).batchable and not RandomPlayer().batchable
 

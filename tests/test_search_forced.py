@@ -121,7 +121,7 @@ def _searched(cfg: SearchConfig, seeds: int = 6, plies: int = 4):
 
 def test_pruning_matches_brute_force():
     cfg = SearchConfig(simulations=120, forced_playouts=True, policy_target_pruning=True,
-                       noise_weight=0.25, reuse_tree=False)  # fmt: skip
+                       noise_weight=0.25, reuse_tree=False)
     mcts = _searched(cfg)
     trees, games, settings = mcts._trees, mcts._games, mcts._settings
     pruned_any = 0

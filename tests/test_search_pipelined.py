@@ -24,7 +24,7 @@ class SlowEvaluator(HashEvaluator):
     """HashEvaluator that also sleeps (a network call's latency) and counts concurrent calls."""
 
     def __init__(self, size: int, delay: float = 0.0, stop_after: int | None = None,
-                 stop: threading.Event | None = None) -> None:  # fmt: skip
+                 stop: threading.Event | None = None) -> None:
         super().__init__(size, seed=3)
         self.delay = delay
         self.calls = 0
@@ -191,7 +191,7 @@ def test_the_player_pipelines_with_two_threads_and_not_with_one() -> None:
 
 def _tree_arrays(mcts: BatchedMCTS) -> dict[str, np.ndarray]:
     return {**{f"t.{k}": v for k, v in mcts._trees._asdict().items()},
-            **{f"g.{k}": v for k, v in mcts._games._asdict().items()}}  # fmt: skip
+            **{f"g.{k}": v for k, v in mcts._games._asdict().items()}}
 
 
 @pytest.mark.parametrize(("games", "k", "gumbel"), [(2, 1, False), (5, 1, True), (4, 4, False)])
@@ -235,7 +235,7 @@ def test_selfplay_with_pipeline_plays_the_same_games() -> None:
             "board": {"size": 4, "komi": 0.0}, "model": {"channels": 8, "blocks": 1},
             "mcts": {"simulations": 8}, "device": "cpu",
             "selfplay": {"games_per_worker": 6, "backend": "torch", "pipeline": pipeline},
-        })  # fmt: skip
+        })
         worker = SelfPlayWorker.from_run(cfg, worker_id=0, device="cpu")
         assert worker.driver.pipelined is pipeline
         worker.driver.evaluator = HashEvaluator(4, seed=5)

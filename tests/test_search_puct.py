@@ -71,7 +71,7 @@ def test_visited_score_falls_on_a_grid():
 
 @settings(max_examples=200, deadline=None)
 @given(q=_value, visits=st.integers(1, 400), cs=st.floats(0.1, 20.0), pr=st.floats(0.01, 1.0),
-       bar_offset=st.floats(-0.5, 3.0), data=st.data())  # fmt: skip
+       bar_offset=st.floats(-0.5, 3.0), data=st.data())
 def test_pruned_visit_count_is_the_least_count_under_the_bar(q, visits, cs, pr, bar_offset, data):
     """Bisection against a scan of every count (where the exploration term's steps are far above
     rounding, so the score is strictly monotone)."""
@@ -109,6 +109,6 @@ def test_select_prefix_equals_a_full_scan(data, k, seed):
     mass = float(prior[0, 1 : 1 + visited].astype(np.float64).sum())
     first_play = -float(value_sum[0, 0]) / float(visits[0, 0]) - cfg["fpu_reduction"] * np.sqrt(mass)
     scores = [_score(float(value_sum[0, c]), float(visits[0, c]), exploration_term,
-                     float(prior[0, c]), first_play) for c in range(1, k + 1)]  # fmt: skip
+                     float(prior[0, c]), first_play) for c in range(1, k + 1)]
     assert status[0, 1:].max() == UNKNOWN
     assert got == 1 + int(np.argmax(scores))

@@ -109,7 +109,7 @@ def test_the_settings_choose_the_rows():
     assert chosen(SearchConfig()) == {
         "root": "puct", "interior": "puct", "first_play": "reduction", "exploration": "log",
         "backup": "mean",
-    }  # fmt: skip
+    }
     assert chosen(SearchConfig(gumbel=True))["root"] == "gumbel"
     assert chosen(SearchConfig(forced_playouts=True))["root"] == "forced"
     assert chosen(SearchConfig(fpu_value=-1.0))["first_play"] == "fixed"
@@ -179,7 +179,7 @@ STATISTIC_WALK = [
     ("its default in train.yaml", "configs/train.yaml",
      "  c_base: 19652.0\n",
      "  c_base: 19652.0\n  c_variance: 0.0\n"),
-]  # fmt: skip
+]
 
 #: A per-child bonus in the PUCT score from the existing node arrays: toy_wall_bonus for a child
 #: whose move places a wall.
@@ -202,7 +202,7 @@ BONUS_WALK = [
     ("its default in train.yaml", "configs/train.yaml",
      "  c_base: 19652.0\n",
      "  c_base: 19652.0\n  toy_wall_bonus: 0.0\n"),
-]  # fmt: skip
+]
 
 #: 5x5, ply 11, white to move (a mid-game position of scripts/dump_search_trees.py).
 TPS = "1,2C,12121,x,1C/x,1,x,12,x/x2,1,2,x/2,x4/2,x4 1 11"
@@ -276,7 +276,7 @@ def _walk(tmp_path: Path, edits: list[tuple[str, str, str, str]], check: str) ->
     """Copy the package and configs/train.yaml under ``tmp_path``, apply ``edits`` (each anchor
     must occur once), run ``check`` there in plain Python (NUMBA_DISABLE_JIT=1); its output."""
     shutil.copytree(ROOT / "takzero", tmp_path / "takzero",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))  # fmt: skip
+                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     (tmp_path / "configs").mkdir()
     shutil.copy(ROOT / "configs" / "train.yaml", tmp_path / "configs" / "train.yaml")
     for _, rel, anchor, new in edits:
@@ -288,7 +288,7 @@ def _walk(tmp_path: Path, edits: list[tuple[str, str, str, str]], check: str) ->
     env.pop("NUMBA_CACHE_DIR", None)
     code = textwrap.dedent(check).replace("{root!r}", repr(str(tmp_path)))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 

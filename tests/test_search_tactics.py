@@ -138,7 +138,7 @@ def test_road_win_squares_matches_brute_force(size):
     from takzero.nn.features import random_states
 
     states = random_states(size, 400, seed=size, min_plies=4 * size, max_plies=20 * size,
-                           spread_bias=0.2)  # fmt: skip
+                           spread_bias=0.2)
     checked = 0
     positives = 0
     for st in states:
@@ -170,7 +170,7 @@ def test_has_winning_move_matches_brute_force(size):
     from takzero.nn.features import random_states
 
     states = random_states(size, 300, seed=10 + size, min_plies=4 * size, max_plies=20 * size,
-                           spread_bias=0.2)  # fmt: skip
+                           spread_bias=0.2)
     states = [s for s in states if s[8] == 0]
     states += [Position.from_tps(t["tps"]).state for t in _tactics() if t["size"] == size]
     buf = np.empty(num_actions(size), dtype=np.int64)

@@ -179,7 +179,7 @@ def test_no_write_of_the_search_is_dead_code():
     files (numba's dead-code elimination removed writes through the pools' fields)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", DEAD_WRITES], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=1700)  # fmt: skip
+                         capture_output=True, text=True, timeout=1700)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "no write removed" in out.stdout, out.stdout[-4000:]
     compiled = int(out.stdout.split("compiled ")[1].split()[0])

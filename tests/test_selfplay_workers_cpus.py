@@ -86,7 +86,9 @@ def test_a_stop_does_not_wait_for_workers_that_never_started(monkeypatch) -> Non
 
 
 @pytest.mark.parametrize("answered, lost", [([True, False], 1), ([True, RuntimeError("died")], 1), ([True, True], 0)])
-def test_a_started_worker_that_does_not_answer_is_still_waited_for_and_counted_lost(monkeypatch, answered, lost) -> None:
+def test_a_started_worker_that_does_not_answer_is_still_waited_for_and_counted_lost(
+    monkeypatch, answered, lost
+) -> None:
     ray = _FakeRay()
     monkeypatch.setitem(sys.modules, "ray", ray)
     pool = _pool([True, True, False], [*answered, False])

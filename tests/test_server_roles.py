@@ -36,7 +36,7 @@ def _cfg(selfplay: str = "server", **sections):
         "evaluator": {"games": 4, "baseline_games": 2, "baselines": ["random"], "simulations": 8,
                       "tactics_every": 0},
         "replay": {"top_k": 64, "reanalyse_fraction": 0.5, "reanalyse_batch": 16},
-    }  # fmt: skip
+    }
     for name, values in sections.items():
         raw[name] = {**raw.get(name, {}), **values}
     return load_config(raw)
@@ -218,7 +218,7 @@ def test_a_smoke_run_with_selfplay_gating_and_reanalyse_through_the_server(tmp_p
     cfg = smoke_config(tmp_path, "srv", **{
         "selfplay.inference": "server", "selfplay.use_latest": True, "replay.reanalyse_fraction": 0.5,
         "replay.reanalyse_batch": 16, "ray.num_cpus": 2, "evaluator.baseline_every": 1,
-    })  # fmt: skip
+    })
     assert uses_server(cfg, "evaluator") and uses_server(cfg, "reanalyse")
     try:
         run_dir = run_training(cfg, command="python -m takzero.train +config=smoke")

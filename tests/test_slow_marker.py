@@ -56,7 +56,7 @@ def test_a_slow_test_is_left_out_by_default_and_the_end_says_how_to_run_it(monke
     ("not slow", (), None),  # any -m expression decides on its own
     ("", (), "1"),  # TAKZERO_SLOW=1: everything
     ("", ("tests/test_train.py::test_smoke_run_kill_and_resume",), None),  # named by node id
-])  # fmt: skip
+])
 def test_a_slow_test_is_kept_when_asked_for(monkeypatch, markexpr: str, args: tuple[str, ...], env: str | None) -> None:
     if env is None:
         monkeypatch.delenv("TAKZERO_SLOW", raising=False)
@@ -92,7 +92,7 @@ def test_the_count_travels_from_the_xdist_workers_to_the_end_line(monkeypatch) -
     written: list[str] = []
     conftest.pytest_terminal_summary(SimpleNamespace(write_line=written.append), 0, controller)
     assert written == ["1 slow tests left out (whole runs, Ray cluster, kill -9, fuzz); "
-                       "run them with: python -m pytest -q -m slow -n 0"]  # fmt: skip
+                       "run them with: python -m pytest -q -m slow -n 0"]
     quiet = _config(args=("tests",))  # a worker that crashed before its report: nothing is said
     conftest.pytest_testnodedown(SimpleNamespace(config=quiet, workeroutput={}), "crashed")
     conftest.pytest_terminal_summary(SimpleNamespace(write_line=written.append), 0, quiet)

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _tiny(tmp_path: Path, **extra: Any):
     return smoke_config(tmp_path, **{"board.size": 3, "selfplay.games_per_worker": 6, "mcts.simulations": 4,
-                                     "selfplay.ply_limit": 30, "selfplay.resign_threshold": -1.0, **extra})  # fmt: skip
+                                     "selfplay.ply_limit": 30, "selfplay.resign_threshold": -1.0, **extra})
 
 
 def _worker(cfg, stream: int) -> SelfPlayWorker:
@@ -121,7 +121,7 @@ def test_a_bad_unfinished_games_file_is_refused_in_one_line(tmp_path: Path, one_
         UnfinishedGames.load(pickled, 3)
     arrays = {name: getattr(games, name) for name, *_ in UnfinishedGames.ARRAYS}
     for broken in ({**arrays, "moves": arrays["moves"][:-1]}, {k: v for k, v in arrays.items() if k != "probs"},
-                   {**arrays, "actions": arrays["actions"].astype(np.float64)}):  # fmt: skip
+                   {**arrays, "actions": arrays["actions"].astype(np.float64)}):
         bad = tmp_path / "bad.npz"
         np.savez(bad, size=np.int64(3), **broken)
         with pytest.raises(ValueError) as e:
@@ -167,7 +167,7 @@ class _Replay:
 
 @pytest.mark.parametrize("grace", [0.0, 30.0])
 def test_the_stop_plays_out_the_grace_period_and_keeps_the_rest(tmp_path: Path, monkeypatch, one_torch_thread,
-                                                                grace: float) -> None:  # fmt: skip
+                                                                grace: float) -> None:
     """Grace > 0: after the stop no new game starts, the games that finish are handed in (forced:
     the trainer has stopped) and counted, the rest are kept ('carried', counted as stored);
     grace 0: the games in play are dropped, as before. A worker starts with the carried games."""
@@ -182,7 +182,7 @@ def test_the_stop_plays_out_the_grace_period_and_keeps_the_rest(tmp_path: Path, 
     from takzero.pipeline import actors
 
     monkeypatch.setattr(actors, "time", SimpleNamespace(monotonic=_clock(limit_calls=40), time=time.time,
-                                                        sleep=time.sleep))  # fmt: skip
+                                                        sleep=time.sleep))
     cfg = _tiny(tmp_path, **{"selfplay.stop_grace_seconds": grace})
     carried = _played(cfg, 2, 3).unfinished()
     coordinator = _Coordinator(TakNet(cfg.model_config()).state_dict(), steps=3, carried=carried)
@@ -218,12 +218,12 @@ def _clock(limit_calls: int):
 
 def test_kept_line_says_what_was_kept_and_dropped() -> None:
     kept = {"kept_games": 4, "kept_positions": 120, "stored_games": 60, "stored_positions": 2410,
-            "unfinished_games": 0, "unfinished_positions": 0}  # fmt: skip
+            "unfinished_games": 0, "unfinished_positions": 0}
     assert kept_line(kept) == ("kept: 4 games, 120 positions handed in at the stop; 60 games in play "
-                               "(2,410 positions) kept, the resume continues them")  # fmt: skip
+                               "(2,410 positions) kept, the resume continues them")
     both = {**kept, "unfinished_games": 2, "unfinished_positions": 30, "lost_workers": 1}
     assert kept_line(both).endswith("; 2 unfinished games (30 positions) dropped; 1 worker(s) did not answer "
-                                    "the stop: their games in play are lost")  # fmt: skip
+                                    "the stop: their games in play are lost")
 
 
 def test_startup_line_counts_from_the_command() -> None:
@@ -231,12 +231,12 @@ def test_startup_line_counts_from_the_command() -> None:
     assert started is not None and 0 < time.time() - started < 24 * 3600
     stamps = {"process_started": 90.0, "run_created": 100.0, "ray_start": 101.5, "ray_ready": 104.0,
               "pool_created": 104.5, "startup/actor_at": 108.0, "startup/built_at": 110.0,
-              "startup/first_step_at": 111.0}  # fmt: skip
+              "startup/first_step_at": 111.0}
     t = startup_timings(stamps)
     assert t["launch"] == 10.0 and t["from_command"] == 21.0 and t["total"] == 11.0
     assert startup_line(t, True) == ("self-play: under way, its first positions 21.0 s after the command "
                                      "(resume: launch 10.0, setup 1.5, ray 2.5, to_pool 0.5, actors 3.5, "
-                                     "worker_build 2.0, first_step 1.0 s)")  # fmt: skip
+                                     "worker_build 2.0, first_step 1.0 s)")
 
 
 # -- over Ray: a real SIGINT, the summary against the disk, the resume --------------------------
@@ -267,12 +267,12 @@ def test_ctrl_c_keeps_the_games_in_play_and_the_resume_continues_them(tmp_path: 
     run = tmp_path / "g"
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=g", f"checkpoint_root={tmp_path}",
             "replay.min_positions=1000000", "replay.shard_positions=20", "log_every_s=1",
-            "evaluator.baseline_every=0"]  # fmt: skip
+            "evaluator.baseline_every=0"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     def session(extra: list[str], ready) -> str:
         proc = subprocess.Popen([*args, *extra], cwd=ROOT, env=env, start_new_session=True, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             assert wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
             assert proc.poll() is None, "the run exited before the Ctrl-C"
@@ -287,7 +287,7 @@ def test_ctrl_c_keeps_the_games_in_play_and_the_resume_continues_them(tmp_path: 
     # grace period of one step at most (a longer one finishes every 4x4 game here)
     out = session(["selfplay.stop_grace_seconds=0.01"], lambda: any((run / "replay").glob("shard_*.npz")))
     kept = re.search(r"kept: (\d+) games, (\d+) positions handed in at the stop; (\d+) games in play "
-                     r"\(([\d,]+) positions\) kept, the resume continues them", out)  # fmt: skip
+                     r"\(([\d,]+) positions\) kept, the resume continues them", out)
     assert kept is not None, out[-3000:]
     games_line = re.search(r"self-play games (\d+), positions (\d+)", out)
     assert games_line is not None

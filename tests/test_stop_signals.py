@@ -93,10 +93,10 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_resume_continues(tmp_path: P
     run = tmp_path / "t"
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=t", f"checkpoint_root={tmp_path}",
             "train.checkpoint_every=10", "evaluator.baseline_every=0", "evaluator.gating=off", "ray.num_cpus=2",
-            "log_every_s=1"]  # fmt: skip
+            "log_every_s=1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([*args, "train.total_steps=100000"], cwd=ROOT, env=env, start_new_session=True,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert wait_for(lambda: len(list_checkpoints(run)) >= 1 or proc.poll() is not None, 900), "no checkpoint"
         assert proc.poll() is None, "the run exited before the SIGTERM"
@@ -114,7 +114,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_resume_continues(tmp_path: P
     step = int(final["step"])
 
     more = subprocess.run([*args, f"train.total_steps={step + 10}"], cwd=ROOT, env=env, text=True,
-                          capture_output=True, timeout=900, start_new_session=True)  # fmt: skip
+                          capture_output=True, timeout=900, start_new_session=True)
     assert more.returncode == 0, (more.stdout + more.stderr)[-3000:]
     assert f"resumed from ckpt_{step:09d}.pt: step {step}" in more.stdout, more.stdout[-3000:]
     assert f"run finished: reached train.total_steps={step + 10}" in more.stdout

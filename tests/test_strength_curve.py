@@ -38,7 +38,7 @@ def _model(path: Path, seed: int, size: int = 4, lineage: dict[str, Any] | None 
 
 def _lineage(minutes: float) -> dict[str, Any]:
     return {"minutes": minutes, "positions": int(100 * minutes), "games": 1, "steps": int(10 * minutes),
-            "runs": ["a", "long"]}  # fmt: skip
+            "runs": ["a", "long"]}
 
 
 def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -58,7 +58,7 @@ def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkey
                 "pairs": args.pairs, "simulations": args.simulations, "ply_limit": args.ply_limit,
                 "seed": args.seed, "select_q_fraction": sc.DEFAULT_SELECT_Q_FRACTION,
                 "minutes": lineage.minutes, "wins": 3, "draws": 1, "losses": 2,
-                "score": 7 / 12, "elo": 58.0, "elo_lower": -150.0, "elo_upper": 270.0}  # fmt: skip
+                "score": 7 / 12, "elo": 58.0, "elo_lower": -150.0, "elo_upper": 270.0}
 
     monkeypatch.setattr(sc, "evaluate_file", fake_evaluate)
     out = tmp_path / "curve.jsonl"
@@ -69,7 +69,7 @@ def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkey
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     old_lines = tmp_path / "old.jsonl"
     old_lines.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "select_q_fraction"}) + "\n"
-                                 for r in lines))  # fmt: skip
+                                 for r in lines))
     played.clear()
     assert sc.main([str(snaps), "--reference", str(ref), "--pairs", "3", "--out", str(old_lines)]) == 0
     assert len(played) == 2
@@ -77,7 +77,7 @@ def test_files_are_placed_by_lineage_and_not_played_twice(tmp_path: Path, monkey
     played.clear()
     plot = tmp_path / "curve.png"
     assert sc.main([str(snaps), str(new), "--reference", str(ref), "--pairs", "3", "--out", str(out),
-                    "--plot", str(plot)]) == 0  # fmt: skip
+                    "--plot", str(plot)]) == 0
     assert played == ["best.pt"]
     assert len(out.read_text().splitlines()) == 3
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -140,7 +140,7 @@ def test_a_real_curve_of_two_snapshots(tmp_path: Path) -> None:
     b = _model(tmp_path / "s" / "b.pt", 2, lineage=_lineage(90.0))
     out = tmp_path / "curve.jsonl"
     assert sc.main([str(a), str(b), "--reference", str(ref), "--pairs", "1", "--simulations", "2",
-                    "--ply-limit", "12", "--out", str(out), "--plot", str(tmp_path / "c.png")]) == 0  # fmt: skip
+                    "--ply-limit", "12", "--out", str(out), "--plot", str(tmp_path / "c.png")]) == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["hours"] for r in rows] == [0.5, 1.5]
     for r in rows:
@@ -151,7 +151,9 @@ def test_a_real_curve_of_two_snapshots(tmp_path: Path) -> None:
 # -- one Elo scale over all pairs played (Bradley-Terry) ----------------------------------------
 
 
-def _expected(true: list[float], pairs: list[tuple[int, int]], games: int) -> list[tuple[int, int, float, float, float]]:
+def _expected(
+    true: list[float], pairs: list[tuple[int, int]], games: int
+) -> list[tuple[int, int, float, float, float]]:
     """Each pair's expected W-D-L under the Bradley-Terry model of ratings ``true`` (Elo)."""
     out = []
     for i, j in pairs:
@@ -225,15 +227,15 @@ def test_a_ladder_is_pooled_into_one_scale(tmp_path: Path, monkeypatch, capsys) 
                 "reference_sha256": reference_sha, "pairs": args.pairs,
                 "simulations": None if args.movetime else args.simulations, "movetime_ms": args.movetime,
                 "ply_limit": args.ply_limit, "seed": args.seed, "select_q_fraction": sc.DEFAULT_SELECT_Q_FRACTION,
-                "minutes": lineage.minutes, "wins": w, "draws": 0, "losses": 40 - w}  # fmt: skip
+                "minutes": lineage.minutes, "wins": w, "draws": 0, "losses": 40 - w}
 
     monkeypatch.setattr(sc, "evaluate_file", fake_evaluate)
     out, plot = tmp_path / "ladder.jsonl", tmp_path / "ladder.png"
     argv = [*map(str, links), "--ladder", "--reference", str(ref), "--pairs", "20", "--movetime", "50",
-            "--out", str(out), "--plot", str(plot)]  # fmt: skip
+            "--out", str(out), "--plot", str(plot)]
     assert sc.main(argv) == 0
     assert played == [("link1.pt", "link4.pt", 50), ("link2.pt", "link4.pt", 50), ("link2.pt", "link1.pt", 50),
-                      ("link3.pt", "link4.pt", 50), ("link3.pt", "link2.pt", 50)]  # fmt: skip
+                      ("link3.pt", "link4.pt", 50), ("link3.pt", "link2.pt", 50)]
     fit = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"fit"' in x]
     assert [r["model"] for r in fit] == [str(f) for f in links]
     assert [r["elo"] for r in fit] == pytest.approx([-300.0, -180.0, -60.0, 0.0], abs=15)
@@ -257,7 +259,7 @@ def test_movetime_plays_real_games_at_a_time_limit(tmp_path: Path) -> None:
     a = _model(tmp_path / "a.pt", 1, lineage=_lineage(30.0))
     out = tmp_path / "curve.jsonl"
     assert sc.main([str(a), "--reference", str(ref), "--pairs", "1", "--movetime", "20", "--ply-limit", "6",
-                    "--out", str(out)]) == 0  # fmt: skip
+                    "--out", str(out)]) == 0
     (row,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert row["movetime_ms"] == 20 and row["simulations"] is None
     assert row["wins"] + row["draws"] + row["losses"] == 2 and row["reference"] == str(ref)

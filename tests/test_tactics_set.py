@@ -173,7 +173,7 @@ def test_the_evaluators_tactics_point_lands_at_its_generations_step(tmp_path: Pa
     from takzero.pipeline.run import Run
 
     cfg = _cfg(tmp_path, **{"evaluator.tactics_every": 1, "evaluator.gating": "off",
-                            "mcts.simulations": 4, "evaluator.simulations": 4})  # fmt: skip
+                            "mcts.simulations": 4, "evaluator.simulations": 4})
     ev = GatingEvaluator(cfg)
     torch.manual_seed(0)
     weights = TakNet(cfg.model_config()).state_dict()
@@ -188,11 +188,11 @@ def test_the_evaluators_tactics_point_lands_at_its_generations_step(tmp_path: Pa
     run.scalars = ScalarLog(writer)
     run.promoted = (8, {})
     run._gating({**out, "candidate_weights": {}}, SimpleNamespace(step=500, generation=9),
-                Check(8, 320, ("tactics",), weights={}))  # fmt: skip
+                Check(8, 320, ("tactics",), weights={}))
     run.scalars.flush()
     points = {tag: (value, step) for tag, value, step in writer.scalars if tag.startswith("tactics/")}
     assert set(points) == {"tactics/win_in_1", "tactics/win_in_3", "tactics/win_in_5", "tactics/avoid_loss",
-                           "tactics/all"}  # fmt: skip
+                           "tactics/all"}
     for value, step in points.values():
         assert step == 320 and 0.0 <= value <= 1.0
     assert points["tactics/all"][0] == pytest.approx(point["solved"]["all"] / 30)
@@ -214,11 +214,12 @@ def test_a_failed_engine_is_a_line_and_a_check_not_run(tmp_path: Path) -> None:
     result = {"candidate_generation": 4, "decision": None, "scalars": {}, "ptn": {},
               "matches": [failed_record("tiltak", "engine tiltak (tiltak): did not start: no such file", 0.4)]}
     run._gating({**result, "candidate_weights": {}}, SimpleNamespace(step=90, generation=4),
-                Check(4, 80, ("baselines",), weights={}))  # fmt: skip
+                Check(4, 80, ("baselines",), weights={}))
     run.reporter.close()
     want = "evaluation: gen 4 vs tiltak: FAILED after 0 s: engine tiltak (tiltak): did not start: no such file"
     assert want in console.getvalue().splitlines() and want in (tmp_path / "r" / "train.log").read_text()
-    assert run.c.skipped_checks[-1] == "gen 4 baseline tiltak: failed (engine tiltak (tiltak): did not start: no such file)"
+    assert run.c.skipped_checks[-1] == ("gen 4 baseline tiltak: failed (engine tiltak (tiltak): did not start: "
+                                        "no such file)")
 
 
 @pytest.mark.parametrize(
@@ -265,7 +266,7 @@ def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, 
 
     monkeypatch.setattr(NetworkPlayer, "load", classmethod(spy))
     common = ["--solvers", "net200", "--model", str(model), "--sizes", "4", "--limit", "1",
-              "--kinds", "win_in_1", "--tinue-nodes", "0", "--files", str(TACTICS_FILE)]  # fmt: skip
+              "--kinds", "win_in_1", "--tinue-nodes", "0", "--files", str(TACTICS_FILE)]
     for extra, expected in (
         (["--gumbel", "8"], (True, 8, 0.0)),
         ([], (False, 0, DEFAULT_SELECT_Q_FRACTION)),
@@ -278,7 +279,9 @@ def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, 
         lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
         tactics = [x for x in lines if x.get("solver") == "net200"]
         assert tactics and all((x["gumbel_m"], x["select_q_fraction"]) == expected[1:] for x in tactics)
-    for bad, message in ((["--gumbel", "-1"], "--gumbel must be in 0..100000"), (["--gumbel", str(10**20)], "--gumbel must be in"), (["--select-q", "1.5"], "--select-q must be in [0, 1]"),
+    for bad, message in ((["--gumbel", "-1"], "--gumbel must be in 0..100000"),
+                         (["--gumbel", str(10**20)], "--gumbel must be in"),
+                         (["--select-q", "1.5"], "--select-q must be in [0, 1]"),
                          (["--limit", "-1"], "--limit must be >= 1")):
         with pytest.raises(SystemExit):
             bench.main(common + bad)

@@ -125,7 +125,7 @@ def test_golden_baseline_session_as_subprocess() -> None:
         [sys.executable, "-m", "takzero.tei", "--player", "uct:50", "--seed", "7"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.extend(ln.rstrip("\n") for ln in proc.stdout), daemon=True)
     reader.start()
@@ -318,7 +318,7 @@ def test_unknown_model_file_fails_at_start_with_a_message(tmp_path: Path) -> Non
         [sys.executable, "-m", "takzero.tei", "--model", str(tmp_path / "missing.pt")],
         input="quit\n", capture_output=True, text=True, timeout=120, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 2
     assert "cannot start" in proc.stderr and "missing.pt" in proc.stderr
 

@@ -115,7 +115,7 @@ def test_engine_specs_parse_label_and_are_refused_where_engines_do_not_play() ->
     assert check_spec("tei:x", engines=True) == "tei"
     for bad, why in [("tei:", "needs the engine's command"), ("tei:nodes=0:x", "nodes= must be"),
                      ("tei:nodes=1:movetime=2:x", "not both"), ("tei:name=a/b:x", "name= must be"),
-                     ("tei:nodes=1:nodes=2:x", "given twice"), ('tei:"open', "cannot be split")]:  # fmt: skip
+                     ("tei:nodes=1:nodes=2:x", "given twice"), ('tei:"open', "cannot be split")]:
         with pytest.raises(ValueError, match=why):
             check_spec(bad, engines=True)
     for refuse in (make_player, check_spec):  # the TEI engine, play, playtak: no engines there
@@ -152,7 +152,7 @@ def test_an_engine_plays_a_batched_match_and_is_stopped() -> None:
 
 
 @pytest.mark.parametrize("mode, reason, words", [
-    ("crash", "crash", "out of luck at go"), ("illegal", "illegal move", "played 'z9'")])  # fmt: skip
+    ("crash", "crash", "out of luck at go"), ("illegal", "illegal move", "played 'z9'")])
 def test_an_engine_that_fails_mid_match_raises_a_clear_error_and_is_gone(
     fake_engine: Path, mode: str, reason: str, words: str
 ) -> None:
@@ -206,7 +206,7 @@ def test_an_engine_whose_parent_is_killed_ends_with_its_input(tmp_path: Path) ->
         time.sleep(600)
     """))
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         line = parent.stdout.readline() if parent.stdout else ""
         engine_pid = int(line)
@@ -231,7 +231,7 @@ def test_the_training_evaluator_plays_engines_and_records_a_failed_one(fake_engi
         "board.size": 4, "mcts.simulations": 4, "evaluator.gating": "off",
         "evaluator.baseline_games": 2, "evaluator.baselines": ["random", broken, good],
         "selfplay.ply_limit": 40,
-    }))  # fmt: skip
+    }))
     before = _children()
     ev = GatingEvaluator(cfg)
     torch.manual_seed(0)
@@ -266,7 +266,7 @@ def test_evaluate_plays_an_engine_and_reports_a_dead_one(tiny_model: Path, capsy
 
     before = _children()
     status = main([str(tiny_model), "--pairs", "1", "--simulations", "4", "--ply-limit", "40",
-                   "--baselines", f"tei:nodes=1:{GREEDY_ENGINE}", "tei:name=dead:/nonexistent/engine"])  # fmt: skip
+                   "--baselines", f"tei:nodes=1:{GREEDY_ENGINE}", "tei:name=dead:/nonexistent/engine"])
     assert _children() <= before
     captured = capsys.readouterr()
     lines = [json.loads(x) for x in captured.out.splitlines()]

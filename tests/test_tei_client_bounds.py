@@ -87,7 +87,7 @@ def _drive(tmp_path: Path, engine: str, action: str, timeout: float = 150) -> st
     """)
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                           cwd=ROOT, preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)  # fmt: skip
+                           cwd=ROOT, preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the client did not give up on the {engine} engine within {timeout} s")
     assert "Traceback" not in r.stderr and "MemoryError" not in r.stderr, r.stderr[-3000:]

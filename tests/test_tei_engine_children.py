@@ -85,7 +85,7 @@ def _drive(tmp_path: Path, what: str) -> tuple[int, list[str]]:
     (tmp_path / "driver.py").write_text(DRIVER)
     engine = f"{PY} {shlex.quote(str(tmp_path / 'holder.py'))}" + (" crash" if what == "go" else "")
     proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), engine, what], stdout=subprocess.PIPE,
-                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     child = None
     try:
         assert proc.stdout is not None
@@ -129,13 +129,13 @@ def test_evaluate_ends_when_its_engine_leaves_a_child_holding_the_pipe(tmp_path:
         r = subprocess.run(
             [sys.executable, "-m", "takzero.evaluate", str(model), "--pairs", "1", "--simulations", "4",
              "--ply-limit", "40", "--baselines", f"tei:nodes=1:{engine}"],
-            capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+            capture_output=True, text=True, timeout=300, cwd=ROOT)
     except subprocess.TimeoutExpired:
         pytest.fail("evaluate waited for the engine's child")
     assert r.returncode == 0, r.stderr[-2000:]
     assert '"games": 2' in r.stdout
     left = [p for p in Path("/proc").glob("[0-9]*/cmdline")
-            if _read(p).split("\0")[:2] == ["sleep", marker] and not _gone(int(p.parent.name))]  # fmt: skip
+            if _read(p).split("\0")[:2] == ["sleep", marker] and not _gone(int(p.parent.name))]
     assert not left, "the engine's child was left running"
 
 

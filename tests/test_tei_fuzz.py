@@ -81,7 +81,7 @@ TOKENS = [
     "none", "uct:x", "uct:0", "random", "greedy", "size", "halfkomi", "infinite", "nodes",
     "movetime", "wtime", "btime", "winc", "binc", "depth", "ponder", "\x00", "\u00e9", "\t", "",
     "1" * 5000, "teinewgame", "setoption", "isready", "stop",
-]  # fmt: skip
+]
 CHARS = "ab1/,x+<>-*'\"SC \t\x00\x7f\u00e9\u2028"
 
 

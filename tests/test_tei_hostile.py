@@ -36,7 +36,7 @@ def test_idle_sockets_neither_exhaust_the_listener_nor_lock_good_clients_out() -
 
     log: list[str] = []
     server = start_server(lambda out: TEIEngine(out=out, player="random"), "127.0.0.1", 0,
-                          log.append, max_connections=2, handshake_timeout=1.0)  # fmt: skip
+                          log.append, max_connections=2, handshake_timeout=1.0)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     port = server.socket.getsockname()[1]
@@ -254,7 +254,7 @@ def test_a_model_file_that_does_not_load_is_refused_without_its_bytes(tmp_path) 
     import zipfile
 
     files = {"text.pt": b"SECRET line one\nline two\n", "binary.bin": bytes([0x99, 0x42, 0x07]) * 30,
-             "text.onnx": b"SECRET as onnx\n"}  # fmt: skip
+             "text.onnx": b"SECRET as onnx\n"}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     with zipfile.ZipFile(tmp_path / "archive.pt", "w") as zf:
@@ -286,7 +286,7 @@ def test_a_client_that_stops_reading_is_dropped_in_one_line_without_a_traceback(
 
     log: list[str] = []
     server = start_server(lambda out: TEIEngine(out=out, player="random"), "127.0.0.1", 0,
-                          log.append, keepalive=(0.2, 0.3))  # fmt: skip
+                          log.append, keepalive=(0.2, 0.3))
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     port = server.socket.getsockname()[1]

@@ -208,7 +208,7 @@ def test_websocket_command_line_serves_the_golden_transcript() -> None:
         [sys.executable, "-m", "takzero.tei", "--player", "uct:50", "--seed", "7", "--websocket", "127.0.0.1:0"],
         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     try:
         assert proc.stderr is not None
         url = None

@@ -144,7 +144,7 @@ def test_backend_runs_the_network_in_int8_and_back(tmp_path) -> None:
     assert any(line.startswith("bestmove ") for line in lines)
     engine = TEIEngine(out=lines.append, model=str(path))
     engine.run(io.StringIO("setoption name Backend value onnx\n" + script
-                           + "setoption name Backend value fp16\nquit\n"))  # fmt: skip
+                           + "setoption name Backend value fp16\nquit\n"))
     assert engine.network.backend == "onnx"
     assert engine.network.evaluator.metadata.get("precision") != "int8"
     assert any("Backend must be one of auto, int8, onnx, torch" in line for line in lines)
@@ -152,7 +152,7 @@ def test_backend_runs_the_network_in_int8_and_back(tmp_path) -> None:
 
 def test_an_option_naming_a_search_field_reaches_the_players_as_one_row(
     monkeypatch: pytest.MonkeyPatch, tmp_path
-) -> None:  # fmt: skip
+) -> None:
     """The walk of "a TEI option that reaches the players" (issue 57): one row with ``search=``
     and nothing else (no engine attribute declared, no setter, no probe of the player): the
     option is announced, checked by its range and by SearchConfig's own checks (refused in one
@@ -166,7 +166,7 @@ def test_an_option_naming_a_search_field_reaches_the_players_as_one_row(
     rows = [
         Option("ToyTinue", "spin", "toy_tinue", default=1000, min=0, max=2 * MAX_TINUE_NODES, search="tinue_nodes"),
         Option("ToyRoadCheck", "check", "toy_road_check", default=True, search="road_check"),
-    ]  # fmt: skip
+    ]
     for row in rows:
         monkeypatch.setitem(OPTIONS, row.name.lower(), row)
     torch.manual_seed(0)
@@ -177,7 +177,7 @@ def test_an_option_naming_a_search_field_reaches_the_players_as_one_row(
         lines: list[str] = []
         engine = TEIEngine(out=lines.append, model=None if before else str(path), backend="torch")
         script = ("tei\nsetoption name ToyTinue value 7\nsetoption name ToyRoadCheck value false\n"
-                  f"setoption name ToyTinue value {MAX_TINUE_NODES + 1}\n")  # fmt: skip
+                  f"setoption name ToyTinue value {MAX_TINUE_NODES + 1}\n")
         if before:
             script += f"setoption name Model value {path}\n"
         engine.run(io.StringIO(script + game + "quit\n"))

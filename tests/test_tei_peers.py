@@ -69,7 +69,7 @@ def test_a_stop_stops_every_go_before_it_and_each_go_is_answered_once() -> None:
     lines: list[str] = []
     engine = TEIEngine(out=lines.append, player="uct:50", seed=3)
     engine.run(io.StringIO("teinewgame 4\ngo nodes 300\nposition startpos moves a1\ngo nodes 5\n"
-                           "stop\nquit\n"))  # fmt: skip
+                           "stop\nquit\n"))
     best = [ln.split()[1] for ln in lines if ln.startswith("bestmove")]
     assert len(best) == 2 and best[1] != "a1"
 
@@ -149,7 +149,7 @@ def test_isready_allocates_the_tree_so_go_does_not(tmp_path: Path, tiny_tei_mode
 
     monkeypatch.setattr(mcts.BatchedMCTS, "__init__", counting)
     for script in ("position startpos", "position startpos moves a1", "teinewgame 4",
-                   "isready", "position startpos moves d4"):  # fmt: skip
+                   "isready", "position startpos moves d4"):
         engine.handle(script)
         if script.startswith("position"):
             engine.handle("go movetime 200")
@@ -201,7 +201,7 @@ def test_websocket_refuses_connections_over_the_cap_and_stops_a_closed_ones_sear
 
     log: list[str] = []
     server = start_server(lambda out: TEIEngine(out=out, player="uct:100000"), "127.0.0.1", 0,
-                          log.append, max_connections=1)  # fmt: skip
+                          log.append, max_connections=1)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:
@@ -327,6 +327,6 @@ def test_the_playtak_command_line_exits_0_after_its_games_every_time(tmp_path: P
         proc = subprocess.run(
             [sys.executable, str(script), str(tmp_path / f"net{i}.pt")], capture_output=True,
             text=True, timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, (i, proc.returncode, proc.stderr[-2000:])
         assert '"games": 1' in proc.stdout, proc.stdout

@@ -67,7 +67,7 @@ def test_a_flood_of_queued_gos_costs_no_search_each_and_each_is_answered(ending:
     lines: list[str] = []
     engine, player = _blocking_engine(lines)
     engine.run(io.StringIO("teinewgame 4\nposition startpos moves a1\n" + "go nodes 100000000\n" * n
-                           + ending))  # fmt: skip
+                           + ending))
     best = [ln.split()[1] for ln in lines if ln.startswith("bestmove")]
     assert len(best) == n and "a1" not in best
     assert player.searches <= n // 10, player.searches  # old: n
@@ -253,7 +253,7 @@ def test_treenodes_over_the_memory_limit_is_refused_and_a_failed_allocation_is_a
     legal move."""
     proc = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT], capture_output=True, text=True,
                           timeout=280, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
-                                                      "OMP_NUM_THREADS": "1"})  # fmt: skip
+                                                      "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout.splitlines()
     set_line = next(line for line in out if line.startswith("SET "))

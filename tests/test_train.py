@@ -91,7 +91,7 @@ def test_cli_rejects_bad_value_at_startup(tmp_path: Path) -> None:
         [sys.executable, "-m", "takzero.train", "+config=smoke", "board.size=9",
          f"checkpoint_root={tmp_path}"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    )
     assert proc.returncode == 2
     assert "board.size" in proc.stderr
     assert not list(tmp_path.iterdir()), "a rejected config left a run folder"
@@ -101,7 +101,7 @@ def test_selfplay_value_targets_have_the_right_sign() -> None:
     from takzero.pipeline.selfplay import SelfPlayWorker
 
     cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
-                              "selfplay.resign_threshold": -1.0}))  # fmt: skip
+                              "selfplay.resign_threshold": -1.0}))
     worker = SelfPlayWorker.from_run(cfg, 0, device="cpu")
     seen = 0
     results = {"win": 0, "draw": 0}
@@ -164,12 +164,12 @@ def test_ctrl_c_in_start_up_and_mid_run_stops_cleanly(tmp_path: Path) -> None:
     run = tmp_path / "c"
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=c",
             f"checkpoint_root={tmp_path}", "train.total_steps=100000", "train.checkpoint_every=10",
-            "evaluator.baseline_every=0", "log_every_s=1"]  # fmt: skip
+            "evaluator.baseline_every=0", "log_every_s=1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     def interrupted_when(ready) -> subprocess.CompletedProcess:
         proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             assert wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
             assert proc.poll() is None, "the run exited before the Ctrl-C"
@@ -215,7 +215,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=smoke",
             f"checkpoint_root={tmp_path}", "train.total_steps=80", "train.checkpoint_every=10",
             "evaluator.baseline_every=0", "evaluator.games=2", "log_every_s=1",
-            "replay.shard_positions=50"]  # fmt: skip
+            "replay.shard_positions=50"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     history: list[dict] = []  # the run counters of the newest checkpoint after each session
 
@@ -223,7 +223,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
         err = tmp_path / f"session{len(history)}.err"
         with open(err, "w") as f:
             proc = subprocess.Popen([*args, *extra_args], cwd=ROOT, env=env, start_new_session=True,
-                                    stdout=subprocess.DEVNULL, stderr=f)  # fmt: skip
+                                    stdout=subprocess.DEVNULL, stderr=f)
         try:
             assert wait_for(lambda: ready() or proc.poll() is not None, 600), "the run never got there"
             assert proc.poll() is None, f"the run exited ({proc.returncode}): {err.read_text()[-2000:]}"
@@ -262,7 +262,7 @@ def test_smoke_run_kill_and_resume(tmp_path: Path) -> None:
     assert first["optimizer"]["state"], "optimizer state was not saved"
     # 3: resumed to the end.
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-                          start_new_session=True)  # fmt: skip
+                          start_new_session=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resumed from ckpt_{step0:09d}.pt" in done.stdout or "resumed from" in done.stdout
     assert "to resume after a crash or Ctrl-C:" in done.stdout and "run_name=smoke" in done.stdout
@@ -331,7 +331,7 @@ def test_workers_block_when_the_trainer_is_paused() -> None:
     from takzero.pipeline.placement import selfplay_options
 
     cfg = load_config(_cfg(**{"replay.min_positions": 50, "replay.max_ahead": 100,
-                              "selfplay.games_per_worker": 8, "mcts.simulations": 4}))  # fmt: skip
+                              "selfplay.games_per_worker": 8, "mcts.simulations": 4}))
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         coordinator = ray.remote(Coordinator).remote()
@@ -376,7 +376,7 @@ def test_selfplay_proven_value_targets() -> None:
 
     cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 8,
                               "selfplay.resign_threshold": -1.0, "selfplay.proven_value_targets": True,
-                              "selfplay.tinue_nodes": 5000, "mcts.temperature_plies": 100}))  # fmt: skip
+                              "selfplay.tinue_nodes": 5000, "mcts.temperature_plies": 100}))
     worker = SelfPlayWorker.from_run(cfg, 0, device="cpu")
     checked = 0
     for _ in range(300):
@@ -406,7 +406,7 @@ def _tinue_policy_records(switch: bool, wanted: int = 12) -> tuple[int, int]:
     cfg = load_config(_cfg(**{"board.size": 3, "selfplay.games_per_worker": 8, "mcts.simulations": 2,
                               "mcts.gumbel": False, "selfplay.resign_threshold": -1.0,
                               "selfplay.tinue_nodes": 5000, "selfplay.tinue_policy_targets": switch,
-                              "mcts.temperature_plies": 100}))  # fmt: skip
+                              "mcts.temperature_plies": 100}))
     worker = SelfPlayWorker.from_run(cfg, 0, device="cpu")
     seen = one_hot_wins = 0
     for _ in range(400):
@@ -477,7 +477,8 @@ def test_resume_with_another_network_is_refused_naming_the_keys(tmp_path: Path) 
     cfg = load_config(raw)
     old = {**cfg.model_config().to_dict(), "feature_version": 1, "channels": 8}
     atomic_torch_save({"step": 7, "model_config": old}, tmp_path / "r" / "ckpt_000000007.pt")
-    with pytest.raises(RunDirError, match=r"model.channels: checkpoint 8.*model.feature_version: checkpoint 1, config 2"):
+    both = r"model.channels: checkpoint 8.*model.feature_version: checkpoint 1, config 2"
+    with pytest.raises(RunDirError, match=both):
         Run(cfg)._check_run_dir()
     raw.model.feature_version = 1
     raw.model.channels = 8

@@ -26,7 +26,7 @@ RAY_CORE_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EWF] \d+ \d+
 
 
 def test_rays_start_up_warnings_reach_train_log_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capfd: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
     import ray  # noqa: F401 - Ray's import installs its console handler on the "ray" logger
 
     import takzero.pipeline.run as run_module
@@ -58,7 +58,7 @@ def test_rays_start_up_warnings_reach_train_log_only(tmp_path: Path, monkeypatch
 def test_takzeros_warnings_go_to_train_log_too(tmp_path: Path) -> None:
     rep = RunReporter(tmp_path, StopRule(10), Snapshot(0, 0, 0, 0, 0.0), console=io.StringIO(), bar=False)
     logging.getLogger("takzero.pipeline.actors").warning("self-play worker %d lost (%s); starting a new one",
-                                                         1, "RayActorError")  # fmt: skip
+                                                         1, "RayActorError")
     rep.close()
     logging.getLogger("takzero.pipeline.actors").warning("after the run: not in its log")
     log = (tmp_path / "train.log").read_text()
@@ -83,13 +83,13 @@ def test_a_smoke_runs_console_has_no_ray_core_error_line(tmp_path: Path, inferen
     baseline = tmp_path / "m.pt"
     net = TakNet(cfg.model_config())
     atomic_torch_save({"model_config": cfg.model_config().to_dict(), "model_state": net.state_dict(),
-                       "generation": 0, "run_name": "m", "half_komi": cfg.half_komi()}, baseline)  # fmt: skip
+                       "generation": 0, "run_name": "m", "half_komi": cfg.half_komi()}, baseline)
     args = [sys.executable, "-m", "takzero.train", "+config=smoke", f"run_name={inference}",
             f"checkpoint_root={tmp_path}", "train.total_steps=20", "train.checkpoint_every=20",
             f"selfplay.inference={inference}", "evaluator.baseline_every=1", "evaluator.baseline_games=2",
-            f"evaluator.baselines=[random,'model:{baseline}:2']", "log_every_s=1"]  # fmt: skip
+            f"evaluator.baselines=[random,'model:{baseline}:2']", "log_every_s=1"]
     done = subprocess.run(args, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True,
-                          text=True, timeout=1100, start_new_session=True)  # fmt: skip
+                          text=True, timeout=1100, start_new_session=True)
     assert done.returncode == 0, done.stderr[-3000:]
     console = done.stdout + done.stderr
     assert "evaluation: gen 1 vs m" in done.stdout, done.stdout[-3000:]  # the evaluator ran, with the file

@@ -103,7 +103,9 @@ def _clean(mcts: BatchedMCTS) -> bool:
 
 @pytest.mark.parametrize("fail_at", [1, 2, 5])
 @pytest.mark.parametrize(("games", "k", "pipelined"), [(1, 1, False), (1, 8, False), (1, 8, True), (3, 4, True)])
-def test_a_failed_network_call_leaves_a_tree_that_searches_on(games: int, k: int, pipelined: bool, fail_at: int) -> None:
+def test_a_failed_network_call_leaves_a_tree_that_searches_on(
+    games: int, k: int, pipelined: bool, fail_at: int
+) -> None:
     """A network call that raises (plain loop, two workers of one game, games in two halves)
     is raised from ``run``, and the leaves it held are taken back: no virtual visit, nothing in
     flight, no step pending, so the next search of the same trees runs and spends its budget.
@@ -149,7 +151,9 @@ def test_the_player_plays_on_after_a_failed_network_call(threads: int) -> None:
 
 @pytest.mark.parametrize(("games", "k", "pipelined"), [(1, 8, False), (1, 8, True), (3, 4, True), (4, 1, True)])
 @pytest.mark.parametrize("how", ["deadline", "stop"])
-def test_a_search_stopped_before_it_starts_still_makes_one_network_call(games: int, k: int, pipelined: bool, how: str) -> None:
+def test_a_search_stopped_before_it_starts_still_makes_one_network_call(
+    games: int, k: int, pipelined: bool, how: str
+) -> None:
     """``run`` promises one network call however early a stop or deadline comes (a player must
     answer a move: ``go movetime 1`` on a busy machine, a ``stop`` right behind ``go``, a clock
     that the tinuë check used up). The plain loop checks after its call; the two workers and the

@@ -38,7 +38,7 @@ def _source_file(tmp_path: Path, mc: ModelConfig, name: str = "source.pt") -> tu
             p.add_(0.05 * torch.randn_like(p))
     path = tmp_path / name
     atomic_torch_save({"model_config": mc.to_dict(), "model_state": net.state_dict(), "generation": 7,
-                       "run_name": "src", "half_komi": 0}, path)  # fmt: skip
+                       "run_name": "src", "half_komi": 0}, path)
     return path, net.eval()
 
 
@@ -89,7 +89,7 @@ def test_init_from_loads_the_weights_with_a_fresh_optimiser(tmp_path: Path) -> N
     # of its own generation 0 (random weights): the warm start replaces it
     stale = TakNet(cfg.model_config()).state_dict()
     atomic_torch_save({"model_config": cfg.model_config().to_dict(), "model_state": stale, "generation": 0},
-                      Path(cfg.checkpoint_root) / "warm" / "best.pt")  # fmt: skip
+                      Path(cfg.checkpoint_root) / "warm" / "best.pt")
     run, kept = _run_setup(cfg)
     trainer: Trainer = kept["trainer"]
     trainer.model.eval()
@@ -184,7 +184,7 @@ def test_cli_refuses_a_file_of_another_board_size_before_making_the_run_folder(t
         [sys.executable, "-m", "takzero.train", "+config=smoke", "run_name=five", "board.size=5",
          f"checkpoint_root={root}", f"train.init_from={src}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "config error: train.init_from: another network" in proc.stderr
     assert "board.size: file 4, config 5" in proc.stderr
@@ -206,7 +206,7 @@ def test_lineage_counts_add_up_and_round_trip() -> None:
     assert "45.5 min, 1,500 positions, 30 games, 500 steps over 2 runs (first, second)" == b.describe()
     for bad in ({"minutes": -1}, {"positions": "many"}, {"minutes": float("nan")}, {"runs": "a"}, "abc", [1],
                 {"minutes": 10**400}, {"positions": float("inf")}, {"positions": 1.9}, {"steps": True},
-                {"runs": [None]}, {"minutes": 1e308}, {"positions": "12"}):  # fmt: skip
+                {"runs": [None]}, {"minutes": 1e308}, {"positions": "12"}):
         with pytest.raises(ValueError, match="lineage"):
             Lineage.from_dict(bad)
 
@@ -220,13 +220,13 @@ def test_lineage_of_a_file_model_checkpoint_or_bare() -> None:
     entry = Lineage(10.0, 100, 5, 50, ("a",))
     assert Lineage.of_file({"lineage": entry.to_dict()}) == entry
     ckpt = {"step": 70, "run_name": "b",
-            "run": {"minutes": 12.0, "positions": 300, "games": 9, "earlier": entry.to_dict()}}  # fmt: skip
+            "run": {"minutes": 12.0, "positions": 300, "games": 9, "earlier": entry.to_dict()}}
     assert Lineage.of_file(ckpt) == Lineage(22.0, 400, 14, 120, ("a", "b"))
     assert Lineage.of_file({"step": 3, "run_name": "c", "run": {"minutes": 1.0}}) == Lineage(1.0, 0, 0, 3, ("c",))
     assert Lineage.of_file({"run_name": "v1"}) == Lineage(runs=("v1",), known=False)  # unknown, not 0 min
     assert Lineage.of_file({}) == Lineage(known=False)
     for bad in ({"run": {"minutes": None}}, {"run": {"earlier": "x"}}, {"run": {"minutes": -5}},
-                {"run": {}, "step": -7}, {"run": "x"}):  # fmt: skip
+                {"run": {}, "step": -7}, {"run": "x"}):
         with pytest.raises(ValueError, match="lineage"):
             Lineage.of_file(bad)
 
@@ -276,7 +276,7 @@ def test_weight_snapshots_at_each_multiple_of_the_chains_minutes(tmp_path: Path)
     src, _ = _source_file(tmp_path, cfg0.model_config())
     _with_lineage(src, {"minutes": 45.0, "positions": 10, "games": 1, "steps": 5, "runs": ["r6"]})
     run, kept = _run_setup(load_config(_raw(tmp_path, **{"train.init_from": str(src),
-                                                        "train.snapshot_minutes": 60})))  # fmt: skip
+                                                        "train.snapshot_minutes": 60})))
     run.reporter = None  # closed by the stop; the snapshot's line goes to train.log only through it
     state = {k: v.clone() for k, v in kept["trainer"].model.state_dict().items()}
     written = []

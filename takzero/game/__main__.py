@@ -395,7 +395,7 @@ def _show(args: argparse.Namespace) -> int:
         pixels = args.width * args.dpi
         if pixels > MAX_PICTURE_PIXELS:  # a picture's width in pixels (its height is about the same)
             raise ValueError(f"--width {args.width:g} at --dpi {args.dpi} is {pixels:,.0f} pixels wide; "
-                             f"at most {MAX_PICTURE_PIXELS:,} (e.g. --width 4 --dpi 100)")  # fmt: skip
+                             f"at most {MAX_PICTURE_PIXELS:,} (e.g. --width 4 --dpi 100)")
         path = save_board(pos, args.output, last_move=last, title=args.title, width=args.width, dpi=args.dpi)
     except (TPSError, PTNError, MoveError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -481,8 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--ptn", help="a PTN file: draw one of its games after some plies")
     s.add_argument("-o", "--output", required=True, help="picture file, .png or .svg")
     s.add_argument("--last-move", help="with --tps: the move (PTN) to mark as the last one")
-    s.add_argument("--game", type=_int_in(1, what="the game number"), help="with --ptn: game number, 1-based (default 1)")
-    s.add_argument("--ply", type=_int_in(0, what="the ply count"), help="with --ptn: plies of the move text played (default: all)")
+    s.add_argument("--game", type=_int_in(1, what="the game number"),
+                   help="with --ptn: game number, 1-based (default 1)")
+    s.add_argument("--ply", type=_int_in(0, what="the ply count"),
+                   help="with --ptn: plies of the move text played (default: all)")
     s.add_argument("--komi", type=_komi_arg, default=0.0, help="with --tps: komi in points (default 0)")
     s.add_argument("--flats", type=_flats_arg, help="with --tps: stones per player (default: standard)")
     s.add_argument("--caps", type=_caps_arg, help="with --tps: capstones per player (default: standard)")

@@ -36,7 +36,8 @@ or time budget ran out (or the depth limit was reached somewhere the answer depe
 
 Repetitions (the graph-history-interaction problem, GHI; the general solution is M. Kishimoto and
 M. Müller, "A solution to the GHI problem for depth-first proof-number search", Information
-Sciences 2005 -- this is a simpler, conservative scheme): only spreads can repeat a position. A child whose position is already on the current path (since its last
+Sciences 2005 -- this is a simpler, conservative scheme): only spreads can repeat a position. A
+child whose position is already on the current path (since its last
 placement) counts as disproved: a line that comes back to an earlier position does not force a
 road. Such a disproof depends on the path, so it is *tainted* with the depth of the path position
 it returned to; a node's disproof takes the taints of the disproofs it rests on, and the taint
@@ -205,12 +206,12 @@ def prove_tinue(
     if max_nodes is not None and not (
         isinstance(max_nodes, int | np.integer) and not isinstance(max_nodes, bool)
         and 1 <= max_nodes <= MAX_NODES
-    ):  # fmt: skip
+    ):
         raise ValueError(f"max_nodes must be an integer in 1..{MAX_NODES}, got {max_nodes!r}")
     if max_seconds is not None and not (
         isinstance(max_seconds, int | float) and not isinstance(max_seconds, bool)
         and 0 < max_seconds <= MAX_SECONDS
-    ):  # fmt: skip
+    ):
         raise ValueError(f"max_seconds must be a number in (0, {MAX_SECONDS:g}], got {max_seconds!r}")
     if not (isinstance(max_depth, int) and 1 <= max_depth <= 200):
         raise ValueError(f"max_depth must be an integer in 1..200, got {max_depth!r}")

@@ -149,7 +149,7 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
 
 def check_not_input(
     output: str | os.PathLike[str], *inputs: str | os.PathLike[str] | None, option: str = "-o"
-) -> None:  # fmt: skip
+) -> None:
     """Refuse an ``output`` path that is one of the command's ``inputs`` (None ones skipped):
     a command never writes over what it reads, even atomically (an annotated game over its
     record, a picture over the PTN it draws). Every command-line module that writes a file
@@ -165,7 +165,7 @@ def check_not_input(
     for source in inputs:
         if source is not None and same_file(output, source):
             raise ValueError(f"{output} is the input file {source}: a command never writes over its "
-                             f"input; choose another {option}")  # fmt: skip
+                             f"input; choose another {option}")
 
 
 __all__ = [

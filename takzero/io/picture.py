@@ -152,7 +152,7 @@ def _piece(ax, x: float, y: float, colour: int, kind: int, scale: float = 1.0) -
                 (x - 0.21, y - 0.21), 0.42, 0.42, boxstyle="round,pad=0,rounding_size=0.06",
                 facecolor=fill, edgecolor=edge, linewidth=lw, zorder=4,
             )
-        )  # fmt: skip
+        )
 
 
 def draw_board(
@@ -206,25 +206,25 @@ def draw_board(
                         (file + 0.05, rank + 0.08 + i * bar), 0.2, bar * 0.8,
                         facecolor=PIECE_FILL[c], edgecolor=PIECE_EDGE[c], linewidth=0.5 * scale, zorder=3,
                     )
-                )  # fmt: skip
+                )
             ax.text(
                 file + 0.94, rank + 0.93, str(len(colours)), ha="right", va="top",
                 fontsize=8 * scale, color="#222222", zorder=5,
-            )  # fmt: skip
+            )
     for sq in dests:
         ax.add_patch(
             Rectangle(
                 (sq % size + 0.04, sq // size + 0.04), 0.92, 0.92, fill=False, edgecolor=LAST_MOVE,
                 linewidth=2.2 * scale, zorder=6,
             )
-        )  # fmt: skip
+        )
     if origin is not None and dests:
         ax.add_patch(
             Rectangle(
                 (origin % size + 0.04, origin // size + 0.04), 0.92, 0.92, fill=False,
                 edgecolor=LAST_MOVE, linewidth=1.6 * scale, linestyle=(0, (3, 2)), zorder=6,
             )
-        )  # fmt: skip
+        )
         start = (origin % size + 0.5, origin // size + 0.5)
         end = (dests[-1] % size + 0.5, dests[-1] // size + 0.5)
         ax.add_patch(
@@ -232,7 +232,7 @@ def draw_board(
                 start, end, arrowstyle="-|>", mutation_scale=14 * scale, color=LAST_MOVE,
                 linewidth=1.8 * scale, alpha=0.8, zorder=3.5,
             )
-        )  # fmt: skip
+        )
     text = _title(position)
     if title:
         text = f"{title}\n{text}"

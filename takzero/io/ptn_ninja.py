@@ -48,7 +48,7 @@ def link_length_problem(url: str) -> str | None:
         return None
     return (f"its PTN Ninja link is {len(url):,} characters, over the {MAX_LINK_CHARS:,} that "
             "browsers and web servers reliably accept (MAX_LINK_CHARS): it may not open; open "
-            "the PTN file in PTN Ninja instead (its Open button)")  # fmt: skip
+            "the PTN file in PTN Ninja instead (its Open button)")
 
 
 def _url_encode(text: str) -> str:

@@ -75,7 +75,7 @@ class NetSide:
             simulations=self.simulations, tinue_nodes=self.config.tinue_nodes,
             sampling_plies=self.sampling_plies if sampling_plies is None else sampling_plies,
             name=self.name,
-        )  # fmt: skip
+        )
 
 
 Side = NetSide | Player
@@ -390,7 +390,7 @@ def play_match(
         records = play_games(
             sides[0], sides[1], start, paired, a_white, ply_limit, threefold, (seed_a, seed_b),
             sample_seed=seed, on_game=finished,
-        )  # fmt: skip
+        )
     except MatchInterrupted:
         raise
     except KeyboardInterrupt:

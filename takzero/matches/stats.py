@@ -96,7 +96,7 @@ def _check_counts(counts: Sequence[float], k: int) -> list[float]:
         raise ValueError(f"no games: the outcome counts sum to {sum(out):g} (under 1)")
     if sum(out) > MAX_GAMES:
         raise ValueError(f"the outcome counts sum to {sum(out):g}: over {MAX_GAMES:g}, where float "
-                         "rounding would collapse the intervals")  # fmt: skip
+                         "rounding would collapse the intervals")
     return out
 
 

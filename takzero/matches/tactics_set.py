@@ -104,7 +104,7 @@ _VERIFIED: dict[tuple[str, int, int], tuple[bool | None, int]] = {}
 
 
 def move_wins(entry: dict[str, Any], pos: Position, code: int, mate: int | None = None,
-              max_nodes: int = VERIFY_NODES) -> bool | None:  # fmt: skip
+              max_nodes: int = VERIFY_NODES) -> bool | None:
     """Whether ``code`` wins ``entry``'s win kind in ``pos`` (see the module doc: the game ends
     with the mover winning, or :func:`~takzero.game.exhaustive.forced_win` within the kind's
     plies minus one; ``mate``, the plies of a tinuë proof the move was answered from: deeper
@@ -137,7 +137,7 @@ def move_wins(entry: dict[str, Any], pos: Position, code: int, mate: int | None 
 
 
 def solves(entry: dict[str, Any], code: int, mate: int | None = None,
-           max_nodes: int = VERIFY_NODES) -> bool | None:  # fmt: skip
+           max_nodes: int = VERIFY_NODES) -> bool | None:
     """Whether the move ``code`` solves ``entry`` (the rule of the module doc): a win kind by
     :func:`move_wins` (None: unverified within ``max_nodes``), ``avoid_loss`` when the move's PTN
     is one of the entry's ``expected``. Raises ValueError for an unknown kind."""
@@ -163,7 +163,7 @@ class TacticsScore:
 
 
 def solve_rates(entries: Sequence[dict[str, Any]], answers: Sequence[PlayerMove | int],
-                max_nodes: int = VERIFY_NODES) -> TacticsScore:  # fmt: skip
+                max_nodes: int = VERIFY_NODES) -> TacticsScore:
     """The solve rate per kind and overall of ``answers`` (one move per entry, a code or a
     :class:`PlayerMove`, whose ``info['mate']`` with ``info['tinue'] == 'win'`` is the proof
     length of :func:`move_wins`), each in [0, 1]. Raises ValueError for no entries or a count

@@ -221,7 +221,7 @@ def softmax_at(logits: np.ndarray, out: np.ndarray, legal: np.ndarray, n: int) -
 
 @njit(cache=True, nogil=True)
 def _legal_softmax_impl(states: np.ndarray, logits: np.ndarray, out: np.ndarray, moves: np.ndarray,
-                        legal: np.ndarray) -> None:  # fmt: skip
+                        legal: np.ndarray) -> None:
     for g in range(states.shape[0]):
         size = states[g, I_SIZE]
         n = generate_moves(states[g], moves)

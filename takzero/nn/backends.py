@@ -106,7 +106,8 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
         return with_backend(ev.int8_twin, "int8", threads)
     else:
         out, _ = quantize(ev, threads=threads)
-    out.metadata = {**out.metadata, **ev.metadata, **{k: out.metadata[k] for k in ("precision", "calibration_positions") if k in out.metadata}}
+    own = {k: out.metadata[k] for k in ("precision", "calibration_positions") if k in out.metadata}
+    out.metadata = {**out.metadata, **ev.metadata, **own}
     out.calibration_states = ev.calibration_states
     if backend == "int8" and isinstance(ev.model, PolicyValueNet):
         ev.int8_twin = out  # until its weights change (load_state_dict)
@@ -144,7 +145,7 @@ def choose_backend(model: PolicyValueNet, batch: int, threads: int = 1, repeats:
 
 def quantize(
     evaluator: Evaluator, states: np.ndarray | None = None, threads: int = 1, seed: int = 0,
-) -> tuple[Evaluator, float]:  # fmt: skip
+) -> tuple[Evaluator, float]:
     """The int8 twin of a float32 evaluator (``takzero.nn.quantize``).
 
     Args:

@@ -127,7 +127,7 @@ PLANES = (
           "``(2 * (own flats - opp flats) + hk) / (2 N)``, hk = +half_komi when black is to "
           "move, -half_komi when white is (flats: stacks topped by a flat, as the flat count "
           "counts them); > 0 means the mover would win the flat count if the game ended now"),
-)  # fmt: skip
+)
 
 
 def _plane_offsets(planes: tuple[Plane, ...]) -> dict[str, int]:

@@ -242,7 +242,7 @@ HEADS: dict[str, Head] = {
              _soft_policy_loss, "soft_policy_weight", None,
              "the policy target ** (1/4), renormalised (KataGo methods notes)"),
     )
-}  # fmt: skip
+}
 
 
 def head_names(names: Iterable[str]) -> list[str]:

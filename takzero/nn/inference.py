@@ -227,7 +227,7 @@ class Evaluator:
             session = onnx_session(data, threads, providers)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types (InvalidProtobuf, ...)
             raise ValueError(f"{path}: cannot be read as an ONNX model: truncated, corrupt or another "
-                             f"format ({one_line_reason(e)})") from None  # fmt: skip
+                             f"format ({one_line_reason(e)})") from None
         meta_map = session.get_modelmeta().custom_metadata_map
         if "takzero" not in meta_map:
             raise ValueError(f"{path} has no takzero metadata")
@@ -279,7 +279,7 @@ class Evaluator:
         if not ok.all():
             raise ValueError(f"{source}: its outputs are not finite (NaN or inf on {int((~ok).sum())} of "
                              f"{len(ok)} test positions): the network cannot play (weights out of "
-                             "range, such as a BatchNorm running variance below zero)")  # fmt: skip
+                             "range, such as a BatchNorm running variance below zero)")
 
     def load_state_dict(self, model_state: dict[str, Any]) -> None:
         """Replace the weights of an eager network (a :class:`PolicyValueNet`, e.g. a new
@@ -441,7 +441,7 @@ def check_weights_finite(model: nn.Module, source: str) -> None:
     bad = [k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         raise ValueError(f"{source}: its weights are not finite ({', '.join(bad[:3])}"
-                         f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
+                         f"{', ...' if len(bad) > 3 else ''})")
 
 
 #: Signature of anything that evaluates a batch of positions like ``Evaluator.evaluate``.

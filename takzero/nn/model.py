@@ -237,7 +237,7 @@ class ModelConfig(NetworkSettings):
             value = getattr(self, name)
             if value > bound:
                 raise ValueError(f"model config {name}={_shown(value)} is over the bound of {bound} "
-                                 f"({_BOUND_NAMES[name]}); no network of takzero is that large")  # fmt: skip
+                                 f"({_BOUND_NAMES[name]}); no network of takzero is that large")
         if min(self.policy_channels, self.value_channels, self.value_hidden) < 1:
             raise ValueError(f"invalid model config {short_repr(asdict(self), 200)}")
         if self.feature_version not in FEATURE_VERSIONS:
@@ -251,7 +251,7 @@ class ModelConfig(NetworkSettings):
         refused = self.trunk_setting_problem()
         if refused:
             raise ValueError(f"model config {refused[0]}={_shown(getattr(self, refused[0]))} {refused[1]} "
-                             f"(a setting of the {self.trunk} trunk)")  # fmt: skip
+                             f"(a setting of the {self.trunk} trunk)")
         refused = row.check(self)
         if refused:
             raise ValueError(f"trunk {self.trunk!r}: {refused[1]}")
@@ -260,7 +260,7 @@ class ModelConfig(NetworkSettings):
         if params > MAX_PARAMETERS:
             raise ValueError(f"model config {self.blocks} blocks x {self.channels} channels: some "
                              f"{params:,} parameters, over the bound of {MAX_PARAMETERS:,} "
-                             "(MAX_PARAMETERS)")  # fmt: skip
+                             "(MAX_PARAMETERS)")
 
     def estimated_parameters(self) -> int:
         """An upper estimate of the network's parameters, from the config alone (nothing is
@@ -312,7 +312,8 @@ class ModelConfig(NetworkSettings):
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise ValueError(f"unknown model config keys {short_repr(sorted(k if isinstance(k, str) else short_repr(k) for k in unknown), 200)}")
+            names = sorted(k if isinstance(k, str) else short_repr(k) for k in unknown)
+            raise ValueError(f"unknown model config keys {short_repr(names, 200)}")
         return cls(**d)
 
 
@@ -341,7 +342,7 @@ FIELD_RANGES: dict[str, tuple[int, int | None]] = {
     "gpool_channels": (1, MAX_HEAD_CHANNELS), "gpool_every": (1, None),
     "policy_channels": (1, MAX_HEAD_CHANNELS), "value_channels": (1, MAX_HEAD_CHANNELS),
     "value_hidden": (1, MAX_VALUE_HIDDEN),
-}  # fmt: skip
+}
 #: The whole-number fields (every ``int`` field, a trunk's own settings included), checked first.
 _INT_FIELDS = tuple(f.name for f in fields(ModelConfig) if f.type in ("int", "int | None"))
 
@@ -494,7 +495,8 @@ def model_from_checkpoint(
     weights-only: :func:`takzero.nn.safe_load.load_weights_only`).
 
     ``source``: the file a loaded object came from, named in the errors (default: the path, or
-    "the checkpoint"); with it, a ``str`` ``checkpoint`` is that object, not a path. Nothing is allocated before the config is checked against the bounds (``MAX_BLOCKS``,
+    "the checkpoint"); with it, a ``str`` ``checkpoint`` is that object, not a path. Nothing is
+    allocated before the config is checked against the bounds (``MAX_BLOCKS``,
     ``MAX_CHANNELS``, ..., ``MAX_PARAMETERS``: :class:`ModelConfig`) and the weights' shapes
     against the config (:func:`check_weights_fit`).
 
@@ -529,7 +531,8 @@ def model_from_checkpoint(
         model.load_state_dict(state)
     except RuntimeError as e:  # torch's message is many lines: its last one says what failed
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        raise RuntimeError(f"{source}: the weights cannot be loaded ({shown(lines[-1] if lines else '', 200)})") from None
+        last = lines[-1] if lines else ""
+        raise RuntimeError(f"{source}: the weights cannot be loaded ({shown(last, 200)})") from None
     return model
 
 
@@ -544,13 +547,13 @@ def check_weights_fit(cfg: ModelConfig, state: Any, source: str = "the checkpoin
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(f"{source}: its model_state is not a dict of tensors")
     odd = [(k, v) for k, v in state.items() if v.layout != torch.strided or v.is_meta or v.is_complex()
-           or v.is_quantized]  # fmt: skip
+           or v.is_quantized]
     if odd:  # load_state_dict would fail with torch's multi-line message, or drop a part
         k, v = odd[0]
         kind = "a meta" if v.is_meta else ("a complex" if v.is_complex() else
                                            ("a quantized" if v.is_quantized else f"a {v.layout}"))
         raise ValueError(f"{source}: its weight {short_repr(k)} is {kind} tensor; a network's weights are "
-                         "dense real tensors")  # fmt: skip
+                         "dense real tensors")
     with torch.device("meta"):
         expected = {k: tuple(v.shape) for k, v in TakNet(cfg).state_dict().items()}
     got = {k: tuple(v.shape) for k, v in current_keys(state).items()}
@@ -562,7 +565,7 @@ def check_weights_fit(cfg: ModelConfig, state: Any, source: str = "the checkpoin
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise RuntimeError(f"{source}: the weights do not fit the model config: "
-                           f"{'; '.join(problems[:3])}{more}")  # fmt: skip
+                           f"{'; '.join(problems[:3])}{more}")
 
 
 

@@ -148,13 +148,13 @@ def export_onnx(
             torch.onnx.export(
                 cast(nn.Module, model), (example,), str(path), opset_version=opset, dynamo=False,
                 dynamic_axes=axes, **names,
-            )  # fmt: skip
+            )
         else:
             batch = torch.export.Dim("batch")
             torch.onnx.export(
                 cast(nn.Module, model), (example,), str(path), opset_version=opset, dynamo=True,
                 external_data=False, dynamic_shapes={"planes": {0: batch}}, verbose=False, **names,
-            )  # fmt: skip
+            )
     proto = onnx.load(str(path))
     written = {o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")}
     if written != {opset}:
@@ -191,7 +191,7 @@ def onnx_bytes_of_model(model: PolicyValueNet, opset: int = DEFAULT_ONNX_OPSET) 
             opset_version=opset, dynamo=False,
             input_names=["planes"], output_names=names,
             dynamic_axes={name: {0: "batch"} for name in ["planes", *names]},
-        )  # fmt: skip
+        )
     return buf.getvalue()
 
 

@@ -73,7 +73,7 @@ class QuantizeError(ValueError):
 def policy_games_states(
     evaluator: Any, positions: int = CALIBRATION_POSITIONS, games: int = 16, seed: int = 0,
     half_komi: int | None = None,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Positions of games the network plays against itself with moves drawn from its own policy.
 
     Args:
@@ -113,7 +113,7 @@ def policy_games_states(
             first = False
         if calls >= max_calls:
             raise QuantizeError(f"the network's own games gave {len(out)} of {positions} calibration "
-                                f"positions in {calls} network calls")  # fmt: skip
+                                f"positions in {calls} network calls")
         calls += 1
         priors, _, _ = evaluator.evaluate(states)
         for i, g in enumerate(live):
@@ -123,7 +123,7 @@ def policy_games_states(
                 bad += 1
                 if bad > MAX_BAD_PRIORS:
                     raise QuantizeError(f"the network's priors are not finite (NaN or inf) on {bad} "
-                                        "positions of its own games: it cannot be calibrated")  # fmt: skip
+                                        "positions of its own games: it cannot be calibrated")
                 live[i] = Game(start, ply_limit=4 * size * size)
                 continue
             action = int(rng.choice(len(p), p=p / total))
@@ -225,7 +225,7 @@ def quantize_onnx_bytes(onnx_model: bytes, planes: np.ndarray) -> bytes:
                 activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                 calibrate_method=CalibrationMethod.MinMax,
                 extra_options={"CalibTensorRangeSymmetric": False},
-            )  # fmt: skip
+            )
         except Exception as e:  # noqa: BLE001 - onnxruntime's own error types
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise QuantizeError(f"onnxruntime could not quantize the network: {first[:300]}") from None

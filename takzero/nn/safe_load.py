@@ -118,7 +118,7 @@ def check_model_file(path: str | Path, max_bytes: int = MAX_MODEL_FILE_BYTES) ->
         raise ValueError(f"{path}: not a regular file (a device, a pipe or a socket); a model is a file")
     if st.st_size > max_bytes:
         raise ValueError(f"{path}: {st.st_size:,} bytes, over the bound of {max_bytes:,} bytes of a "
-                         "model file (MAX_MODEL_FILE_BYTES)")  # fmt: skip
+                         "model file (MAX_MODEL_FILE_BYTES)")
 
 
 def check_onnx_file(
@@ -151,7 +151,7 @@ def check_onnx_file(
         proto = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and others: not an ONNX file
         raise ValueError(f"{path}: cannot be read as an ONNX model: truncated, corrupt or another "
-                         f"format ({one_line_reason(e)})") from None  # fmt: skip
+                         f"format ({one_line_reason(e)})") from None
     total = 0
     tensors: list[tuple[Any, bool]] = []  # (TensorProto, whether it is an initializer)
     for graph in _onnx_graphs(proto.graph):
@@ -165,15 +165,15 @@ def check_onnx_file(
     for t, _ in tensors:
         if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
             raise ValueError(f"{path}: its weight {short_repr(t.name)} is in an external data file; takzero "
-                             "reads ONNX models of one file only")  # fmt: skip
+                             "reads ONNX models of one file only")
         total += _onnx_tensor_bytes(t)
         if total > max_weight_bytes:
             raise ValueError(f"{path}: more than {max_weight_bytes:,} bytes of weights, over the "
-                             "bound of an ONNX model (MAX_ONNX_WEIGHT_BYTES)")  # fmt: skip
+                             "bound of an ONNX model (MAX_ONNX_WEIGHT_BYTES)")
     bad = [shown(t.name, 60) or "(unnamed)" for t, weight in tensors if not _onnx_tensor_finite(t, weight)]
     if bad:  # a network of NaN or inf plays its first legal move every time (as a checkpoint's)
         raise ValueError(f"{path}: its weights are not finite (NaN or inf in {', '.join(bad[:3])}"
-                         f"{', ...' if len(bad) > 3 else ''})")  # fmt: skip
+                         f"{', ...' if len(bad) > 3 else ''})")
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:  # noqa: BLE001 - a graph shape inference cannot follow: the session decides
@@ -188,7 +188,7 @@ def check_onnx_file(
                 n *= max(1, d.dim_value)
         if n > max_tensor_elements:
             raise ValueError(f"{path}: its tensor {short_repr(v.name)} has {n:,} elements per position, over "
-                             f"the bound of {max_tensor_elements:,} (MAX_ONNX_TENSOR_ELEMENTS)")  # fmt: skip
+                             f"the bound of {max_tensor_elements:,} (MAX_ONNX_TENSOR_ELEMENTS)")
 
 
 def _onnx_graphs(graph: Any) -> list[Any]:
@@ -212,7 +212,7 @@ def _onnx_tensor_finite(t: Any, weight: bool = True) -> bool:
     from onnx import numpy_helper
 
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-              onnx.TensorProto.BFLOAT16)  # fmt: skip
+              onnx.TensorProto.BFLOAT16)
     if t.data_type not in floats:
         return True
     try:
@@ -399,7 +399,8 @@ def _plain(obj: Any, where: str) -> Any:
     if isinstance(obj, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(obj))
     if isinstance(obj, dict):
-        items = [(_plain(k, f"{where} key {short_repr(k)}"), _plain(v, f"{where}[{short_repr(k)}]")) for k, v in obj.items()]
+        items = [(_plain(k, f"{where} key {short_repr(k)}"), _plain(v, f"{where}[{short_repr(k)}]"))
+                 for k, v in obj.items()]
         same = all(k2 is k and v2 is v for (k2, v2), (k, v) in zip(items, obj.items(), strict=True))
         if same and type(obj) in (dict, OrderedDict):
             return obj
@@ -413,4 +414,4 @@ def _plain(obj: Any, where: str) -> Any:
             return obj
         return type(obj)(vals)
     raise TypeError(f"{type(obj).__module__}.{type(obj).__qualname__} at {where or 'the top'} "
-                    "is not a plain value or tensor (a weights-only load would refuse it)")  # fmt: skip
+                    "is not a plain value or tensor (a weights-only load would refuse it)")

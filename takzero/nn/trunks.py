@@ -45,7 +45,8 @@ if TYPE_CHECKING:  # the config module imports this table (annotations only)
     from takzero.nn.model import ModelConfig, NetworkSettings
 
 __all__ = [
-    "TRUNKS", "DEFAULT_ATTENTION_HEADS", "Setting", "Trunk", "build_trunk", "pool_mean_max", "ResNetTrunk", "TransformerTrunk",
+    "TRUNKS", "DEFAULT_ATTENTION_HEADS", "Setting", "Trunk", "build_trunk", "pool_mean_max", "ResNetTrunk",
+    "TransformerTrunk",
 ]
 
 
@@ -251,7 +252,7 @@ def _check_transformer(cfg: NetworkSettings) -> tuple[str, str] | None:
     heads = cfg.attention_heads or DEFAULT_ATTENTION_HEADS
     if cfg.channels % heads:
         return "attention_heads", (f"the transformer trunk needs channels ({cfg.channels}) divisible by "
-                                   f"attention_heads ({heads})")  # fmt: skip
+                                   f"attention_heads ({heads})")
     return None
 
 
@@ -264,7 +265,7 @@ TRUNKS: dict[str, Trunk] = {
               "pre-LN attention over the squares, learned positions (lc0 BT-style, no smolgen)",
               settings={"attention_heads": Setting(DEFAULT_ATTENTION_HEADS, 1, 1024)}),
     )
-}  # fmt: skip
+}
 
 
 def build_trunk(cfg: ModelConfig) -> nn.Module:

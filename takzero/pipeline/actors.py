@@ -181,7 +181,7 @@ class ReplayActor(ReplayBuffer):
         self.sources: dict[tuple[int, int], int] = {}
 
     def submit(self, records: Any, stats: dict[str, float], ptn: list[str] | None = None,
-               force: bool = False) -> bool:  # fmt: skip
+               force: bool = False) -> bool:
         """Add ``records`` (may be None) with the step's ``stats`` and sample games. Returns False,
         keeping nothing, when the buffer refuses the records (backpressure: the worker retries
         the same call later); ``force``: never refused (a worker's last step at the stop)."""
@@ -333,7 +333,7 @@ class SelfPlayActor:
                     pending = (records, stats, ptn)
 
     def _stop(self, replay: Any, pending: tuple[Any, dict[str, float], list[str]] | None,
-              played: bool = True) -> dict[str, Any]:  # fmt: skip
+              played: bool = True) -> dict[str, Any]:
         """Hand in the refused step (if any) whatever the buffer's backpressure; play out the
         grace period (``selfplay.stop_grace_seconds``; only once the worker has had weights:
         ``played``) and keep what is still in play; the report :meth:`run` returns."""
@@ -381,7 +381,7 @@ class SelfPlayPool:
     """
 
     def __init__(self, cfg: TrainConfig, options: dict[str, Any], coordinator: Any, replay: Any,
-                 servers: Any = None) -> None:  # fmt: skip
+                 servers: Any = None) -> None:
         import ray
 
         self.cfg = cfg
@@ -451,7 +451,7 @@ class SelfPlayPool:
         tasks = [self.tasks[i] for i in started]
         ready = ray.wait(tasks, num_returns=len(tasks), timeout=timeout_s)[0] if tasks else []
         totals = dict.fromkeys(("games", "continued", "kept_games", "kept_positions", "stored_games",
-                                "stored_positions", "unfinished_games", "unfinished_positions"), 0)  # fmt: skip
+                                "stored_positions", "unfinished_games", "unfinished_positions"), 0)
         totals["lost_workers"] = len(tasks) - len(ready)
         totals["never_started"] = len(self.tasks) - len(tasks)
         carried = []

@@ -279,7 +279,7 @@ def root_problem(root: str | Path) -> str | None:
     except OSError as e:
         made = "" if probe == path else " (where it would be made)"
         return (f"checkpoint_root: {root}: cannot write in {probe}{made}: {e.strerror or e}; "
-                "choose a folder you can write to")  # fmt: skip
+                "choose a folder you can write to")
     return None
 
 

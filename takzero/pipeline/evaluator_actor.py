@@ -52,7 +52,7 @@ class EvaluatorActor:
     instead."""
 
     def __init__(self, cfg: TrainConfig, model_files: dict[str, bytes] | None = None,
-                 progress: Any = None) -> None:  # fmt: skip
+                 progress: Any = None) -> None:
         torch.set_num_threads(1)
         remove_stale_model_folders()  # those of evaluators killed before their close
         self.cfg = cfg

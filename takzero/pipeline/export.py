@@ -98,7 +98,7 @@ def convert_file(path: str | Path, out: str | Path | None = None, warn: Any = No
     except UnsafeFileError:
         if warn is not None:
             warn(f"warning: {path} is not weights-only: converting it runs its pickle, which can run "
-                 "any code (only for files you trust)")  # fmt: skip
+                 "any code (only for files you trust)")
         data_obj = load_trusted(path)
     try:
         data = dumps_weights_only(data_obj, path)
@@ -192,7 +192,7 @@ def checkpoint_metadata(
         run_name = ckpt.get("run_name")
         if run_name is not None and not isinstance(run_name, str):
             raise ValueError(f"{src if src is not None else 'checkpoint'}: its run_name is "
-                             f"{short_repr(run_name, 60)}, not a string")  # fmt: skip
+                             f"{short_repr(run_name, 60)}, not a string")
         if run_name is None and src is not None:
             run_name = src.resolve().parent.name
     if generation is None and ckpt.get("generation") is not None:
@@ -316,7 +316,7 @@ def check_not_input(source: str | Path, out: str | Path) -> None:
         raise ValueError(f"{out} is the checksum file of the input {source}: choose another -o")
     if out.exists() and Path(str(out) + ".sha256").exists():
         raise ValueError(f"{out} is a checkpoint (it has {out.name}.sha256): an export does not write "
-                         "over a checkpoint; choose another -o")  # fmt: skip
+                         "over a checkpoint; choose another -o")
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:

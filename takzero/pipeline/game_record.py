@@ -70,7 +70,7 @@ class GameRecord:
         ("proven", np.int8, ("n",)), ("policy_offsets", np.int64, ("n+1",)),
         ("policy_actions", np.int64, ("P",)), ("policy_probs", np.float32, ("P",)),
         ("final_state", np.int64, ("S",)),
-    )  # fmt: skip
+    )
 
     def __post_init__(self) -> None:
         n = self.states.shape[0] if self.states.ndim == 2 else -1
@@ -80,9 +80,9 @@ class GameRecord:
             want = tuple(dims[d] for d in shape)
             if a.dtype != dtype or a.shape != want:
                 raise ValueError(f"game record {name}: {a.dtype}{list(a.shape)}, expected "
-                                 f"{np.dtype(dtype)}{list(want)}")  # fmt: skip
+                                 f"{np.dtype(dtype)}{list(want)}")
         if n and (self.policy_offsets[0] != 0 or self.policy_offsets[-1] != dims["P"]
-                  or (np.diff(self.policy_offsets) < 0).any()):  # fmt: skip
+                  or (np.diff(self.policy_offsets) < 0).any()):
             raise ValueError("game record policy_offsets: not 0 .. P, non-decreasing")
         if self.winner not in (-1, 0, 1):
             raise ValueError(f"game record winner: {self.winner} (0, 1 or -1)")
@@ -121,7 +121,7 @@ class GameRecord:
             policy_probs=np.concatenate(probs).astype(np.float32) if n else np.zeros(0, np.float32),
             final_state=np.asarray(final_state, np.int64), winner=-1 if winner is None else int(winner),
             reason=reason,
-        )  # fmt: skip
+        )
 
     def policies(self, rows: Sequence[int] | np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The policy targets of positions ``rows`` (None: all) as (actions, probabilities)
@@ -129,4 +129,4 @@ class GameRecord:
         rows = range(len(self)) if rows is None else rows
         o = self.policy_offsets
         return ([self.policy_actions[o[i]:o[i + 1]] for i in rows],
-                [self.policy_probs[o[i]:o[i + 1]] for i in rows])  # fmt: skip
+                [self.policy_probs[o[i]:o[i + 1]] for i in rows])

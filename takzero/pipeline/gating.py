@@ -121,7 +121,7 @@ def failed_record(opponent: str, error: str, seconds: float) -> dict[str, Any]:
     ``kind`` 'baseline', ``opponent``, ``error`` (one line), ``games`` 0 and ``seconds``; the run
     prints it (``progress.evaluation_line``) and lists it among the checks not run."""
     return {"kind": "baseline", "opponent": opponent, "error": " ".join(error.split()),
-            "games": 0, "seconds": seconds}  # fmt: skip
+            "games": 0, "seconds": seconds}
 
 
 def baseline_player(spec: str, uct_simulations: int, seed: int) -> Player:
@@ -159,13 +159,13 @@ def tactics_plan(cfg: Any) -> tuple[int, str]:
     size = f"{cfg.board.size}x{cfg.board.size}"
     if not entries:
         return 0, (f"tactics curve: off (the tactics set {TACTICS_FILE.name} has no {size} positions; "
-                   "it has 4x4 to 6x6)")  # fmt: skip
+                   "it has 4x4 to 6x6)")
     kinds: dict[str, int] = {}
     for e in entries:
         kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
     counts = ", ".join(f"{k} {n}" for k, n in kinds.items())
     return every, (f"tactics curve: every {every} generation(s), {len(entries)} {size} positions "
-                   f"({counts}), the network alone at {cfg.evaluation_simulations()} simulations")  # fmt: skip
+                   f"({counts}), the network alone at {cfg.evaluation_simulations()} simulations")
 
 
 #: Games a check has finished, by match (:func:`match_key`): ``{"games": the match's game
@@ -232,7 +232,7 @@ def play_rest(
 
         played = play_games(side_a, side_b, start, [openings[gi // 2] for gi in todo], [a_white[gi] for gi in todo],
                             ply_limit, seeds=(seed, seed + 104729), sample_seed=seed + len(done),
-                            on_game=finished)  # fmt: skip
+                            on_game=finished)
         records.update(zip(todo, played, strict=True))
     match = MatchResult(side_a.name, side_b.name)
     texts = []
@@ -265,7 +265,7 @@ class GatingEvaluator:
     """
 
     def __init__(self, cfg: Any, baseline_specs: list[str] | None = None,
-                 make_evaluator: Callable[[int, dict[str, torch.Tensor]], Any] | None = None) -> None:  # fmt: skip
+                 make_evaluator: Callable[[int, dict[str, torch.Tensor]], Any] | None = None) -> None:
         self.cfg = cfg
         self.make_evaluator = make_evaluator
         self.baseline_specs = list(cfg.evaluator.baselines) if baseline_specs is None else list(baseline_specs)
@@ -314,7 +314,8 @@ class GatingEvaluator:
         """Gating match of ``candidate`` (generation, weights) against ``incumbent``, then (if
         ``play_baselines``) the baselines (``baseline_games`` games each, an even number; 0:
         ``evaluator.baseline_games``; the schedule's ``Check.baseline_games``), then (if
-        ``tactics`` and the set has positions of the board size) the tactics curve's point (:meth:`tactics_point`: 'tactics' and the
+        ``tactics`` and the set has positions of the board size) the tactics curve's point
+        (:meth:`tactics_point`: 'tactics' and the
         ``tactics/<kind>`` scalars). Returns a dict with 'decision' ('promote' | 'reject' |
         None when gating is off), 'scalars' for TensorBoard ('elo/vs_<label>' and
         'score/vs_<label>' per baseline, the label from
@@ -388,7 +389,7 @@ class GatingEvaluator:
                     opp_gen, opp_weights = rung  # type: ignore[misc]
                     opp_side = self._side(f"takzero-gen{opp_gen}", opp_gen, opp_weights)
                     match, text = play_rest(match_key("baseline", f"{label} (gen {opp_gen})"), cand_side, opp_side,
-                                            self.start, openings, ply_limit, seed, kept, on_game)  # fmt: skip
+                                            self.start, openings, ply_limit, seed, kept, on_game)
                     est = match.elo()
                     scalars[f"elo/vs_{label}"] = float(np.clip(est.elo, -1000, 1000))
                     scalars[f"score/vs_{label}"] = match.score
@@ -399,7 +400,7 @@ class GatingEvaluator:
                 player = baseline_player(built, e.uct_simulations, seed)
                 try:
                     match, text = play_rest(match_key("baseline", label), cand_side, player, self.start, openings,
-                                            ply_limit, seed, kept, on_game)  # fmt: skip
+                                            ply_limit, seed, kept, on_game)
                 except PlayerFailed as err:  # a tei: engine that failed: recorded as failed
                     out["matches"].append(failed_record(label, str(err), time.perf_counter() - t0))
                     continue
@@ -447,7 +448,7 @@ class GatingEvaluator:
         moves = network_moves(side, [e["position"] for e in self.tactics], seed)
         score = solve_rates(self.tactics, moves, max_nodes=TACTICS_VERIFY_NODES)
         return {"rates": score.rates, "solved": score.solved, "positions": score.positions,
-                "unverified": score.unverified, "seconds": time.perf_counter() - t0}  # fmt: skip
+                "unverified": score.unverified, "seconds": time.perf_counter() - t0}
 
 
 __all__ = [

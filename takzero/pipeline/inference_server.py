@@ -22,7 +22,8 @@ Pieces, from the bottom:
   generation of the weights that gave its last answer (the worker records it with its
   positions). The priors travel packed (:func:`pack_priors`: the legal moves' entries only,
   about 1% of a 6x6 row of 9,036 actions), so an answer stays small enough for Ray to send
-  inline rather than through the object store. A call to a server that died is retried (Ray retries it on the restarted actor,
+  inline rather than through the object store. A call to a server that died is retried (Ray retries
+  it on the restarted actor,
   ``max_task_retries=-1``; one dead for good is looked up again by its name, which its
   replacement takes) for up to ``retry_s`` seconds.
 * :class:`InferenceServers` (driver side): the run's servers, one per GPU of the cluster (one in
@@ -120,7 +121,7 @@ class InferenceServer:
     """
 
     def __init__(self, cfg: TrainConfig, index: int = 0, clients: int = 1, device: str | None = None,
-                 evaluator: Any = None) -> None:  # fmt: skip
+                 evaluator: Any = None) -> None:
         import torch
 
         self.started_at = time.time()
@@ -166,7 +167,7 @@ class InferenceServer:
             self.evaluator = self._torch
             self._rebuild()
         self.batcher = Batcher(self._run_batch, sp.server_max_batch, sp.server_max_wait_ms / 1000.0,
-                               name=f"takzero-inference-{index}", callers=clients)  # fmt: skip
+                               name=f"takzero-inference-{index}", callers=clients)
 
     # -- the network --------------------------------------------------------------------------
 
@@ -181,7 +182,7 @@ class InferenceServer:
             n = min(self._recent_count, RING)
             states = self._recent[:n].copy() if n >= 64 else None  # None: its own policy's games
             self.evaluator, self.quantize_seconds = quantize(self._torch, states, threads=self.threads,
-                                                             seed=self.index)  # fmt: skip
+                                                             seed=self.index)
         else:
             self.evaluator = self._torch
 
@@ -234,7 +235,7 @@ class InferenceServer:
             run = Evaluator(model, device=self._device, bf16=self.cfg.selfplay.bf16).evaluate
         sp = self.cfg.selfplay
         batcher = Batcher(run, sp.server_max_batch, sp.server_max_wait_ms / 1000.0,
-                          name=f"takzero-inference-{self.index}-gen{generation}", callers=1)  # fmt: skip
+                          name=f"takzero-inference-{self.index}-gen{generation}", callers=1)
         gone: list[Batcher] = []
         with self._pin_lock:
             old = self._pinned.pop(generation, None)
@@ -264,7 +265,7 @@ class InferenceServer:
             return list(self._pinned)
 
     def evaluate_pinned(self, states: np.ndarray, generation: int
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:  # fmt: skip
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
         """:meth:`evaluate` with the pinned network of ``generation``; None when that is not
         pinned (never, since a restart, or dropped): the caller pins it and asks again."""
         with self._pin_lock:
@@ -325,7 +326,7 @@ class InferenceServer:
             "positions": b.positions, "largest_batch": b.largest, "mean_batch": b.mean_batch,
             "quantize_seconds": self.quantize_seconds, "pins": list(self.pins), "pinned": self.pinned(),
             "pinned_batches": {g: b.batches for g, b in list(self._pinned.items())},
-        }  # fmt: skip
+        }
 
 
 class RemoteEvaluator:
@@ -344,7 +345,7 @@ class RemoteEvaluator:
     """
 
     def __init__(self, server: Any, size: int, name: str | None = None, retry_s: float = 600.0,
-                 pin: tuple[int, Any] | None = None) -> None:  # fmt: skip
+                 pin: tuple[int, Any] | None = None) -> None:
         self.server = server
         self.name = name
         self.size = int(size)

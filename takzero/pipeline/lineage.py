@@ -57,14 +57,14 @@ class Lineage:
         is already the last name: a run's own files all extend the same earlier lineage)."""
         runs = self.runs if self.runs and self.runs[-1] == run_name else (*self.runs, run_name)
         return Lineage(self.minutes + float(minutes), self.positions + int(positions),
-                       self.games + int(games), self.steps + int(steps), runs, self.known)  # fmt: skip
+                       self.games + int(games), self.steps + int(steps), runs, self.known)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types for a model file or checkpoint (``"lineage"`` / ``RunCounters.earlier``);
         ``"known": False`` only for a lineage with an unknown link (files of a known one are as
         before)."""
         d: dict[str, Any] = {"minutes": self.minutes, "positions": self.positions, "games": self.games,
-                             "steps": self.steps, "runs": list(self.runs)}  # fmt: skip
+                             "steps": self.steps, "runs": list(self.runs)}
         if not self.known:
             d["known"] = False
         return d
@@ -125,7 +125,7 @@ class Lineage:
             raise ValueError(f"lineage: a checkpoint's run counters must be a dict, got {type(run).__name__}")
         earlier = cls.from_dict(run.get("earlier") or None)
         own = cls.from_dict({"minutes": run.get("minutes", 0.0), "positions": run.get("positions", 0),
-                             "games": run.get("games", 0), "steps": d.get("step", 0)})  # fmt: skip
+                             "games": run.get("games", 0), "steps": d.get("step", 0)})
         return earlier.plus(own.minutes, own.positions, own.games, own.steps, name)
 
     def describe(self) -> str:
@@ -139,7 +139,7 @@ class Lineage:
             names += f", ... ({len(self.runs) - 4:,} more)"
         over = f" over {len(self.runs)} run{'s' if len(self.runs) != 1 else ''} ({names})" if self.runs else ""
         counts = (f"{self.minutes:.1f} min, {self.positions:,} positions, {self.games:,} games, "
-                  f"{self.steps:,} steps")  # fmt: skip
+                  f"{self.steps:,} steps")
         if self.known:
             return counts + over
         if not (self.minutes or self.positions or self.games or self.steps):

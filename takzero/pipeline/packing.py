@@ -155,7 +155,7 @@ def board_problem(board: np.ndarray, size: int) -> tuple[int, str] | None:
          lambda i: f"a stack of {int(heights[i].max())} pieces, more than the packed colour words hold"),
         (pieces > MAX_PIECES,
          lambda i: f"{pieces[i]} pieces on the board and in the reserves, more than {MAX_PIECES}"),
-    ]  # fmt: skip
+    ]
     for w, word in enumerate(words):
         # a word holds the colours of its stack's pieces w * 62 .. w * 62 + 61 from the top, so it
         # is below 2 ** (the pieces it holds): no colour bit above the stack, none beyond 62 bits

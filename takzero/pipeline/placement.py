@@ -49,7 +49,7 @@ def _ray_start_error(e: BaseException, cfg: TrainConfig) -> RayStartError:
         hint = f"check that a Ray cluster runs at ray.address={cfg.ray.address} (ray status there)"
     else:
         hint = ("Ray's processes need a few GB of memory and address space: check free memory and "
-                "any 'ulimit -v', and that no stale Ray processes are left ('ray stop')")  # fmt: skip
+                "any 'ulimit -v', and that no stale Ray processes are left ('ray stop')")
     return RayStartError(f"Ray could not start ({why}); {hint}")
 
 

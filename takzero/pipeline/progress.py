@@ -41,7 +41,7 @@ def resume_command(argv: list[str], run_name: str) -> str:
     and ``run_name`` pinned to the run's folder name."""
     args = [a for a in argv if not a.lstrip("+").startswith("run_name=")]
     return shlex.join([sys.executable.rsplit("/", 1)[-1], "-m", "takzero.train", *args,
-                       f"run_name={run_name}"])  # fmt: skip
+                       f"run_name={run_name}"])
 
 
 def kernels_cached(package_root: Path) -> bool:
@@ -118,7 +118,7 @@ def evaluation_line(generation: int, record: dict[str, Any], decision: str | Non
     if r.get("error"):
         return f"evaluation: gen {generation} vs {what}: FAILED after {r['seconds']:.0f} s: {r['error']}"
     text = (f"evaluation: gen {generation} vs {what}: {r['wins']}-{r['draws']}-{r['losses']} (W-D-L), "
-            f"score {r['score']:.3f}, Elo {r['elo_text']}, {r['games']} games, {r['seconds']:.0f} s")  # fmt: skip
+            f"score {r['score']:.3f}, Elo {r['elo_text']}, {r['games']} games, {r['seconds']:.0f} s")
     return text + (f": {decision}" if decision else "")
 
 
@@ -130,7 +130,7 @@ def tactics_line(generation: int, point: dict[str, Any]) -> str:
     solved, positions = point["solved"], point["positions"]
     kinds = ", ".join(f"{k} {solved[k]}/{positions[k]}" for k in positions if k != "all")
     text = (f"tactics: gen {generation} solved {solved['all']}/{positions['all']} "
-            f"({100 * point['rates']['all']:.0f}%): {kinds}, {point['seconds']:.0f} s")  # fmt: skip
+            f"({100 * point['rates']['all']:.0f}%): {kinds}, {point['seconds']:.0f} s")
     unverified = point.get("unverified") or []
     return text + (f" ({len(unverified)} unverified, counted unsolved)" if unverified else "")
 
@@ -177,7 +177,7 @@ def process_started() -> float | None:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # starttime, the 22nd field: clock ticks after the boot
         boot = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
-                    if ln.startswith("btime "))  # fmt: skip
+                    if ln.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -192,7 +192,7 @@ def startup_line(timings: dict[str, float], resumed: bool) -> str:
     phases = ", ".join(f"{name} {timings[name]:.1f}" for name, *_ in STARTUP_PHASES if name in timings)
     what = "resume" if resumed else "new run"
     head = f"self-play: under way, its first positions {total:.1f} s {since}" if total is not None \
-        else "self-play: under way"  # fmt: skip
+        else "self-play: under way"
     return f"{head} ({what}: {phases} s)" if phases else head
 
 
@@ -206,9 +206,10 @@ def kept_line(kept: dict[str, int]) -> str:
     stored = kept.get("stored_games", 0)
     if stored:
         parts.append(f"{stored} games in play ({kept.get('stored_positions', 0):,} positions) kept, "
-                     "the resume continues them")  # fmt: skip
+                     "the resume continues them")
     if kept.get("unfinished_games", 0) or not stored:
-        parts.append(f"{kept['unfinished_games']} unfinished games ({kept['unfinished_positions']:,} positions) dropped")
+        parts.append(f"{kept['unfinished_games']} unfinished games ({kept['unfinished_positions']:,} positions) "
+                     "dropped")
     if kept.get("lost_workers", 0):
         parts.append(f"{kept['lost_workers']} worker(s) did not answer the stop: their games in play are lost")
     return "; ".join(parts)
@@ -345,7 +346,7 @@ class RunReporter:
         window_start = next((i for i, (t, _) in enumerate(points) if now - t <= RATE_WINDOW_S), 0)
         rates = {}
         for name, counter in (("steps_per_s", "step"), ("games_per_s", "games"),
-                              ("positions_per_s", "positions")):  # fmt: skip
+                              ("positions_per_s", "positions")):
             first = getattr(self.start, counter)
             idle_end = max((i for i, (_, s) in enumerate(points) if getattr(s, counter) == first), default=0)
             since = max(window_start, idle_end + 1 if settled else idle_end)
@@ -363,10 +364,10 @@ class RunReporter:
         r = self.rates(snap, settled=True)
         options = [(snap.step / self.stop.total_steps,
                     (self.stop.total_steps - snap.step) / r["steps_per_s"] if r["steps_per_s"] > 0 else float("inf"),
-                    "steps")]  # fmt: skip
+                    "steps")]
         if self.stop.max_minutes > 0:
             options.append((snap.minutes / self.stop.max_minutes,
-                            60 * (self.stop.max_minutes - snap.minutes), "minutes"))  # fmt: skip
+                            60 * (self.stop.max_minutes - snap.minutes), "minutes"))
         if self.stop.max_games > 0:
             left = (self.stop.max_games - snap.games) / r["games_per_s"] if r["games_per_s"] > 0 else float("inf")
             options.append((snap.games / self.stop.max_games, left, "games"))
@@ -383,11 +384,11 @@ class RunReporter:
         frac, left, unit = self.fraction_and_eta(snap)
         stop_at = {"steps": f"step {snap.step}/{self.stop.total_steps}",
                    "minutes": f"{snap.minutes:.1f}/{self.stop.max_minutes:g} min",
-                   "games": f"games {snap.games}/{self.stop.max_games}"}[unit]  # fmt: skip
+                   "games": f"games {snap.games}/{self.stop.max_games}"}[unit]
         waiting = [""]
         if snap.step == self.start.step and snap.replay_positions < self.min_positions:
             waiting = [f"training starts at {self.min_positions} replay positions",
-                       f"waiting for {self.min_positions} positions", "waiting", ""]  # fmt: skip
+                       f"waiting for {self.min_positions} positions", "waiting", ""]
         # 'Elo vs uct +108 [-20, +250] (gen 8)', then without the interval
         strength = [snap.strength, re.sub(r" \[[^]]*\]", "", snap.strength), ""] if snap.strength else [""]
         return [
@@ -431,7 +432,7 @@ class RunReporter:
             # the text goes in as the description: tqdm puts ", " before a postfix
             self.bar = tqdm(total=100.0, file=self.console, unit="%", ncols=self.columns,
                             dynamic_ncols=self.columns is None,
-                            bar_format="{percentage:3.0f}%|{bar:20}| {desc}")  # fmt: skip
+                            bar_format="{percentage:3.0f}%|{bar:20}| {desc}")
         if self.bar is not None:
             frac, _, _ = self.fraction_and_eta(snap)
             self.bar.n = round(100 * frac, 1)
@@ -503,7 +504,7 @@ def summary_lines(
         head = "  its last scores against the baselines:"
         if not_measured:
             head = (f"  generation {best_generation} not measured against the baselines ({not_measured}); "
-                    "the last scores of a promoted generation:")  # fmt: skip
+                    "the last scores of a promoted generation:")
         score_lines = [head, *(f"    {best_results[k]}" for k in sorted(best_results))]
     else:
         scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(best_scores.items())) or (
@@ -518,7 +519,7 @@ def summary_lines(
     not_run = []
     if skipped:
         not_run = [f"  evaluations not run: {len(skipped)}" + (" (the last five)" if len(skipped) > 5 else ""),
-                   *(f"    {x}" for x in skipped[-5:])]  # fmt: skip
+                   *(f"    {x}" for x in skipped[-5:])]
     lines = [
         "=" * 72,
         f"run {'finished' if finished else 'stopped'}: {reason}",

@@ -121,7 +121,7 @@ class Reanalyser:
         return ReanalyseRefresh(
             position=job.position, game_id=job.game_id, ply=job.ply,
             policy_index=index, policy_prob=prob, value=value, valid=valid,
-        )  # fmt: skip
+        )
 
 
 class ReanalyseActor:
@@ -171,7 +171,7 @@ class ReanalyseActor:
                         if evaluator is not None:
                             evaluator.release()
                         evaluator = RemoteEvaluator(server[0], self.cfg.board.size, name=server[1],
-                                                    pin=(generation, w[1][0]))  # fmt: skip
+                                                    pin=(generation, w[1][0]))
                         if worker is None:
                             worker = Reanalyser(self.cfg, evaluator)
                         else:
@@ -243,7 +243,7 @@ def reanalyse_counts(replay_state: dict[str, Any]) -> dict[str, int]:
     checkpoint from before Reanalyse."""
     ra = replay_state.get("reanalyse") or {}
     return {"issued": int(ra.get("issued", 0)), "applied": int(ra.get("applied", 0)),
-            "dropped": int(ra.get("dropped", 0)), "sampled": int(replay_state.get("total_sampled", 0))}  # fmt: skip
+            "dropped": int(ra.get("dropped", 0)), "sampled": int(replay_state.get("total_sampled", 0))}
 
 
 def reanalyse_text(counts: dict[str, int], fraction: float) -> str:
@@ -255,4 +255,4 @@ def reanalyse_text(counts: dict[str, int], fraction: float) -> str:
     per = counts["issued"] / max(counts["sampled"], 1)
     return (f"reanalyse: {counts['applied']} targets refreshed, {counts['dropped']} dropped (left "
             f"the window), {counts['issued']} positions handed out = {per:.3f} per trainer sample "
-            f"(replay.reanalyse_fraction={fraction:g})")  # fmt: skip
+            f"(replay.reanalyse_fraction={fraction:g})")

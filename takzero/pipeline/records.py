@@ -7,7 +7,8 @@ the value a shard written before the field existed loads with) are declared once
 it came from (``game_id``, ``generation``, ``ply``), the ownership target, the opponent-policy
 target, Reanalyse's ``search_value`` and the game's ``end_ply``. Each row names its producer: the
 field's array from a finished game's typed record (``takzero.pipeline.game_record.GameRecord``,
-:meth:`Records.from_game`), which is all self-play hands over. :class:`Records` is a batch of records, one array per field,
+:meth:`Records.from_game`), which is all self-play hands over. :class:`Records` is a batch of
+records, one array per field,
 as the replay buffer (``takzero.pipeline.replay``) holds them, its shards store them and the
 trainer's batch (``takzero.pipeline.targets``) reads them.
 
@@ -179,7 +180,7 @@ RECORD_FIELDS: tuple[RecordField, ...] = (
     RecordField("end_ply", np.int16, "", -1, "ply of the game's final position (the road, flat win, "
                 "draw or resignation; -1: unknown)", low=-1,
                 produce=_per_game(lambda g: int(g.final_state[core.I_PLY]))),
-)  # fmt: skip
+)
 
 
 #: Bounds of :class:`RecordField` named after the run's board: (size) -> the bound.
@@ -237,7 +238,7 @@ def _as_field_dtype(a: np.ndarray, f: RecordField) -> np.ndarray:
 def row_width(width: str, size: int, top_k: int, opponent_top_k: int) -> int:
     """The row length of a field of ``width`` kind (see :class:`RecordField`)."""
     return {"board": board_record_len(size), "top_k": top_k, "squares": size * size,
-            "opponent_top_k": opponent_top_k}[width]  # fmt: skip
+            "opponent_top_k": opponent_top_k}[width]
 
 
 class _FieldNames:
@@ -297,7 +298,7 @@ class Records:
             f.name: np.zeros((0,) if not f.width else (0, row_width(f.width, size, top_k, opponent_top_k)),
                              f.dtype)
             for f in cls.TABLE
-        })  # fmt: skip
+        })
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], opponent_top_k: int) -> Records:
@@ -343,8 +344,10 @@ class Records:
                 continue
             out = f.produce(game, widths)
             made.update(out if isinstance(out, dict) else {f.name: out})
-        fields: dict[str, Any] = {f.name: None if made.get(f.name) is None else np.asarray(made[f.name]).astype(f.dtype, copy=False)
-                  for f in cls.TABLE}  # fmt: skip
+        fields: dict[str, Any] = {
+            f.name: None if made.get(f.name) is None else np.asarray(made[f.name]).astype(f.dtype, copy=False)
+            for f in cls.TABLE
+        }
         return cls(**fields)
 
     def check_values(self, size: int) -> None:

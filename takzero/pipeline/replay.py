@@ -245,7 +245,7 @@ class ReplayBuffer:
         the workers are more than ``max_ahead`` positions ahead of the trainer: the caller waits
         and retries (backpressure); ``force``: added anyway (the last games at a run's stop)."""
         if (not force and len(records) and self.ahead() > self.cfg.max_ahead
-                and self.total_added >= self.cfg.min_positions):  # fmt: skip
+                and self.total_added >= self.cfg.min_positions):
             return False
         if len(records) == 0:
             return True
@@ -344,7 +344,7 @@ class ReplayBuffer:
     def reanalyse_counters(self) -> dict[str, int]:
         """Positions handed out, refreshes applied and dropped (in flight: the rest)."""
         return {"issued": self.reanalyse_issued, "applied": self.reanalyse_applied,
-                "dropped": self.reanalyse_dropped}  # fmt: skip
+                "dropped": self.reanalyse_dropped}
 
     def stats(self) -> dict[str, float]:
         """Numbers for logging: sizes, window, mean age of the last sampled batch (in positions added
@@ -425,7 +425,7 @@ class ReplayBuffer:
             want = row_width(f.width, self.size, self.cfg.top_k, self.opponent_top_k)
             if have[f.name] != want:
                 raise ValueError(f"replay field {f.name!r}: rows of {have[f.name]}, this run's are {want} "
-                                 f"(board.size {self.size}, replay.top_k {self.cfg.top_k})")  # fmt: skip
+                                 f"(board.size {self.size}, replay.top_k {self.cfg.top_k})")
 
     def load(self, state: dict | None = None) -> int:
         """Reload records from the shards (newest first, up to ``window_max``) and counters from

@@ -80,7 +80,7 @@ def find_resume_checkpoint(cfg: TrainConfig, run_dir: Path) -> ResumePoint | Non
         if left:
             best = run_dir / "best.pt"
             warm = (f"train.init_from={best} with a new run_name (a new run from its best model)"
-                    if best.exists() else "")  # fmt: skip
+                    if best.exists() else "")
             raise RunDirError(
                 f"{run_dir} has no checkpoint left, but it has the outputs of a run that wrote "
                 f"some ({', '.join(left)}): not starting over on top of them (generation numbers "
@@ -195,7 +195,8 @@ def checkpoint_problem(state: Any, cfg: TrainConfig) -> str | None:
     if problem:
         return problem
     opt = state["optimizer"]
-    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list):
+    if (not isinstance(opt, dict) or not isinstance(opt.get("state"), dict)
+            or not isinstance(opt.get("param_groups"), list)):
         return "optimizer is not an optimiser state"
     rng = state["rng"]
     if not isinstance(rng, dict) or any(k not in rng for k in ("numpy", "torch", "python")):
@@ -214,7 +215,7 @@ def checkpoint_problem(state: Any, cfg: TrainConfig) -> str | None:
     promoted = state.get("promoted")
     if promoted is not None:
         if not isinstance(promoted, (tuple, list)) or len(promoted) != 2 or isinstance(promoted[0], bool) \
-                or not isinstance(promoted[0], int):  # fmt: skip
+                or not isinstance(promoted[0], int):
             return "promoted is not (generation, weights)"
         return weights_problem("promoted", promoted[1])
     return None
@@ -248,7 +249,7 @@ def set_aside_rejected(point: ResumePoint) -> list[str]:
         except OSError as e:
             moved = f"left in place (rename failed: {e.strerror or e})"
         lines.append(f"checkpoint rejected: {reason}; resuming from the older {point.path.name} "
-                     f"instead (the rejected file is now {moved})")  # fmt: skip
+                     f"instead (the rejected file is now {moved})")
     return lines
 
 

@@ -49,7 +49,8 @@ the newest readable checkpoint, exactly:
   in, kept and dropped;
 * counters: the workers hand in each step's statistics with its records (``ReplayActor.submit``);
   every checkpoint drains them in the same replay-actor call that reads the buffer's state (the
-  final one after the workers have stopped); positions and games in replay shards written after the checkpoint count too;
+  final one after the workers have stopped); positions and games in replay shards written after the
+  checkpoint count too;
 * ``best.pt`` only ever holds a gated model: every checkpoint carries the promoted weights, which
   rebuild ``best.pt`` if it is missing or damaged (a damaged one is kept as ``best.pt.rejected``);
 * checkpoints are read weights-only and verified against their sidecars and their content
@@ -230,22 +231,22 @@ class Run(RunActors):
         if state is not None and self.resume_from is not None:
             reporter.line(f"resumed from {self.resume_from[0].name}: step {self.saved_step[0]}, "
                           f"generation {self.saved_step[1]}, games {self.c.games}, "
-                          f"{self.c.minutes:.1f} min trained")  # fmt: skip
+                          f"{self.c.minutes:.1f} min trained")
         if self.carried is not None:
             reporter.line(f"self-play: continuing the {self.carried.games} game(s) in play at the last stop "
-                          f"({self.carried.positions:,} positions recorded so far; {UNFINISHED_GAMES})")  # fmt: skip
+                          f"({self.carried.positions:,} positions recorded so far; {UNFINISHED_GAMES})")
         for note in self.carried_notes:
             reporter.line(note)
         if not kernels_cached(Path(__file__).resolve().parent.parent):
             reporter.line("numba: compiling the search and rules kernels (cold cache: about a minute "
-                          "before the first games; later starts reuse the cache)")  # fmt: skip
+                          "before the first games; later starts reuse the cache)")
 
         # A resumed run drops the points written after its checkpoint (done again) and keeps the
         # checkpoint's own: up to the last step written before it was saved ("tb_step"; a value
         # drained at the final checkpoint can sit one step past the trainer's step).
         tb_step = int(state.get("tb_step", self.saved_step[0])) if state else -1
         writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=tb_step + 1 if state else None,
-                               flush_secs=30)  # fmt: skip
+                               flush_secs=30)
         self.scalars = ScalarLog(writer, floor=tb_step)
         if state is None:
             writer.add_text("config", "```\n" + OmegaConf.to_yaml(OmegaConf.structured(cfg)) + "\n```", 0)
@@ -280,7 +281,7 @@ class Run(RunActors):
         assert state is not None
         start = Snapshot(step=int(state["step"]), generation=int(state["generation"]),
                          games=self.c.games, positions=self.c.positions,
-                         minutes=self.c.minutes, gating=self.c.last_gating)  # fmt: skip
+                         minutes=self.c.minutes, gating=self.c.last_gating)
         reporter = RunReporter(self.run_dir, self._stop_rule(), start, bar=False)
         reporter.line(self._nothing_to_do_line(why, start))
         self.stop_reason = why
@@ -426,7 +427,7 @@ class Run(RunActors):
         self.stop_reason = "training went non-finite"
         last = self._last_good_checkpoint("no checkpoint was written")
         self._say_stop(f"stopped: {e}; no checkpoint of these weights is written and none is promoted; {last}; "
-                       f"lower train.lr (or check train.init_from), then resume with: {self.command}")  # fmt: skip
+                       f"lower train.lr (or check train.init_from), then resume with: {self.command}")
 
     def _write_failed(self, e: OSError) -> None:
         """A write failed (the disk filled): stop the run without a final checkpoint and say, in
@@ -442,7 +443,7 @@ class Run(RunActors):
         else:
             what = f"{e.filename}: {e.strerror or e}" if e.filename else f"a write failed ({e.strerror or e})"
         self._say_stop(f"stopped: {what}; {last}; free disk space on {self.run_dir}, then resume with: "
-                       f"{self.command}")  # fmt: skip
+                       f"{self.command}")
 
     def _last_good_checkpoint(self, none: str) -> str:
         """'the last good checkpoint is NAME' of the run folder, or ``none`` when it has none."""
@@ -466,7 +467,7 @@ class Run(RunActors):
         by = self.stop_signal or "Ctrl-C"
         if self.stop_requested and self.write_error is None and self.training_error is None:
             reporter.line(f"{by}: stopping the workers, then a final checkpoint and the summary"
-                          if self.loop_started else f"{by} during start-up: stopping")  # fmt: skip
+                          if self.loop_started else f"{by} during start-up: stopping")
         if not self.stop_reason:
             step = trainer.step if trainer is not None else self.saved_step[0]
             self.stop_reason = self._stop_rule().reason(step, self.minutes(), self.c.games) or "error"
@@ -483,7 +484,7 @@ class Run(RunActors):
             grace = self.cfg.selfplay.stop_grace_seconds
             if grace > 0 and self.stop_requested:
                 reporter.line(f"self-play: up to {grace:g} s for the games in play (selfplay.stop_grace_seconds; "
-                              f"a second {by} stops at once)")  # fmt: skip
+                              f"a second {by} stops at once)")
             self.kept = self.pool.finish()
             self._keep_carried()
         if self.servers is not None:  # after the workers: none waits on a server any more
@@ -491,7 +492,7 @@ class Run(RunActors):
         if self.reanalyser is not None:
             self.reanalyser.finish()
         if self.loop_started and self.promoted is not None and self.write_error is None \
-                and self.training_error is None and trainer is not None:  # fmt: skip
+                and self.training_error is None and trainer is not None:
             try:
                 self._checkpoint(trainer)
             except Exception as e:  # noqa: BLE001 - best effort at shutdown
@@ -507,7 +508,7 @@ class Run(RunActors):
             for x in self.c.owed_checks:
                 if int(x[0]) not in on_disk:
                     self.c.skipped_checks.append(f"{Check.from_list(x).describe()}: the run stopped "
-                                                 f"({self.stop_reason}) and no checkpoint keeps it")  # fmt: skip
+                                                 f"({self.stop_reason}) and no checkpoint keeps it")
             self.c.owed_checks = [x for x in self.c.owed_checks if int(x[0]) in on_disk]
         self.scalars.flush()
         self.scalars.writer.close()
@@ -530,13 +531,13 @@ class Run(RunActors):
             self._print_summary(reporter, trainer, self._snapshot(trainer), self.promoted[0], finished)
         elif self.stop_requested and self.write_error is None and self.training_error is None:
             reporter.line(f"run stopped during start-up ({by}): nothing trained this session; "
-                          f"the run folder is {self.run_dir}")  # fmt: skip
+                          f"the run folder is {self.run_dir}")
             reporter.line(f"  to start it again: {self.command}")
         reporter.close()
 
 
 def run_training(cfg: TrainConfig, command: str | None = None,
-                 on_accepted: Callable[[], None] | None = None) -> Path:  # fmt: skip
+                 on_accepted: Callable[[], None] | None = None) -> Path:
     """Run (or resume) training with a validated config; returns the run folder. ``command``:
     the command line that resumes it (printed at start-up and in the summary; default: built
     from ``sys.argv``). ``on_accepted``: called once the run folder is accepted (no RunDirError),

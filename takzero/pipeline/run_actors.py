@@ -246,4 +246,4 @@ class RunActors(RunEvaluation):
             self.kept["unfinished_positions"] += self.kept["stored_positions"]
             self.kept["stored_games"] = self.kept["stored_positions"] = 0
             self.reporter.line(f"self-play: the {games.games} game(s) in play could not be kept "
-                               f"({path}: {e.strerror or e}): dropped")  # fmt: skip
+                               f"({path}: {e.strerror or e}): dropped")

@@ -62,7 +62,7 @@ class RunCheckpoints(RunState):
         ``train.init_from``'s weights when given); also ``self.trainer``."""
         cfg = self.cfg
         trainer = Trainer(cfg.train, cfg.model_config(), cfg.loss_weights(), device=cfg.device, seed=cfg.seed,
-                          settings=TargetSettings.from_replay(cfg.replay))  # fmt: skip
+                          settings=TargetSettings.from_replay(cfg.replay))
         torch.set_num_threads(cfg.train.threads)  # (as at the start: the trainer's own count)
         self._restore(trainer)
         if self.init is not None:  # generation 0 = these weights; optimiser, steps and replay fresh
@@ -131,7 +131,8 @@ class RunCheckpoints(RunState):
             states = ray.get(self.replay.newest_states.remote(CALIBRATION_POSITIONS), timeout=60)
         except Exception:  # noqa: BLE001 - a model file without them is still a model file
             return None
-        return torch.from_numpy(np.array(states)) if len(states) >= 64 else None  # a writable copy (ray.get gives read-only arrays)
+        # np.array: a writable copy (ray.get gives read-only arrays)
+        return torch.from_numpy(np.array(states)) if len(states) >= 64 else None
 
     def _save_best(self, generation: int, state: dict[str, torch.Tensor]) -> None:
         atomic_torch_save(self._model_file(generation, state), self.run_dir / "best.pt")
@@ -158,7 +159,7 @@ class RunCheckpoints(RunState):
         if self.reporter is not None:
             known = d["lineage"].get("known", True)  # (an earlier file's training unknown: a lower bound)
             self.reporter.line(f"weight snapshot at {'' if known else 'at least '}{minutes:.1f} min of training "
-                               f"(lineage): {path}")  # fmt: skip
+                               f"(lineage): {path}")
         return path
 
     def _promote(self, promoted: Promoted) -> None:
@@ -167,7 +168,7 @@ class RunCheckpoints(RunState):
         bad = non_finite(promoted[1])
         if bad:
             raise NonFiniteError(f"generation {promoted[0]} was to be promoted but its weights are not finite "
-                                 f"({', '.join(bad[:3])})")  # fmt: skip
+                                 f"({', '.join(bad[:3])})")
         self._save_best(*promoted)
         self.weights.publish(self.coordinator, "promoted", *promoted)
 

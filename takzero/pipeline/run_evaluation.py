@@ -87,7 +87,7 @@ class RunEvaluation(RunCheckpoints, RunReporting):
                 # best.pt, newer than the checkpoint, holds a promotion of it or of a later one
                 check.kinds = tuple(k for k in check.kinds if k != "gating")
                 self.c.skipped_checks.append(f"gen {check.generation} gating: already decided before the stop "
-                                             f"(generation {promoted} promoted)")  # fmt: skip
+                                             f"(generation {promoted} promoted)")
                 if not check.kinds:
                     continue
             path = self.run_dir / f"ckpt_{check.step:09d}.pt"
@@ -99,7 +99,7 @@ class RunEvaluation(RunCheckpoints, RunReporting):
             except (CheckpointError, OSError) as e:
                 if not (with_weights and not check.started):  # (else carried into the newer one)
                     self.c.skipped_checks.append(f"{check.describe()}: cut by the last stop, and its weights are "
-                                                 f"gone ({e}; train.keep_checkpoints)")  # fmt: skip
+                                                 f"gone ({e}; train.keep_checkpoints)")
                     continue
             with_weights = with_weights or (check.weights is not None and not check.started)
             restored.append(check)
@@ -131,7 +131,7 @@ class RunEvaluation(RunCheckpoints, RunReporting):
 
     def _save_eval_games(self) -> None:
         atomic_write_text(self.run_dir / EVALUATION_GAMES,
-                          json.dumps({str(g): v for g, v in sorted(self.eval_games.items())}))  # fmt: skip
+                          json.dumps({str(g): v for g, v in sorted(self.eval_games.items())}))
 
     def _take_eval_games(self) -> None:
         """Take the games the evaluator finished since the last call (``Coordinator.
@@ -202,7 +202,7 @@ class RunEvaluation(RunCheckpoints, RunReporting):
             self.promoted[0], self.weights.ref(self.promoted[1]), check.baselines,
             seed=check.seed, tactics=check.tactics,
             baseline_games=check.baseline_games, kept=kept, progress=self.coordinator, model_files=self.eval_files,
-        )  # fmt: skip
+        )
 
     def _poll_evaluation(self, trainer: Trainer, timeout: float = 0.0) -> bool:
         """Apply the running check's result if it is ready within ``timeout`` seconds, then
@@ -236,7 +236,7 @@ class RunEvaluation(RunCheckpoints, RunReporting):
             return
         assert self.reporter is not None
         self.reporter.line("waiting for the last evaluation to finish (Ctrl-C skips it; the "
-                           "final checkpoint follows)")  # fmt: skip
+                           "final checkpoint follows)")
         end = time.monotonic() + EVAL_WAIT_AT_END_S
         while not self.stop_requested and time.monotonic() < end:
             if self._poll_evaluation(trainer, timeout=1.0):
@@ -288,7 +288,7 @@ class RunEvaluation(RunCheckpoints, RunReporting):
             point = [cand_gen, strongest["elo"], strongest["elo_lower"], strongest["elo_upper"]]
             self.c.strength_points = [*self.c.strength_points, point][-3:]
         scores = {k.removeprefix("score/vs_"): v for k, v in result.get("scalars", {}).items()
-                  if k.startswith("score/vs_")}  # fmt: skip
+                  if k.startswith("score/vs_")}
         lines = {k: evaluation_line(cand_gen, r) for k, r in baselines.items()}
         if gating_on:
             self.c.gating_decisions += 1

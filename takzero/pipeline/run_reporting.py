@@ -37,7 +37,7 @@ def worker_cpu_line(workers: int, cpus: float, local: bool) -> str:
     rest = workers - fit
     if local:
         then = (f"the other {rest} never start on this machine and play no games (lower selfplay.workers, "
-                f"or raise ray.num_cpus to share the cores)")  # fmt: skip
+                f"or raise ray.num_cpus to share the cores)")
     else:
         then = f"the other {rest} wait until nodes with free CPUs join the cluster (or lower selfplay.workers)"
     return f"warning: selfplay.workers={workers} but Ray has {fit} CPU(s), one per worker: {fit} worker(s) play, {then}"
@@ -97,7 +97,7 @@ class RunReporting(RunState):
             head = f"run {self.cfg.run_name} is already finished ({why})"
         else:
             head = (f"run {self.cfg.run_name}: {why}, less than a start-up takes "
-                    f"(about {STARTUP_MINUTES:g} min)")  # fmt: skip
+                    f"(about {STARTUP_MINUTES:g} min)")
         return f"{head}; nothing started. To train further, raise it, e.g.: {self._further_command(key, more)}"
 
     def _snapshot(self, trainer: Trainer | None, replay_positions: int = 0) -> Snapshot:
@@ -156,7 +156,7 @@ class RunReporting(RunState):
         say(f"  to resume after a crash or Ctrl-C: {self.command}")
         say(f"  {cfg.board.size}x{cfg.board.size}, {cfg.selfplay.workers} self-play worker(s) x "
             f"{cfg.selfplay.games_per_worker} games, {cfg.mcts.simulations} simulations, "
-            f"batch {cfg.train.batch_size}, training starts at {cfg.replay.min_positions} positions")  # fmt: skip
+            f"batch {cfg.train.batch_size}, training starts at {cfg.replay.min_positions} positions")
         if self.tactics_line:
             say(f"  {self.tactics_line}")
         say(f"  {self._generation_plan(self.trainer.step if self.trainer is not None else self.saved_step[0])}")
@@ -171,7 +171,7 @@ class RunReporting(RunState):
         nxt = (step // every + 1) * every
         gen = (self.trainer.generation if self.trainer is not None else self.saved_step[1]) + 1
         text = (f"generations: one at each checkpoint (every {every} steps, train.checkpoint_every), "
-                f"the next (gen {gen}) at step {nxt}")  # fmt: skip
+                f"the next (gen {gen}) at step {nxt}")
         checks = []
         if e.baselines and (e.baseline_every > 0 or e.early_baseline_generation > 0):
             names = ", ".join(spec_label(b) for b in e.baselines)
@@ -208,7 +208,7 @@ class RunReporting(RunState):
         return "its check had not landed when the run stopped"
 
     def _print_summary(self, reporter: RunReporter, trainer: Trainer | None, snap: Snapshot,
-                       best_gen: int, finished: bool, session: bool = True) -> None:  # fmt: skip
+                       best_gen: int, finished: bool, session: bool = True) -> None:
         reporter.end_bar()  # nothing is drawn after the summary
         reason = self.stop_reason or "stopped"
         cmd = self.command
@@ -234,7 +234,7 @@ class RunReporting(RunState):
             init_from=self.c.init_from,
             lineage=(Lineage.from_dict(self.c.earlier).plus(snap.minutes, snap.positions, snap.games, snap.step,
                                                             self.cfg.run_name).describe()
-                     if self.c.earlier else ""),  # fmt: skip
+                     if self.c.earlier else ""),
             reanalyse=reanalyse_text(self.reanalysed, self.cfg.replay.reanalyse_fraction),
             kept=kept_line(self.kept) if self.kept is not None else "",
         ):
@@ -248,4 +248,4 @@ class RunReporting(RunState):
         if self.reporter is not None and n & (n - 1) == 0:
             self.reporter.line(f"training: step skipped ({trainer.last_skip}; {n} skipped so far, "
                                f"{trainer.skipped_in_a_row} in a row; the run stops after "
-                               f"{MAX_SKIPPED_IN_A_ROW} in a row)")  # fmt: skip
+                               f"{MAX_SKIPPED_IN_A_ROW} in a row)")

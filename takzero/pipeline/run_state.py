@@ -55,7 +55,7 @@ class RunState:
     module docstring); :meth:`__init__` makes the run folder (RunDirError when it cannot)."""
 
     def __init__(self, cfg: TrainConfig, command: str | None = None,
-                 on_accepted: Callable[[], None] | None = None) -> None:  # fmt: skip
+                 on_accepted: Callable[[], None] | None = None) -> None:
         self.cfg = cfg
         #: called once the run folder is accepted (a new run, or a resume that fits), before
         #: anything in it is written (the command line keeps Hydra's files until then)
@@ -66,7 +66,7 @@ class RunState:
             (self.run_dir / "games").mkdir(exist_ok=True)
         except OSError as e:  # a read-only or unmakeable checkpoint_root: one line
             raise RunDirError(root_problem(cfg.checkpoint_root)
-                              or f"{self.run_dir}: cannot be made ({e.strerror or e})") from None  # fmt: skip
+                              or f"{self.run_dir}: cannot be made ({e.strerror or e})") from None
         self.command = command or resume_command(sys.argv[1:], cfg.run_name)
         self.started = time.monotonic()
         #: wall-clock stamps of this start-up (``progress.startup_timings``), said once in
@@ -133,8 +133,9 @@ class RunState:
         self.tactics_every, self.tactics_line = tactics_plan(cfg)  # 0: no tactics of this size
         ev = cfg.evaluator
         self.schedule = EvaluationSchedule(ev.gating != "off", ev.baseline_every, skipped=self.c.skipped_checks,
-                                           tactics_every=self.tactics_every, early_generation=ev.early_baseline_generation,
-                                           early_games=ev.early_baseline_games)  # fmt: skip
+                                           tactics_every=self.tactics_every,
+                                           early_generation=ev.early_baseline_generation,
+                                           early_games=ev.early_baseline_games)
         self.schedule.skipped = self.c.skipped_checks  # one list: the checkpoint carries it
         self.loop_started = False
 
@@ -147,4 +148,4 @@ class RunState:
         runs (``RunCounters.earlier``) plus this run's minutes, positions, games and steps."""
         steps = self.trainer.step if self.trainer is not None else 0
         return Lineage.from_dict(self.c.earlier).plus(self.minutes(), self.c.positions, self.c.games,
-                                                      steps, self.cfg.run_name)  # fmt: skip
+                                                      steps, self.cfg.run_name)

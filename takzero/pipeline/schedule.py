@@ -3,7 +3,8 @@
 Every new generation owes checks: ``gating`` (unless ``evaluator.gating=off``), ``baselines``
 (every ``evaluator.baseline_every`` generations, and at ``evaluator.early_baseline_generation``:
 a cheap first point of the Elo curve, of ``evaluator.early_baseline_games`` games per baseline)
-and ``tactics`` (the tactics curve, every ``evaluator.tactics_every`` generations). An owed check is never dropped because the
+and ``tactics`` (the tactics curve, every ``evaluator.tactics_every`` generations). An owed check is
+never dropped because the
 evaluator is busy: when it is free, :meth:`EvaluationSchedule.next` hands out the newest owed
 generation, with the baseline and tactics checks of any older owed generation carried into it
 (the curves get their point, one generation later); what was not run is recorded with the reason
@@ -14,7 +15,8 @@ checkpoint keeps them too, :meth:`pending`, so a kill -9 loses none) and owes th
 resume (:meth:`restore_all`; :meth:`Check.to_list` and :meth:`Check.from_list` are its form in the
 checkpoint): the cut check (the one that was running) and the newest owed one, with the older
 owed ones carried into it as :meth:`next` would, run first, before any newer generation's, and
-are never superseded; so every check the resume says will run does run (or the summary lists it). Each check keeps the trainer step of its generation, where its
+are never superseded; so every check the resume says will run does run (or the summary lists it).
+Each check keeps the trainer step of its generation, where its
 TensorBoard points go, and the game count of its baseline matches.
 """
 
@@ -32,7 +34,7 @@ KINDS = ("gating", "baselines", "tactics")
 
 
 def owed_kinds(generation: int, gating: bool, baseline_every: int, tactics_every: int = 0,
-               early_baseline_generation: int = 0) -> tuple[str, ...]:  # fmt: skip
+               early_baseline_generation: int = 0) -> tuple[str, ...]:
     """The checks a new ``generation`` owes: ``gating`` when gating is on, ``baselines`` when
     ``baseline_every`` > 0 divides it or it is ``early_baseline_generation`` (> 0), ``tactics``
     when ``tactics_every`` > 0 divides it (0: never)."""
@@ -80,13 +82,14 @@ class Check:
         before the seed was kept draws a new one). Raises ValueError for an entry of another
         shape."""
         if not isinstance(entry, (list, tuple)) or len(entry) not in (3, 4, 5, 6) \
-                or not isinstance(entry[2], (list, tuple)):  # fmt: skip
-            raise ValueError(f"an owed check is [generation, step, [kinds], baseline_games, seed], got {short_repr(entry, 200)}")
+                or not isinstance(entry[2], (list, tuple)):
+            raise ValueError("an owed check is [generation, step, [kinds], baseline_games, seed], got "
+                             f"{short_repr(entry, 200)}")
         games = int(entry[3]) if len(entry) >= 4 else 0
         seed = int(entry[4]) if len(entry) >= 5 and entry[4] is not None else None
         started = bool(entry[5]) if len(entry) == 6 else False
-        return cls(int(entry[0]), int(entry[1]), tuple(k if isinstance(k, str) else short_repr(k) for k in entry[2]), baseline_games=games, seed=seed,
-                   started=started)  # fmt: skip
+        kinds = tuple(k if isinstance(k, str) else short_repr(k) for k in entry[2])
+        return cls(int(entry[0]), int(entry[1]), kinds, baseline_games=games, seed=seed, started=started)
 
     @property
     def baselines(self) -> bool:
@@ -117,7 +120,7 @@ class EvaluationSchedule:
     """
 
     def __init__(self, gating: bool, baseline_every: int, skipped: list[str] | None = None,
-                 tactics_every: int = 0, early_generation: int = 0, early_games: int = 2) -> None:  # fmt: skip
+                 tactics_every: int = 0, early_generation: int = 0, early_games: int = 2) -> None:
         if baseline_every < 0:
             raise ValueError(f"evaluator.baseline_every must be >= 0, got {baseline_every}")
         if tactics_every < 0:
@@ -183,7 +186,7 @@ class EvaluationSchedule:
         for old in older:
             if "gating" in old.kinds:
                 self.skipped.append(f"gen {old.generation} gating: gen {newest} was owed too when the "
-                                    "evaluator was free, and gated instead")  # fmt: skip
+                                    "evaluator was free, and gated instead")
             if old.baselines:
                 carried.append(old.generation)
                 if not check.baselines:
@@ -195,14 +198,14 @@ class EvaluationSchedule:
                 check.kinds = (*check.kinds, "tactics")
             gens = ", ".join(str(g) for g in tactics_carried)
             self.skipped.append(f"gen {gens} tactics: measured at gen {newest} instead (owed too when "
-                                "the evaluator was free)")  # fmt: skip
+                                "the evaluator was free)")
         if carried:
             if not check.baselines:
                 check.kinds = (*check.kinds, "baselines")
             check.carried = carried
             gens = ", ".join(str(g) for g in carried)
             self.skipped.append(f"gen {gens} baselines: measured at gen {newest} instead (owed too when "
-                                "the evaluator was free)")  # fmt: skip
+                                "the evaluator was free)")
         check.kinds = tuple(k for k in KINDS if k in check.kinds)  # one order: describe()
         return check
 

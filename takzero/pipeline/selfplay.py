@@ -201,7 +201,7 @@ class SelfPlayWorker:
             top_k=run.replay.top_k, opponent_top_k=run.replay_opponent_top_k(), seed=run.seed,
             device=device or run.device, sample_games_every=run.sample_games_every,
             worker_id=worker_id, stream=stream, evaluator=evaluator,
-        )  # fmt: skip
+        )
 
     def set_weights(self, state_dict: dict[str, torch.Tensor], generation: int) -> None:
         """Load new network weights (the generation is recorded with each position); with the
@@ -449,7 +449,7 @@ class SelfPlayWorker:
         return GameRecord.of_game(
             self.size, slot.game_id, self.generation, slot.states, slot.plies, slot.movers, slot.proven,
             slot.actions, slot.probs, slot.game.position.state, winner, reason,
-        )  # fmt: skip
+        )
 
     def _records(self, slot: GameSlot, winner: int | None, reason: str = "") -> Records | None:
         if not slot.states:

@@ -157,7 +157,7 @@ def _board_gather(size: int) -> np.ndarray:
     record_len = board_record_len(size)
     if 16 + nsq * sum(widths) != record_len:  # the layout of pack_states changed: update this
         raise RuntimeError(f"packed board layout of size {size}: {record_len} bytes, expected "
-                             f"{16 + nsq * sum(widths)}")  # fmt: skip
+                             f"{16 + nsq * sum(widths)}")
     table = np.empty((NUM_SYMMETRIES, record_len), np.int64)
     src_sq = _square_gather(size)
     for t in range(NUM_SYMMETRIES):
@@ -175,7 +175,7 @@ def _check_symmetries(symmetries: np.ndarray, rows: int) -> np.ndarray:
     ts = np.asarray(symmetries)
     if ts.shape != (rows,) or (rows and (ts.min() < 0 or ts.max() >= NUM_SYMMETRIES)):
         raise ValueError(f"symmetries must be ({rows},) integers in 0..{NUM_SYMMETRIES - 1}, "
-                         f"got shape {ts.shape}")  # fmt: skip
+                         f"got shape {ts.shape}")
     return ts.astype(np.int64, copy=False)
 
 
@@ -274,12 +274,16 @@ def _all(records: Records) -> np.ndarray:
     return np.ones(len(records), np.bool_)
 
 
-def _policy(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+def _policy(
+    records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings
+) -> tuple[np.ndarray, np.ndarray]:
     index = transform_action_indices(records.policy_index, size, symmetries)
     return dense_policy(index, records.policy_prob, num_actions(size)), _all(records)
 
 
-def _value(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+def _value(
+    records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings
+) -> tuple[np.ndarray, np.ndarray]:
     assert records.end_ply is not None and records.search_value is not None  # filled by Records
     z = records.value.astype(np.float32)
     if settings.value_discount < 1.0:
@@ -289,11 +293,15 @@ def _value(records: Records, size: int, symmetries: np.ndarray, settings: Target
     return z, _all(records)
 
 
-def _flat_diff(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+def _flat_diff(
+    records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings
+) -> tuple[np.ndarray, np.ndarray]:
     return records.flat_diff.astype(np.float32), _all(records)
 
 
-def _ownership(records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings) -> tuple[np.ndarray, np.ndarray]:
+def _ownership(
+    records: Records, size: int, symmetries: np.ndarray, settings: TargetSettings
+) -> tuple[np.ndarray, np.ndarray]:
     assert records.ownership is not None and records.own_valid is not None  # filled by Records
     own = records.ownership.astype(np.float32)
     transform_square_rows(own, size, symmetries)
@@ -301,12 +309,12 @@ def _ownership(records: Records, size: int, symmetries: np.ndarray, settings: Ta
 
 
 def _opponent_policy(records: Records, size: int, symmetries: np.ndarray,
-                     settings: TargetSettings) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+                     settings: TargetSettings) -> tuple[np.ndarray, np.ndarray] | None:
     assert records.opp_index is not None and records.opp_prob is not None  # filled by Records
     if records.opp_index.shape[1] == 0:
         return None
     opp = dense_policy(transform_action_indices(records.opp_index, size, symmetries), records.opp_prob,
-                       num_actions(size))  # fmt: skip
+                       num_actions(size))
     return opp, np.any(records.opp_index >= 0, axis=1)
 
 
@@ -320,7 +328,7 @@ TARGETS: dict[str, TargetProducer] = {
         TargetProducer("ownership", _ownership, "final owner of each square's top piece, mover's view"),
         TargetProducer("opponent_policy", _opponent_policy, "the next recorded position's policy target"),
     )
-}  # fmt: skip
+}
 
 #: The rows that fill ``Batch``'s own fields (``TargetProducer.batch_field``).
 MAIN_TARGETS = tuple(name for name, row in TARGETS.items() if row.batch_field)

@@ -117,7 +117,7 @@ def non_finite(state: Mapping[str, Any]) -> list[str]:
     """The names of the floating-point tensors of ``state`` (a state dict) that hold a NaN or
     an infinity, in ``state``'s order; [] when every one is finite (other values are ignored)."""
     return [k for k, v in state.items()
-            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]  # fmt: skip
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
 
 
 def use_bf16_autocast(amp: bool, device: torch.device) -> bool:
@@ -199,7 +199,7 @@ class Trainer:
         self.targets = [
             row.target for name, row in HEADS.items()
             if row.target is not None and self.weights.heads.get(name, 0.0) > 0
-        ]  # fmt: skip
+        ]
         params = self.model.parameters()
         if cfg.optimizer == "adamw":
             self.optimizer: torch.optim.Optimizer = torch.optim.AdamW(
@@ -236,7 +236,7 @@ class Trainer:
         assert layers is not None  # set by ModelConfig.__post_init__
         batch = make_batch(records, size, layers, self.rng,
                            feature_version=self.model_config.feature_version, targets=self.targets,
-                           settings=self.settings)  # fmt: skip
+                           settings=self.settings)
         dev = self.device
         planes = batch.planes.to(dev, non_blocking=True)
         mask = batch.mask.to(dev, non_blocking=True)
@@ -253,7 +253,7 @@ class Trainer:
         loss, parts = total_loss(
             outputs, mask, target_p, target_v, flat, size, self.weights,
             heads=heads, targets=batch.targets_on(dev),
-        )  # fmt: skip
+        )
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
         if not torch.isfinite(loss):
@@ -315,7 +315,7 @@ class Trainer:
         bad = non_finite(self.model.state_dict())
         if bad:
             raise NonFiniteError(f"the weights at step {self.step} are not finite (NaN or inf in "
-                                 f"{', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})")  # fmt: skip
+                                 f"{', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})")
 
     # -- checkpoints -------------------------------------------------------------------------
 

@@ -89,7 +89,7 @@ class UnfinishedGames:
         ("movers", np.int8, (), "n_recorded"), ("proven", np.int8, (), "n_recorded"),
         ("n_policy", np.int32, (), "n_recorded"), ("actions", np.int64, (), "n_policy"),
         ("probs", np.float32, (), "n_policy"),
-    )  # fmt: skip
+    )
 
     @property
     def games(self) -> int:
@@ -123,7 +123,7 @@ class UnfinishedGames:
             n_policy=np.array([len(a) for a in acts], np.int32),
             actions=np.concatenate(acts).astype(np.int64) if acts else np.zeros(0, np.int64),
             probs=np.concatenate(probs).astype(np.float32) if probs else np.zeros(0, np.float32),
-        )  # fmt: skip
+        )
 
     @classmethod
     def concat(cls, parts: list[UnfinishedGames]) -> UnfinishedGames:
@@ -135,7 +135,7 @@ class UnfinishedGames:
         if len(sizes) > 1:
             raise ValueError(f"unfinished games of several board sizes: {sorted(sizes)}")
         return cls(size=parts[0].size,
-                   **{name: np.concatenate([getattr(p, name) for p in parts]) for name, *_ in cls.ARRAYS})  # fmt: skip
+                   **{name: np.concatenate([getattr(p, name) for p in parts]) for name, *_ in cls.ARRAYS})
 
     def split(self, n: int) -> tuple[UnfinishedGames, UnfinishedGames]:
         """(the first ``n`` games, the rest)."""
@@ -189,7 +189,7 @@ class UnfinishedGames:
                 raise ValueError(f"{name} is {a.dtype}{list(a.shape)}, not {np.dtype(dtype)}")
             out[name] = a
         lengths = {"games": len(out["old_id"]), "n_moves": int(out["n_moves"].sum()),
-                   "n_recorded": int(out["n_recorded"].sum()), "n_policy": int(out["n_policy"].sum())}  # fmt: skip
+                   "n_recorded": int(out["n_recorded"].sum()), "n_policy": int(out["n_policy"].sum())}
         for name, _, _, rows in cls.ARRAYS:
             if len(out[name]) != lengths[rows]:
                 raise ValueError(f"{name} has {len(out[name])} rows, not {lengths[rows]}")
@@ -241,5 +241,5 @@ class UnfinishedGames:
                 actions=[self.actions[a:b].copy() for a, b in zip(starts, ends, strict=True)],
                 probs=[self.probs[a:b].copy() for a, b in zip(starts, ends, strict=True)],
                 movers=[int(self.movers[i]) for i in rows], plies=plies, proven=proven,
-            ))  # fmt: skip
+            ))
         return out

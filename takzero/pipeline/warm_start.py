@@ -98,7 +98,7 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
     keys = model_config_diff(saved, cfg, "file")
     if keys:
         raise _fail(path, f"another network than this config builds ({keys}); set those keys to "
-                          "the file's values, or start without train.init_from")  # fmt: skip
+                          "the file's values, or start without train.init_from")
     # older files name the trunk and heads as before (the shipped 5x5.pt): today's names
     state = {k: v.detach().to("cpu") for k, v in current_keys(d["model_state"]).items()}
     model = TakNet(cfg.model_config())
@@ -108,14 +108,14 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
     shapes = sorted(k for k in set(want) & set(state) if tuple(want[k].shape) != tuple(state[k].shape))
     if missing or extra or shapes:
         parts = [f"{name}: {', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''}"
-                 for name, ks in (("missing", missing), ("unexpected", extra), ("other shape", shapes)) if ks]  # fmt: skip
+                 for name, ks in (("missing", missing), ("unexpected", extra), ("other shape", shapes)) if ks]
         raise _fail(path, f"its weights do not fit the config's network ({'; '.join(parts)})")
     from takzero.pipeline.trainer import non_finite
 
     bad = non_finite(state)
     if bad:  # a NaN network would train on as NaN and be promoted as generation 0
         raise _fail(path, f"its weights are not finite (NaN or inf in {', '.join(bad[:3])}"
-                          f"{', ...' if len(bad) > 3 else ''}): not a network to start from")  # fmt: skip
+                          f"{', ...' if len(bad) > 3 else ''}): not a network to start from")
     try:
         lineage = Lineage.of_file(d)
     except ValueError as e:
@@ -125,8 +125,8 @@ def load_init_weights(cfg: TrainConfig) -> InitWeights:
         generation = int(d.get("generation", -1))
         half_komi = None if hk is None else int(hk)
     except (TypeError, ValueError):
-        raise _fail(path, f"its generation {short_repr(d.get('generation'), 40)} or half_komi {short_repr(hk, 40)} is not "
-                          "a whole number") from None  # fmt: skip
+        raise _fail(path, f"its generation {short_repr(d.get('generation'), 40)} or half_komi "
+                          f"{short_repr(hk, 40)} is not a whole number") from None
     run_name = d.get("run_name")
     return InitWeights(
         path=str(path),
@@ -157,14 +157,14 @@ def warm_start_lines(cfg: TrainConfig, init: InitWeights | None, resumed: Any) -
         return []
     if resumed is not None:
         return [f"train.init_from={path} ignored: the run folder has checkpoints, so the run "
-                f"resumes from {Path(resumed[0]).name} (resume wins)"]  # fmt: skip
+                f"resumes from {Path(resumed[0]).name} (resume wins)"]
     if init is None:
         return []
     lines = [f"  warm start: weights from {init.describe()} (train.init_from); optimiser, "
-             "steps and replay start fresh"]  # fmt: skip
+             "steps and replay start fresh"]
     if init.lineage.minutes > 0 or init.lineage.positions > 0 or not init.lineage.known:
         lines.append(f"  warm start: the training behind it: {init.lineage.describe()}")
     if init.half_komi is not None and init.half_komi != cfg.half_komi():
         lines.append(f"  warm start: the file was trained with komi {init.half_komi / 2:g}, this "
-                     f"run plays komi {cfg.board.komi:g}")  # fmt: skip
+                     f"run plays komi {cfg.board.komi:g}")
     return lines

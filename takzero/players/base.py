@@ -108,7 +108,7 @@ class BatchSearch(Protocol):
 
     def choose_many(self, games: Sequence[int], positions: Sequence[Position],
                     plies: Sequence[int], rng: np.random.Generator | None = None,
-                    ) -> dict[int, PlayerMove]:  # fmt: skip
+                    ) -> dict[int, PlayerMove]:
         """The move of each game of ``games`` (at ``positions``; ``plies`` since its opening),
         searched together."""
         ...

@@ -227,7 +227,7 @@ class SearchConfig:
         return replace(
             self, root_noise=False, playout_cap=False, temperature_plies=0, temperature_final=0.0,
             forced_playouts=False, policy_target_pruning=False,
-        )  # fmt: skip
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -267,7 +267,7 @@ class SearchDriver:
         while True:
             n = chunk if limit.nodes is None else min(chunk, limit.nodes - done)
             stats.add(mcts.run(self.evaluator, games, add_noise, n, leaves, limit.stop, deadline,
-                               pipelined=self.pipelined))  # fmt: skip
+                               pipelined=self.pipelined))
             for g in totals:
                 totals[g] += mcts.simulations_done(g)
             done = totals.get(first, 0)
@@ -295,7 +295,7 @@ class SearchDriver:
     def outcome(
         self, g: int, temperature: float | None = None, rng=None, policy: bool = False,
         pv_limit: int = 32, choose: bool = True,
-    ) -> SearchOutcome:  # fmt: skip
+    ) -> SearchOutcome:
         """The readouts of slot ``g`` after :meth:`run`: the move (``temperature`` None: the
         config's schedule; 0: the most visited; a sampled move draws from ``rng``, else from
         the slot's own stream), root value, proof, PV (starting with the move, at most

@@ -54,7 +54,8 @@ class UniformEvaluator:
     With ``masked=False`` (default, free) every action gets 1/A and the search's renormalisation
     over the legal moves makes the prior uniform; the priors are then a read-only broadcast view
     (``np.broadcast_to``) of one row, which costs nothing to make or to read, and the values and
-    WDL are read-only views of cached arrays. With ``masked=True`` the priors are 1/n_legal on the legal moves and 0 elsewhere,
+    WDL are read-only views of cached arrays. With ``masked=True`` the priors are 1/n_legal on the
+    legal moves and 0 elsewhere,
     exactly as a network evaluator returns them.
     """
 

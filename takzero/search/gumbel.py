@@ -105,7 +105,7 @@ def root_sigma_q(trees, games, settings: np.ndarray, g: int, out: np.ndarray) ->
 
 @njit(cache=True, error_model="numpy")
 def select_gumbel_root(trees, games, cfg, g: int | np.integer, x: int | np.integer,
-                       score_buf: np.ndarray, use_virtual: bool) -> int:  # fmt: skip
+                       score_buf: np.ndarray, use_virtual: bool) -> int:
     """The root rule "gumbel" (``takzero.search.rules``; ``x`` is the root, 0, and virtual visits
     are not read): among the non-lost children whose search visits equal the schedule's
     considered visit, the one maximising gumbel + log P + sigma(q) (a proven win at once; any

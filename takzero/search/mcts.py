@@ -394,12 +394,12 @@ class BatchedMCTS:
         games = self._search_games if games is None else games
         return int(select_kernel(
             self._trees, self._games, leaves, self._settings, games, self._float_buf
-        ))  # fmt: skip
+        ))
 
     def _expand_from(
         self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray,
         children: Children | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Expand and back up the ``n`` leaves of buffer ``leaves`` with ``priors`` (n, A) and
         ``values`` (n,) (checked by the caller; see :meth:`expand_backup`). ``children``: the
         leaves' child lists already made from ``priors`` (:meth:`_prepare`), else made here."""
@@ -412,7 +412,7 @@ class BatchedMCTS:
         expand_backup_kernel(
             self._trees, self._games, leaves, self._settings, n, flat, stride, values,
             children if children is not None else self._children, children is not None,
-        )  # fmt: skip
+        )
 
     def _flat_priors(self, priors: np.ndarray) -> tuple[np.ndarray, int]:
         """(flat priors, stride) as the kernels take them: priors (n, A) flattened (stride A),
@@ -475,7 +475,7 @@ class BatchedMCTS:
         advance_kernel(
             self._trees, self._games, self._scratch, g, code, self.config.reuse_tree,
             self.config.max_plies,
-        )  # fmt: skip
+        )
 
     # -- readouts at the root (``takzero.search.readout``) ------------------------------------
 

@@ -80,7 +80,7 @@ def _unowned_tuple(typingctx, tup):
             src = context.make_array(ty)(context, builder, value=builder.extract_value(args[0], i))
             dst = context.make_array(ty)(context, builder)
             populate_array(dst, data=src.data, shape=src.shape, strides=src.strides,
-                           itemsize=src.itemsize, meminfo=None)  # fmt: skip
+                           itemsize=src.itemsize, meminfo=None)
             out = builder.insert_value(out, dst._getvalue(), i)
         return out
 

@@ -55,7 +55,7 @@ def exploration_log(trees, cfg, g: int | np.integer, x: int | np.integer, parent
 
 @njit(cache=True, error_model="numpy", inline="always")
 def exploration_constant(trees, cfg, g: int | np.integer, x: int | np.integer,
-                         parent_visits: float) -> float:  # fmt: skip
+                         parent_visits: float) -> float:
     """The exploration rule "constant": ``c_init * sqrt(N(s))`` (``c_base == 0``); arguments as
     ``exploration_log``."""
     return cfg["c_init"] * np.sqrt(max(parent_visits, 1.0))
@@ -63,7 +63,7 @@ def exploration_constant(trees, cfg, g: int | np.integer, x: int | np.integer,
 
 @njit(cache=True, error_model="numpy", inline="always")
 def puct_score(trees, cfg, g: int | np.integer, c: int | np.integer, value_sum: float, visits: float,
-               exploration_term: float, prior: float, first_play: float) -> float:  # fmt: skip
+               exploration_term: float, prior: float, first_play: float) -> float:
     """PUCT score ``Q + U`` of child ``c`` of game ``g`` (float64 throughout); ``trees``: the pools
     (``takzero.search.tree.Trees``), ``cfg``: the packed settings record (a per-child bonus reads
     both; the formula below reads neither).
@@ -84,7 +84,7 @@ def puct_score(trees, cfg, g: int | np.integer, c: int | np.integer, value_sum: 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def first_play_reduction(trees, cfg, g: int | np.integer, x: int | np.integer, reduction: float,
-                         mass: float) -> float:  # fmt: skip
+                         mass: float) -> float:
     """The first-play rule "reduction" (KataGo): the Q given to an unvisited child of node ``x``
     of game ``g``, ``Q(x) - reduction * sqrt(mass)``, with ``Q(x) = -value_sum / visits`` of
     ``x`` (0 before its first visit) and ``mass`` the prior mass of the visited children."""
@@ -95,7 +95,7 @@ def first_play_reduction(trees, cfg, g: int | np.integer, x: int | np.integer, r
 
 @njit(cache=True, error_model="numpy", inline="always")
 def first_play_fixed(trees, cfg, g: int | np.integer, x: int | np.integer, reduction: float,
-                     mass: float) -> float:  # fmt: skip
+                     mass: float) -> float:
     """The first-play rule "fixed": the ``fpu_value`` setting; arguments as
     ``first_play_reduction``."""
     return cfg["fpu_value"]
@@ -119,7 +119,7 @@ def forced_playouts(k: float, prior: float, total: float) -> float:
 @njit(cache=True, error_model="numpy")
 def pruned_visit_count(trees, cfg, g: int | np.integer, c: int | np.integer, value_sum: float,
                        visits: float, least: float, exploration_term: float, prior: float,
-                       bar: float) -> float:  # fmt: skip
+                       bar: float) -> float:
     """The least whole visit count ``N'`` in ``[least, visits]`` at which child ``c`` of game
     ``g``, keeping its mean value ``Q = value_sum / visits``, scores ``puct_score(trees, cfg, g,
     c, Q * N', N', exploration_term, prior, 0) <= bar``; ``visits`` when none does (float64

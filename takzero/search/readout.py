@@ -108,7 +108,7 @@ def sigma_q(trees: Trees, games: Games, settings: np.ndarray, g: int) -> np.ndar
 
 
 def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig,
-                  g: int) -> np.ndarray:  # fmt: skip
+                  g: int) -> np.ndarray:
     """(k,) float64 visit counts of the root's children after policy target pruning (KataGo, Wu
     2019, section 3.2; formula in ``takzero.search.config``): c* = the most visited child (first
     on ties) keeps its visits; every other visited child c keeps the least ``N'`` with
@@ -131,7 +131,7 @@ def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: Sear
     bar = puct_score(
         trees, cfg, g, sl.start + best, value_sum[best], visits[best], exploration_term,
         prior[best], 0.0,
-    )  # fmt: skip
+    )
     out = visits.copy()
     for c in range(k):
         if c == best or visits[c] <= 0 or trees.status[g, sl.start + c] != UNKNOWN:
@@ -143,13 +143,13 @@ def pruned_visits(trees: Trees, games: Games, settings: np.ndarray, config: Sear
         kept = pruned_visit_count(
             trees, cfg, g, sl.start + c, value_sum[c], visits[c], least, exploration_term,
             prior[c], bar,
-        )  # fmt: skip
+        )
         out[c] = 0.0 if kept <= 1.0 else kept
     return out
 
 
 def target_probs(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig,
-                 g: int) -> np.ndarray:  # fmt: skip
+                 g: int) -> np.ndarray:
     """Policy target over the root's child slots ((k,) float64, sums to 1): uniform over the
     proven wins if any; else, children proven lost excluded (unless all are), the Gumbel improved
     policy ``softmax(log P + sigma(completed Q))`` or the visit counts (PUCT; the priors if no
@@ -185,7 +185,7 @@ def target_probs(trees: Trees, games: Games, settings: np.ndarray, config: Searc
 
 
 def policy_target(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig, size: int,
-                  g: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                  g: int) -> tuple[np.ndarray, np.ndarray]:
     """Training policy target of the root: (actions (k,) int64 action indices, probs (k,)
     float32 summing to 1) over the legal moves (``target_probs``)."""
     probs = target_probs(trees, games, settings, config, g)
@@ -195,7 +195,7 @@ def policy_target(trees: Trees, games: Games, settings: np.ndarray, config: Sear
 
 
 def policy_dense(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig, size: int,
-                 g: int) -> np.ndarray:  # fmt: skip
+                 g: int) -> np.ndarray:
     """The policy target as a dense (A,) float32 vector over action indices."""
     actions, probs = policy_target(trees, games, settings, config, size, g)
     out = np.zeros(num_actions(size), dtype=np.float32)
@@ -204,7 +204,7 @@ def policy_dense(trees: Trees, games: Games, settings: np.ndarray, config: Searc
 
 
 def principal_variation(trees: Trees, g: int, first_move: int | None = None,
-                        limit: int = 32) -> list[int]:  # fmt: skip
+                        limit: int = 32) -> list[int]:
     """Move codes of the most visited line from the root (starting with ``first_move`` when
     given, e.g. the move actually chosen), at most ``limit`` plies."""
     pv: list[int] = []
@@ -229,7 +229,7 @@ def principal_variation(trees: Trees, g: int, first_move: int | None = None,
 
 
 def choose_move(trees: Trees, games: Games, settings: np.ndarray, config: SearchConfig, g: int,
-                temperature: float | None = None, rng=None) -> int:  # fmt: skip
+                temperature: float | None = None, rng=None) -> int:
     """Move code to play at the root after a search.
 
     A proven winning move is taken at once (the most visited one). Otherwise, children proven

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_prefix(trees, games, cfg, g: int | np.integer, x: int | np.integer, score_buf: np.ndarray,
-                  use_virtual: bool) -> int:  # fmt: skip
+                  use_virtual: bool) -> int:
     """The interior rule "puct": PUCT at a non-root node ``x`` of game ``g``; the child index to
     descend into, -1 if every child is a proven loss. Children are stored by decreasing prior and
     a non-root node always selects either a visited child or the first unvisited one, hence its
@@ -117,7 +117,7 @@ def select_prefix(trees, games, cfg, g: int | np.integer, x: int | np.integer, s
         unvisited_score = puct_score(
             trees, cfg, g, unvisited, 0.0, 0.0, exploration_term,
             np.float64(prior[g, unvisited]), first_play,
-        )  # fmt: skip
+        )
         if unvisited_score > best or (unvisited_score == best and unvisited < best_c):
             return unvisited
     return best_c
@@ -125,7 +125,7 @@ def select_prefix(trees, games, cfg, g: int | np.integer, x: int | np.integer, s
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_puct_root(trees, games, cfg, g: int | np.integer, x: int | np.integer, score_buf: np.ndarray,
-                     use_virtual: bool) -> int:  # fmt: skip
+                     use_virtual: bool) -> int:
     """The root rule "puct": PUCT at the root (``x`` = 0) of game ``g``: a full scan (noise
     mixes the priors, so no prefix property); the child index, -1 if every child is a proven
     loss. The mixed priors ``games.mixed_prior`` ((G, A) float32, by child slot) are set once per
@@ -166,7 +166,7 @@ def select_puct_root(trees, games, cfg, g: int | np.integer, x: int | np.integer
         score_buf[i] = puct_score(
             trees, cfg, ug, c, child_sum, effective_visits, exploration_term, child_prior,
             first_play,
-        )  # fmt: skip
+        )
     if proven == 0:
         best = score_buf[0]
         best_i = 0
@@ -202,7 +202,7 @@ def select_puct_root(trees, games, cfg, g: int | np.integer, x: int | np.integer
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_forced_root(trees, games, cfg, g: int | np.integer, x: int | np.integer,
-                       score_buf: np.ndarray, use_virtual: bool) -> int:  # fmt: skip
+                       score_buf: np.ndarray, use_virtual: bool) -> int:
     """The root rule "forced" (KataGo's forced playouts, ``forced_playouts``): in a search with
     root noise and no child proven, the first child that has been visited but has fewer visits
     (plus virtual visits) than ``forced_playouts(forced_k, P, sum N)`` (P: the noised prior) is
@@ -278,7 +278,7 @@ RULES: tuple[Rule, ...] = (
     Rule("exploration", "log", 0, exploration_log, _always,
          "(c_init + log((1 + N + c_base) / c_base)) * sqrt(N) (AlphaZero)"),
     Rule("backup", "mean", 0, backup_mean, _always, "visits + 1, value sum + v, negated per ply"),
-)  # fmt: skip
+)
 
 
 def rule_codes(config: SearchConfig) -> dict[str, int]:
@@ -315,7 +315,7 @@ _check_table()
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_root(trees, games, cfg, g: int | np.integer, x: int | np.integer, score_buf: np.ndarray,
-                use_virtual: bool) -> int:  # fmt: skip
+                use_virtual: bool) -> int:
     """The chosen root rule (``cfg["root_rule"]``)."""
     rule = cfg["root_rule"]
     if rule == 2:
@@ -338,14 +338,14 @@ def prepare_root(trees, games, cfg, g: int | np.integer, f: int, nc: int) -> Non
 
 @njit(cache=True, error_model="numpy", inline="always")
 def select_interior(trees, games, cfg, g: int | np.integer, x: int | np.integer,
-                    score_buf: np.ndarray, use_virtual: bool) -> int:  # fmt: skip
+                    score_buf: np.ndarray, use_virtual: bool) -> int:
     """The chosen interior rule (``cfg["interior_rule"]``)."""
     return select_prefix(trees, games, cfg, g, x, score_buf, use_virtual)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def first_play_value(trees, cfg, g: int | np.integer, x: int | np.integer, reduction: float,
-                     mass: float) -> float:  # fmt: skip
+                     mass: float) -> float:
     """The chosen first-play rule (``cfg["first_play_rule"]``)."""
     if cfg["first_play_rule"] == 1:
         return first_play_fixed(trees, cfg, g, x, reduction, mass)
@@ -362,6 +362,6 @@ def exploration(trees, cfg, g: int | np.integer, x: int | np.integer, parent_vis
 
 @njit(cache=True, error_model="numpy", inline="always")
 def backup(trees, cfg, path, slot: int | np.integer, g: int | np.integer, depth: int | np.integer,
-           v: float) -> None:  # fmt: skip
+           v: float) -> None:
     """The chosen backup rule (``cfg["backup_rule"]``)."""
     backup_mean(trees, cfg, path, slot, g, depth, v)

@@ -98,7 +98,7 @@ def _copy_state(src: np.ndarray, i: int | np.integer, dst: np.ndarray, j: int | 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _child_list(state: np.ndarray, net_priors: np.ndarray, offset: int, move_buf: np.ndarray,
-                prior_buf: np.ndarray, moves_out: np.ndarray, priors_out: np.ndarray) -> int:  # fmt: skip
+                prior_buf: np.ndarray, moves_out: np.ndarray, priors_out: np.ndarray) -> int:
     """The children of position ``state``: its legal moves into ``moves_out`` (int64) with priors
     gathered from the network's ``net_priors[offset + action]`` (flat float32) and renormalised
     over the legal moves into ``priors_out`` (float64; non-finite or negative entries count as 0;
@@ -154,7 +154,7 @@ def _road_wins(cfg, state: np.ndarray) -> np.uint64:
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _store_children(trees, games, g: int | np.integer, x: int | np.integer, nm: int | np.integer,
-                    moves_in: np.ndarray, priors_in: np.ndarray, win: np.uint64) -> None:  # fmt: skip
+                    moves_in: np.ndarray, priors_in: np.ndarray, win: np.uint64) -> None:
     """Create the ``nm`` children of node ``x`` of game ``g`` from a child list (``_child_list``:
     ``moves_in``, ``priors_in``); ``nm`` 0 (no legal move) or a tree with no room flags
     FLAG_NOEXPAND instead (counted in ``games.overflow``). Children are stored by decreasing
@@ -242,7 +242,7 @@ def _init_root(trees, games, cfg, g: int | np.integer) -> None:
 @njit(cache=True, error_model="numpy")
 def begin_kernel(trees, games, settings: np.ndarray, game_ids: np.ndarray, full_sims: int,
                  cheap_sims: int, full_prob: float, playout_cap: bool,
-                 add_noise: bool) -> None:  # fmt: skip
+                 add_noise: bool) -> None:
     """Start a search for each game in ``game_ids`` (int32): budget (playout cap draw), noise
     flag, root preparation for already expanded roots. Inactive games are skipped. ``trees``,
     ``games``: the pools (``takzero.search.tree``)."""
@@ -272,7 +272,7 @@ def begin_kernel(trees, games, settings: np.ndarray, game_ids: np.ndarray, full_
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _count_root_visit(games, path, slot: int | np.integer, g: int | np.integer, root_first: int,
-                      gumbel: bool) -> None:  # fmt: skip
+                      gumbel: bool) -> None:
     """Count a simulation for the root child it went through (``games.search_visits``: Gumbel's
     Sequential Halving; the other root rules do not use it)."""
     search_visits = games.search_visits
@@ -282,7 +282,7 @@ def _count_root_visit(games, path, slot: int | np.integer, g: int | np.integer, 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _descend(trees, games, leaves, cfg, g: int | np.integer, slot: int | np.integer,
-             score_buf: np.ndarray) -> tuple[int, int]:  # fmt: skip
+             score_buf: np.ndarray) -> tuple[int, int]:
     """One selection from the root of game ``g`` into leaf slot ``slot`` of ``leaves``. Returns
     (code, depth): code 0 if a leaf was recorded for evaluation (virtual visits added along its
     path), 1 if a value was backed up at once (terminal, proven, full tree), 2 if nothing could be
@@ -331,7 +331,7 @@ def _descend(trees, games, leaves, cfg, g: int | np.integer, slot: int | np.inte
         if (
             s == UNKNOWN and num_children[g, c] == 0 and visits[g, c] == 0
             and (not use_virtual or virtual_visits[g, c] == 0)
-        ):  # fmt: skip
+        ):
             end_status = terminal_status(state, max_plies)
             if end_status != UNKNOWN:
                 status[g, c] = end_status
@@ -401,9 +401,10 @@ def _prefetch_root_children(trees, games, g: int | np.integer, gumbel: bool) -> 
 
 @njit(cache=True, error_model="numpy", nogil=True)
 def select_kernel(trees, games, leaves, settings: np.ndarray, game_ids: np.ndarray,
-                  score_buf: np.ndarray) -> int:  # fmt: skip
+                  score_buf: np.ndarray) -> int:
     """Pick up to ``leaves_per_step`` leaves per searching game of ``game_ids`` (int32, in
-    order) and write them to ``leaves`` (``takzero.search.tree.Leaves``); terminal and proven leaves are backed up here at once (a game keeps
+    order) and write them to ``leaves`` (``takzero.search.tree.Leaves``); terminal and proven leaves
+    are backed up here at once (a game keeps
     descending until it finds a leaf to evaluate or its budget is spent). A game that produced
     nothing and has nothing pending is finished (``searching`` cleared). Returns the leaf count.
     ``score_buf``: float64 scratch of length >= A."""
@@ -504,11 +505,12 @@ def _prefetch_leaf_path(leaves, j: int) -> None:
 @njit(cache=True, error_model="numpy", nogil=True)
 def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves: int,
                          net_priors: np.ndarray, stride: int, values: np.ndarray,
-                         children, prepared: bool) -> None:  # fmt: skip
+                         children, prepared: bool) -> None:
     """Expand the ``num_leaves`` pending leaves with the network priors of leaf ``j`` at
     ``net_priors[j * stride:]`` (flat float32; stride A for a (num_leaves, A) array, 0 for one
     row shared by all) and back up ``values`` (num_leaves,) (view of the side to move at each
-    leaf; NaN counts as 0, clipped to [-1, 1]). A leaf proven by the road check backs up its exact value instead. Root leaves
+    leaf; NaN counts as 0, clipped to [-1, 1]). A leaf proven by the road check backs up its exact
+    value instead. Root leaves
     (depth 0) then get their root preparation and do not count as simulations.
 
     ``children`` (``takzero.search.tree.Children``): with ``prepared``, the child lists of the
@@ -553,12 +555,12 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
                 nm = _child_list(
                     state, net_priors_view, j * stride, children.move_buf, children.prior_buf,
                     unowned_row(children.moves, 0), unowned_row(children.priors, 0),
-                )  # fmt: skip
+                )
                 win = _road_wins(cfg, state) if nm > 0 else np.uint64(0)
             _store_children(
                 trees, games, g, x, nm, unowned_row(children.moves, row),
                 unowned_row(children.priors, row), win,
-            )  # fmt: skip
+            )
         backed = -value  # the leaf's value for the player who moved into it
         s = status[g, x]
         if s != UNKNOWN:
@@ -575,7 +577,7 @@ def expand_backup_kernel(trees, games, leaves, settings: np.ndarray, num_leaves:
 
 @njit(cache=True, error_model="numpy", nogil=True)
 def prepare_kernel(leaves, settings: np.ndarray, num_leaves: int, net_priors: np.ndarray,
-                   stride: int, children) -> None:  # fmt: skip
+                   stride: int, children) -> None:
     """The child lists of the first ``num_leaves`` leaves of ``leaves`` into ``children``
     (``takzero.search.tree.Children``, row ``j`` for leaf ``j``) from the network priors of leaf
     ``j`` at ``net_priors[j * stride:]`` (as ``expand_backup_kernel``), for an
@@ -591,6 +593,6 @@ def prepare_kernel(leaves, settings: np.ndarray, num_leaves: int, net_priors: np
         nm = _child_list(
             state, net_priors_view, j * stride, children.move_buf, children.prior_buf,
             unowned_row(children.moves, j), unowned_row(children.priors, j),
-        )  # fmt: skip
+        )
         child_count[j] = nm
         child_wins[j] = _road_wins(cfg, state) if nm > 0 else np.uint64(0)

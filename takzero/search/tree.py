@@ -88,11 +88,15 @@ NODE_FIELDS = (
     NodeField("prior", np.float32, "edge", "prior P of the move into the node (normalised over the parent's moves)"),
     NodeField("move", np.int32, "edge", "core move code of the move into the node (unused at the root)"),
     NodeField("visits", np.int32, "stat", "visit count N (completed backups)"),
-    NodeField("value_sum", np.float32, "stat", "sum of backed-up values, from the view of the player who made the move INTO the node (Q(child) = value_sum / visits is the parent mover's view)"),
-    NodeField("status", np.int8, "stat", "proof status for the player who moved into the node: UNKNOWN, WIN, DRAW, LOSS (exact game-theoretic value under the rules + ply limit)"),
+    NodeField("value_sum", np.float32, "stat",
+              "sum of backed-up values, from the view of the player who made the move INTO the node "
+              "(Q(child) = value_sum / visits is the parent mover's view)"),
+    NodeField("status", np.int8, "stat",
+              "proof status for the player who moved into the node: UNKNOWN, WIN, DRAW, LOSS "
+              "(exact game-theoretic value under the rules + ply limit)"),
     NodeField("flags", np.int8, "stat", "FLAG_TERMINAL (game over or ply limit), FLAG_NOEXPAND (tree was full)"),
     NodeField("virtual_visits", np.int16, "transient", "in-flight visits (pending leaves below; virtual loss)"),
-)  # fmt: skip
+)
 
 _GROUPS = ("structure", "edge", "stat", "transient")
 if any(f.group not in _GROUPS for f in NODE_FIELDS):
@@ -111,8 +115,8 @@ if TYPE_CHECKING:
 else:
     Trees = namedtuple("Trees", [f.name for f in _ORDERED] + ["num_nodes"])
 _LO = {grp: next((i for i, f in enumerate(_ORDERED) if _GROUPS.index(f.group) >= k), len(_ORDERED))
-       for k, grp in enumerate(_GROUPS)}  # fmt: skip
-_HI = {grp: _LO[_GROUPS[k + 1]] if k + 1 < len(_GROUPS) else len(_ORDERED) for k, grp in enumerate(_GROUPS)}  # fmt: skip
+       for k, grp in enumerate(_GROUPS)}
+_HI = {grp: _LO[_GROUPS[k + 1]] if k + 1 < len(_GROUPS) else len(_ORDERED) for k, grp in enumerate(_GROUPS)}
 _EDGE_LO = _LO["edge"]
 _STAT_LO, _STAT_HI = _LO["stat"], _HI["stat"]
 _TRANSIENT_LO, _TRANSIENT_HI = _LO["transient"], _HI["transient"]
@@ -128,7 +132,7 @@ Games = namedtuple(
         "dirichlet_noise", "mixed_prior", "gumbel_logits", "search_visits", "raw_value",
         "considered_visits", "overflow",
     ],
-)  # fmt: skip
+)
 Leaves = namedtuple("Leaves", ["states", "game", "depth", "path"])
 #: The children of a batch of leaves, made from the network's priors before they go into a tree
 #: (``steps.prepare_kernel``), so that a two-worker search (``BatchedMCTS.run(pipelined=True)``)
@@ -290,7 +294,7 @@ def propagate(trees, path, slot: int | np.integer, g: int | np.integer, d: int |
 
 @njit(cache=True, error_model="numpy", inline="always")
 def backup_mean(trees, cfg, path, slot: int | np.integer, g: int | np.integer, depth: int | np.integer,
-                v: float) -> None:  # fmt: skip
+                v: float) -> None:
     """The backup rule "mean" (``takzero.search.rules``): add one visit and value ``v`` (view of
     the player who moved into ``path[slot, depth]``) to ``visits`` and ``value_sum`` of every
     node of the path, negating at each ply. A node statistic of the "stat" group is gathered

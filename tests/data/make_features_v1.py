@@ -32,7 +32,7 @@ def main() -> None:
         states = F.random_states(
             size, 16, seed=100 + size, min_plies=0, max_plies=12 * size,
             half_komi=size - 5, spread_bias=0.7,
-        )  # fmt: skip
+        )
         for layers, key in ((F.default_layers(size), f"planes_{size}"), (2, f"planes_{size}_l2")):
             planes = F.new_planes(len(states), size, layers)
             F.encode(states, planes)

@@ -89,7 +89,7 @@ _QUIET = {
     "Welcome!", "Login", "OK", "Online", "OnlinePlayers", "GameList", "Shout", "ShoutRoom",
     "Joined", "Left", "Tell", "Told", "Observe", "Is", "CmdReply", "sudoReply", "Accept",
     "Rematch", "Registered", "Registration",
-}  # fmt: skip
+}
 _WAITING = 0  # the token of a move waiting for the last search to end (searches count from 1)
 
 

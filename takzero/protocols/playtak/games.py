@@ -319,4 +319,4 @@ class GameSync:
         self.stats.results.append({
             "game": g.number, "white": g.start.white, "black": g.start.black,
             "size": g.start.size, "result": result, "outcome": outcome, "plies": len(g.codes),
-        })  # fmt: skip
+        })

@@ -574,7 +574,7 @@ class PlaytakServer:
         self.finished.append(FinishedGame(
             g.number, g.white.name, g.black.name, s.size, s.half_komi, s.flats, s.caps,
             result, reason, list(g.moves), (max(0.0, clocks[0]), max(0.0, clocks[1])),
-        ))  # fmt: skip
+        ))
         self._changed.notify_all()
 
 

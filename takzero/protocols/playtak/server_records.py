@@ -197,4 +197,4 @@ __all__ = [
     "ACCEPT", "CLIENT", "LOGIN", "LOGIN_GUEST", "MOVE", "PLACE", "PROTOCOL", "RESIGN",
     "SEEK_V1", "SEEK_V2", "SEEK_V3", "STALE_PLIES", "Conn", "FinishedGame", "Game", "Player",
     "Seek", "spread_ptn",
-]  # fmt: skip
+]

@@ -92,7 +92,7 @@ class MoveSearch:
         self._worker = threading.Thread(
             target=self._search, args=(self._token, position, seconds, self._stop),
             daemon=True, name="playtak-search",
-        )  # fmt: skip
+        )
         self._worker.start()
         return self._token
 

@@ -135,7 +135,7 @@ class GoCommand:
                 self._report(pm, time.perf_counter() - t0, pm.nodes)
             if pm.info.get("tree_full"):
                 self._info(f"the search tree is full ({self._tree_nodes} nodes, TreeNodes): the "
-                           "search stopped there; raise TreeNodes for longer searches")  # fmt: skip
+                           "search stopped there; raise TreeNodes for longer searches")
             if int(pm.code) not in {int(c) for c in pos.legal_move_codes()}:
                 raise ValueError(f"the player answered an illegal move code {pm.code}")
             move = pos.ptn(pm.code)
@@ -143,7 +143,7 @@ class GoCommand:
             gib = self._tree_nodes * TREE_BYTES_PER_NODE / 2**30
             self._info(f"error: out of memory, no search ({clip(str(e) or 'MemoryError', 200)}; "
                        f"TreeNodes {self._tree_nodes} may take up to {gib:.1f} GiB): lower "
-                       "TreeNodes; answering the first legal move, unsearched")  # fmt: skip
+                       "TreeNodes; answering the first legal move, unsearched")
         except Exception as e:  # noqa: BLE001 - answer anyway: a legal move beats silence
             self._info(f"search failed ({e}); playing the first legal move")
         finally:

@@ -311,7 +311,8 @@ class SearchLimits:
         ``movetime`` minus ``overhead_ms`` (the engine's ``MoveOverhead``, default
         :data:`MOVE_OVERHEAD_MS`: process, pipe and answer latency); with a clock,
         ``remaining / 20 + inc * 3/4`` capped at half the remaining time, minus the overhead. At
-        least 5 ms (:meth:`takzero.search.limit.Limit.move_seconds`, the one rule). The cap keeps a clock from running out whatever the increment: each move
+        least 5 ms (:meth:`takzero.search.limit.Limit.move_seconds`, the one rule). The cap keeps a
+        clock from running out whatever the increment: each move
         spends at most half of what is left (plus the overhead), so ``remaining`` shrinks
         geometrically instead of reaching zero, and with an increment the clock settles where a
         move's budget equals the increment.
@@ -329,7 +330,7 @@ class SearchLimits:
             black_clock=sec(self.btime), white_inc=sec(self.winc) or 0.0,
             black_inc=sec(self.binc) or 0.0, overhead=max(0, overhead_ms) / 1000.0, stop=stop,
             infinite=self.infinite,
-        )  # fmt: skip
+        )
 
 
 def parse_go(tokens: list[str]) -> tuple[SearchLimits, list[str]]:

@@ -13,7 +13,8 @@ announces them:
 
 - ``HalfKomi`` (spin -20..20): half points added to black's flat count; its default is the
   komi the model was trained for (its ``half_komi``: checkpoint or export metadata), else 0. Also
-  settable in ``teinewgame`` (:mod:`takzero.protocols.tei.engine`). A komi other than the model's gives one ``info string``
+  settable in ``teinewgame`` (:mod:`takzero.protocols.tei.engine`). A komi other than the model's
+  gives one ``info string``
   (once per komi and model). PTN Ninja reads this option's range as the komis the engine plays.
 - ``Nodes`` (spin 1..``MAX_NODES``, 10^8): simulations per move when ``go`` gives no limit.
 - ``MultiPV`` (spin 1..32): how many best moves ``info`` reports (one line each, ``multipv K``).
@@ -45,10 +46,12 @@ announces them:
   sets it at start-up.
 - ``Batch`` (spin 0..32): positions per network call of the network search (leaves selected
   with virtual loss); 0 (default) chooses by the limit
-  (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a search keeps 100 network calls); 1 is one
+  (``takzero.players.network.auto_leaves``: 16, fewer when the limit allows under 1,600 nodes, so a
+  search keeps 100 network calls); 1 is one
   simulation per network call.
 - ``Model`` (string): path of an exported model or checkpoint; setting it loads it (``<empty>``:
-  no model; an empty value is refused, the model kept). A checkpoint is read weights-only: one whose pickle would run code is refused with
+  no model; an empty value is refused, the model kept). A checkpoint is read weights-only: one whose
+  pickle would run code is refused with
   an ``info string`` naming it, and the previous player stays (README, "Which model files are
   safe to take from a stranger": a TorchScript file holds code).
 - ``Fallback`` (string): the player for board sizes the model does not play, a player spec of
@@ -169,7 +172,8 @@ class Option:
         if self.search is not None and self.search not in SEARCH_FIELDS:
             raise ValueError(f"option {self.name}: search must name a field of SearchConfig, got {self.search!r}")
         if self.search is not None and self.default is None:
-            raise ValueError(f"option {self.name}: an option with search needs its default (the players' value at the start)")
+            raise ValueError(f"option {self.name}: an option with search needs its default (the players' value "
+                             "at the start)")
         if self.type not in OPTION_TYPES:
             raise ValueError(f"option {self.name}: type must be one of {OPTION_TYPES}, got {self.type!r}")
         if self.type == "spin" and (self.min is None or self.max is None):
@@ -275,7 +279,7 @@ OPTIONS: dict[str, Option] = {
         Option("Fallback", "string", "fallback_spec",
                setter=lambda e, v: e._set_fallback(str(v).strip())),
     )
-}  # fmt: skip
+}
 
 
 

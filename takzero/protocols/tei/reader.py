@@ -170,11 +170,11 @@ def read_commands(
                 dropped = inbox.put_control((gos, cmd + "\n"))
                 if dropped is not None and inbox.note_drop():
                     info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
-                         f"'{clip(dropped.split(maxsplit=1)[0])}' dropped for '{cmd}'")  # fmt: skip
+                         f"'{clip(dropped.split(maxsplit=1)[0])}' dropped for '{cmd}'")
             elif not inbox.put((gos, line)):
                 if inbox.note_drop():
                     info(f"over {MAX_QUEUED_LINES} commands wait for the search: "
-                         f"'{clip(cmd)}' and later ones dropped")  # fmt: skip
+                         f"'{clip(cmd)}' and later ones dropped")
     except (OSError, ValueError) as e:  # a broken or closed input ends it as its end does
         info(f"the input cannot be read ({clip(str(e), 200)}): ending")
     preempt(gos)
