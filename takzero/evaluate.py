@@ -3,16 +3,19 @@ baselines on paired openings and prints one JSON line per baseline on stdout (wi
 first one per game with a PTN Ninja link); on stderr a line per finished game (with the tally so
 far, W-D-L) and each baseline's tally, score and Elo with its interval: the interval the JSON line
 carries ('elo', 'elo_lower', 'elo_upper', its model in 'elo_model': pentanomial on paired games),
-named (``MatchResult.describe_elo``), or "too few games". Ctrl-C prints the score so far of the baseline in progress (its JSON line with
+named (``MatchResult.describe_elo``), or "too few games". Ctrl-C prints the score so far of the
+baseline in progress (its JSON line with
 ``"interrupted": true`` and its Elo line), writes its finished games (``--ptn-dir``) and exits
 with status 130. A ``model:PATH`` baseline of another board size than the model is refused
 before any game. The komi is the model's own unless ``--komi`` gives another (then one warning
 line on stderr before the first game); the ply limit's default is the one ``takzero.match``
-has (``takzero.matches.games.DEFAULT_PLY_LIMIT``). A ``tei:`` engine baseline (``takzero.protocols.tei.player``) that fails gives
+has (``takzero.matches.games.DEFAULT_PLY_LIMIT``). A ``tei:`` engine baseline
+(``takzero.protocols.tei.player``) that fails gives
 a JSON line with 'error' and the other baselines are played; the status is then 1.
 
 This module is the command line only (argument checks, then one call); the match logic is
-:func:`takzero.matches.evaluation.evaluate` (a ``MatchSpec`` and the model's ``SearchConfig``). The evaluator used during training is
+:func:`takzero.matches.evaluation.evaluate` (a ``MatchSpec`` and the model's ``SearchConfig``). The
+evaluator used during training is
 ``takzero.pipeline.gating.GatingEvaluator``.
 """
 
@@ -61,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         "--gumbel", type=int, default=0, metavar="M",
         help="the model searches with the Gumbel root (Sequential Halving over its M moves of highest "
              "prior, no noise) instead of PUCT; 0 (default): PUCT. Model baselines keep PUCT",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--select-q", type=float, default=DEFAULT_SELECT_Q_FRACTION, metavar="F",
         help="after a PUCT search the model plays the move of highest Q among those with at least F "
              f"of the most visits (default {DEFAULT_SELECT_Q_FRACTION:g}, the players' rule; 0: the most "
              "visited move). Model baselines keep the players' default",
-    )  # fmt: skip
+    )
     p.add_argument("--ply-limit", type=int, default=DEFAULT_PLY_LIMIT,
                    help=f"draw after this many plies (default {DEFAULT_PLY_LIMIT}, as takzero.match's)")
     p.add_argument("--komi", type=float,
@@ -85,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--links", action="store_true",
         help="before each summary, a JSON line per game with a PTN Ninja link ('ptn_ninja')",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--tinue-nodes", type=int, default=DEFAULT_TINUE_NODES,
         help="prover nodes of the model's tinue checks at its root (0: off)",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     if not 0.0 <= args.select_q <= 1.0:
         p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {args.ply_limit}")
         match = MatchSpec.from_pairs(args.pairs, komi=args.komi, ply_limit=args.ply_limit, seed=args.seed)
         search = model_search(args.simulations, tinue_nodes=args.tinue_nodes, gumbel_m=args.gumbel,
-                              select_q_fraction=args.select_q)  # fmt: skip
+                              select_q_fraction=args.select_q)
         results = evaluate(
             args.model, args.baselines, match, search, ptn_dir=args.ptn_dir,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,

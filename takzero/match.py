@@ -123,7 +123,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--no-threefold", action="store_true", help="no threefold-repetition draws")
     p.add_argument(
-        "--out", default="match_games", help="folder for games.ptn (default match_games; an earlier games.ptn is kept: then games_2.ptn ...)"
+        "--out", default="match_games",
+        help="folder for games.ptn (default match_games; an earlier games.ptn is kept: then games_2.ptn ...)",
     )
     p.add_argument("--log", action="store_true", help="print every TEI line to stderr")
     p.add_argument("--links", action="store_true", help="print a PTN Ninja link after each game")
@@ -183,7 +184,7 @@ def match_settings(
     gets a line naming where defaults came from, and one warning line per model trained for
     another komi than the match's. Raises ValueError for a komi that is not a multiple of 0.5."""
     found = [(i + 1, path, model_settings(path)) for i, cmd in enumerate(engines)
-             if (path := engine_model(cmd)) is not None]  # fmt: skip
+             if (path := engine_model(cmd)) is not None]
     models = [(n, path, got) for n, path, got in found if got is not None]
     first = models[0] if models else None
     half_komi = komi_to_half_komi(komi) if komi is not None else None
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             games=args.games, size=size, half_komi=half_komi, ply_limit=args.ply_limit or None,
             opening_plies=args.opening_plies, seed=args.seed, threefold=not args.no_threefold,
             openings=None if openings is None else tuple(openings),
-        )  # fmt: skip
+        )
         run_tei_match(
             args.engine,
             match,

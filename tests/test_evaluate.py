@@ -232,7 +232,7 @@ def test_onnx_backend_runs_the_model_and_the_model_baselines_in_onnxruntime(
     (r1, r2) = evaluate_model(
         str(tiny_model), [f"model:{tiny_model}:4", "random"], pairs=1, simulations=4, ply_limit=20,
         say=lambda line: None, backend="onnx",
-    )  # fmt: skip
+    )
     assert r1["backend"] == r2["backend"] == "onnx" and r1["games"] == r2["games"] == 2
     assert r1["baseline_simulations"] == 4 and "baseline_simulations" not in r2  # random is no network
     assert len(made) == 2 and all(m._session is not None for m in made)
@@ -285,7 +285,7 @@ def test_bad_backend_and_torchscript_with_onnx_are_refused(tiny_model: Path, tmp
     # auto: the checkpoint runs in onnxruntime quantized to int8 (and says so: it was labelled
     # "onnx"), the TorchScript baseline stays on torch
     (r,) = evaluate_model(str(tiny_model), [f"model:{ts}:2"], pairs=1, simulations=2, ply_limit=10,
-                          say=lambda line: None)  # fmt: skip
+                          say=lambda line: None)
     assert r["backend"] == "int8" and r["games"] == 2
     (r,) = evaluate_model(str(ts), ["random"], pairs=1, simulations=2, ply_limit=10, say=lambda line: None)
     assert r["backend"] == "torch"
@@ -308,12 +308,13 @@ def test_onnx_backend_errors_name_the_network_and_threads_follow_torch(
         evaluate_model(str(tiny_model), [f"model:{ts}"], pairs=1, simulations=2, ply_limit=10, backend="onnx")
     seen: list[int] = []
     real = backends.onnx_evaluator
-    monkeypatch.setattr(backends, "onnx_evaluator", lambda model, threads=1: seen.append(threads) or real(model, threads))
+    monkeypatch.setattr(backends, "onnx_evaluator",
+                        lambda model, threads=1: seen.append(threads) or real(model, threads))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         evaluate_model(str(tiny_model), [f"model:{tiny_model}:2"], pairs=1, simulations=2, ply_limit=8,
-                       say=lambda line: None, backend="onnx")  # fmt: skip
+                       say=lambda line: None, backend="onnx")
     finally:
         torch.set_num_threads(before)
     assert seen == [2, 2]
@@ -330,7 +331,7 @@ def test_gumbel_root_for_the_model_only(tiny_model: Path, monkeypatch: pytest.Mo
 
     def spy(side, player, *args, **kwargs):
         seen.append((side.config.gumbel, side.config.gumbel_m, side.config.root_noise,
-                     side.config.select_q_fraction))  # fmt: skip
+                     side.config.select_q_fraction))
         return real(side, player, *args, **kwargs)
 
     monkeypatch.setattr(evaluation, "play_match", spy)
@@ -356,7 +357,7 @@ def test_gumbel_root_for_the_model_only(tiny_model: Path, monkeypatch: pytest.Mo
             evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=8, ply_limit=20, **kwargs)
     for argv, message in ((["--gumbel", "-2"], "--gumbel must be in 0..100000"),
                           (["--gumbel", str(10**20)], "--gumbel must be in 0..100000"),
-                          (["--select-q", "2"], "--select-q must be in")):  # fmt: skip
+                          (["--select-q", "2"], "--select-q must be in")):
         with pytest.raises(SystemExit) as exc:
             main([str(tiny_model), *argv])
         assert exc.value.code == 2 and message in capsys.readouterr().err
@@ -374,7 +375,7 @@ def test_ptn_dir_keeps_an_earlier_runs_games(tiny_model: Path, tmp_path: Path) -
     for n in (2, 3):
         progress: list[str] = []
         evaluate_model(str(tiny_model), ["random", "greedy"], pairs=1, simulations=2, ply_limit=6,
-                       ptn_dir=str(games), say=lambda _line: None, progress=progress.append)  # fmt: skip
+                       ptn_dir=str(games), say=lambda _line: None, progress=progress.append)
         assert f"this run's games go to vs_random_{n}.ptn, vs_greedy_{n}.ptn" in progress[0]
         assert f"vs greedy: games written to {games / f'vs_greedy_{n}.ptn'}" in progress
         for name in (f"vs_random_{n}.ptn", f"vs_greedy_{n}.ptn"):

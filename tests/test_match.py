@@ -72,7 +72,7 @@ def test_network_engine_and_baseline_play_through_the_runner(tmp_path: Path, cap
         "--engine", tei("--player", "greedy", "--seed", "1"),
         "--games", "2", "--size", "4", "--komi", "0", "--nodes", "8", "--seed", "5",
         "--out", str(out), "--links",
-    ])  # fmt: skip
+    ])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "takzero tiny-g1 vs takzero greedy" in printed
@@ -104,7 +104,7 @@ def test_match_result_statistics_and_ply_limit(tmp_path: Path) -> None:
         [tei("--player", "random", "--seed", "1"), tei("--player", "random", "--seed", "2")],
         MatchSpec(games=4, size=5, half_komi=2, seed=3, ply_limit=6), TimeControl(nodes=1),
         out_dir=tmp_path, printer=lines.append,
-    )  # fmt: skip
+    )
     assert result.num_games == 4 and len(outcomes) == 4
     # Random players do not finish a 5x5 game in 6 plies: all adjudicated draws.
     assert all(o.reason == "ply limit" and o.result == "1/2-1/2" for o in outcomes)
@@ -145,7 +145,7 @@ FAKE_ENGINE = textwrap.dedent(
     "mode, reason",
     [("crash", "crash"), ("garbage", "illegal move"), ("illegal", "illegal move"),
      pytest.param("hang", "timeout", marks=pytest.mark.slow)],
-)  # fmt: skip
+)
 def test_bad_engines_lose_and_the_match_goes_on(tmp_path: Path, mode: str, reason: str) -> None:
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE_ENGINE)
@@ -158,7 +158,7 @@ def test_bad_engines_lose_and_the_match_goes_on(tmp_path: Path, mode: str, reaso
                                                         Position.start(4).play("a1").check_move("b1"))),)),
         TimeControl(nodes=5, move_timeout=1.5),
         out_dir=tmp_path, printer=lines.append,
-    )  # fmt: skip
+    )
     assert len(outcomes) == 2
     for i, out in enumerate(outcomes):
         fake_white = i == 0
@@ -180,7 +180,7 @@ def test_an_engine_that_cannot_start_aborts_the_match(tmp_path: Path, capsys) ->
             [str(tmp_path / "no-such-engine"), tei("--player", "random")],
             MatchSpec(games=2, size=3, half_komi=0), TimeControl(nodes=1), out_dir=tmp_path,
             printer=lines.append,
-        )  # fmt: skip
+        )
     assert not any(ln.startswith("game ") for ln in lines)
     argv = ["--engine", str(tmp_path / "nope"), "--engine", "nope2", "--out", str(tmp_path / "m")]
     assert main(argv) == 3
@@ -294,7 +294,7 @@ def test_allowed_fallback_is_named_after_the_baseline(tmp_path: Path) -> None:
     result, outcomes = run_tei_match(
         [_saying(tmp_path, FALLBACK_SAY), tei("--player", "random")], MatchSpec(games=2, size=6, half_komi=0),
         TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path, allow_fallback=True,
-    )  # fmt: skip
+    )
     name = "uct:200 (fallback of model-5x5)"
     assert result.player_a == name
     assert outcomes[0].white == name and outcomes[1].black == name
@@ -373,7 +373,7 @@ def test_ctrl_c_exits_130_with_the_score(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         # as from a shell: SIGINT not ignored, whatever an earlier test left in this process
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the match line: both engines are up, game 1 is on
     assert first.startswith("match: "), first + proc.stderr.read() if proc.stderr else first
@@ -413,7 +413,7 @@ def test_a_second_match_into_one_folder_keeps_the_earlier_games(tmp_path: Path) 
     for n in (2, 3):
         lines: list[str] = []
         _, outcomes = run_tei_match(engines, MatchSpec(games=2, size=4, half_komi=0, seed=n, ply_limit=4),
-                                    TimeControl(nodes=1), out_dir=tmp_path, printer=lines.append)  # fmt: skip
+                                    TimeControl(nodes=1), out_dir=tmp_path, printer=lines.append)
         assert f"this match's games go to {tmp_path / f'games_{n}.ptn'}" in lines[0]
         assert lines[-1] == f"games written to {tmp_path / f'games_{n}.ptn'}"
         replay_matches(tmp_path / f"games_{n}.ptn", outcomes, ply_limit=4)

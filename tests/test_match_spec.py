@@ -35,7 +35,7 @@ def tiny_model(tmp_path: Path) -> Path:
     ("field", "bad"),
     [("games", 0), ("games", 2.5), ("size", 2), ("size", 9), ("half_komi", 201), ("ply_limit", 0),
      ("opening_plies", -1), ("seed", -1), ("games", True)],
-)  # fmt: skip
+)
 def test_match_spec_refuses_each_bad_field_naming_it(field: str, bad: object) -> None:
     fields = {"games": 2, field: bad}
     with pytest.raises(ValueError, match=rf"^match: {field} must be an integer") as info:
@@ -93,7 +93,7 @@ def test_tei_engine_builds_its_network_from_its_search(tiny_model: Path) -> None
 
     search = player_search(c_init=1.7)
     engine = TEIEngine(model=str(tiny_model), nodes=13, search=search, model_loader=loader,
-                       out=lambda _line: None, backend="torch")  # fmt: skip
+                       out=lambda _line: None, backend="torch")
     assert got[0].simulations == 13 and got[0].c_init == 1.7
     assert engine.network.simulations == 13 and engine.network.config.c_init == 1.7
     TEIEngine(model=str(tiny_model), model_loader=loader, out=lambda _line: None, backend="torch")
@@ -104,11 +104,11 @@ def test_evaluate_takes_a_match_spec_and_a_search(tiny_model: Path) -> None:
     lines: list[str] = []
     search = model_search(3, tinue_nodes=0, select_q_fraction=0.0)
     (r,) = evaluate(str(tiny_model), ["random"], MatchSpec(games=2, ply_limit=6, half_komi=2), search,
-                    say=lines.append, backend="torch")  # fmt: skip
+                    say=lines.append, backend="torch")
     assert json.loads(lines[-1])["simulations"] == 3
     assert (r["games"], r["pairs"], r["half_komi"], r["tinue_nodes"], r["select_q_fraction"]) == (2, 1, 2, 0, 0.0)
     (old,) = evaluate_model(str(tiny_model), ["random"], pairs=1, simulations=3, ply_limit=6, komi=1.0,
-                            tinue_nodes=0, select_q_fraction=0.0, say=lambda _l: None, backend="torch")  # fmt: skip
+                            tinue_nodes=0, select_q_fraction=0.0, say=lambda _l: None, backend="torch")
     assert {k: v for k, v in old.items() if k != "seconds"} == {k: v for k, v in r.items() if k != "seconds"}
     with pytest.raises(ValueError, match="games must be even"):
         evaluate(str(tiny_model), ["random"], MatchSpec(games=3), search, say=lambda _l: None)

@@ -60,7 +60,7 @@ def _match_main(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> 
 def test_match_plays_at_the_models_size_and_komi_by_default(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     engines: list[str], size: int, half_komi: int,
-) -> None:  # fmt: skip
+) -> None:
     seen = _match_main(monkeypatch, tmp_path, "--engine", engines[0], "--engine", engines[1])
     assert (seen["size"], seen["half_komi"]) == (size, half_komi)
     assert seen["ply_limit"] == DEFAULT_PLY_LIMIT
@@ -74,13 +74,13 @@ def test_match_warns_once_when_komi_is_not_the_models(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen = _match_main(monkeypatch, tmp_path, "--engine", f"{TEI} --model {SIX}",
-                       "--engine", f"{TEI} --player uct:1000", "--komi", "0")  # fmt: skip
+                       "--engine", f"{TEI} --player uct:1000", "--komi", "0")
     assert (seen["size"], seen["half_komi"]) == (6, 0)
     warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning")]
     assert warned == [f"warning: komi 0 (--komi) is not the komi 2 that engine 1's model {SIX} was trained "
-                      "for; its values may be off near the end of the game"]  # fmt: skip
+                      "for; its values may be off near the end of the game"]
     _match_main(monkeypatch, tmp_path, "--engine", f"{TEI} --model {SIX}",
-                "--engine", f"{TEI} --player uct:1000", "--komi", "2", "--size", "6")  # fmt: skip
+                "--engine", f"{TEI} --player uct:1000", "--komi", "2", "--size", "6")
     assert "warning" not in capsys.readouterr().err
 
 
@@ -117,13 +117,13 @@ def test_evaluate_plays_the_models_komi_and_warns_once_for_another() -> None:
     for komi, half_komi, warned in ((None, 4, 0), (2.0, 4, 0), (0.0, 0, 1)):
         lines: list[str] = []
         (res,) = evaluate_model(SIX, ["random"], pairs=1, simulations=2, ply_limit=20, komi=komi,
-                                tinue_nodes=0, progress=lines.append, say=lambda _: None)  # fmt: skip
+                                tinue_nodes=0, progress=lines.append, say=lambda _: None)
         assert res["half_komi"] == half_komi
         warnings_said = [ln for ln in lines if ln.startswith("warning")]
         assert len(warnings_said) == warned
         if warned:
             assert lines[0] == (f"warning: komi 0 (--komi) is not the komi 2 that {SIX} was trained for; "
-                                "its values may be off near the end of the game")  # fmt: skip
+                                "its values may be off near the end of the game")
 
 
 def test_playtak_seeks_at_the_models_komi(capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,7 +147,7 @@ def test_playtak_seeks_at_the_models_komi(capsys: pytest.CaptureFixture[str]) ->
         player.reset(6, 2)  # another komi (an accepted seek): the player's own warning
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"takzero.playtak: warning: komi 0 (--komi) is not the komi 2 that model:{SIX} was "
-                   "trained for; its values may be off near the end of the game"]  # fmt: skip
+                   "trained for; its values may be off near the end of the game"]
     said = [str(w.message) for w in caught if issubclass(w.category, KomiMismatchWarning)]
     assert len(said) == 1 and "plays a game with komi 1" in said[0]
     # a 5x5 network (komi 0) and --komi 0: nothing to say

@@ -39,7 +39,7 @@ WALK = [
     ("configs/train.yaml",  # 4. its line under model:
      "  attention_heads: null",
      "  ffn_mult: null       # transformer only: FFN width / channels (null = 4)\n  attention_heads: null"),
-]  # fmt: skip
+]
 
 WALK_CHECK = textwrap.dedent(
     f"""
@@ -84,7 +84,7 @@ def test_a_trunk_setting_is_four_edits(tmp_path: Path) -> None:
     assert len(WALK) <= 4 and len({p for p, _, _ in WALK}) == 3
     out = subprocess.run([sys.executable, "-c", WALK_CHECK], cwd=tmp_path, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path)},
-                         timeout=280)  # fmt: skip
+                         timeout=280)
     assert out.returncode == 0 and out.stdout.strip().endswith("walked"), out.stderr[-3000:]
 
 
@@ -96,7 +96,8 @@ def test_the_trunk_settings_are_network_fields_unset_by_default() -> None:
     seen: dict[str, int] = {}
     for row in TRUNKS.values():
         for key, setting in row.settings.items():
-            assert defaults.get(key, "missing") is None, f"{row.name}: {key} is not a NetworkSettings field with default None"
+            assert defaults.get(key, "missing") is None, (
+                f"{row.name}: {key} is not a NetworkSettings field with default None")
             assert seen.setdefault(key, setting.default) == setting.default
             assert setting.problem(setting.default) is None
 

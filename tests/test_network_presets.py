@@ -91,7 +91,7 @@ def test_the_shipped_configs_keep_their_shapes() -> None:
     """The presets of configs/config/ that moved from channels/blocks to a network preset build the
     same networks as before."""
     before = {"3x3": (2, 32), "4x4": (4, 48), "5x5": (6, 64), "5x5_cpu": (4, 32), "5x5_cpu_gumbel": (4, 32),
-              "6x6": (4, 32), "6x6_gpu": (10, 128), "7x7": (8, 96), "8x8": (10, 128), "smoke": (1, 16)}  # fmt: skip
+              "6x6": (4, 32), "6x6_gpu": (10, 128), "7x7": (8, 96), "8x8": (10, 128), "smoke": (1, 16)}
     assert {p.stem for p in (ROOT / "configs" / "config").glob("*.yaml")} == set(before)
     for name, shape in before.items():
         cfg = compose_preset(name)

@@ -346,11 +346,12 @@ def validate(c: TrainConfig) -> None:
     for section in (c.board, c.model, c.selfplay, c.replay, c.train, c.evaluator, c.ray):
         section.check()
     _check(0 <= c.seed <= MAX_SEED, "seed", f"must be in 0..{MAX_SEED} (2**32 - 1: numpy's seed bound; "
-           "the run derives its streams from it)", c.seed)  # fmt: skip
+           "the run derives its streams from it)", c.seed)
     _check(c.max_games >= 0, "max_games", "must be >= 0", c.max_games)
     _check(_finite(c.log_every_s) and c.log_every_s > 0, "log_every_s", "must be > 0", c.log_every_s)
     _check(c.sample_games_every >= 1, "sample_games_every", "must be >= 1", c.sample_games_every)
-    _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device", "must be auto, cpu or cuda[:N]", c.device)
+    _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device) is not None, "device",
+           "must be auto, cpu or cuda[:N]", c.device)
     if c.device.startswith("cuda"):
         import torch
 
@@ -367,8 +368,8 @@ def validate(c: TrainConfig) -> None:
         t.batch_size,
     )
     for key, value in (("evaluator.inference", c.evaluator.inference),
-                       ("replay.reanalyse_inference", c.replay.reanalyse_inference)):  # fmt: skip
+                       ("replay.reanalyse_inference", c.replay.reanalyse_inference)):
         _check(value != "server" or c.selfplay.inference == "server", key,
-               "server needs selfplay.inference=server (the server exists only then)", value)  # fmt: skip
+               "server needs selfplay.inference=server (the server exists only then)", value)
     check_sizes(c)
     check_ray_address(c.ray.address)

@@ -35,16 +35,16 @@ def check_run_folder(checkpoint_root: str, run_name: str) -> None:
         "run_name", "must be a plain folder name (letters, digits, '.', '_', '-')", run_name,
     )
     _check(len(run_name.encode()) <= NAME_MAX, "run_name",
-           f"must be at most {NAME_MAX} bytes long (a folder name), not {len(run_name.encode())}", run_name)  # fmt: skip
+           f"must be at most {NAME_MAX} bytes long (a folder name), not {len(run_name.encode())}", run_name)
     _check(bool(checkpoint_root.strip()), "checkpoint_root",
-           "must name a folder (empty: the run's files would go to the filesystem root)", checkpoint_root)  # fmt: skip
+           "must name a folder (empty: the run's files would go to the filesystem root)", checkpoint_root)
     root = Path(checkpoint_root)
     blocker = next((p for p in (root, *root.parents) if p.exists()), None)
     _check(blocker is None or blocker.is_dir(), "checkpoint_root",
-           f"must be a folder, but {blocker} is a file", checkpoint_root)  # fmt: skip
+           f"must be a folder, but {blocker} is a file", checkpoint_root)
     run_dir = root / run_name
     _check(not run_dir.exists() or run_dir.is_dir(), "run_name",
-           f"{run_dir} exists and is not a folder", run_name)  # fmt: skip
+           f"{run_dir} exists and is not a folder", run_name)
 
 
 def implied_memory(c: TrainConfig) -> list[tuple[str, int, str]]:
@@ -101,28 +101,28 @@ def check_sizes(c: TrainConfig, memory: int | None = None) -> None:
     sum is too much)."""
     a = num_actions(c.board.size)
     _check(c.replay.top_k <= a, "replay.top_k",
-           f"must be at most the {a} actions of a {c.board.size}x{c.board.size} board", c.replay.top_k)  # fmt: skip
+           f"must be at most the {a} actions of a {c.board.size}x{c.board.size} board", c.replay.top_k)
     m = c.mcts
     for key, value in (("mcts.simulations", m.simulations), ("mcts.full_sims", m.full_sims),
                        ("mcts.cheap_sims", m.cheap_sims), ("evaluator.simulations", c.evaluator.simulations),
-                       ("evaluator.uct_simulations", c.evaluator.uct_simulations)):  # fmt: skip
+                       ("evaluator.uct_simulations", c.evaluator.uct_simulations)):
         if value is not None:
             _check(value <= MAX_SIMULATIONS, key, f"must be at most {MAX_SIMULATIONS:,} (MAX_SIMULATIONS)", value)
     _check(m.node_budget <= MAX_NODE_BUDGET, "mcts.node_budget",
-           f"must be at most {MAX_NODE_BUDGET:,} (the trees index nodes with int32)", m.node_budget)  # fmt: skip
+           f"must be at most {MAX_NODE_BUDGET:,} (the trees index nodes with int32)", m.node_budget)
     _check(c.selfplay.games_per_worker <= 2**20, "selfplay.games_per_worker", "must be at most 2**20",
-           c.selfplay.games_per_worker)  # fmt: skip
+           c.selfplay.games_per_worker)
     memory = machine_memory() if memory is None else memory
     gib = 2**30
     rows = implied_memory(c)
     for key, need, what in rows:
         _check(need <= memory, key, f"needs about {need / gib:,.1f} GiB ({what}), more than the "
-               f"{memory / gib:.1f} GiB of memory of this machine", getattr_key(c, key))  # fmt: skip
+               f"{memory / gib:.1f} GiB of memory of this machine", getattr_key(c, key))
     total = sum(need for _, need, _ in rows)
     key, need, what = max(rows, key=lambda row: row[1])
     _check(total <= memory, key, f"the run's sizes need about {total / gib:,.1f} GiB together, more than the "
            f"{memory / gib:.1f} GiB of memory of this machine; the largest share is {key}: {what}",
-           getattr_key(c, key))  # fmt: skip
+           getattr_key(c, key))
 
 
 def getattr_key(c: TrainConfig, key: str) -> Any:
@@ -148,4 +148,4 @@ def check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT_
     except (OSError, ValueError) as e:
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
         _check(False, "ray.address", f"nothing answers at {host}:{port} within {timeout:g} s ({reason}); "
-               "start the cluster's head (ray start --head) or fix the address", address)  # fmt: skip
+               "start the cluster's head (ray start --head) or fix the address", address)

@@ -137,19 +137,20 @@ class ModelSection(NetworkSettings):
         :data:`takzero.nn.trunks.TRUNKS`), the settings of other trunks left unset, the row's own
         ``check`` (naming the key it returns), the loss weights."""
         _check(self.preset is None or self.preset in NETWORK_PRESETS, "model.preset",
-               f"must be one of {', '.join(NETWORK_PRESETS)} (or null)", self.preset)  # fmt: skip
+               f"must be one of {', '.join(NETWORK_PRESETS)} (or null)", self.preset)
         for key, (lo, hi) in FIELD_RANGES.items():
             value = getattr(self, key)
             if value is not None:
                 _check(lo <= value and (hi is None or value <= hi), f"model.{key}",
-                       f"must be {lo}..{hi}" if hi is not None else f"must be >= {lo}", value)  # fmt: skip
-        _check(self.feature_version in FEATURE_VERSIONS, "model.feature_version", f"must be one of {list(FEATURE_VERSIONS)}", self.feature_version)
+                       f"must be {lo}..{hi}" if hi is not None else f"must be >= {lo}", value)
+        _check(self.feature_version in FEATURE_VERSIONS, "model.feature_version",
+               f"must be one of {list(FEATURE_VERSIONS)}", self.feature_version)
         _check(self.trunk in TRUNKS, "model.trunk", f"must be one of {sorted(TRUNKS)}", self.trunk)
         for row in TRUNKS.values():
             for key in row.settings if row.name != self.trunk else ():
                 _check(getattr(self, key) is None, f"model.{key}",
                        f"is a setting of the {row.name} trunk only, and model.trunk is {self.trunk} "
-                       f"(remove it, or set model.trunk={row.name})", getattr(self, key))  # fmt: skip
+                       f"(remove it, or set model.trunk={row.name})", getattr(self, key))
         refused = self.trunk_setting_problem()
         if refused:
             _check(False, f"model.{refused[0]}", refused[1], getattr(self, refused[0]))
@@ -186,9 +187,11 @@ class SelfPlayConfig:
     use_latest: bool = False  # play with the latest trained weights instead of the promoted ones
     threads: int = 1  # torch threads per worker
     proven_value_targets: bool = False  # a proven position's exact value is its value target
-    tinue_nodes: int = 0  # with proven_value_targets or tinue_policy_targets: prover nodes per recorded position (0: none)
+    # with proven_value_targets or tinue_policy_targets: prover nodes per recorded position (0: none)
+    tinue_nodes: int = 0
     tinue_policy_targets: bool = False  # a forced road the prover finds is the policy target too
-    backend: str = "onnx"  # network runtime on CPU workers: torch, onnx (onnxruntime), int8 (onnxruntime, quantized) or auto
+    # network runtime on CPU workers: torch, onnx (onnxruntime), int8 (onnxruntime, quantized) or auto
+    backend: str = "onnx"
     bf16: bool = True  # the self-play network under bf16 autocast on CUDA (ignored on CPU, as train.amp)
     pipeline: bool = False  # the worker's games in two halves: one half searched while the other's network call runs
     # local: each worker runs its own network; server: one inference server per device
@@ -212,26 +215,29 @@ class SelfPlayConfig:
         _check(s.ply_limit >= 2, "selfplay.ply_limit", "must be >= 2", s.ply_limit)
         _check(s.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0", s.opening_random_plies)
         _check(-1 <= s.resign_threshold <= 1, "selfplay.resign_threshold", "must be in [-1, 1]", s.resign_threshold)
-        _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]", s.resign_playout_share)
+        _check(0 <= s.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]",
+               s.resign_playout_share)
         _check(s.threads >= 1, "selfplay.threads", "must be >= 1", s.threads)
         _check(0 <= s.tinue_nodes <= 10**9, "selfplay.tinue_nodes", "must be in 0..10^9 (0: off)", s.tinue_nodes)
         _check(s.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1", s.resign_consecutive)
         _check(not s.tinue_policy_targets or s.tinue_nodes > 0, "selfplay.tinue_policy_targets",
-               "needs selfplay.tinue_nodes > 0 (the prover that finds the forced roads)", s.tinue_policy_targets)  # fmt: skip
-        _check(s.backend in ("torch", "onnx", "int8", "auto"), "selfplay.backend", "must be torch, onnx, int8 or auto", s.backend)
+               "needs selfplay.tinue_nodes > 0 (the prover that finds the forced roads)", s.tinue_policy_targets)
+        _check(s.backend in ("torch", "onnx", "int8", "auto"), "selfplay.backend",
+               "must be torch, onnx, int8 or auto", s.backend)
         _check(s.inference in ("local", "server"), "selfplay.inference", "must be local or server", s.inference)
-        _check(1 <= s.server_max_batch <= 65536, "selfplay.server_max_batch", "must be in 1..65536 (positions)", s.server_max_batch)
+        _check(1 <= s.server_max_batch <= 65536, "selfplay.server_max_batch", "must be in 1..65536 (positions)",
+               s.server_max_batch)
         _check(_finite(s.server_max_wait_ms) and 0 <= s.server_max_wait_ms <= 1000, "selfplay.server_max_wait_ms",
-               "must be in 0..1000 (milliseconds)", s.server_max_wait_ms)  # fmt: skip
+               "must be in 0..1000 (milliseconds)", s.server_max_wait_ms)
         _check(_finite(s.stop_grace_seconds) and 0 <= s.stop_grace_seconds <= 3600, "selfplay.stop_grace_seconds",
-               "must be in 0..3600 (seconds; 0: games in play at a stop are dropped)", s.stop_grace_seconds)  # fmt: skip
+               "must be in 0..3600 (seconds; 0: games in play at a stop are dropped)", s.stop_grace_seconds)
         if s.backend in ("onnx", "int8"):
             import importlib.util
 
             _check(
                 importlib.util.find_spec("onnxruntime") is not None, "selfplay.backend",
                 'onnx needs onnxruntime (pip install -e ".[onnx]")', s.backend,
-            )  # fmt: skip
+            )
 
 
 @dataclass
@@ -275,24 +281,25 @@ class ReplayConfig:
         _check(r.window_c >= 1, "replay.window_c", "must be >= 1", r.window_c)
         _check(0 < r.window_alpha <= 1, "replay.window_alpha", "must be in (0, 1]", r.window_alpha)
         _check(r.min_positions >= 1, "replay.min_positions", "must be >= 1", r.min_positions)
-        _check(_finite(r.samples_per_position) and r.samples_per_position > 0, "replay.samples_per_position", "must be > 0 and finite", r.samples_per_position)
+        _check(_finite(r.samples_per_position) and r.samples_per_position > 0, "replay.samples_per_position",
+               "must be > 0 and finite", r.samples_per_position)
         _check(_finite(r.window_beta) and r.window_beta >= 0, "replay.window_beta", "must be >= 0", r.window_beta)
         _check(r.fixed_window >= 0, "replay.fixed_window", "must be >= 0", r.fixed_window)
         _check(r.max_ahead >= 1, "replay.max_ahead", "must be >= 1", r.max_ahead)
         _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
         _check(_finite(r.reanalyse_fraction) and r.reanalyse_fraction >= 0, "replay.reanalyse_fraction",
-               "must be >= 0 and finite (0 = off)", r.reanalyse_fraction)  # fmt: skip
+               "must be >= 0 and finite (0 = off)", r.reanalyse_fraction)
         _check(_finite(r.reanalyse_value_weight) and 0 <= r.reanalyse_value_weight <= 1,
-               "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)  # fmt: skip
+               "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)
         _check(r.reanalyse_batch >= 1, "replay.reanalyse_batch", "must be >= 1", r.reanalyse_batch)
         _check(r.reanalyse_inference in INFERENCE_CHOICES, "replay.reanalyse_inference",
-               "must be auto, local or server", r.reanalyse_inference)  # fmt: skip
+               "must be auto, local or server", r.reanalyse_inference)
         _check(_finite(r.value_discount) and 0.5 <= r.value_discount <= 1, "replay.value_discount",
                "must be in [0.5, 1] (1 = off; at 0.5 a win 10 plies away is already worth 0.001)",
-               r.value_discount)  # fmt: skip
+               r.value_discount)
         _check(_finite(r.value_discount_floor) and 0 <= r.value_discount_floor <= 1,
                "replay.value_discount_floor", "must be in [0, 1] (0 = no floor)",
-               r.value_discount_floor)  # fmt: skip
+               r.value_discount_floor)
 
 
 @dataclass
@@ -330,18 +337,20 @@ class TrainSection:
         _check(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)", t.momentum)
         _check(_finite(t.weight_decay) and t.weight_decay >= 0, "train.weight_decay", "must be >= 0", t.weight_decay)
         _check(t.warmup_steps >= 0, "train.warmup_steps", "must be >= 0", t.warmup_steps)
-        _check(t.lr_schedule in ("constant", "cosine", "step"), "train.lr_schedule", "must be constant, cosine or step", t.lr_schedule)
+        _check(t.lr_schedule in ("constant", "cosine", "step"), "train.lr_schedule",
+               "must be constant, cosine or step", t.lr_schedule)
         _check(t.total_steps >= 1, "train.total_steps", "must be >= 1", t.total_steps)
         _check(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1", t.checkpoint_every)
         _check(t.keep_checkpoints >= 1, "train.keep_checkpoints", "must be >= 1", t.keep_checkpoints)
-        _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)", t.grad_clip)
+        _check(_finite(t.grad_clip) and t.grad_clip >= 0, "train.grad_clip", "must be >= 0 and finite (0 = off)",
+               t.grad_clip)
         _check(t.max_minutes >= 0, "train.max_minutes", "must be >= 0", t.max_minutes)
         _check(t.threads >= 1, "train.threads", "must be >= 1", t.threads)
         _check(_finite(t.snapshot_minutes) and t.snapshot_minutes >= 0, "train.snapshot_minutes",
-               "must be >= 0 and finite (0 = no weight snapshots)", t.snapshot_minutes)  # fmt: skip
+               "must be >= 0 and finite (0 = no weight snapshots)", t.snapshot_minutes)
         _check(not t.init_from or Path(t.init_from).is_file(), "train.init_from",
                "must be a model or checkpoint file (a ckpt_*.pt, best.pt or checkpoints/pretrained/*.pt)",
-               t.init_from)  # fmt: skip
+               t.init_from)
 
 
 @dataclass
@@ -379,7 +388,8 @@ class EvaluatorConfig:
         _check(e.gating in ("threshold", "sprt", "off"), "evaluator.gating", "must be threshold, sprt or off", e.gating)
         _check(e.games >= 2 and e.games % 2 == 0, "evaluator.games", "must be an even number >= 2", e.games)
         _check(0 < e.threshold < 1, "evaluator.threshold", "must be in (0, 1)", e.threshold)
-        _check(e.baseline_games >= 2 and e.baseline_games % 2 == 0, "evaluator.baseline_games", "must be an even number >= 2", e.baseline_games)
+        _check(e.baseline_games >= 2 and e.baseline_games % 2 == 0, "evaluator.baseline_games",
+               "must be an even number >= 2", e.baseline_games)
         _check(0 < e.sprt_alpha < 1, "evaluator.sprt_alpha", "must be in (0, 1)", e.sprt_alpha)
         _check(0 < e.sprt_beta < 1, "evaluator.sprt_beta", "must be in (0, 1)", e.sprt_beta)
         _check(e.simulations >= 0, "evaluator.simulations", "must be >= 0 (0 = mcts.simulations)", e.simulations)
@@ -389,12 +399,13 @@ class EvaluatorConfig:
         _check(e.uct_simulations >= 1, "evaluator.uct_simulations", "must be >= 1", e.uct_simulations)
         _check(e.tactics_every >= 0, "evaluator.tactics_every", "must be >= 0 (0 = no tactics curve)", e.tactics_every)
         _check(e.early_baseline_generation >= 0, "evaluator.early_baseline_generation",
-               "must be >= 0 (0 = no early check)", e.early_baseline_generation)  # fmt: skip
+               "must be >= 0 (0 = no early check)", e.early_baseline_generation)
         _check(e.early_baseline_games >= 2 and e.early_baseline_games % 2 == 0, "evaluator.early_baseline_games",
-               "must be an even number >= 2", e.early_baseline_games)  # fmt: skip
-        _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines", "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
+               "must be an even number >= 2", e.early_baseline_games)
+        _check(e.baseline_every == 0 or len(e.baselines) > 0, "evaluator.baselines",
+               "must not be empty (or set evaluator.baseline_every=0)", e.baselines)
         _check(e.early_baseline_generation == 0 or len(e.baselines) > 0, "evaluator.baselines",
-               "must not be empty (or set evaluator.early_baseline_generation=0)", e.baselines)  # fmt: skip
+               "must not be empty (or set evaluator.early_baseline_generation=0)", e.baselines)
         # the player specs' one table
         from takzero.players.registry import check_spec, ladder_offset, spec_label
 
@@ -408,7 +419,7 @@ class EvaluatorConfig:
             label = spec_label(name)
             _check(label not in labels, "evaluator.baselines",
                    f"has the label '{label}' of '{labels.get(label)}' too (one TensorBoard tag, one "
-                   "file name): list each baseline once, give a tei: engine its own name=LABEL", name)  # fmt: skip
+                   "file name): list each baseline once, give a tei: engine its own name=LABEL", name)
             labels[label] = name
 
 
@@ -441,17 +452,19 @@ class RayConfig:
             _check(ray_cfg.num_cpus >= 1, "ray.num_cpus", "must be >= 1", ray_cfg.num_cpus)
         if ray_cfg.num_gpus is not None:
             _check(ray_cfg.num_gpus >= 0, "ray.num_gpus", "must be >= 0", ray_cfg.num_gpus)
-        _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]", ray_cfg.worker_gpu_share)
+        _check(0 <= ray_cfg.worker_gpu_share <= 1, "ray.worker_gpu_share", "must be in [0, 1]",
+               ray_cfg.worker_gpu_share)
         _check(0 <= ray_cfg.worker_niceness <= 19, "ray.worker_niceness",
-               "must be in 0..19 (added to the driver's niceness; lowering it needs root)", ray_cfg.worker_niceness)  # fmt: skip
+               "must be in 0..19 (added to the driver's niceness; lowering it needs root)", ray_cfg.worker_niceness)
         for key in ("selfplay_resources", "evaluator_resources"):
             for name, amount in (getattr(ray_cfg, key) or {}).items():
                 full = f"ray.{key}.{name}"
                 _check(name not in ("CPU", "GPU", "memory", "object_store_memory"), full,
-                       "is a built-in Ray resource: use ray.num_cpus / ray.worker_gpu_share", name)  # fmt: skip
+                       "is a built-in Ray resource: use ray.num_cpus / ray.worker_gpu_share", name)
                 _check(_finite(amount) and amount > 0, full, "must be a number > 0", amount)
         if ray_cfg.address is not None:
             _check(
-                ray_cfg.address in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
+                ray_cfg.address in ("auto", "local")
+                or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", ray_cfg.address) is not None,
                 "ray.address", "must be auto, local, host:port or ray://host:port", ray_cfg.address,
             )

@@ -83,7 +83,7 @@ def evaluate_model(
     if not 1 <= ply_limit <= MAX_PLY_LIMIT:
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     search = model_search(simulations, tinue_nodes=tinue_nodes, gumbel_m=gumbel_m,
-                          select_q_fraction=select_q_fraction)  # fmt: skip
+                          select_q_fraction=select_q_fraction)
     match = MatchSpec.from_pairs(pairs, komi=komi, ply_limit=ply_limit, seed=seed, opening_plies=opening_plies)
     return evaluate(model, baselines, match, search, **io)
 
@@ -111,7 +111,7 @@ def model_search(
     return player_search(
         simulations=int(simulations), tinue_nodes=check_tinue_nodes(tinue_nodes), gumbel=gumbel_m > 0,
         gumbel_m=max(1, int(gumbel_m)), select_q_fraction=float(select_q_fraction),
-    )  # fmt: skip
+    )
 
 
 def evaluate(
@@ -156,9 +156,11 @@ def evaluate(
     :func:`takzero.matches.stats.elo_wilson`)); each is also printed with ``say`` as a JSON line
     (infinite Elo as null). ``progress`` (e.g. ``print`` to stderr) gets a line per finished game
     with the tally so far (W-D-L), and the Elo line of each baseline: its tally, score and the
-    JSON's interval with its model named (:meth:`MatchResult.describe_elo`). Writes the games as PTN into ``ptn_dir`` when
+    JSON's interval with its model named (:meth:`MatchResult.describe_elo`). Writes the games as PTN
+    into ``ptn_dir`` when
     given (``vs_<baseline>.ptn``; when one of those exists, an earlier run's, this run's files
-    are all numbered, ``vs_random_2.ptn``, and ``progress`` says so: nothing earlier is replaced). ``links``: before each baseline's summary, one JSON line
+    are all numbered, ``vs_random_2.ptn``, and ``progress`` says so: nothing earlier is replaced).
+    ``links``: before each baseline's summary, one JSON line
     per game with ``say``: 'baseline', 'game' (1-based), 'white', 'black', 'result', 'plies' and
     'ptn_ninja' (a link that opens the game in PTN Ninja, ``takzero.io.ptn_ninja``).
     ``threads``: torch threads (0: as they are). ``backend``: the CPU inference backend of the
@@ -184,7 +186,8 @@ def evaluate(
     spec, a baseline network of another board size than the model's (it cannot play the
     model's games), an odd number of games, more than :data:`MAX_PAIRS` pairs, no ply limit or
     one over :data:`MAX_PLY_LIMIT`, a ``match.size`` that is not the model's, ``match.openings``
-    (an evaluation draws its own); ModelFileError (a ValueError) for a model or model baseline file that cannot be loaded
+    (an evaluation draws its own); ModelFileError (a ValueError) for a model or model baseline file
+    that cannot be loaded
     (unreadable, not a model, or not weights-only)."""
     if match.games % 2:
         raise ValueError(f"an evaluation plays each opening with both colours: games must be even, got {match.games}")
@@ -194,7 +197,8 @@ def evaluate(
     if ply_limit is None or not 1 <= ply_limit <= MAX_PLY_LIMIT:
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     if match.openings is not None:
-        raise ValueError("an evaluation draws its own openings (match.opening_plies); match.openings is for TEI matches")
+        raise ValueError("an evaluation draws its own openings (match.opening_plies); match.openings is for TEI "
+                         "matches")
     if len(set(baselines)) != len(baselines):
         raise ValueError(f"a baseline is given twice: {' '.join(baselines)}")
     search = replace(search.evaluation(), max_plies=ply_limit)
@@ -253,7 +257,7 @@ def evaluate(
         wanted, ptn_files = ptn_files, free_names(ptn_files)
         if ptn_files != wanted:
             note = (f"{', '.join(p.name for p in wanted if os.path.lexists(p))} in {folder} "
-                    f"kept (an earlier run): this run's games go to {', '.join(p.name for p in ptn_files)}")  # fmt: skip
+                    f"kept (an earlier run): this run's games go to {', '.join(p.name for p in ptn_files)}")
             if progress is not None:
                 progress(note)
             else:
@@ -274,7 +278,7 @@ def evaluate(
                                on_game=finished)
         except PlayerFailed as err:  # a tei: engine: this baseline fails, not the others
             failed = {"baseline": spec, "error": " ".join(str(err).split()),
-                      "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+                      "seconds": round(time.perf_counter() - t0, 1)}
             out.append(failed)
             say(json.dumps(failed))
             if progress is not None:
@@ -287,7 +291,7 @@ def evaluate(
                 summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
                                seed=seed, tinue_nodes=search.tinue_nodes, backend=backend,
                                gumbel_m=int(gumbel_m), select_q_fraction=float(select_q_fraction),
-                               interrupted=True)  # fmt: skip
+                               interrupted=True)
                 say(json.dumps(_finite_or_none(summary)))
                 if ptn_files:
                     atomic_write_text(ptn_files[k], "\n".join(g.to_ptn() for g in partial.games))
@@ -302,7 +306,7 @@ def evaluate(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
             tinue_nodes=search.tinue_nodes, backend=backend, gumbel_m=int(gumbel_m),
             select_q_fraction=float(select_q_fraction),
-        )  # fmt: skip
+        )
         if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
             summary["baseline_simulations"] = getattr(player, "simulations", None)  # a NetworkPlayer's
         out.append(summary)
@@ -329,7 +333,7 @@ def _metadata_half_komi(metadata: dict[str, Any], model: str) -> int | None:
         return None
     if not is_integer(value) or not -200 <= int(value) <= 200:
         raise ModelFileError(f"cannot load model {model}: its metadata's half_komi {short_repr(value, 40)} "
-                             "is not an integer in -200..200")  # fmt: skip
+                             "is not an integer in -200..200")
     return int(value)
 
 
@@ -347,7 +351,7 @@ def _on_backend(ev, backend: str, threads: int, what: str):
         return with_backend(ev, backend, threads)
     except ImportError as e:
         raise ValueError(f"--backend {backend} needs onnxruntime ({e}): pip install -e '.[onnx]', "
-                         "or use --backend torch") from None  # fmt: skip
+                         "or use --backend torch") from None
     except ValueError as e:
         raise ValueError(f"{what}: {e}; use --backend torch for it") from None
 

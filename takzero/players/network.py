@@ -132,7 +132,7 @@ def player_search(**fields: object):
     from takzero.search import SearchConfig
 
     base: dict[str, object] = {"simulations": DEFAULT_NETWORK_SIMULATIONS,
-                               "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}  # fmt: skip
+                               "select_q_fraction": DEFAULT_SELECT_Q_FRACTION}
     try:
         return SearchConfig(**{**base, **fields}).evaluation()  # type: ignore[arg-type]
     except TypeError as e:
@@ -366,7 +366,8 @@ class NetworkPlayer(BasePlayer):
         if not is_integer(nodes):
             raise ValueError(f"tree_nodes must be an integer, got {nodes!r}")
         if nodes < need:
-            raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, got {nodes}")
+            raise ValueError(f"the tree needs at least {need} nodes on {self.model_size}x{self.model_size}, "
+                             f"got {nodes}")
         if int(nodes) != self._tree_nodes:
             self._search = None  # the same budget keeps the tree already allocated
         self._tree_nodes = int(nodes)
@@ -449,7 +450,7 @@ class NetworkPlayer(BasePlayer):
             self.evaluator, self.config, num_games, self.model_size, seed=seed,
             simulations=self.simulations, tinue_nodes=self.tinue_nodes,
             sampling_plies=sampling_plies, name=self.name,
-        )  # fmt: skip
+        )
 
     # -- searching ----------------------------------------------------------------------------
 
@@ -471,7 +472,7 @@ class NetworkPlayer(BasePlayer):
             self._search = NetworkSearch(
                 self._search_evaluator(), cfg, 1, self.model_size, seed=self._next_seed(),
                 simulations=self.simulations, tinue_nodes=self.tinue_nodes, name=self.name,
-            )  # fmt: skip
+            )
         elif self._search.evaluator is not self._search_evaluator():
             self._search.evaluator = self._search_evaluator()  # new threads or backend
         self._search.driver.pipelined = self.pipelined

@@ -101,7 +101,7 @@ class NetworkSearch:
 
     def __init__(self, evaluator, config, num_games: int, size: int, seed: int = 0,
                  simulations: int = DEFAULT_NETWORK_SIMULATIONS, tinue_nodes: int = 0,
-                 sampling_plies: int = 0, name: str = "network") -> None:  # fmt: skip
+                 sampling_plies: int = 0, name: str = "network") -> None:
         from takzero.search import BatchedMCTS
         from takzero.search.driver import SearchDriver
 
@@ -197,7 +197,7 @@ class NetworkSearch:
         return tuple(self.mcts.principal_variation(g, first_move, limit)) or (int(first_move),)
 
     def _lines(self, g: int, position: Position, move: int, answer_value: float,
-               multipv: int) -> tuple[PlayerMove, ...]:  # fmt: skip
+               multipv: int) -> tuple[PlayerMove, ...]:
         """The ``multipv`` best root moves (``move`` first, then by visits) as answers: root Q
         as value, root visits as nodes, most visited line as PV. Empty for ``multipv`` <= 1."""
         if multipv <= 1:
@@ -211,11 +211,11 @@ class NetworkSearch:
                 break
             v = float(q[i]) if np.isfinite(q[i]) else answer_value
             out.append(PlayerMove(int(code), value=v, wdl=self.wdl(position, v),
-                                  nodes=int(visits[i]), pv=self.pv(g, int(code))))  # fmt: skip
+                                  nodes=int(visits[i]), pv=self.pv(g, int(code))))
         return tuple(out)
 
     def answer(self, g: int, position: Position, done: int, seconds: float,
-               multipv: int = 1) -> PlayerMove:  # fmt: skip
+               multipv: int = 1) -> PlayerMove:
         """Slot ``g``'s answer so far: the most visited move (a proven win first), root value and
         WDL, ``done`` as nodes, the PV, ``info`` (root visits of the move, tree nodes, proof,
         seconds) and with ``multipv`` > 1 the best lines."""
@@ -244,7 +244,7 @@ class NetworkSearch:
     # -- searching --------------------------------------------------------------------------
 
     def think(self, g: int, position: Position, limit: Limit, on_progress: Progress | None = None,
-              multipv: int = 1, leaves: int | None = None) -> PlayerMove:  # fmt: skip
+              multipv: int = 1, leaves: int | None = None) -> PlayerMove:
         """An anytime search of ``position`` in slot ``g`` (the tree is kept when its root is
         ``position``): see :meth:`NetworkPlayer.think`. ``leaves``: per network call (None:
         :func:`auto_leaves` of the node limit, at most ``config.leaves_per_step``)."""
@@ -284,7 +284,7 @@ class NetworkSearch:
         # chunks only where progress is reported (or a clock or stop flag needs them): a plain
         # node-limited search is one search of its budget, as in a batched match
         self.last_stats = self.driver.run([g], run_limit, add_noise=False, leaves=leaves,
-                                          on_chunk=on_chunk, chunked=on_progress is not None)  # fmt: skip
+                                          on_chunk=on_chunk, chunked=on_progress is not None)
         done = self.driver.nodes(g)
         if self.last_stats.total_seconds > 0.05 and done > 0:
             self._nps = done / self.last_stats.total_seconds
@@ -300,11 +300,11 @@ class NetworkSearch:
             answer = replace(answer, info={**dict(answer.info), "tree_full": True})
         ranked = ranked_by_visits(answer.code, *self.mcts.root_visits(g))
         return avoid_tinue(position, answer, ranked, self.tinue_nodes,
-                           pv_of=lambda m: self.pv(g, m), stop=stop)  # fmt: skip
+                           pv_of=lambda m: self.pv(g, m), stop=stop)
 
     def choose_many(self, games: Sequence[int], positions: Sequence[Position],
                     plies: Sequence[int], rng: np.random.Generator | None = None,
-                    ) -> dict[int, PlayerMove]:  # fmt: skip
+                    ) -> dict[int, PlayerMove]:
         """One batched search of ``simulations`` over the games ``games`` (slots, with their
         ``positions``; ``plies``: plies since each game's opening) and the move of each (sampled
         with temperature 1 during the first ``sampling_plies`` plies, drawing from ``rng``), with
@@ -327,8 +327,8 @@ class NetworkSearch:
             temperature = 1.0 if ply < self.sampling_plies else 0.0
             result = self.driver.outcome(g, temperature=temperature, rng=rng)
             answer = PlayerMove(result.move, value=result.value, nodes=self.simulations,
-                                pv=result.pv)  # fmt: skip
+                                pv=result.pv)
             ranked = ranked_by_visits(result.move, *self.mcts.root_visits(g))
             out[g] = avoid_tinue(pos, answer, ranked, self.tinue_nodes,
-                                 pv_of=partial(self.pv, g))  # fmt: skip
+                                 pv_of=partial(self.pv, g))
         return out

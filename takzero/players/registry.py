@@ -162,7 +162,7 @@ def ladder_offset(spec: str) -> int | None:
     text = arg.strip()
     if not text.startswith("-") or not _is_count_text(text[1:]) or not 1 <= int(text[1:]) <= MAX_LADDER_OFFSET:
         raise ValueError(f"bad ladder baseline '{spec}': write generation:-K, K in 1..{MAX_LADDER_OFFSET} "
-                         "(generation:-1: the network of the baseline check before)")  # fmt: skip
+                         "(generation:-1: the network of the baseline check before)")
     return int(text[1:])
 
 
@@ -276,7 +276,7 @@ KINDS: tuple[PlayerKind[Any], ...] = (
         f"nodes=N or movetime=MS per move (default movetime={DEFAULT_ENGINE_MOVETIME_MS}), name=LABEL",
         _parse_engine, _build_engine, engine=True,
     ),
-)  # fmt: skip
+)
 
 _BY_NAME = {k.name: k for k in KINDS}
 

@@ -137,7 +137,7 @@ class TEIClient:
         except OSError as e:
             raise EngineError("crash", f"cannot start '{self.command}': {e}") from None
         self._reader = threading.Thread(target=self._read, args=(self.proc, self._lines, self._closing),
-                                        daemon=True)  # fmt: skip
+                                        daemon=True)
         self._reader.start()
         self.send("tei")
         self.options = {}
@@ -160,7 +160,7 @@ class TEIClient:
 
     def _read(
         self, proc: subprocess.Popen[str], lines: queue.Queue[str | EngineError | None], closing: threading.Event
-    ) -> None:  # fmt: skip
+    ) -> None:
         # The reader owns proc.stdout and closes it at the pipe's end: close() cannot (closing a
         # file another thread is reading waits for that read, i.e. for every holder of the pipe).
         # Lines of at most MAX_LINE characters; a longer one ends the reading with an EngineError
@@ -183,7 +183,7 @@ class TEIClient:
                     break
                 if len(line) > MAX_LINE and not line.endswith("\n"):
                     hand(EngineError("protocol", f"{self.name} sent a line of over {MAX_LINE:,} characters "
-                                                 "(no newline): not TEI"))  # fmt: skip
+                                                 "(no newline): not TEI"))
                     return
                 line = line.rstrip("\r\n")
                 if self.log:

@@ -52,7 +52,8 @@ Behaviour worth knowing:
 * Bounds: a command line is read up to :data:`~takzero.protocols.tei.reader.MAX_LINE` characters
   (a longer one is skipped whole, said with ``info string``); at most
   :data:`~takzero.protocols.tei.reader.MAX_QUEUED_LINES` lines and
-  :data:`~takzero.protocols.tei.reader.MAX_QUEUED_CHARS` characters wait while a search runs (more are dropped, said once per
+  :data:`~takzero.protocols.tei.reader.MAX_QUEUED_CHARS` characters wait while a search runs (more
+  are dropped, said once per
   run of drops; ``isready``, ``stop`` and ``quit`` are never dropped: a waiting search or
   position command is dropped in their place); an ``info string`` is cut at :data:`MAX_INFO`
   characters and quotes at most 40 characters of any token it echoes.
@@ -286,13 +287,14 @@ class TEIEngine(OptionSetters):
     def run(self, stream: TextIO) -> None:
         """Read and handle commands from ``stream`` until ``quit`` or end of input (which acts
         like ``quit``: a running search is stopped and answered). ``stream`` needs only
-        ``readline(size)``; it is read on a reader thread (:func:`takzero.protocols.tei.reader.read_commands`), so that ``stop``,
+        ``readline(size)``; it is read on a reader thread
+        (:func:`takzero.protocols.tei.reader.read_commands`), so that ``stop``,
         ``quit`` and the end of the input stop a search even while earlier commands wait for
         it; the commands run in order on the calling thread."""
         inbox = self._inbox = Inbox()
         self._memory.hold(self, self.tree_nodes * TREE_BYTES_PER_NODE, force=True)
         reader = threading.Thread(target=read_commands, args=(stream, inbox, self.info, self._preempt),
-                                  daemon=True, name="tei-input")  # fmt: skip
+                                  daemon=True, name="tei-input")
         reader.start()
         try:
             while not self._quit:
@@ -500,7 +502,7 @@ class TEIEngine(OptionSetters):
             player, pos, limits, number=self._line_go, t_go=t_go,
             move_overhead=self.move_overhead, nodes_default=self.nodes_default,
             multipv=self.multipv, tree_nodes=self.tree_nodes, send=self.send, info=self.info,
-        )  # fmt: skip
+        )
         with self._search_lock:  # with _preempt's check: a stop read after this go stops it
             if go.number is not None and go.number <= self._stopped_through:
                 go.stop()  # a stop or quit was read after this go: it answers at once

@@ -141,7 +141,7 @@ class PlayerSeat:
             except (ValueError, ImportError) as e:
                 net.use_backend(old, self.threads)
                 self.info(f"setoption: Backend {value} cannot run this model ({clip(str(e), 300)}); "
-                          f"keeping {self.backend}")  # fmt: skip
+                          f"keeping {self.backend}")
                 return
         self.backend = value
         self._configure_all()
@@ -244,7 +244,7 @@ class PlayerSeat:
             prepare()
         except MemoryError as e:  # the tree does not fit: every search would fail the same way
             self.info(f"error: out of memory allocating the search tree ({clip(str(e) or 'MemoryError', 200)}; "
-                      f"TreeNodes {self.tree_nodes}): lower TreeNodes")  # fmt: skip
+                      f"TreeNodes {self.tree_nodes}): lower TreeNodes")
         except Exception as e:  # noqa: BLE001 - an optimisation; the search allocates it anyway
             self.info(f"preparing the player failed ({e}); the first search may be slow")
 

@@ -104,7 +104,7 @@ class OptionSetters(PlayerSeat):
         need = nodes * TREE_BYTES_PER_NODE
         if not self._memory.hold(self, need):
             self.info(f"setoption: TreeNodes {nodes} refused: {self._memory.refusal(self, need)}; "
-                      f"keeping {self.tree_nodes}")  # fmt: skip
+                      f"keeping {self.tree_nodes}")
             return
         self.tree_nodes = nodes
         self._configure_all()
@@ -113,7 +113,7 @@ class OptionSetters(PlayerSeat):
         path = value.strip()
         if not path:
             self.info(f"setoption: Model needs a path (or <empty> for no model), got none; "
-                      f"keeping {clip(self.model_path or '<empty>', 200)}")  # fmt: skip
+                      f"keeping {clip(self.model_path or '<empty>', 200)}")
             return
         if path == "<empty>":
             self.network = None
