@@ -10,7 +10,7 @@ in an onnxruntime session; ``quantize`` makes an evaluator's int8 twin (``takzer
 from __future__ import annotations
 
 import time
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from torch import nn
@@ -106,7 +106,7 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
         return with_backend(ev.int8_twin, "int8", threads)
     else:
         out, _ = quantize(ev, threads=threads)
-    own = {k: out.metadata[k] for k in ("precision", "calibration_positions") if k in out.metadata}
+    own: dict[str, Any] = {k: out.metadata[k] for k in ("precision", "calibration_positions") if k in out.metadata}
     out.metadata = {**out.metadata, **ev.metadata, **own}
     out.calibration_states = ev.calibration_states
     if backend == "int8" and isinstance(ev.model, PolicyValueNet):

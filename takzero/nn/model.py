@@ -312,8 +312,8 @@ class ModelConfig(NetworkSettings):
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
-            names = sorted(k if isinstance(k, str) else short_repr(k) for k in unknown)
-            raise ValueError(f"unknown model config keys {short_repr(names, 200)}")
+            keys = sorted(k if isinstance(k, str) else short_repr(k) for k in unknown)
+            raise ValueError(f"unknown model config keys {short_repr(keys, 200)}")
         return cls(**d)
 
 
