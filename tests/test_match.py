@@ -14,7 +14,7 @@ import pytest
 from takzero.game import Position
 from takzero.game.ptn import read_ptn, read_ptn_file
 from takzero.io.ptn_ninja import read_ptn_ninja_url
-from takzero.io.version import program_version
+from takzero.io.version import file_sha256, program_version
 from takzero.match import main
 from takzero.matches.openings import Opening, load_openings
 from takzero.matches.spec import MatchSpec
@@ -75,8 +75,10 @@ def test_network_engine_and_baseline_play_through_the_runner(tmp_path: Path, cap
     ])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "takzero tiny-g1 vs takzero greedy" in printed
-    assert "score of takzero tiny-g1 vs takzero greedy" in printed
+    v = program_version()
+    net = f"takzero {v} tiny-g1 model {file_sha256(model)[:8]} auto"  # its id name: code, player, network
+    assert f"match: {net} vs takzero {v} greedy" in printed
+    assert f"score of {net} vs takzero {v} greedy" in printed
     assert "elo difference" in printed and "95%" in printed
     games = read_ptn_file(out / "games.ptn")
     assert len(games) == 2
