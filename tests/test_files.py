@@ -139,10 +139,10 @@ ALLOWED_DIRECT_WRITES = {
     ("takzero/pipeline/checkpoints.py", "open"),  # sidecar temp file, then os.replace
     ("takzero/pipeline/run_checkpoints.py", "write_text"),  # config temp file, then os.replace
     ("takzero/pipeline/resume.py", "write_text"),  # launch counter temp file, then os.replace
-    ("takzero/pipeline/actors.py", "write_bytes"),  # a fresh mkdtemp folder of model copies
+    ("takzero/pipeline/evaluator_actor.py", "write_bytes"),  # a fresh mkdtemp folder of model copies
     ("takzero/nn/quantize.py", "write_bytes"),  # the float32 graph into a fresh TemporaryDirectory for quantize_static
     ("scripts/gpu_suite_run.py", "open"),  # nvidia-smi samples and the run's console, streamed as they come
-    ("takzero/protocols/tei/match.py", "open"),  # the engines' stderr logs, appended on purpose
+    ("takzero/protocols/tei/client.py", "open"),  # the engines' stderr logs, appended on purpose
     ("takzero/pipeline/replay.py", "open"),  # replay buffer snapshot: mkstemp, then os.replace
     # logs, appended to on purpose (an append keeps what was there):
     ("takzero/pipeline/progress.py", "open"),  # train.log
