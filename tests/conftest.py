@@ -125,3 +125,19 @@ def _restore_process_settings():
     for module, values in saved:
         for name, value in values.items():
             setattr(module, name, value)
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_left_running():
+    """A test that starts Ray in this process shuts it down (a Ray left up changes what the next
+    test of the worker sees: ``ray.init`` joins it, ``ray.is_initialized()`` is True). Fails the
+    test that left it up, after shutting it down so the next test starts clean."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    before = ray is not None and ray.is_initialized()
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and not before and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail("this test left Ray initialised in the test process (shut it down in a finally or a fixture)")

@@ -126,8 +126,9 @@ def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_t
     run.replay = SimpleNamespace(drain_with_state=Remote(lambda: ([], [], {"total_added": 0})))
     import ray
 
-    real_get = ray.get
+    real_get, real_put = ray.get, ray.put
     ray.get = lambda x, timeout=None: x
+    ray.put = lambda x: x  # the weights' publication: a real ray.put would start a local Ray and leave it up
     try:
         run._new_generation(trainer)  # gen 1 owes a baseline check; the evaluator is not there yet
         state = load_checked(run.run_dir / "ckpt_000000020.pt", require_checksum=True)
@@ -142,7 +143,7 @@ def test_every_checkpoint_owes_the_checks_running_or_owed_and_the_resume_keeps_t
         saved = json.loads((run.run_dir / EVALUATION_GAMES).read_text())
         assert saved["1"]["seed"] == owed[4] and set(saved["1"]["matches"]["baseline uct"]["done"]) == {"0", "2"}
     finally:
-        ray.get = real_get
+        ray.get, ray.put = real_get, real_put
     run.reporter.close()
 
     # the resume (a kill -9: the checkpoint's owed list and the file are all there is)
