@@ -353,17 +353,21 @@ def root_cost_positions(path: Path, count: int) -> list[tuple[Position, int]]:
 
 
 def six_by_six_evaluator():
-    """An untrained network of the ``configs/config/6x6.yaml`` model size (channels, blocks)."""
+    """An untrained network of the ``configs/config/6x6.yaml`` model size (channels, blocks), read
+    as a run reads the file's ``model:`` section (``ModelSection``: its ``model.preset`` and any
+    size it gives); returns the evaluator and ``{'channels': C, 'blocks': B}``."""
     import torch
     import yaml
 
+    from takzero.config import ModelSection
     from takzero.nn.inference import Evaluator
     from takzero.nn.model import ModelConfig, TakNet
 
     cfg = yaml.safe_load((ROOT / "configs" / "config" / "6x6.yaml").read_text())
+    section = ModelSection(**cfg["model"])
     torch.manual_seed(0)
-    model = TakNet(ModelConfig(size=6, channels=cfg["model"]["channels"], blocks=cfg["model"]["blocks"]))
-    return Evaluator(model, device="cpu"), cfg["model"]
+    model = TakNet(ModelConfig(size=6, channels=section.channels, blocks=section.blocks))
+    return Evaluator(model, device="cpu"), {"channels": section.channels, "blocks": section.blocks}
 
 
 def root_cost(size: int, count: int, tinue_nodes: int, model: Path) -> dict:

@@ -286,3 +286,19 @@ def test_the_benchmark_searches_with_the_gumbel_root_when_asked(tmp_path: Path, 
         with pytest.raises(SystemExit):
             bench.main(common + bad)
         assert message in capsys.readouterr().err
+
+
+def test_the_benchmarks_6x6_network_is_the_6x6_runs() -> None:
+    """``root_cost``'s untrained 6x6 network has the size a ``+config=6x6`` run builds, whether
+    the config file names a network preset (``model.preset``) or gives the sizes (it read
+    ``model.channels`` from the file, a KeyError once the file named a preset)."""
+    from takzero.config import compose_preset
+
+    spec = importlib.util.spec_from_file_location("bench_tactics", ROOT / "scripts" / "bench_tactics.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ev, sizes = bench.six_by_six_evaluator()
+    run = compose_preset("6x6", run_name="t").model
+    assert sizes == {"channels": run.channels, "blocks": run.blocks}
+    assert ev.model.config.channels == run.channels and ev.model.config.blocks == run.blocks
