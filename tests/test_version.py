@@ -47,3 +47,46 @@ def test_the_engine_names_its_program_player_and_network(tmp_path: Path, tiny_te
     lines: list[str] = []
     TEIEngine(out=lines.append, model=str(model)).handle("tei")
     assert lines[0] == f"id name {name}"
+
+
+def _other_model(path: Path) -> Path:
+    """A second tiny 4x4 network (other weights, the same run name as ``tiny_tei_model``'s)."""
+    import torch
+
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+    from takzero.pipeline.export import export_checkpoint
+
+    torch.manual_seed(1)
+    ckpt = checkpoint_dict(TakNet(ModelConfig(size=4, channels=8, blocks=1)), generation=3, run_name="tiny",
+                           half_komi=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    export_checkpoint(ckpt, path, warn=lambda _m: None)
+    return path
+
+
+def test_the_id_name_names_the_network_loaded_not_what_its_path_holds_later(tmp_path: Path, tiny_tei_model) -> None:
+    """The network's digest is the file's as it was loaded: a file rewritten since (``best.pt`` at a
+    promotion) or removed does not change the name, for ``--model`` and for ``setoption Model``."""
+    model = tiny_tei_model(tmp_path)
+    loaded = file_sha256(model)[:8]
+    other = _other_model(tmp_path / "other" / "model.pt")
+    engine = TEIEngine(out=lambda line: None, model=str(model))
+    shutil.copyfile(other, model)  # the path now holds another network
+    assert f" model {loaded} " in engine.id_name()
+    model.unlink()  # and then none
+    assert f" model {loaded} " in engine.id_name()
+    engine.handle(f"setoption name Model value {other}")
+    assert f" model {file_sha256(other)[:8]} " in engine.id_name()
+    engine.handle("setoption name Model value <empty>")
+    assert " model " not in engine.id_name()
+
+
+def test_model_players_of_different_networks_announce_different_names(tmp_path: Path, tiny_tei_model) -> None:
+    """A ``model:PATH`` player names its file's digest as ``--model`` does: two networks of the same
+    run (the player is named after the run) are not announced as one."""
+    a = tiny_tei_model(tmp_path / "a")
+    b = _other_model(tmp_path / "b" / "model.pt")
+    name_a = TEIEngine(out=lambda line: None, player=f"model:{a}:4").id_name()
+    name_b = TEIEngine(out=lambda line: None, player=f"model:{b}:4").id_name()
+    assert name_a != name_b
+    assert name_a.endswith(f" model {file_sha256(a)[:8]} auto")

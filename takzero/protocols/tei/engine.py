@@ -112,10 +112,10 @@ from typing import Any, TextIO
 
 from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import Position
-from takzero.io.version import SHORT, file_sha256, program_version
+from takzero.io.version import program_version
 from takzero.players.base import BasePlayer
 from takzero.players.network import player_search
-from takzero.players.registry import make_player
+from takzero.players.registry import make_player, model_spec_path
 from takzero.protocols.tei.go import GoCommand
 from takzero.protocols.tei.lines import (
     MAX_NODES,
@@ -133,6 +133,7 @@ from takzero.protocols.tei.seat import (
     DEFAULT_PLAYER,
     check_player_spec,
     load_network_player,
+    network_file_digest,
 )
 from takzero.protocols.tei.setoptions import OptionSetters
 from takzero.search.config import SearchConfig
@@ -215,6 +216,7 @@ class TEIEngine(OptionSetters):
         if nodes is not None and not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"nodes must be in 1..{MAX_NODES}, got {nodes}")
         self.model_path: str | None = None
+        self.model_digest: str | None = None  # network_file_digest of model_path, read at its load
         self.network: Any = None
         self.half_komi: int
         self.multipv: int
@@ -226,11 +228,14 @@ class TEIEngine(OptionSetters):
         self.size = DEFAULT_SIZE
         self._warmed: set[str] = set()
         self._notes: list[str] = []  # said as info strings at the next isready
+        self.baseline_digest = network_file_digest(model_spec_path(player))  # a model:PATH baseline's file
         self.baseline: BasePlayer = make_player(player, seed=self.seed)
         self.nodes_default = nodes
         if model:
+            digest = network_file_digest(model)
             self.network = self._load(model, nodes)
             self.model_path = str(model)
+            self.model_digest = digest
             self.size = int(self.network.model_size)
         if self.nodes_default is None:
             self.nodes_default = _player_nodes(self.network or self.baseline) or 200
@@ -373,16 +378,16 @@ class TEIEngine(OptionSetters):
     def id_name(self) -> str:
         """The ``id name`` the engine announces: ``takzero <version>+src.<digest> <player>``
         (:func:`takzero.io.version.program_version`: the code that runs), and for a network
-        ``model <sha256[:8]> <backend>`` of its file, e.g. ``takzero 0.1.0+src.1a2b3c4d network
-        model 5e7f0a1b auto``: two engines that announce the same name run the same code and
-        network on the same backend."""
+        (``--model``, or a ``model:PATH`` player) ``model <sha256[:8]> <backend>`` of its file as
+        it was loaded (:func:`~takzero.protocols.tei.seat.network_file_digest`; the file may be
+        rewritten or removed since), e.g. ``takzero 0.1.0+src.1a2b3c4d network model 5e7f0a1b
+        auto``: two engines that announce the same name run the same code and network on the
+        same backend."""
         who = self.network if self.network is not None else self.baseline
         name = f"{ENGINE_NAME} {program_version()} {who.name}"
-        if self.network is not None and self.model_path is not None:
-            try:
-                name += f" model {file_sha256(self.model_path)[:SHORT]} {self.backend}"
-            except OSError:
-                pass  # the file went away after loading: the name says less, the engine plays on
+        digest = self.model_digest if self.network is not None else self.baseline_digest
+        if digest is not None:
+            name += f" model {digest} {self.backend}"
         return name
 
     def _size_lines(self) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from takzero.game.position import Position
+from takzero.io.version import SHORT, file_sha256
 from takzero.players.base import BasePlayer
 from takzero.players.network import BackendFallbackWarning
 from takzero.players.registry import check_spec, make_player
@@ -32,6 +33,7 @@ __all__ = [
     "PlayerSeat",
     "check_player_spec",
     "load_network_player",
+    "network_file_digest",
     "warm_positions",
 ]
 
@@ -47,6 +49,19 @@ def load_network_player(path: str | Path, search: SearchConfig, seed: int, devic
     from takzero.players import NetworkPlayer
 
     return NetworkPlayer.load(str(path), config=search, seed=seed, device=device)
+
+
+def network_file_digest(path: str | Path | None) -> str | None:
+    """The first :data:`~takzero.io.version.SHORT` hex digits of the sha256 of a network file, read
+    when the engine loads it (the engine's ``id name`` names the network it loaded, not what the
+    path holds later: ``best.pt`` is rewritten at each promotion); None for no path or a file
+    that cannot be read."""
+    if path is None:
+        return None
+    try:
+        return file_sha256(path)[:SHORT]
+    except OSError:
+        return None
 
 
 def check_player_spec(spec: str) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from takzero.game.position import Position
 from takzero.protocols.tei.lines import TEIProtocolError, clip, parse_setoption
 from takzero.protocols.tei.options import OPTIONS, TREE_BYTES_PER_NODE, MemoryBudget
-from takzero.protocols.tei.seat import PlayerSeat, check_player_spec
+from takzero.protocols.tei.seat import PlayerSeat, check_player_spec, network_file_digest
 
 __all__ = ["OptionSetters", "load_refusal"]
 
@@ -38,6 +38,7 @@ class OptionSetters(PlayerSeat):
 
     # the session's state and steps that the setters read and call (set by TEIEngine)
     model_path: str | None
+    model_digest: str | None
     nodes_default: int | None
     _komi_chosen: bool
     _komi_warned: set[tuple[str | None, int]]
@@ -118,8 +119,10 @@ class OptionSetters(PlayerSeat):
         if path == "<empty>":
             self.network = None
             self.model_path = None
+            self.model_digest = None
             self._select_player(announce=False)
             return
+        digest = network_file_digest(path)
         try:
             net = self._load(path, self.nodes_default)
         except Exception as e:  # noqa: BLE001 - report and keep the old model
@@ -128,6 +131,7 @@ class OptionSetters(PlayerSeat):
             return
         self.network = net
         self.model_path = path
+        self.model_digest = digest
         own = getattr(net, "model_half_komi", None)
         if own is not None and not self._komi_chosen and int(own) != self.half_komi:
             self.half_komi = int(own)  # the new model's own komi, as nothing chose another
