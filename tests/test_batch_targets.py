@@ -181,3 +181,28 @@ def test_the_main_targets_are_rows() -> None:
     assert v0.dtype == np.float32 and ok.all()
     want = _old_blend_value(_old_discount_value(recs.value, recs.ply, recs.end_ply, 0.9, 0.5), recs.search_value, 0.25)
     np.testing.assert_array_equal(v0, want)
+
+
+def test_target_settings_are_the_replay_keys_with_their_defaults_and_ranges() -> None:
+    """TargetSettings' fields are ``replay`` keys by name, with the schema's defaults, and a value
+    the run's config refuses is refused here too, naming the key (a negative gamma flipped the
+    sign of the value targets of odd distances, NaN turned the discount off, a weight of 3
+    extrapolated: all silently)."""
+    import dataclasses
+
+    from takzero.config import ConfigError
+
+    replay = {f.name: f.default for f in dataclasses.fields(ReplayConfig)}
+    for f in dataclasses.fields(TargetSettings):
+        assert f.name in replay and f.default == replay[f.name], f.name
+    custom = ReplayConfig(value_discount=0.9, value_discount_floor=0.25, reanalyse_value_weight=0.5)
+    assert TargetSettings.from_replay(custom) == TargetSettings(0.9, 0.25, 0.5)
+    bad = {"value_discount": (-0.5, 0.0, 0.4, 1.5, float("nan"), float("inf"), True),
+           "value_discount_floor": (-2.0, 1.5, float("nan")),
+           "reanalyse_value_weight": (-0.1, 3.0, float("nan"))}
+    for key, values in bad.items():
+        for value in values:
+            with pytest.raises(ConfigError, match=rf"^replay\.{key}: .*\(got {value!r}\)$"):
+                TargetSettings(**{key: value})
+            with pytest.raises(ConfigError, match=rf"^replay\.{key}: "):
+                ReplayConfig(**{key: value})

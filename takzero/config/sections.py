@@ -289,17 +289,22 @@ class ReplayConfig:
         _check(r.shard_positions >= 1, "replay.shard_positions", "must be >= 1", r.shard_positions)
         _check(_finite(r.reanalyse_fraction) and r.reanalyse_fraction >= 0, "replay.reanalyse_fraction",
                "must be >= 0 and finite (0 = off)", r.reanalyse_fraction)
-        _check(_finite(r.reanalyse_value_weight) and 0 <= r.reanalyse_value_weight <= 1,
-               "replay.reanalyse_value_weight", "must be in [0, 1]", r.reanalyse_value_weight)
         _check(r.reanalyse_batch >= 1, "replay.reanalyse_batch", "must be >= 1", r.reanalyse_batch)
         _check(r.reanalyse_inference in INFERENCE_CHOICES, "replay.reanalyse_inference",
                "must be auto, local or server", r.reanalyse_inference)
-        _check(_finite(r.value_discount) and 0.5 <= r.value_discount <= 1, "replay.value_discount",
-               "must be in [0.5, 1] (1 = off; at 0.5 a win 10 plies away is already worth 0.001)",
-               r.value_discount)
-        _check(_finite(r.value_discount_floor) and 0 <= r.value_discount_floor <= 1,
-               "replay.value_discount_floor", "must be in [0, 1] (0 = no floor)",
-               r.value_discount_floor)
+        check_value_target(r.value_discount, r.value_discount_floor, r.reanalyse_value_weight)
+
+
+def check_value_target(value_discount: float, value_discount_floor: float, reanalyse_value_weight: float) -> None:
+    """Raise ConfigError naming the first bad setting of the value target (``replay.value_discount``,
+    ``replay.value_discount_floor``, ``replay.reanalyse_value_weight``): the one place their ranges
+    are declared, for :class:`ReplayConfig` and ``takzero.pipeline.targets.TargetSettings``."""
+    _check(_finite(value_discount) and 0.5 <= value_discount <= 1, "replay.value_discount",
+           "must be in [0.5, 1] (1 = off; at 0.5 a win 10 plies away is already worth 0.001)", value_discount)
+    _check(_finite(value_discount_floor) and 0 <= value_discount_floor <= 1, "replay.value_discount_floor",
+           "must be in [0, 1] (0 = no floor)", value_discount_floor)
+    _check(_finite(reanalyse_value_weight) and 0 <= reanalyse_value_weight <= 1, "replay.reanalyse_value_weight",
+           "must be in [0, 1]", reanalyse_value_weight)
 
 
 @dataclass

@@ -46,21 +46,18 @@ index tables cached per board size (8 rows, one per symmetry), not a loop over t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from takzero.config.sections import ReplayConfig, check_value_target
 from takzero.game.symmetry import NUM_SYMMETRIES, square_permutation
 from takzero.nn.actions import action_permutation, num_actions
 from takzero.nn.heads import valid_key
 from takzero.pipeline.packing import board_record_len, dense_policy
 from takzero.pipeline.records import Records
-
-if TYPE_CHECKING:
-    from takzero.config import ReplayConfig
 
 __all__ = [
     "MAIN_TARGETS",
@@ -77,27 +74,38 @@ __all__ = [
 ]
 
 
+#: ``replay.*`` defaults (the schema's), the defaults of :class:`TargetSettings`' fields.
+_REPLAY_DEFAULTS = {f.name: f.default for f in fields(ReplayConfig)}
+
 
 @dataclass(frozen=True)
 class TargetSettings:
     """The run's settings of the targets (all from the ``replay`` section, read when the batch is
-    made, never when the records are stored or sampled).
+    made, never when the records are stored or sampled). Each field is the ``replay`` key of its
+    name, with that key's default and range (:class:`takzero.config.ReplayConfig`,
+    ``takzero.config.sections.check_value_target``: declared there once).
 
     Attributes:
-        value_discount: gamma of :func:`discount_value` (``replay.value_discount``, (0, 1]; 1: none).
+        value_discount: gamma of :func:`discount_value` (``replay.value_discount``, [0.5, 1]; 1: none).
         value_discount_floor: its floor (``replay.value_discount_floor``, [0, 1]).
         reanalyse_value_weight: w of :func:`blend_value` (``replay.reanalyse_value_weight``,
             [0, 1]; 0: the outcome alone).
+
+    Raises ConfigError (a ValueError) naming the ``replay`` key of a value out of its range.
     """
 
-    value_discount: float = 1.0
-    value_discount_floor: float = 0.0
-    reanalyse_value_weight: float = 0.0
+    value_discount: float = _REPLAY_DEFAULTS["value_discount"]
+    value_discount_floor: float = _REPLAY_DEFAULTS["value_discount_floor"]
+    reanalyse_value_weight: float = _REPLAY_DEFAULTS["reanalyse_value_weight"]
+
+    def __post_init__(self) -> None:
+        check_value_target(self.value_discount, self.value_discount_floor, self.reanalyse_value_weight)
 
     @classmethod
     def from_replay(cls, cfg: ReplayConfig) -> TargetSettings:
-        """The settings of a run's ``replay`` section (:class:`takzero.config.ReplayConfig`)."""
-        return cls(cfg.value_discount, cfg.value_discount_floor, cfg.reanalyse_value_weight)
+        """The settings of a run's ``replay`` section (:class:`takzero.config.ReplayConfig`), field
+        by name."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
 
 
 #: ``produce(records, size, symmetries, settings)`` with symmetries (B,) int64 in 0..7 (one per
