@@ -119,3 +119,29 @@ def test_evaluate_takes_a_match_spec_and_a_search(tiny_model: Path) -> None:
 def test_tei_match_needs_size_and_komi(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="board size and the komi"):
         run_tei_match(["a", "b"], MatchSpec(games=2), TimeControl(nodes=1), printer=lambda _l: None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"threefold": "no"}, "threefold must be true or false"), ({"threefold": 0}, "threefold must be true or false"),
+     ({"openings": "a1 b2"}, "openings must be a sequence of Opening, got a str"),
+     ({"openings": 5}, "openings must be a sequence of Opening, got a int"),
+     ({"openings": ["a1"]}, "openings must be Opening values .*got a str"),
+     ({"openings": ["a1"], "size": 5}, "openings must be Opening values .*got a str")],
+)
+def test_match_spec_refuses_other_types_in_one_line(fields: dict, message: str) -> None:
+    """A truthy non-bool ``threefold`` ('no') turned repetition draws on; openings that are not
+    ``Opening`` values were taken as given (a string as its characters) and failed later with an
+    AttributeError."""
+    with pytest.raises(ValueError, match=rf"^match: {message}") as info:
+        MatchSpec(games=2, **fields)
+    assert "\n" not in str(info.value)
+
+
+def test_match_spec_takes_openings_from_any_sequence() -> None:
+    from takzero.matches.openings import Opening
+
+    start = Position.start(4)
+    opening = Opening(start, (int(start.legal_move_codes()[0]),))
+    assert MatchSpec(games=2, openings=[opening]).openings == (opening,)
+    assert MatchSpec(games=2, openings=(o for o in [opening]), size=4).openings == (opening,)

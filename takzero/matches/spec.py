@@ -6,6 +6,7 @@ komi, openings, ply limit and seed), what ``takzero.matches.evaluation.evaluate`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from takzero.game.position import komi_to_half_komi
@@ -31,7 +32,7 @@ class MatchSpec:
         ply_limit: a game is drawn after this many plies (>= 1); None: no limit.
         opening_plies: random plies of each generated opening (>= 0), when ``openings`` is None.
         seed: the seed of the openings and of the players (>= 0).
-        threefold: a threefold repetition draws.
+        threefold: a threefold repetition draws (a bool).
         openings: the openings to play in turn (``takzero.matches.openings.Opening``, as
             ``load_openings`` reads them); None: ``pairs`` random ones of ``opening_plies``.
 
@@ -62,11 +63,20 @@ class MatchSpec:
             integer("ply_limit", self.ply_limit, 1)
         integer("opening_plies", self.opening_plies, 0)
         integer("seed", self.seed, 0)
+        if not isinstance(self.threefold, bool):  # "no" or 0 would be read as a truth value
+            raise ValueError(f"match: threefold must be true or false, got {self.threefold!r}")
         if self.openings is not None:
-            if not isinstance(self.openings, tuple):
-                object.__setattr__(self, "openings", tuple(self.openings))
+            given = self.openings
+            if isinstance(given, str | bytes) or not isinstance(given, Iterable):  # a string: its characters
+                raise ValueError(f"match: openings must be a sequence of Opening, got a {type(given).__name__}")
+            if not isinstance(given, tuple):
+                object.__setattr__(self, "openings", tuple(given))
             if not self.openings:
                 raise ValueError("match: no openings")
+            wrong = next((o for o in self.openings if not isinstance(o, Opening)), None)
+            if wrong is not None:
+                raise ValueError(f"match: openings must be Opening values (takzero.matches.openings, as "
+                                 f"load_openings reads them), got a {type(wrong).__name__}")
             if self.size is not None and any(o.start.size != self.size for o in self.openings):
                 raise ValueError(f"match: openings must be for {self.size}x{self.size}")
 
