@@ -76,7 +76,7 @@ def with_backend(ev: Evaluator, backend: str, threads: int = 1) -> Evaluator:
     * ``'torch'``: ``ev`` as it is (an ONNX file's evaluator stays in onnxruntime);
     * ``'onnx'``: onnxruntime in float32 (:func:`onnx_evaluator`); an evaluator of an ``.onnx``
       file is kept, with a new session when its thread count differs;
-    * ``'int8'``: the network quantized to int8 (:func:`takzero.nn.quantize.quantize`), calibrated
+    * ``'int8'``: the network quantized to int8 (:func:`quantize`), calibrated
       on the positions its checkpoint carries or on games of its own policy; an int8 evaluator is
       kept (new session when its thread count differs).
 
