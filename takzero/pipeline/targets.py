@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from functools import cache
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,7 +76,7 @@ __all__ = [
 
 
 #: ``replay.*`` defaults (the schema's), the defaults of :class:`TargetSettings`' fields.
-_REPLAY_DEFAULTS = {f.name: f.default for f in fields(ReplayConfig)}
+_REPLAY_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ReplayConfig)}
 
 
 @dataclass(frozen=True)
