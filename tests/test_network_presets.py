@@ -97,3 +97,18 @@ def test_the_shipped_configs_keep_their_shapes() -> None:
         cfg = compose_preset(name)
         assert (cfg.model.blocks, cfg.model.channels) == shape, name
         assert isinstance(cfg.model_config(), ModelConfig)
+
+
+@pytest.mark.parametrize("key", PRESET_FIELDS)
+def test_a_built_section_left_without_a_size_is_refused_naming_the_key(key: str, tmp_path: Path) -> None:
+    """None is "not given" only until the section is built; a config changed since to None (a
+    script's ``cfg.model.channels = None``) passed validate() and failed later in the network's
+    constructor with a TypeError."""
+    from takzero.config import validate
+
+    cfg = TrainConfig(run_name="t", checkpoint_root=str(tmp_path))
+    setattr(cfg.model, key, None)
+    with pytest.raises(ConfigError, match=rf"^model\.{key}: must be set"):
+        validate(cfg)
+    with pytest.raises(ConfigError, match=rf"^model\.{key}: must be set"):
+        cfg.model.check()

@@ -138,6 +138,10 @@ class ModelSection(NetworkSettings):
         ``check`` (naming the key it returns), the loss weights."""
         _check(self.preset is None or self.preset in NETWORK_PRESETS, "model.preset",
                f"must be one of {', '.join(NETWORK_PRESETS)} (or null)", self.preset)
+        for key in PRESET_FIELDS:  # None is "not given" only until the section is built (apply_preset)
+            _check(getattr(self, key) is not None, f"model.{key}",
+                   "must be set (null is filled from model.preset or the default only when the section is built)",
+                   getattr(self, key))
         for key, (lo, hi) in FIELD_RANGES.items():
             value = getattr(self, key)
             if value is not None:
