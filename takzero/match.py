@@ -30,7 +30,9 @@ What it does:
 * an engine whose model does not play ``--size`` (it says at ``teinewgame``
   that it would play its Fallback baseline) stops the match before the first game, unless
   ``--allow-fallback``: then it is named after the baseline it really plays
-  (``uct:200 (fallback of takzero model-5x5)``) in the game lines, the PTN and the score;
+  (``uct:200 (fallback of takzero model-5x5)``) in the game lines, the PTN and the score; an
+  engine whose TEI version 1 ``size ... halfkomi ...`` lines leave out the match's komi for
+  ``--size`` stops it too (it would play another komi than the one the games are scored with);
 * adjudicates with the rules engine: roads and flat wins, the ply limit (``--ply-limit``, draw;
   default :data:`takzero.matches.games.DEFAULT_PLY_LIMIT`, as ``takzero.evaluate``'s) and
   threefold repetition (draw; ``--no-threefold`` turns it off);

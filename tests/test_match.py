@@ -440,3 +440,25 @@ def test_engines_that_announce_the_same_program_and_player_are_flagged(tmp_path:
                   TimeControl(nodes=1), printer=lines.append, out_dir=tmp_path / "other")
     assert not [ln for ln in lines if ln.startswith("warning")]
     assert lines[0].startswith(f"match: takzero {program_version()} random vs takzero {program_version()} uct")
+
+
+@pytest.mark.parametrize("half_komi", [100, -21])
+def test_a_komi_the_engine_does_not_announce_stops_the_match(tmp_path: Path, half_komi: int) -> None:
+    """An engine whose TEI version 1 size lines do not list the match's half komi for its size
+    stops the match before any game: takzero's engine keeps komi 0 for ``HalfKomi 100`` (an
+    ``info string``), so the games were played at komi 0 and scored by the runner at komi 50."""
+    with pytest.raises(MatchAborted, match=rf"random#1 \(.*\) plays 4x4 with half komi -20\.\.20 only, not the match's "
+                                           rf"{half_komi} .*no games played"):
+        run_tei_match([tei("--player", "random"), tei("--player", "random")],
+                      MatchSpec(games=2, size=4, half_komi=half_komi), TimeControl(nodes=1), printer=lambda s: None,
+                      out_dir=tmp_path)
+    assert not (tmp_path / "games.ptn").exists()
+
+
+def test_an_engine_without_size_lines_is_not_held_to_a_komi(tmp_path: Path) -> None:
+    """A TEI version 0 engine (no size lines; here a fake one) says nothing of its komis: the match
+    plays on."""
+    engine = _saying(tmp_path, "")
+    result, _ = run_tei_match([engine, engine], MatchSpec(games=2, size=4, half_komi=100, ply_limit=4),
+                              TimeControl(nodes=1), printer=lambda s: None)
+    assert result.num_games == 2

@@ -25,6 +25,7 @@ from takzero.protocols.tei.lines import (
     parse_bestmove,
     parse_id_name,
     parse_option_name,
+    parse_sizes,
 )
 
 __all__ = ["EngineError", "TEIClient", "kill_process_group"]
@@ -97,6 +98,9 @@ class TEIClient:
         self.name = label
         self.id_name: str | None = None
         self.options: dict[str, str] = {}
+        #: the (sizes, half komis) of each ``size ... halfkomi ...`` line the engine sent before
+        #: ``teiok`` (TEI version 1); empty for an engine that sends none
+        self.sizes: list[tuple[list[int], list[int]]] = []
         self.stderr_path = stderr
         self.log = log
         self.startup_timeout = startup_timeout
@@ -141,6 +145,7 @@ class TEIClient:
         self._reader.start()
         self.send("tei")
         self.options = {}
+        self.sizes = []
         deadline = time.monotonic() + self.startup_timeout
         for _ in range(MAX_KEPT_LINES + 1):
             line = self._until(deadline, self.startup_timeout, "teiok")
@@ -148,10 +153,16 @@ class TEIClient:
                 raise EngineError("protocol", f"{self.name} sent over {MAX_KEPT_LINES} lines before teiok")
             id_name = parse_id_name(line)
             option = parse_option_name(line)
+            try:
+                announced = parse_sizes(line)
+            except TEIProtocolError:
+                announced = None  # a malformed size line says nothing the match can rely on
             if id_name is not None:
                 self.id_name = id_name
             elif option is not None:
                 self.options[option.lower()] = option
+            elif announced is not None:
+                self.sizes.append(announced)
             elif line.strip() == "teiok":
                 break
         else:

@@ -79,7 +79,18 @@ def check_board_size(client: TEIClient, size: int, half_komi: int, allow_fallbac
     size raises MatchAborted; one that would play a fallback baseline (a model for another size)
     raises MatchAborted too, unless ``allow_fallback``, in which case the client is renamed after
     the baseline (``uct:200 (fallback of takzero model-5x5)``) so that the score is credited to
-    the player that really plays. Raises EngineError when the engine fails."""
+    the player that really plays. An engine that announced the sizes and half komis it plays
+    (TEI version 1 ``size ... halfkomi ...`` lines, ``TEIClient.sizes``) and not this half komi
+    with this size raises MatchAborted before any game (it would play another komi than the one
+    the runner scores: takzero's engine keeps its komi and says so in an ``info string``).
+    Raises EngineError when the engine fails."""
+    announced = [komis for sizes, komis in client.sizes if size in sizes]
+    if announced and not any(half_komi in komis for komis in announced):
+        komis = sorted({k for ks in announced for k in ks})
+        whole = komis == list(range(komis[0], komis[-1] + 1))
+        span = f"{komis[0]}..{komis[-1]}" if whole else " ".join(map(str, komis))
+        raise MatchAborted(f"{client.name} ({client.command}) plays {size}x{size} with half komi {span} only, not "
+                           f"the match's {half_komi} (komi {half_komi / 2:g}); no games played")
     client.new_game(size, half_komi)
     for line in client.ready_infos:
         text = line.split(None, 2)[2] if line.split()[1:2] == ["string"] else line
