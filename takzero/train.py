@@ -255,6 +255,13 @@ def precheck(argv: list[str]) -> list[str]:
     and the run folder's keys. Returns the messages (empty: all well)."""
     problems = unknown_override_keys(argv)
     given = dict(a.lstrip("+").split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    config = given.get("config")
+    if config is not None and not (CONFIG_DIR / "config" / f"{config}.yaml").is_file():
+        from takzero.nn.presets import NETWORK_PRESETS
+
+        named = sorted(p.stem for p in (CONFIG_DIR / "config").glob("*.yaml"))
+        hint = f"; {config} is a network preset: model.preset={config}" if config in NETWORK_PRESETS else ""
+        problems.append(f"config={config}: no such run config (configs/config/: {', '.join(named)}){hint}")
     root, name = given.get("checkpoint_root"), given.get("run_name")
     unwritable = root_problem(root if root is not None else "checkpoints")  # before Hydra's mkdir
     if unwritable is not None:

@@ -459,3 +459,17 @@ def test_stop_rule_describes_one_or_several_conditions() -> None:
     assert StopRule(40).describe() == "stops at 40 steps"
     assert StopRule(40, 5.0).describe() == "stops at 40 steps or 5 min, whichever comes first"
     assert StopRule(40, 0.0, 7).describe() == "stops at 40 steps or 7 games, whichever comes first"
+
+
+def test_an_unknown_run_config_is_one_line_naming_the_configs_and_a_network_preset() -> None:
+    """``+config=b4c32`` (a network preset taken for a run config) got Hydra's many-line
+    MissingConfigException; now one line naming the run configs and, for a network preset's
+    name, the key that takes it."""
+    from takzero.train import precheck
+
+    (line,) = precheck(["+config=b4c32"])
+    assert line.startswith("config=b4c32: no such run config (configs/config/: 3x3, ") and "6x6" in line
+    assert line.endswith("; b4c32 is a network preset: model.preset=b4c32") and "\n" not in line
+    (line,) = precheck(["+config=6x7"])
+    assert line.startswith("config=6x7: no such run config") and "network preset" not in line
+    assert precheck(["+config=6x6"]) == [] and precheck(["+config=5x5_cpu_gumbel"]) == []
