@@ -1,5 +1,5 @@
 """The network's schema is declared once (issue 57, item 2): a run's ``model:`` section is
-:class:`takzero.nn.model.NetworkSettings` plus the loss weights, the checkpoints' ``ModelConfig``
+:class:`takzero.nn.model_config.NetworkSettings` plus the loss weights, the checkpoints' ``ModelConfig``
 is the same fields plus the board size and the heads, and a trunk's own settings are data in its
 row of ``TRUNKS`` (default and range). A trunk setting costs four edits, walked here on a copy of
 the package with a toy one; every shipped network still loads, and a run's config can name it."""
@@ -27,7 +27,7 @@ SHIPPED = sorted((ROOT / "checkpoints" / "pretrained").glob("*.pt"))
 #: The walk of "a trunk with a setting of its own" (the FFN width of the transformer, as a
 #: multiple of its channels), as (file, the text, the text that replaces it): every edit it takes.
 WALK = [
-    ("takzero/nn/model.py",  # 1. its field, unset by default (NetworkSettings)
+    ("takzero/nn/model_config.py",  # 1. its field, unset by default (NetworkSettings)
      "    attention_heads: int | None = None\n",
      "    attention_heads: int | None = None\n    ffn_mult: int | None = None\n"),
     ("takzero/nn/trunks.py",  # 2. its default and range, data in the trunk's row

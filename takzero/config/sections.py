@@ -19,7 +19,7 @@ from takzero.game.core import STANDARD_RESERVES
 from takzero.game.position import komi_to_half_komi
 from takzero.nn.features import FEATURE_VERSIONS
 from takzero.nn.heads import HEADS
-from takzero.nn.model import (
+from takzero.nn.model_config import (
     FIELD_RANGES,
     NetworkSettings,
 )
@@ -91,8 +91,8 @@ PRESET_FIELDS = ("channels", "blocks")
 @dataclass
 class ModelSection(NetworkSettings):
     """The ``model:`` section: the network's shape, whose keys are the fields of
-    :class:`takzero.nn.model.NetworkSettings` (declared and documented there once, shared with
-    the checkpoints' :class:`~takzero.nn.model.ModelConfig`; :meth:`TrainConfig.model_config`
+    :class:`takzero.nn.model_config.NetworkSettings` (declared and documented there once, shared with
+    the checkpoints' :class:`~takzero.nn.model_config.ModelConfig`; :meth:`TrainConfig.model_config`
     adds ``board.size`` and the heads), and the loss weights below.
 
     ``preset``: a network shape by name (:data:`takzero.nn.presets.NETWORK_PRESETS`, e.g.
@@ -133,7 +133,7 @@ class ModelSection(NetworkSettings):
 
     def check(self) -> None:
         """Raise ConfigError naming the first bad ``model.*`` key: the preset, the sizes in their ranges
-        (``takzero.nn.model.FIELD_RANGES``), the feature version, the trunk (a row of
+        (``takzero.nn.model_config.FIELD_RANGES``), the feature version, the trunk (a row of
         :data:`takzero.nn.trunks.TRUNKS`), the settings of other trunks left unset, the row's own
         ``check`` (naming the key it returns), the loss weights."""
         _check(self.preset is None or self.preset in NETWORK_PRESETS, "model.preset",

@@ -11,7 +11,7 @@ network from a TorchScript export: a traced module keeps only ``forward``).
 
 Members:
 
-* ``config``: the :class:`takzero.nn.model.ModelConfig` the network was built from (checkpoints
+* ``config``: the :class:`takzero.nn.model_config.ModelConfig` the network was built from (checkpoints
   and exported files store ``config.to_dict()``; metadata is derived from it).
 * ``size``: board size N; ``num_actions``: A = ``actions.num_actions(N)``.
 * ``forward(planes)``: (B, C, N, N) float32 planes (``features.encode`` of

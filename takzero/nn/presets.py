@@ -12,7 +12,7 @@ from takzero.nn.quoting import short_repr
 __all__ = ["NETWORK_PRESETS", "network_preset"]
 
 #: Network shapes by name, KataGo-style (``b<blocks>c<channels>``, as KataGo's ``b18c384``): the
-#: :class:`~takzero.nn.model.NetworkSettings` fields each preset sets, chosen with ``model.preset=<name>`` (a
+#: :class:`~takzero.nn.model_config.NetworkSettings` fields each preset sets, chosen with ``model.preset=<name>`` (a
 #: run's ``model:`` section, ``takzero.config.ModelSection``); a ``model.*`` key given always
 #: wins (``takzero.config.sections.PRESET_FIELDS``: the fields a row may set). The presets of
 #: configs/config/ use them (``6x6``: ``b4c32``); a new shape is one row here.
@@ -30,7 +30,7 @@ NETWORK_PRESETS: dict[str, dict[str, Any]] = {
 
 
 def network_preset(name: str) -> dict[str, Any]:
-    """The :class:`~takzero.nn.model.NetworkSettings` fields of the preset ``name`` (a copy, from
+    """The :class:`~takzero.nn.model_config.NetworkSettings` fields of the preset ``name`` (a copy, from
     :data:`NETWORK_PRESETS`). Raises ValueError naming the presets for an unknown name."""
     if name not in NETWORK_PRESETS:
         raise ValueError(f"unknown network preset {short_repr(name, 40)}: one of {', '.join(NETWORK_PRESETS)}")

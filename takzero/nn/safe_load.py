@@ -53,7 +53,7 @@ __all__ = [
 #: anything that is not a regular file (``/dev/zero``, a pipe), is refused before it is read.
 MAX_MODEL_FILE_BYTES = 2 * 2**30
 #: The most bytes of weights (initializers and constants) of an ONNX file: 1 GiB, 250 million
-#: float32 parameters (``takzero.nn.model.MAX_PARAMETERS``).
+#: float32 parameters (``takzero.nn.model_config.MAX_PARAMETERS``).
 MAX_ONNX_WEIGHT_BYTES = 2**30
 #: The most elements of one tensor of an ONNX graph, per position of the batch, where shape
 #: inference can tell (2**26: 256 MiB of float32, some 4,000 times the largest planes of a

@@ -4,7 +4,7 @@ A trunk maps the input planes (B, C_in, N, N) float32 (``features.encode``) to h
 (B, channels, N, N) float32, from which every head of :class:`takzero.nn.model.TakNet` reads.
 ``ModelConfig.trunk`` names one row of :data:`TRUNKS`; a new trunk is one row here (its name, its
 builder, one line of description). A setting of its own is four edits: its field (default None)
-in ``takzero.nn.model.NetworkSettings``, its name and default in the row's ``settings`` (with its
+in ``takzero.nn.model_config.NetworkSettings``, its name and default in the row's ``settings`` (with its
 test in the row's ``check``), the builder reading it, and its line under ``model:`` in
 ``configs/train.yaml`` (``attention_heads`` is the transformer's; tests/test_nn_trunks.py walks a
 toy one). The run's ``model.*`` key, its refusal with another trunk, the default filled in and the
@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 if TYPE_CHECKING:  # the config module imports this table (annotations only)
-    from takzero.nn.model import ModelConfig, NetworkSettings
+    from takzero.nn.model_config import ModelConfig, NetworkSettings
 
 __all__ = [
     "TRUNKS", "DEFAULT_ATTENTION_HEADS", "Setting", "Trunk", "build_trunk", "pool_mean_max", "ResNetTrunk",
@@ -215,12 +215,12 @@ class Trunk:
 
     Attributes:
         name: the value of ``ModelConfig.trunk`` (``model.trunk`` in a run's config).
-        build: ``build(cfg) -> nn.Module`` from a :class:`~takzero.nn.model.ModelConfig`, mapping
+        build: ``build(cfg) -> nn.Module`` from a :class:`~takzero.nn.model_config.ModelConfig`, mapping
             (B, cfg.in_channels, N, N) float32 to (B, cfg.channels, N, N) float32; the module
             may have ``init_weights()``, called once after ``TakNet`` has initialised every conv
             (Kaiming).
         check: ``check(cfg) -> (key, why) | None``: the field of ``cfg`` (a
-            :class:`~takzero.nn.model.NetworkSettings`, every trunk setting filled in) that does
+            :class:`~takzero.nn.model_config.NetworkSettings`, every trunk setting filled in) that does
             not fit this trunk and why, or None when it fits. ``ModelConfig`` raises ValueError
             with ``why``; a run's config names ``model.<key>``.
         description: one line for ``--help`` texts and docs.
