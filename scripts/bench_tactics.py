@@ -2,7 +2,7 @@
 
     python scripts/bench_tactics.py [--solvers prover uct net200 net800] [--seconds 1]
                                     [--uct-simulations 10000] [--model PATH] [--gumbel M]
-                                    [--select-q F] [--tinue-nodes N]
+                                    [--select-q F] [--tinue-nodes N] [--flat-endgame-nodes N]
                                     [--files A.json B.json ...] [--kinds K ...] [--sizes N ...]
                                     [--limit N]
     python scripts/bench_tactics.py --root-cost [--root-positions 150] [--tinue-nodes N]
@@ -38,7 +38,9 @@ play):
   line's ``select_q_fraction``).
 
   Each player runs with its root tinuë checks (:mod:`takzero.players.tactics`) at
-  ``--tinue-nodes`` prover nodes (default the players' default; 0: the checks off). A player is
+  ``--tinue-nodes`` prover nodes (default the players' default; 0: the checks off), and the
+  network players with the exact flat-endgame checks at ``--flat-endgame-nodes`` node visits
+  (default 0: off; ``takzero.players.tactics.flat_endgame_root``). A player is
   reset (size, half komi, seed 0) and asked ``choose(position)``. The rule that judges its move
   is ``takzero.matches.tactics_set.solves`` (the training run's tactics curve uses it too): a
   win kind is solved when the
@@ -55,7 +57,8 @@ Lines: ``machine``; then one ``tactics`` line per (solver, set, kind, size): pos
 solved, solve_rate (of the positions not skipped), move_expected_rate, nodes (prover node
 visits for ``prover``, search simulations for a player), seconds, seconds_per_move,
 nodes_per_s (prover only), for a player ``tinue_nodes``, ``by_proof`` (moves answered from a
-proven forced road) and ``avoided`` (moves whose search choice the checks replaced), unsolved
+proven forced road or a proved flat-endgame win) and ``avoided`` (moves whose search choice the
+checks replaced), for a network player ``flat_endgame_nodes``, unsolved
 (ids); then one ``total`` line per solver. The JIT and the network are warmed up before
 timing.
 
@@ -172,8 +175,8 @@ def player_solver(player, size: int | None = None) -> Callable[[dict, Position, 
             "move": move,
             "nodes": int(answer.nodes),
             "seconds": took,
-            "by_proof": info.get("tinue") == "win",
-            "avoided": bool(info.get("tinue_avoided")),
+            "by_proof": info.get("tinue") == "win" or (info.get("flat_endgame") == "win" and answer.nodes == 0),
+            "avoided": bool(info.get("tinue_avoided") or info.get("flat_endgame_avoided")),
         }
         mate = info.get("mate") if info.get("tinue") == "win" else None
         t1 = time.perf_counter()
@@ -213,7 +216,7 @@ def build_solver(name: str, args: argparse.Namespace) -> Callable[[dict, Positio
         )
         player = NetworkPlayer.load(
             str(args.model), simulations=int(name[3:]), device="cpu", tinue_nodes=args.tinue_nodes,
-            config=config,
+            config=config, flat_endgame_nodes=args.flat_endgame_nodes,
         )
         return player_solver(player, size=player.model_size)
     raise ValueError(f"unknown solver {name!r}")
@@ -440,7 +443,7 @@ def machine_line() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (2 for bad arguments or files)."""
-    from takzero.players.tactics import DEFAULT_TINUE_NODES, check_tinue_nodes
+    from takzero.players.tactics import DEFAULT_TINUE_NODES, check_flat_endgame_nodes, check_tinue_nodes
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -464,6 +467,12 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_TINUE_NODES,
         help=f"players' tinuë check budget in prover nodes (default {DEFAULT_TINUE_NODES}; 0: off)",
     )
+    p.add_argument(
+        "--flat-endgame-nodes",
+        type=int,
+        default=0,
+        help="network players' flat-endgame check budget in node visits (default 0: off)",
+    )
     p.add_argument("--files", type=Path, nargs="+", default=list(DEFAULT_FILES), help="tactics JSON files")
     p.add_argument("--kinds", nargs="+", help="only these kinds")
     p.add_argument("--sizes", type=int, nargs="+", help="only these board sizes")
@@ -484,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
     try:
         check_tinue_nodes(args.tinue_nodes)
+        check_flat_endgame_nodes(args.flat_endgame_nodes)
     except ValueError as e:
         p.error(str(e))
     if args.root_cost:
@@ -528,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
             if name != "uct":
                 extra["gumbel_m"] = args.gumbel
                 extra["select_q_fraction"] = 0.0 if args.gumbel else args.select_q
+                extra["flat_endgame_nodes"] = args.flat_endgame_nodes
         for line in run(entries, name, args.seconds, fn, progress=args.progress, **extra):
             print(json.dumps(line), flush=True)
     return 0

@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         "--tinue-nodes", type=int, default=DEFAULT_TINUE_NODES,
         help="prover nodes of the model's tinue checks at its root (0: off)",
     )
+    p.add_argument(
+        "--flat-endgame-nodes", type=int, default=0,
+        help="node budget of the model's exact flat-endgame checks at its root (0, default: off)",
+    )
     args = p.parse_args(argv)
     if not 0.0 <= args.select_q <= 1.0:
         p.error(f"--select-q must be in [0, 1] (0: the most visited move), got {args.select_q}")
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {args.ply_limit}")
         match = MatchSpec.from_pairs(args.pairs, komi=args.komi, ply_limit=args.ply_limit, seed=args.seed)
         search = model_search(args.simulations, tinue_nodes=args.tinue_nodes, gumbel_m=args.gumbel,
-                              select_q_fraction=args.select_q)
+                              select_q_fraction=args.select_q, flat_endgame_nodes=args.flat_endgame_nodes)
         results = evaluate(
             args.model, args.baselines, match, search, ptn_dir=args.ptn_dir,
             progress=lambda line: print(line, file=sys.stderr, flush=True), threads=args.threads,

@@ -38,7 +38,7 @@ from takzero.nn.quoting import short_repr
 from takzero.players.base import BasePlayer, PlayerFailed, close_player, is_integer
 from takzero.players.network import DEFAULT_SELECT_Q_FRACTION, play_evaluator, player_search
 from takzero.players.registry import ModelFileError, make_player, spec_label
-from takzero.players.tactics import check_tinue_nodes
+from takzero.players.tactics import check_flat_endgame_nodes, check_tinue_nodes
 from takzero.search import SearchConfig
 
 __all__ = ["MAX_PAIRS", "MAX_PLY_LIMIT", "MAX_SIMULATIONS", "MAX_THREADS", "evaluate", "evaluate_model", "model_search"]
@@ -66,6 +66,7 @@ def evaluate_model(
     tinue_nodes: int = DEFAULT_TINUE_NODES,
     gumbel_m: int = 0,
     select_q_fraction: float = DEFAULT_SELECT_Q_FRACTION,
+    flat_endgame_nodes: int = 0,
     **io: Any,
 ) -> list[dict[str, Any]]:
     """:func:`evaluate` with the match and the model's search given as loose numbers (the form
@@ -73,7 +74,7 @@ def evaluate_model(
     of ``opening_plies`` random plies, each played with both colours, ``ply_limit``, ``seed``,
     ``komi`` in points (None: the model's) make the :class:`~takzero.matches.spec.MatchSpec`;
     ``simulations``, ``tinue_nodes``, ``gumbel_m`` (>= 1: the Gumbel root over that many moves,
-    0: PUCT) and ``select_q_fraction`` the ``SearchConfig`` (:func:`model_search`); ``io`` are
+    0: PUCT), ``select_q_fraction`` and ``flat_endgame_nodes`` the ``SearchConfig`` (:func:`model_search`); ``io`` are
     :func:`evaluate`'s keywords. Raises ValueError as :func:`evaluate` does, and for a value out
     of these ranges (pairs 1..:data:`MAX_PAIRS`, simulations 1..:data:`MAX_SIMULATIONS`, ply
     limit 1..:data:`MAX_PLY_LIMIT`, gumbel_m 0..:data:`MAX_GUMBEL_M`, select_q_fraction in
@@ -83,7 +84,7 @@ def evaluate_model(
     if not 1 <= ply_limit <= MAX_PLY_LIMIT:
         raise ValueError(f"ply limit must be in 1..{MAX_PLY_LIMIT}, got {ply_limit}")
     search = model_search(simulations, tinue_nodes=tinue_nodes, gumbel_m=gumbel_m,
-                          select_q_fraction=select_q_fraction)
+                          select_q_fraction=select_q_fraction, flat_endgame_nodes=flat_endgame_nodes)
     match = MatchSpec.from_pairs(pairs, komi=komi, ply_limit=ply_limit, seed=seed, opening_plies=opening_plies)
     return evaluate(model, baselines, match, search, **io)
 
@@ -93,13 +94,14 @@ def model_search(
     tinue_nodes: int = DEFAULT_TINUE_NODES,
     gumbel_m: int = 0,
     select_q_fraction: float = DEFAULT_SELECT_Q_FRACTION,
+    flat_endgame_nodes: int = 0,
 ) -> SearchConfig:
     """The model's search of an evaluation from the command line's numbers (``--simulations``,
-    ``--tinue-nodes``, ``--gumbel M``, ``--select-q``): the players' search
+    ``--tinue-nodes``, ``--gumbel M``, ``--select-q``, ``--flat-endgame-nodes``): the players' search
     (``takzero.players.network.player_search``) with these fields, the Gumbel root when
     ``gumbel_m`` >= 1. Raises ValueError (one line naming the value) for simulations outside
     1..:data:`MAX_SIMULATIONS`, gumbel_m outside 0..:data:`MAX_GUMBEL_M`, select_q_fraction
-    outside [0, 1], tinue_nodes out of range."""
+    outside [0, 1], tinue_nodes or flat_endgame_nodes out of range."""
     if not is_integer(simulations) or not 1 <= simulations <= MAX_SIMULATIONS:
         raise ValueError(f"simulations must be in 1..{MAX_SIMULATIONS}, got {simulations}")
     if not is_integer(gumbel_m) or not 0 <= gumbel_m <= MAX_GUMBEL_M:
@@ -111,6 +113,7 @@ def model_search(
     return player_search(
         simulations=int(simulations), tinue_nodes=check_tinue_nodes(tinue_nodes), gumbel=gumbel_m > 0,
         gumbel_m=max(1, int(gumbel_m)), select_q_fraction=float(select_q_fraction),
+        flat_endgame_nodes=check_flat_endgame_nodes(flat_endgame_nodes),
     )
 
 

@@ -73,6 +73,7 @@ class NetSide:
         return NetworkSearch(
             self.evaluator, self.config, num_games, int(self.evaluator.size), seed=seed,
             simulations=self.simulations, tinue_nodes=self.config.tinue_nodes,
+            flat_endgame_nodes=self.config.flat_endgame_nodes,
             sampling_plies=self.sampling_plies if sampling_plies is None else sampling_plies,
             name=self.name,
         )

@@ -3,10 +3,13 @@ solve rate of a batched network on them (the training run's tactics curve).
 
 The sets are JSON lists (``docs/tactics.md``): the mined set shipped with the package,
 :data:`TACTICS_FILE` (``takzero/data/tactics_mined.json``, made by ``scripts/mine_tactics.py``:
-``win_in_1``, ``win_in_3``, ``win_in_5`` and ``avoid_loss`` on 4x4 to 6x6), and the given set
-``tests/data/tactics.json`` (``win_in_1``). ``scripts/bench_tactics.py`` and the training
-evaluator (``evaluator.tactics_every``, ``takzero.pipeline.gating``) both judge a move with
-:func:`solves`, the one implementation of the rule:
+``win_in_1``, ``win_in_3``, ``win_in_5`` and ``avoid_loss`` on 4x4 to 6x6), the flat-endgame set
+:data:`FLAT_TACTICS_FILE` (``takzero/data/tactics_flat.json``, made by
+``scripts/mine_flat_endgames.py``: positions whose game must end by the flat count within a few
+plies, a proved win as ``win_in_N`` and a proved draw-saving move as ``avoid_loss``, each
+with ``theme`` ``flat_endgame``), and the given set ``tests/data/tactics.json`` (``win_in_1``).
+``scripts/bench_tactics.py`` and the training evaluator (``evaluator.tactics_every``,
+``takzero.pipeline.gating``) both judge a move with :func:`solves`, the one implementation of the rule:
 
 * a win kind (``win_in_N``) is solved when the move wins: the game ends with the mover winning,
   or the exhaustive search (:func:`takzero.game.exhaustive.forced_win`, all moves of both sides)
@@ -33,6 +36,7 @@ from takzero.matches.games import NetSide
 from takzero.players.base import PlayerMove
 
 __all__ = [
+    "FLAT_TACTICS_FILE",
     "TACTICS_FILE",
     "VERIFY_NODES",
     "WIN_KINDS",
@@ -47,6 +51,8 @@ __all__ = [
 
 #: The mined tactics set shipped with the package (package data, see pyproject.toml).
 TACTICS_FILE = Path(__file__).resolve().parent.parent / "data" / "tactics_mined.json"
+#: The flat-endgame tactics set shipped with the package (``scripts/mine_flat_endgames.py``).
+FLAT_TACTICS_FILE = TACTICS_FILE.with_name("tactics_flat.json")
 #: The kinds a move wins (the others: ``avoid_loss``).
 WIN_KINDS = ("win_in_1", "win_in_3", "win_in_5")
 #: Node budget of the exhaustive check of a winning move (positions visited).

@@ -35,7 +35,7 @@ from takzero.players.network_search import (  # re-exported: the network player'
     NetworkSearch,
     auto_leaves,
 )
-from takzero.players.tactics import check_tinue_nodes
+from takzero.players.tactics import check_flat_endgame_nodes, check_tinue_nodes
 from takzero.search.limit import Limit
 
 #: The players' move choice after a PUCT search (``SearchConfig.select_q_fraction``): the move
@@ -160,10 +160,13 @@ class NetworkPlayer(BasePlayer):
             played, ``observe``, for the next search) and ``tinue_nodes`` (node budget of the
             tinuë checks around each search, :mod:`takzero.players.tactics`: a proven forced
             road is played at once, a move after which the opponent has one is avoided; 0: off)
+            and ``flat_endgame_nodes`` (node budget of the exact flat-endgame checks where the
+            flat count can end the game within a few plies: a proved win is played at once, a
+            searched move proved worse than the root's proved result is replaced; 0: off)
             are the player's; its ``node_budget`` is that of the trees of a batched match
             (:meth:`batched`).
-        reuse_tree, tinue_nodes: the config's field of that name, overridden (None: the
-            config's).
+        reuse_tree, tinue_nodes, flat_endgame_nodes: the config's field of that name,
+            overridden (None: the config's).
         leaves: positions per network call of a search (virtual loss when > 1), 1..
             :data:`MAX_LEAVES`; None: :func:`auto_leaves` (:data:`DEFAULT_LEAVES`, fewer for
             short node limits). 1 searches exactly as one simulation per network call.
@@ -205,6 +208,7 @@ class NetworkPlayer(BasePlayer):
         leaves: int | None = None,
         tree_nodes: int | None = None,
         cache_size: int = 0,
+        flat_endgame_nodes: int | None = None,
     ) -> None:
         base = (config if config is not None else player_search()).evaluation()
         if simulations is None:
@@ -234,9 +238,12 @@ class NetworkPlayer(BasePlayer):
         self.set_leaves(leaves)
         if tinue_nodes is not None:
             base = replace(base, tinue_nodes=check_tinue_nodes(tinue_nodes))
+        if flat_endgame_nodes is not None:
+            base = replace(base, flat_endgame_nodes=check_flat_endgame_nodes(flat_endgame_nodes))
         self.config = replace(base, root_noise=False, reuse_tree=self.reuse_tree,
                               simulations=self.simulations)
         self.tinue_nodes = self.config.tinue_nodes
+        self.flat_endgame_nodes = self.config.flat_endgame_nodes
         self._tree_nodes = DEFAULT_TREE_NODES
         if tree_nodes is not None:
             self.set_tree_nodes(tree_nodes)
@@ -430,6 +437,7 @@ class NetworkPlayer(BasePlayer):
             self.simulations = int(config.simulations)
             self.reuse_tree = bool(config.reuse_tree)
             self.tinue_nodes = config.tinue_nodes
+            self.flat_endgame_nodes = config.flat_endgame_nodes
             self._search = None
 
     # -- batched matches ----------------------------------------------------------------------
@@ -449,7 +457,7 @@ class NetworkPlayer(BasePlayer):
         return NetworkSearch(
             self.evaluator, self.config, num_games, self.model_size, seed=seed,
             simulations=self.simulations, tinue_nodes=self.tinue_nodes,
-            sampling_plies=sampling_plies, name=self.name,
+            sampling_plies=sampling_plies, name=self.name, flat_endgame_nodes=self.flat_endgame_nodes,
         )
 
     # -- searching ----------------------------------------------------------------------------
@@ -472,6 +480,7 @@ class NetworkPlayer(BasePlayer):
             self._search = NetworkSearch(
                 self._search_evaluator(), cfg, 1, self.model_size, seed=self._next_seed(),
                 simulations=self.simulations, tinue_nodes=self.tinue_nodes, name=self.name,
+                flat_endgame_nodes=self.flat_endgame_nodes,
             )
         elif self._search.evaluator is not self._search_evaluator():
             self._search.evaluator = self._search_evaluator()  # new threads or backend
@@ -495,7 +504,10 @@ class NetworkPlayer(BasePlayer):
         (without limits: once ``stop`` is set). With ``tinue_nodes`` > 0 the tinuë prover runs
         first: a proven forced road is answered without searching (``nodes`` 0, ``info["mate"]``);
         after the search, a move after which the opponent has a proven forced road is replaced
-        by the most visited move without one (:func:`takzero.players.tactics.avoid_tinue`).
+        by the most visited move without one (:func:`takzero.players.tactics.avoid_tinue`);
+        with ``flat_endgame_nodes`` > 0 the flat-endgame checks likewise
+        (:func:`~takzero.players.tactics.flat_endgame_win`,
+        :func:`~takzero.players.tactics.avoid_flat_loss`; ``info["flat_endgame"]``).
         ``on_progress(answer, simulations)`` is called after the chunks that reach 64, 128, 256,
         ... simulations and after the last one. Returns the :class:`PlayerMove`. Raises
         ValueError (finished position, another board size).

@@ -22,7 +22,11 @@ from takzero.game.position import Position
 from takzero.players.base import PlayerMove, Progress
 from takzero.players.tactics import (
     answer_proven_win,
+    avoid_flat_loss,
     avoid_tinue,
+    check_flat_endgame_nodes,
+    flat_endgame_root,
+    flat_endgame_win,
     proven_win,
     ranked_by_visits,
 )
@@ -94,6 +98,8 @@ class NetworkSearch:
         seed: seeds the slots' random streams.
         simulations: simulations per move of :meth:`choose_many` (>= 1).
         tinue_nodes: prover budget of the tinuë checks (0: off).
+        flat_endgame_nodes: node budget of the flat-endgame checks
+            (:func:`takzero.players.tactics.flat_endgame_root`, :func:`avoid_flat_loss`; 0: off).
         sampling_plies: :meth:`choose_many` samples the first plies after the opening from the
             visit counts with temperature 1 (games differ); later moves take the most visited.
         name: for :class:`PlayerMove` consumers.
@@ -101,7 +107,7 @@ class NetworkSearch:
 
     def __init__(self, evaluator, config, num_games: int, size: int, seed: int = 0,
                  simulations: int = DEFAULT_NETWORK_SIMULATIONS, tinue_nodes: int = 0,
-                 sampling_plies: int = 0, name: str = "network") -> None:
+                 sampling_plies: int = 0, name: str = "network", flat_endgame_nodes: int = 0) -> None:
         from takzero.search import BatchedMCTS
         from takzero.search.driver import SearchDriver
 
@@ -112,6 +118,7 @@ class NetworkSearch:
         self.config = config
         self.simulations = int(simulations)
         self.tinue_nodes = int(tinue_nodes)
+        self.flat_endgame_nodes = check_flat_endgame_nodes(flat_endgame_nodes)
         self.sampling_plies = int(sampling_plies)
         self.mcts = BatchedMCTS(num_games, self.size, config, seed=seed)
         self.driver = SearchDriver(self.mcts, evaluator, chunk=NETWORK_CHUNK)
@@ -257,6 +264,14 @@ class NetworkSearch:
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
         if win is not None:
             return win
+        flat = flat_endgame_root(position, self.flat_endgame_nodes)
+        win = flat_endgame_win(flat)
+        if win is not None:
+            if on_progress is not None:
+                on_progress(win, 0)
+            if nodes is None and seconds is None and stop is not None:
+                stop.wait()  # no limits (go infinite): answer when told to stop
+            return win
         self._root(g, position)
         if seconds is not None:  # the tinuë check and clearing the tree come out of the budget
             seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0))
@@ -299,8 +314,10 @@ class NetworkSearch:
         if self.mcts.overflow(g) > overflow0:
             answer = replace(answer, info={**dict(answer.info), "tree_full": True})
         ranked = ranked_by_visits(answer.code, *self.mcts.root_visits(g))
-        return avoid_tinue(position, answer, ranked, self.tinue_nodes,
-                           pv_of=lambda m: self.pv(g, m), stop=stop)
+        answer = avoid_tinue(position, answer, ranked, self.tinue_nodes,
+                             pv_of=lambda m: self.pv(g, m), stop=stop)
+        return avoid_flat_loss(position, answer, ranked, flat, self.flat_endgame_nodes,
+                               pv_of=lambda m: self.pv(g, m), stop=stop)
 
     def choose_many(self, games: Sequence[int], positions: Sequence[Position],
                     plies: Sequence[int], rng: np.random.Generator | None = None,
@@ -311,11 +328,16 @@ class NetworkSearch:
         the root value, the simulations and the PV. With ``tinue_nodes`` > 0 the tinuë checks as
         :meth:`think` makes them: a proven forced road is played without searching, and a
         searched move after which the opponent has one is replaced by the most visited move
-        without one."""
+        without one; with ``flat_endgame_nodes`` > 0 the flat-endgame checks likewise (a proved
+        win played without searching, a searched move proved worse replaced)."""
         out: dict[int, PlayerMove] = {}
+        flats = {}
         for g, pos in zip(games, positions, strict=True):
             self._root(g, pos)
             win = proven_win(pos, self.tinue_nodes)
+            if win is None:
+                flats[g] = flat_endgame_root(pos, self.flat_endgame_nodes)
+                win = flat_endgame_win(flats[g])
             if win is not None:
                 out[g] = win
         searched = [g for g in games if g not in out]
@@ -329,6 +351,7 @@ class NetworkSearch:
             answer = PlayerMove(result.move, value=result.value, nodes=self.simulations,
                                 pv=result.pv)
             ranked = ranked_by_visits(result.move, *self.mcts.root_visits(g))
-            out[g] = avoid_tinue(pos, answer, ranked, self.tinue_nodes,
-                                 pv_of=partial(self.pv, g))
+            answer = avoid_tinue(pos, answer, ranked, self.tinue_nodes, pv_of=partial(self.pv, g))
+            out[g] = avoid_flat_loss(pos, answer, ranked, flats.get(g), self.flat_endgame_nodes,
+                                     pv_of=partial(self.pv, g))
         return out

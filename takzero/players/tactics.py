@@ -19,6 +19,22 @@ move restriction: the attacker only wins at once or makes tak), run with a small
 Budgets are node visits of the prover (deterministic, unlike seconds): ``max_nodes`` per call.
 A move costs two calls when its search's choice is safe (nearly always); a refuted choice costs
 one call per alternative tried, at most one per legal move (a lost position).
+
+The flat-endgame checks do the same for the end of the game by count, with the exact search of
+:mod:`takzero.search.flat_endgame` (``flat_endgame_nodes`` node visits, 0: off), only where the
+flat count can end the game within :data:`FLAT_ENDGAME_PLIES` plies (``is_flat_endgame``):
+
+1. before searching, :func:`flat_endgame_root` solves the root; a proved win is played at once
+   (:func:`flat_endgame_win`; value 1, ``info["flat_endgame"]`` = ``"win"``);
+2. after searching, :func:`avoid_flat_loss`: the searched move is solved too (one ply less); when
+   it is proved worse than what the root can force (a loss or a draw where the root forces a
+   draw or better), the root's proved move replaces it; when the root forces nothing but is not
+   proved lost, a searched move proved lost is replaced by the next move of the search's ranking
+   not proved lost. ``info["flat_endgame"]`` reports the root's result (``win``, ``draw``,
+   ``loss`` or ``open``) on every answer of such a position.
+
+A flat-endgame move costs one root search and, unless the root is proved lost, one of the
+searched move (each at most ``flat_endgame_nodes`` node visits).
 """
 
 from __future__ import annotations
@@ -33,6 +49,9 @@ import numpy as np
 from takzero.game.position import Position
 from takzero.game.tinue import DEFAULT_TINUE_NODES, MAX_NODES, WIN, prove_tinue
 from takzero.players.base import PlayerMove, Progress, is_integer
+from takzero.search.flat_endgame import DEFAULT_PLIES as FLAT_ENDGAME_PLIES
+from takzero.search.flat_endgame import MAX_NODES as MAX_FLAT_ENDGAME_NODES
+from takzero.search.flat_endgame import FlatEndgameResult, is_flat_endgame, solve
 
 
 def check_tinue_nodes(max_nodes: int) -> int:
@@ -133,6 +152,112 @@ def avoid_tinue(
     return replace(answer, info=info)
 
 
+def check_flat_endgame_nodes(max_nodes: int) -> int:
+    """``max_nodes`` as an int; raises ValueError unless it is an integer in
+    0..``takzero.search.flat_endgame.MAX_NODES`` (0: off)."""
+    if not is_integer(max_nodes) or not 0 <= max_nodes <= MAX_FLAT_ENDGAME_NODES:
+        raise ValueError(
+            f"flat_endgame_nodes must be an integer in 0..{MAX_FLAT_ENDGAME_NODES} (0: off), got {max_nodes!r}"
+        )
+    return int(max_nodes)
+
+
+_RESULT_NAMES = {1: "win", 0: "draw", -1: "loss"}
+
+
+def flat_endgame_root(position: Position, max_nodes: int,
+                      plies: int = FLAT_ENDGAME_PLIES) -> FlatEndgameResult | None:
+    """The exact flat-endgame search of ``position`` (:func:`takzero.search.flat_endgame.solve`,
+    ``plies`` deep, at most ``max_nodes`` node visits), or None when ``max_nodes`` is 0 or the
+    flat count cannot end the game within ``plies`` plies (``is_flat_endgame``). Raises
+    ValueError for a finished position or a bad budget or depth."""
+    max_nodes = check_flat_endgame_nodes(max_nodes)
+    if max_nodes == 0 or not is_flat_endgame(position, plies):
+        return None
+    return solve(position, plies, max_nodes=max_nodes)
+
+
+def _flat_info(root: FlatEndgameResult) -> dict[str, object]:
+    return {
+        "flat_endgame": _RESULT_NAMES.get(root.value, "open") if root.value is not None else "open",
+        "flat_endgame_depth": root.depth,
+        "flat_endgame_nodes": root.nodes,
+    }
+
+
+def flat_endgame_win(root: FlatEndgameResult | None) -> PlayerMove | None:
+    """The proved win of :func:`flat_endgame_root`'s answer ``root`` as a move, or None (no
+    answer, or no proved win). The answer: the proved move, ``value`` 1, ``wdl`` (1, 0, 0),
+    ``nodes`` 0 (no search simulations), ``info``: ``flat_endgame`` = ``"win"``,
+    ``flat_endgame_depth`` (plies of the proof), ``flat_endgame_nodes`` (node visits)."""
+    if root is None or root.lower != 1 or root.move_code is None:
+        return None
+    code = int(root.move_code)
+    return PlayerMove(code, value=1.0, wdl=(1.0, 0.0, 0.0), nodes=0, pv=(code,), info=_flat_info(root))
+
+
+def _move_bounds(position: Position, code: int, plies: int, max_nodes: int) -> tuple[int, int]:
+    """Proved (lower, upper) bounds of the result of ``code`` for the side to move of
+    ``position``, the position after it searched ``plies`` deep."""
+    after = position.play(int(code))
+    if after.is_over:
+        w = after.result.winner
+        v = 0 if w is None else (1 if w == position.side_to_move else -1)
+        return v, v
+    child = solve(after, max(1, plies), max_nodes=max_nodes)
+    return -child.upper, -child.lower
+
+
+def avoid_flat_loss(
+    position: Position,
+    answer: PlayerMove,
+    ranked: Sequence[int],
+    root: FlatEndgameResult | None,
+    max_nodes: int,
+    pv_of: Callable[[int], tuple[int, ...]] | None = None,
+    stop: threading.Event | None = None,
+) -> PlayerMove:
+    """``answer`` (the search's move in ``position``) checked against ``root``, the answer of
+    :func:`flat_endgame_root` (None: ``answer`` unchanged): the searched move is solved
+    :data:`FLAT_ENDGAME_PLIES` - 1 plies deep (``max_nodes`` node visits); when it is proved worse than the root's
+    ``lower`` (>= 0), the root's proved move replaces it; when ``lower`` is -1 but the root is not
+    proved lost and the move is proved lost, the first move of ``ranked`` (the search's order, best
+    first), then of the other legal moves, not proved lost replaces it (once ``stop`` is set: the
+    next one as it is). A replacement keeps the search's value and nodes, takes ``pv_of(move)``
+    (or just the move) as PV and lists the replaced moves in ``info["flat_endgame_avoided"]``.
+    Every answer gets ``info["flat_endgame"]`` (the root's result: ``win``, ``draw``, ``loss`` or
+    ``open``), ``flat_endgame_depth`` and ``flat_endgame_nodes``."""
+    if root is None:
+        return answer
+    info = {**dict(answer.info), **_flat_info(root)}
+    answer = replace(answer, info=info)
+    if root.upper == -1:  # lost whatever is played
+        return answer
+    plies = FLAT_ENDGAME_PLIES - 1
+    lower, upper = _move_bounds(position, answer.code, plies, max_nodes)
+    goal = root.lower
+    if goal >= 0 and root.move_code is not None:
+        if upper >= goal:
+            return answer
+        code = int(root.move_code)
+        pv = pv_of(code) if pv_of is not None else (code,)
+        return replace(answer, code=code, pv=pv or (code,),
+                       info={**info, "flat_endgame_avoided": (int(answer.code),)})
+    if upper > -1:
+        return answer
+    refuted = [int(answer.code)]
+    for code in itertools.chain(ranked, (int(c) for c in position.legal_move_codes())):
+        code = int(code)
+        if code in refuted:
+            continue
+        if not (stop is not None and stop.is_set()) and _move_bounds(position, code, plies, max_nodes)[1] == -1:
+            refuted.append(code)
+            continue
+        pv = pv_of(code) if pv_of is not None else (code,)
+        return replace(answer, code=code, pv=pv or (code,), info={**info, "flat_endgame_avoided": tuple(refuted)})
+    return answer
+
+
 def ranked_by_visits(chosen: int, moves: Sequence[int] | np.ndarray,
                      visits: Sequence[int] | np.ndarray) -> list[int]:
     """``chosen`` first, then ``moves`` by visit count, most first (ties: the given order)."""
@@ -142,9 +267,14 @@ def ranked_by_visits(chosen: int, moves: Sequence[int] | np.ndarray,
 
 __all__ = [
     "DEFAULT_TINUE_NODES",
+    "FLAT_ENDGAME_PLIES",
     "answer_proven_win",
+    "avoid_flat_loss",
     "avoid_tinue",
+    "check_flat_endgame_nodes",
     "check_tinue_nodes",
+    "flat_endgame_root",
+    "flat_endgame_win",
     "opponent_wins_after",
     "proven_win",
     "ranked_by_visits",

@@ -64,6 +64,7 @@ import numpy as np
 
 from takzero.game.tinue import DEFAULT_TINUE_NODES
 from takzero.game.tinue import MAX_NODES as MAX_TINUE_NODES
+from takzero.search.flat_endgame import MAX_NODES as MAX_FLAT_ENDGAME_NODES
 from takzero.search.rules import RULE_KINDS, rule_codes
 from takzero.search.tree import BYTES_PER_NODE
 
@@ -116,6 +117,12 @@ class SearchConfig:
             proven forced road is played at once; a move after which the opponent has one is
             avoided); 0 turns it off. The compiled search does not read it, and self-play does
             not use it.
+        flat_endgame_nodes: node budget of the exact flat-endgame search
+            (``takzero.search.flat_endgame.solve``) that players and match sides run at the root
+            when the flat count can end the game within its depth (``is_flat_endgame``):
+            a proved win is played at once, a searched move proved worse than what the root can
+            force is replaced (``takzero.players.tactics``); 0 (the default) turns it off. The
+            compiled search does not read it, and self-play does not use it.
         forced_playouts: forced playouts at a PUCT root in searches with root noise (self-play
             full searches), KataGo's ``n_forced``; :meth:`evaluation` turns it off.
         forced_k: the k of ``n_forced(c) = sqrt(k * P(c) * sum N)`` (KataGo: 2), also the bound
@@ -158,6 +165,7 @@ class SearchConfig:
     root_terminal_check: bool = True
     reuse_tree: bool = True
     tinue_nodes: int = DEFAULT_TINUE_NODES
+    flat_endgame_nodes: int = 0
     forced_playouts: bool = False
     forced_k: float = 2.0
     policy_target_pruning: bool = False
@@ -192,6 +200,10 @@ class SearchConfig:
             (self.virtual_loss >= 0, "virtual_loss must be >= 0"),
             (self.max_plies >= 0, "max_plies must be >= 0 (0 = no limit)"),
             (0 <= self.tinue_nodes <= MAX_TINUE_NODES, f"tinue_nodes must be in 0..{MAX_TINUE_NODES} (0 = off)"),
+            (
+                0 <= self.flat_endgame_nodes <= MAX_FLAT_ENDGAME_NODES,
+                f"flat_endgame_nodes must be in 0..{MAX_FLAT_ENDGAME_NODES} (0 = off)",
+            ),
             (math.isfinite(self.forced_k) and self.forced_k > 0, "forced_k must be > 0 and finite"),
             (0.0 <= self.select_q_fraction <= 1.0, "select_q_fraction must be in [0, 1] (0 = the most visited move)"),
             (
