@@ -62,6 +62,25 @@ def test_ctrl_c_is_named_as_such_and_a_sigterm_after_it_stops_at_once(run_handle
     assert caught.value.signum == signal.SIGTERM
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(
+    "rule", ["reached train.max_minutes=60", "reached train.total_steps=40", "reached max_games=9"]
+)
+def test_a_signal_after_a_stop_rule_keeps_the_rule_as_the_reason(run_handlers: Run, signum: int, rule: str) -> None:
+    """Ctrl-C while a finished run waits for its last evaluation (found 2026-12-07: the summary then
+    said "interrupted" and offered ``train.total_steps=<more>`` for a run that had spent its
+    ``train.max_minutes``): the rule stays the reason, so the command to train further raises its key."""
+    from takzero.pipeline.run_reporting import _stop_key
+
+    run = run_handlers
+    run.stop_reason = rule
+    os.kill(os.getpid(), signum)
+    time.sleep(0.05)
+    assert run.stop_requested and run.stop_reason == rule
+    assert _stop_key(run.stop_reason) == rule.split()[1].split("=")[0]
+
+
 def test_the_handler_is_taken_back_after_ray_replaced_it(run_handlers: Run) -> None:
     """What ``ray.init`` does to SIGTERM (a handler that exits) is undone once Ray is up."""
     run = run_handlers

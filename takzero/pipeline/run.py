@@ -311,7 +311,9 @@ class Run(RunActors):
                 raise StopNow(signum, f"second {name}: stopped at once (the last checkpoint is kept)")
             self.stop_requested = True  # only flags here: printing could re-enter a print
             self.stop_signal = name
-            self.stop_reason = f"interrupted ({name})"
+            # a stop rule reached before the signal (the run waits for its last evaluation) stays
+            # the reason: the summary's command to train further raises the key it names
+            self.stop_reason = self.stop_reason or f"interrupted ({name})"
 
         self.signal_handler = _on_signal
         for s in old:
