@@ -298,3 +298,106 @@ def test_network_player_plays_the_proved_move_where_the_network_alone_does_not(e
     assert solves(entry, network_moves(side, [pos])[0].code)
     off = NetSide("net", FavourEvaluator(pos.size, bad), replace(config, flat_endgame_nodes=0), 2)
     assert network_moves(off, [pos])[0].code == bad
+
+
+# -- a timed move: the checks come out of its budget ---------------------------------------------
+
+
+def _open_midgame() -> Position:
+    """A 6x6 middle game inside the loose ``is_flat_endgame`` gate whose flat-endgame search
+    proves nothing (bounds -1, 1 at depth 6): every check of it runs to its budget."""
+    rng = np.random.default_rng(0)
+    pos = Position.start(6)
+    for _ in range(12):
+        codes = pos.legal_move_codes()
+        pos = pos.play(int(codes[rng.integers(len(codes))]))
+    assert is_flat_endgame(pos, FLAT_ENDGAME_PLIES)
+    return pos
+
+
+def _record_solves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float | None]]:
+    """(call time, max_seconds) of every flat-endgame search the checks start."""
+    import time
+
+    import takzero.players.tactics as tactics_module
+
+    calls: list[tuple[float, float | None]] = []
+    real = tactics_module.solve
+
+    def solve_recorded(position, max_plies, max_nodes=None, max_seconds=None):
+        calls.append((time.perf_counter(), max_seconds))
+        return real(position, max_plies, max_nodes=max_nodes, max_seconds=max_seconds)
+
+    monkeypatch.setattr(tactics_module, "solve", solve_recorded)
+    return calls
+
+
+def test_a_timed_move_gives_the_flat_endgame_checks_and_the_search_shares_of_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found 2026-12-07: the checks took their whole node budget whatever the clock said (a
+    0.05 s ``movetime`` answered after 0.5 s on a 6x6 middle game, the gate being loose). Now
+    every search of the checks ends by the move's deadline, the root's within
+    FLAT_ENDGAME_TIME_SHARE of the budget, and the search keeps as much back for the check of its
+    move. (Budget arithmetic on the recorded calls, not timing.)"""
+    import time
+
+    from takzero.players.network_search import FLAT_ENDGAME_TIME_SHARE
+    from takzero.search.limit import Limit
+
+    pos = _open_midgame()
+    calls = _record_solves(monkeypatch)
+    player = NetworkPlayer(FavourEvaluator(6, int(pos.legal_move_codes()[0])), simulations=50, tinue_nodes=0,
+                           flat_endgame_nodes=10**9)
+    player.reset(6, 0, seed=0)
+    searched: list[float | None] = []
+    search = player._one()
+    real_run = search.driver.run
+
+    def run_recorded(games, limit, **kw):
+        searched.append(limit.seconds)
+        return real_run(games, limit, **kw)
+
+    monkeypatch.setattr(search.driver, "run", run_recorded)
+    budget = 0.2
+    t_before = time.perf_counter()
+    answer = player.think(pos, Limit(seconds=budget))
+    # the root's search, then the searched move's unless the deadline passed before it
+    assert answer.info["flat_endgame"] == "open" and len(calls) in (1, 2)
+    t_root, root_s = calls[0]
+    assert root_s is not None and root_s <= FLAT_ENDGAME_TIME_SHARE * budget and t_root + root_s <= t_before + budget
+    for t_move, move_s in calls[1:]:
+        assert move_s is not None and t_move + move_s <= t_before + budget + 1e-9
+    assert searched and searched[0] is not None and searched[0] <= (1 - FLAT_ENDGAME_TIME_SHARE) * budget + 1e-9
+    # without a clock the checks are node-limited only, as before (deterministic)
+    calls.clear()
+    player.think(pos, Limit(nodes=20))
+    assert calls and all(s is None for _, s in calls)
+
+
+def test_no_flat_endgame_search_starts_once_stop_is_set_or_the_deadline_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import time
+
+    from takzero.search.limit import Limit
+
+    pos = _open_midgame()
+    calls = _record_solves(monkeypatch)
+    player = NetworkPlayer(FavourEvaluator(6, int(pos.legal_move_codes()[0])), simulations=50, tinue_nodes=0,
+                           flat_endgame_nodes=10**9)
+    player.reset(6, 0, seed=0)
+    stop = threading.Event()
+    stop.set()
+    assert "flat_endgame" not in player.think(pos, Limit(stop=stop)).info and calls == []
+    # the check of a searched move after its deadline or a stop: the move as it is
+    root = flat_endgame_root(pos, NODES)
+    assert root is not None and root.lower == -1 < root.upper
+    calls.clear()
+    code = int(pos.legal_move_codes()[0])
+    answer = PlayerMove(code, value=0.1, nodes=3)
+    for kw in ({"deadline": time.perf_counter() - 1.0}, {"stop": stop}):
+        out = avoid_flat_loss(pos, answer, [code], root, 10**9, **kw)  # type: ignore[arg-type]
+        assert out.code == code and out.info["flat_endgame"] == "open" and calls == []
+    assert flat_endgame_root(pos, 10**9, deadline=time.perf_counter() - 1.0) is None and calls == []

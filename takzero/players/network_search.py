@@ -33,6 +33,11 @@ from takzero.players.tactics import (
 from takzero.search.driver import DEFAULT_CHUNK
 from takzero.search.limit import MIN_MOVE_SECONDS, Limit
 
+#: The share of a timed move's budget (``Limit`` seconds or clock) that each flat-endgame check
+#: may take (:meth:`NetworkSearch.think`): the root's, and as much kept from the search for the
+#: check of its move; the search gets the rest.
+FLAT_ENDGAME_TIME_SHARE = 0.25
+
 if TYPE_CHECKING:
     from takzero.search.mcts import SearchStats
 
@@ -40,6 +45,7 @@ __all__ = [
     "DEFAULT_LEAVES",
     "DEFAULT_NETWORK_SIMULATIONS",
     "FIRST_GUESS_NPS",
+    "FLAT_ENDGAME_TIME_SHARE",
     "MAX_LEAVES",
     "MIN_CALLS_PER_SEARCH",
     "NETWORK_CHUNK",
@@ -264,7 +270,15 @@ class NetworkSearch:
         win = answer_proven_win(position, self.tinue_nodes, nodes, seconds, stop, on_progress)
         if win is not None:
             return win
-        flat = flat_endgame_root(position, self.flat_endgame_nodes)
+        # a timed move's flat-endgame checks come out of its budget: the root's at most
+        # FLAT_ENDGAME_TIME_SHARE of it, as much kept back from the search for its move's
+        deadline = root_deadline = None
+        if seconds is not None:
+            deadline = t0 + seconds
+            root_deadline = min(deadline, time.perf_counter() + FLAT_ENDGAME_TIME_SHARE * seconds)
+        flat = None
+        if not (stop is not None and stop.is_set()):
+            flat = flat_endgame_root(position, self.flat_endgame_nodes, deadline=root_deadline)
         win = flat_endgame_win(flat)
         if win is not None:
             if on_progress is not None:
@@ -273,8 +287,9 @@ class NetworkSearch:
                 stop.wait()  # no limits (go infinite): answer when told to stop
             return win
         self._root(g, position)
-        if seconds is not None:  # the tinuë check and clearing the tree come out of the budget
-            seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0))
+        if seconds is not None:  # the checks so far and clearing the tree come out of the budget
+            kept = FLAT_ENDGAME_TIME_SHARE * seconds if flat is not None and flat.upper > -1 else 0.0
+            seconds = max(MIN_MOVE_SECONDS, seconds - (time.perf_counter() - t0) - kept)
         if leaves is None:
             expect = nodes
             if seconds is not None:  # the nodes the clock allows, at the last search's speed
@@ -317,7 +332,7 @@ class NetworkSearch:
         answer = avoid_tinue(position, answer, ranked, self.tinue_nodes,
                              pv_of=lambda m: self.pv(g, m), stop=stop)
         return avoid_flat_loss(position, answer, ranked, flat, self.flat_endgame_nodes,
-                               pv_of=lambda m: self.pv(g, m), stop=stop)
+                               pv_of=lambda m: self.pv(g, m), stop=stop, deadline=deadline)
 
     def choose_many(self, games: Sequence[int], positions: Sequence[Position],
                     plies: Sequence[int], rng: np.random.Generator | None = None,

@@ -34,13 +34,16 @@ flat count can end the game within :data:`FLAT_ENDGAME_PLIES` plies (``is_flat_e
    ``loss`` or ``open``) on every answer of such a position.
 
 A flat-endgame move costs one root search and, unless the root is proved lost, one of the
-searched move (each at most ``flat_endgame_nodes`` node visits).
+searched move (each at most ``flat_endgame_nodes`` node visits). A timed move's checks also end
+by its deadline (``deadline``; ``NetworkSearch.think`` gives each a share of the move's budget,
+``FLAT_ENDGAME_TIME_SHARE``), and none starts once ``stop`` is set.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -165,16 +168,26 @@ def check_flat_endgame_nodes(max_nodes: int) -> int:
 _RESULT_NAMES = {1: "win", 0: "draw", -1: "loss"}
 
 
-def flat_endgame_root(position: Position, max_nodes: int,
-                      plies: int = FLAT_ENDGAME_PLIES) -> FlatEndgameResult | None:
+def _seconds_left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (a ``time.perf_counter()`` time; None: no deadline, None)."""
+    return None if deadline is None else deadline - time.perf_counter()
+
+
+def flat_endgame_root(position: Position, max_nodes: int, plies: int = FLAT_ENDGAME_PLIES,
+                      deadline: float | None = None) -> FlatEndgameResult | None:
     """The exact flat-endgame search of ``position`` (:func:`takzero.search.flat_endgame.solve`,
-    ``plies`` deep, at most ``max_nodes`` node visits), or None when ``max_nodes`` is 0 or the
-    flat count cannot end the game within ``plies`` plies (``is_flat_endgame``). Raises
-    ValueError for a finished position or a bad budget or depth."""
+    ``plies`` deep, at most ``max_nodes`` node visits and, with a ``deadline`` (a
+    ``time.perf_counter()`` time: a timed move's), the time left until it), or None when
+    ``max_nodes`` is 0, the deadline has passed or the flat count cannot end the game within
+    ``plies`` plies (``is_flat_endgame``). Raises ValueError for a finished position or a bad
+    budget or depth."""
     max_nodes = check_flat_endgame_nodes(max_nodes)
     if max_nodes == 0 or not is_flat_endgame(position, plies):
         return None
-    return solve(position, plies, max_nodes=max_nodes)
+    left = _seconds_left(deadline)
+    if left is not None and left <= 0:
+        return None
+    return solve(position, plies, max_nodes=max_nodes, max_seconds=left)
 
 
 def _flat_info(root: FlatEndgameResult) -> dict[str, object]:
@@ -196,15 +209,20 @@ def flat_endgame_win(root: FlatEndgameResult | None) -> PlayerMove | None:
     return PlayerMove(code, value=1.0, wdl=(1.0, 0.0, 0.0), nodes=0, pv=(code,), info=_flat_info(root))
 
 
-def _move_bounds(position: Position, code: int, plies: int, max_nodes: int) -> tuple[int, int]:
+def _move_bounds(position: Position, code: int, plies: int, max_nodes: int,
+                 deadline: float | None = None) -> tuple[int, int]:
     """Proved (lower, upper) bounds of the result of ``code`` for the side to move of
-    ``position``, the position after it searched ``plies`` deep."""
+    ``position``, the position after it searched ``plies`` deep (until ``deadline``, a
+    ``time.perf_counter()`` time, at most; past it: (-1, 1), nothing proved)."""
     after = position.play(int(code))
     if after.is_over:
         w = after.result.winner
         v = 0 if w is None else (1 if w == position.side_to_move else -1)
         return v, v
-    child = solve(after, max(1, plies), max_nodes=max_nodes)
+    left = _seconds_left(deadline)
+    if left is not None and left <= 0:
+        return -1, 1
+    child = solve(after, max(1, plies), max_nodes=max_nodes, max_seconds=left)
     return -child.upper, -child.lower
 
 
@@ -216,6 +234,7 @@ def avoid_flat_loss(
     max_nodes: int,
     pv_of: Callable[[int], tuple[int, ...]] | None = None,
     stop: threading.Event | None = None,
+    deadline: float | None = None,
 ) -> PlayerMove:
     """``answer`` (the search's move in ``position``) checked against ``root``, the answer of
     :func:`flat_endgame_root` (None: ``answer`` unchanged): the searched move is solved
@@ -223,7 +242,11 @@ def avoid_flat_loss(
     ``lower`` (>= 0), the root's proved move replaces it; when ``lower`` is -1 but the root is not
     proved lost and the move is proved lost, the first move of ``ranked`` (the search's order, best
     first), then of the other legal moves, not proved lost replaces it (once ``stop`` is set: the
-    next one as it is). A replacement keeps the search's value and nodes, takes ``pv_of(move)``
+    next one as it is). Once ``stop`` is set or ``deadline`` (a ``time.perf_counter()`` time: a
+    timed move's end) has passed, no search starts: the searched move is kept unchecked (when
+    its check has not run), an alternative taken unchecked; a search running then is cut at the
+    deadline (a fraction of one of its passes later, :func:`~takzero.search.flat_endgame.solve`'s
+    ``max_seconds``). A replacement keeps the search's value and nodes, takes ``pv_of(move)``
     (or just the move) as PV and lists the replaced moves in ``info["flat_endgame_avoided"]``.
     Every answer gets ``info["flat_endgame"]`` (the root's result: ``win``, ``draw``, ``loss`` or
     ``open``), ``flat_endgame_depth`` and ``flat_endgame_nodes``."""
@@ -233,8 +256,14 @@ def avoid_flat_loss(
     answer = replace(answer, info=info)
     if root.upper == -1:  # lost whatever is played
         return answer
+    def out_of_time() -> bool:
+        left = _seconds_left(deadline)
+        return (stop is not None and stop.is_set()) or (left is not None and left <= 0)
+
+    if out_of_time():
+        return answer
     plies = FLAT_ENDGAME_PLIES - 1
-    lower, upper = _move_bounds(position, answer.code, plies, max_nodes)
+    lower, upper = _move_bounds(position, answer.code, plies, max_nodes, deadline)
     goal = root.lower
     if goal >= 0 and root.move_code is not None:
         if upper >= goal:
@@ -250,7 +279,7 @@ def avoid_flat_loss(
         code = int(code)
         if code in refuted:
             continue
-        if not (stop is not None and stop.is_set()) and _move_bounds(position, code, plies, max_nodes)[1] == -1:
+        if not out_of_time() and _move_bounds(position, code, plies, max_nodes, deadline)[1] == -1:
             refuted.append(code)
             continue
         pv = pv_of(code) if pv_of is not None else (code,)
