@@ -401,3 +401,36 @@ def test_no_flat_endgame_search_starts_once_stop_is_set_or_the_deadline_passed(
         out = avoid_flat_loss(pos, answer, [code], root, 10**9, **kw)  # type: ignore[arg-type]
         assert out.code == code and out.info["flat_endgame"] == "open" and calls == []
     assert flat_endgame_root(pos, 10**9, deadline=time.perf_counter() - 1.0) is None and calls == []
+
+
+# -- the training run's tactics curve: the network alone ----------------------------------------
+
+
+def test_the_tactics_curve_runs_the_network_alone_whatever_mcts_flat_endgame_nodes(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evaluator.tactics_every``'s point is the network alone (no tinuë prover): with
+    ``mcts.flat_endgame_nodes`` > 0 (for the gating and baseline games) it ran the flat-endgame
+    search too, which solves most positions of the set by itself (the gate holds on nearly every
+    4x4 and 5x5 position), so the curve measured the solver, not the network."""
+    import torch
+    from smoke_config import smoke_config
+
+    import takzero.pipeline.gating as gating
+    from takzero.nn.model import TakNet
+
+    cfg = smoke_config(tmp_path, **{"evaluator.tactics_every": 1, "evaluator.gating": "off",
+                                    "mcts.simulations": 4, "evaluator.simulations": 4,
+                                    "mcts.flat_endgame_nodes": NODES, "mcts.tinue_nodes": 1000})
+    ev = gating.GatingEvaluator(cfg)
+    assert ev.search.flat_endgame_nodes == NODES  # the games keep it
+    seen: list[SearchConfig] = []
+
+    def moves_recorded(side, positions, seed=0):
+        seen.append(side.config)
+        return [PlayerMove(int(p.legal_move_codes()[0])) for p in positions]
+
+    monkeypatch.setattr(gating, "network_moves", moves_recorded)
+    torch.manual_seed(0)
+    ev.tactics_point(TakNet(cfg.model_config()).state_dict())
+    assert seen and seen[0].flat_endgame_nodes == 0 and seen[0].tinue_nodes == 0

@@ -431,8 +431,8 @@ class GatingEvaluator:
         return rungs[-k] if len(rungs) >= k else False
 
     def tactics_point(self, weights: dict[str, torch.Tensor], seed: int = 0, generation: int = -1) -> dict[str, Any]:
-        """The network ``weights`` alone (tinuë checks off: no prover) at the evaluation
-        simulations on the tactics positions of the run's size, all searched at once
+        """The network ``weights`` alone (tinuë and flat-endgame checks off: no prover, no exact
+        search) at the evaluation simulations on the tactics positions of the run's size, all searched at once
         (``tactics_set.network_moves``), judged by ``tactics_set.solves`` with
         :data:`TACTICS_VERIFY_NODES`. The positions keep the set's own komi (0) and reserves
         whatever the run's: the set's answers were mined for them. Returns 'rates', 'solved',
@@ -442,7 +442,8 @@ class GatingEvaluator:
         side = NetSide(
             name="tactics",
             evaluator=self._evaluator(generation, weights),
-            config=replace(self.search, tinue_nodes=0, max_plies=0),  # no prover, no ply limit
+            # no prover, no flat-endgame search, no ply limit
+            config=replace(self.search, tinue_nodes=0, flat_endgame_nodes=0, max_plies=0),
             simulations=self.simulations,
         )
         moves = network_moves(side, [e["position"] for e in self.tactics], seed)
