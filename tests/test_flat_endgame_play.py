@@ -434,3 +434,22 @@ def test_the_tactics_curve_runs_the_network_alone_whatever_mcts_flat_endgame_nod
     torch.manual_seed(0)
     ev.tactics_point(TakNet(cfg.model_config()).state_dict())
     assert seen and seen[0].flat_endgame_nodes == 0 and seen[0].tinue_nodes == 0
+
+
+@pytest.mark.parametrize("name", ["flat_endgame_nodes", "tinue_nodes"])
+@pytest.mark.parametrize("bad", [1.5, True, "10", None])
+def test_a_node_budget_that_is_no_integer_is_refused_by_set_search_and_the_player_plays_on(
+    name: str, bad: object
+) -> None:
+    """``set_search(flat_endgame_nodes=1.5)`` (or True) was taken and every later move failed
+    (the search's own check refused it); ``tinue_nodes=2.7`` became 2 silently. Now
+    ``SearchConfig`` refuses both, so ``set_search`` raises and changes nothing."""
+    entry = ENTRIES[0]
+    pos = entry["position"]
+    player = _player(entry, 0, NODES)
+    with pytest.raises(ValueError, match=name):
+        player.set_search(**{name: bad})
+    with pytest.raises(ValueError, match=name):
+        SearchConfig(**{name: bad})  # type: ignore[arg-type]
+    assert player.flat_endgame_nodes == NODES and player.tinue_nodes == 0
+    assert solves(entry, player.choose(pos).code)

@@ -57,6 +57,7 @@ the kernel that reads it, and its default under ``mcts:`` in ``configs/train.yam
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -176,6 +177,10 @@ class SearchConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first field out of range."""
+        for name in ("tinue_nodes", "flat_endgame_nodes"):  # budgets the players check as integers
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise ValueError(f"{name} must be an integer, got {v!r}")
         checks = [
             (self.simulations >= 1, "simulations must be >= 1"),
             (self.c_init > 0, "c_init must be > 0"),
