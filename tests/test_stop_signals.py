@@ -138,3 +138,40 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_resume_continues(tmp_path: P
     assert f"resumed from ckpt_{step:09d}.pt: step {step}" in more.stdout, more.stdout[-3000:]
     assert f"run finished: reached train.total_steps={step + 10}" in more.stdout
     assert load_checked(list_checkpoints(run)[-1])["step"] == step + 10
+
+
+@pytest.mark.parametrize(
+    ("overrides", "snap_at", "key"),
+    [({"train.max_minutes": 60}, {"minutes": 60.4}, "train.max_minutes"),
+     ({"max_games": 9}, {"games": 11}, "max_games")],
+)
+def test_a_rule_reached_while_stopping_after_a_signal_names_its_key(
+    tmp_path: Path, overrides: dict, snap_at: dict, key: str
+) -> None:
+    """The other order of 34806e8's case: Ctrl-C first, then the rule reached during the stop
+    (the stop grace and the final checkpoint count as training minutes; the games finished in
+    the grace count). The summary said "run finished: interrupted (Ctrl-C)" and offered
+    ``train.total_steps=<more>``, which the resume refuses (already finished by the rule); now it
+    names the rule and raises its key. A signal with no rule reached stays "interrupted" with the
+    plain command to continue."""
+    import io
+
+    from takzero.pipeline.progress import RunReporter, Snapshot, StopRule
+
+    run = Run(smoke_config(tmp_path, **overrides), command="python -m takzero.train run_name=r")
+    console = io.StringIO()
+    run.reporter = RunReporter(run.run_dir, StopRule(1000), Snapshot(0, 0, 0, 0, 0.0), console=console, bar=False)
+    run.stop_reason, run.stop_signal = "interrupted (Ctrl-C)", "Ctrl-C"
+    reached = Snapshot(**{"step": 5, "generation": 1, "games": 3, "positions": 40, "minutes": 1.0, **snap_at})
+    run._print_summary(run.reporter, None, reached, 1, finished=True, session=False)
+    text = console.getvalue()
+    assert f"run finished: reached {key}=" in text and "while stopping after a Ctrl-C" in text
+    assert f"to train further: python -m takzero.train run_name=r {key}=<more>" in text
+    console.truncate(0)
+    console.seek(0)
+    early = Snapshot(step=5, generation=1, games=3, positions=40, minutes=1.0)
+    run._print_summary(run.reporter, None, early, 1, finished=False, session=False)
+    text = console.getvalue()
+    assert "run stopped: interrupted (Ctrl-C)" in text
+    assert "to continue: python -m takzero.train run_name=r\n" in text
+    run.reporter.close()

@@ -213,6 +213,11 @@ class RunReporting(RunState):
         reason = self.stop_reason or "stopped"
         cmd = self.command
         if finished:
+            rule = self._stop_rule().reason(snap.step, snap.minutes, snap.games)
+            if rule is not None and reason.startswith("interrupted"):
+                # a signal, then the rule reached while stopping (the minutes of the stop grace
+                # and the final checkpoint, the games finished in it): the rule names the key
+                reason = f"{rule} while stopping after a {self.stop_signal or 'Ctrl-C'}"
             cmd = self._further_command(_stop_key(reason), "<more>")
         for text in summary_lines(
             reason=reason,
