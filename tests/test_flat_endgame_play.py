@@ -453,3 +453,23 @@ def test_a_node_budget_that_is_no_integer_is_refused_by_set_search_and_the_playe
         SearchConfig(**{name: bad})  # type: ignore[arg-type]
     assert player.flat_endgame_nodes == NODES and player.tinue_nodes == 0
     assert solves(entry, player.choose(pos).code)
+
+
+def test_an_evaluations_lines_record_its_flat_endgame_budget(tmp_path) -> None:
+    """Each baseline's summary line records ``tinue_nodes``; ``flat_endgame_nodes`` (the
+    ``--flat-endgame-nodes`` of the command) was left out, so runs with and without the checks
+    gave the same lines."""
+    import torch
+
+    from takzero.matches.evaluation import evaluate
+    from takzero.matches.spec import MatchSpec
+    from takzero.nn.model import ModelConfig, TakNet, checkpoint_dict
+
+    torch.manual_seed(0)
+    tiny_model = tmp_path / "tiny.pt"
+    torch.save(checkpoint_dict(TakNet(ModelConfig(size=3, channels=8, blocks=1))), tiny_model)
+    lines: list[str] = []
+    search = model_search(3, tinue_nodes=0, select_q_fraction=0.0, flat_endgame_nodes=5000)
+    (r,) = evaluate(str(tiny_model), ["random"], MatchSpec(games=2, ply_limit=6), search,
+                    say=lines.append, backend="torch")
+    assert r["flat_endgame_nodes"] == 5000 and json.loads(lines[-1])["flat_endgame_nodes"] == 5000

@@ -149,7 +149,8 @@ def evaluate(
     (:func:`~takzero.matches.games.komi_override_warning`, to ``progress``, else a
     ``warnings.warn``). Returns one
     summary dict per baseline (see :meth:`takzero.matches.results.MatchResult.summary`, plus
-    'seconds', 'gumbel_m' (the model's root rule, 0: PUCT), 'select_q_fraction',
+    'seconds', 'gumbel_m' (the model's root rule, 0: PUCT), 'select_q_fraction', 'tinue_nodes',
+    'flat_endgame_nodes' (the model's root checks),
     'baseline_simulations' for a network baseline (its own ``:N``, default 400, always the
     players' default search: PUCT, :data:`~takzero.players.network.DEFAULT_SELECT_Q_FRACTION`),
     the score's 95% score-test interval on the game pairs
@@ -292,7 +293,8 @@ def evaluate(
             if partial.num_games:
                 summary = _summary(spec, partial, t0)
                 summary.update(size=size, half_komi=half_komi, simulations=simulations, pairs=pairs,
-                               seed=seed, tinue_nodes=search.tinue_nodes, backend=backend,
+                               seed=seed, tinue_nodes=search.tinue_nodes,
+                               flat_endgame_nodes=search.flat_endgame_nodes, backend=backend,
                                gumbel_m=int(gumbel_m), select_q_fraction=float(select_q_fraction),
                                interrupted=True)
                 say(json.dumps(_finite_or_none(summary)))
@@ -307,7 +309,8 @@ def evaluate(
         summary = _summary(spec, played, t0)
         summary.update(
             size=size, half_komi=half_komi, simulations=simulations, pairs=pairs, seed=seed,
-            tinue_nodes=search.tinue_nodes, backend=backend, gumbel_m=int(gumbel_m),
+            tinue_nodes=search.tinue_nodes, flat_endgame_nodes=search.flat_endgame_nodes, backend=backend,
+            gumbel_m=int(gumbel_m),
             select_q_fraction=float(select_q_fraction),
         )
         if getattr(player, "model_size", None) is not None:  # a model:PATH[:N] baseline: its own N
