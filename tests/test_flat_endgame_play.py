@@ -360,14 +360,18 @@ def test_a_timed_move_gives_the_flat_endgame_checks_and_the_search_shares_of_its
 
     monkeypatch.setattr(search.driver, "run", run_recorded)
     budget = 0.2
+    SLACK = 0.02  # noqa: N806 - a constant of this test
     t_before = time.perf_counter()
     answer = player.think(pos, Limit(seconds=budget))
     # the root's search, then the searched move's unless the deadline passed before it
     assert answer.info["flat_endgame"] == "open" and len(calls) in (1, 2)
     t_root, root_s = calls[0]
     assert root_s is not None and root_s <= FLAT_ENDGAME_TIME_SHARE * budget and t_root >= t_before
-    for t_move, move_s in calls[1:]:  # the move's deadline: its budget from the search's start (before t_root)
-        assert move_s is not None and t_move + move_s <= t_root + budget
+    # the move's deadline: its budget from the search's start (before t_root); SLACK covers a
+    # preemption between the code's clock reading and the recording hook's (the bug's overrun
+    # was the whole node budget, seconds)
+    for t_move, move_s in calls[1:]:
+        assert move_s is not None and t_move + move_s <= t_root + budget + SLACK
     assert searched and searched[0] is not None and searched[0] <= (1 - FLAT_ENDGAME_TIME_SHARE) * budget + 1e-9
     # without a clock the checks are node-limited only, as before (deterministic)
     calls.clear()
