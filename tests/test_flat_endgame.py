@@ -17,35 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from takzero.game import core
 from takzero.game.exhaustive import forced_win
 from takzero.game.position import Position
 from takzero.search.flat_endgame import format_result, is_flat_endgame, solve
+from tests.flat_minimax import reference_bounds
 
 DATA = Path(__file__).parent / "data" / "flat_endgames.json"
 
 
-def _reference(state: np.ndarray, depth: int) -> tuple[int, int]:
-    """Exact (lower, upper) bounds of the result for the side to move of the unfinished
-    ``state`` when every line is searched ``depth`` plies (plain minimax, no pruning)."""
-    if depth == 0:
-        return -1, 1
-    mover = int(state[core.I_PLY]) & 1
-    buf = np.empty(core.num_actions(int(state[core.I_SIZE])) + 8, dtype=np.int64)
-    n = core.generate_moves(state, buf)
-    lo = hi = -2
-    for code in buf[:n].tolist():
-        undo = core.make_move(state, code)
-        r = int(state[core.I_RESULT])
-        if r != core.RESULT_NONE:
-            w = core.result_winner(r)
-            clo = chi = 0 if w < 0 else (1 if w == mover else -1)
-        else:
-            a, b = _reference(state, depth - 1)
-            clo, chi = -b, -a
-        core.unmake_move(state, code, undo)
-        lo, hi = max(lo, clo), max(hi, chi)
-    return lo, hi
 
 
 def _endings(size: int, flats: int, seed: int, count: int, plies: int, half_komi: int = 0) -> list[Position]:
@@ -66,7 +45,7 @@ def _endings(size: int, flats: int, seed: int, count: int, plies: int, half_komi
 
 def _check_against_reference(pos: Position, depth: int) -> str:
     res = solve(pos, depth, max_nodes=None)
-    lo, hi = _reference(pos.state.copy(), depth)
+    lo, hi = reference_bounds(pos.state.copy(), depth)
     assert (res.lower, res.upper) == (lo, hi), (pos.to_tps(), depth, res, (lo, hi))
     assert res.value == (lo if lo == hi else None)
     if res.lower > -1:  # the move forces the lower bound within the depth
@@ -76,7 +55,7 @@ def _check_against_reference(pos: Position, depth: int) -> str:
             w = after.result.winner
             got = 0 if w is None else (1 if w == pos.side_to_move else -1)
         else:
-            got = -_reference(after.state.copy(), depth - 1)[1]
+            got = -reference_bounds(after.state.copy(), depth - 1)[1]
         assert got >= res.lower, (pos.to_tps(), res.move, got, res.lower)
     else:
         assert res.move_code is None

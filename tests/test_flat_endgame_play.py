@@ -31,6 +31,7 @@ from takzero.players.tactics import (
 )
 from takzero.search import SearchConfig
 from takzero.search.flat_endgame import is_flat_endgame, solve
+from tests.flat_minimax import reference_bounds
 
 ENTRIES = load_entries([FLAT_TACTICS_FILE])
 RAW = json.loads(FLAT_TACTICS_FILE.read_text())
@@ -66,27 +67,6 @@ def _value(pos: Position, code: int) -> int | None:
     return 0 if w is None else (1 if w == pos.side_to_move else -1)
 
 
-def _reference(state: np.ndarray, depth: int) -> tuple[int, int]:
-    """Exact (lower, upper) bounds of the result for the side to move of the unfinished ``state``
-    with every line searched ``depth`` plies (plain minimax, no pruning)."""
-    if depth == 0:
-        return -1, 1
-    mover = int(state[core.I_PLY]) & 1
-    buf = np.empty(core.num_actions(int(state[core.I_SIZE])) + 8, dtype=np.int64)
-    n = core.generate_moves(state, buf)
-    lo = hi = -2
-    for code in buf[:n].tolist():
-        undo = core.make_move(state, code)
-        r = int(state[core.I_RESULT])
-        if r != core.RESULT_NONE:
-            w = core.result_winner(r)
-            clo = chi = 0 if w < 0 else (1 if w == mover else -1)
-        else:
-            a, b = _reference(state, depth - 1)
-            clo, chi = -b, -a
-        core.unmake_move(state, code, undo)
-        lo, hi = max(lo, clo), max(hi, chi)
-    return lo, hi
 
 
 # -- the set ------------------------------------------------------------------------------------
@@ -138,7 +118,7 @@ def test_small_entries_proofs_by_exhaustive_search(entry: dict) -> None:
         )
         assert lost == (code not in expected), pos.ptn(code)
         if code in expected and not after.is_over and len(legal) <= 40 and plies <= 3:
-            lo, hi = _reference(after.state.copy(), plies - 1)
+            lo, hi = reference_bounds(after.state.copy(), plies - 1)
             assert hi <= 0, pos.ptn(code)  # the opponent cannot get more than a draw: it is held
 
 
