@@ -44,7 +44,6 @@ summary line per (kind, size) on stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter
@@ -52,12 +51,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mine_tactics import _entry, _reserves  # noqa: E402
+from mine_tactics import _entry, _reserves, write_set  # noqa: E402
 
 from takzero.game.exhaustive import forced_win, winning_moves  # noqa: E402
 from takzero.game.position import Position  # noqa: E402
 from takzero.game.ptn import PTNError, read_ptn_file  # noqa: E402
-from takzero.io.files import atomic_write_text  # noqa: E402
 from takzero.search.flat_endgame import is_flat_endgame, solve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,11 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--per-kind, --max-nodes, --back and --games-per-file must be >= 1")
     t0 = time.perf_counter()
     entries = mine(args.games, args.per_kind, args.max_nodes, args.back, args.games_per_file)
-    atomic_write_text(args.out, json.dumps(entries, indent=1) + "\n")
-    counts = Counter((e["kind"], e["size"]) for e in entries)
-    for (kind, size), n in sorted(counts.items()):
-        print(json.dumps({"kind": kind, "size": size, "positions": n}))
-    print(json.dumps({"total": len(entries), "seconds": round(time.perf_counter() - t0, 1), "out": str(args.out)}))
+    write_set(args.out, entries, t0)
     return 0
 
 

@@ -244,6 +244,17 @@ def mine(games_dir: Path, per_kind: int, max_total: int, max_nodes: int) -> list
     return kept
 
 
+def write_set(out: Path, entries: list[dict], t0: float) -> None:
+    """Write a mined tactics set to ``out`` (JSON, temp file and rename) and print one JSON line per
+    (kind, size) with its count, then the total, the seconds since ``t0`` (``time.perf_counter``)
+    and the path."""
+    atomic_write_text(out, json.dumps(entries, indent=1) + "\n")
+    counts = Counter((e["kind"], e["size"]) for e in entries)
+    for (kind, size), n in sorted(counts.items()):
+        print(json.dumps({"kind": kind, "size": size, "positions": n}))
+    print(json.dumps({"total": len(entries), "seconds": round(time.perf_counter() - t0, 1), "out": str(out)}))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Mine and write the tactics file; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -257,11 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--per-kind, --max-total and --max-nodes must be >= 1")
     t0 = time.perf_counter()
     entries = mine(args.games, args.per_kind, args.max_total, args.max_nodes)
-    atomic_write_text(args.out, json.dumps(entries, indent=1) + "\n")
-    counts = Counter((e["kind"], e["size"]) for e in entries)
-    for (kind, size), n in sorted(counts.items()):
-        print(json.dumps({"kind": kind, "size": size, "positions": n}))
-    print(json.dumps({"total": len(entries), "seconds": round(time.perf_counter() - t0, 1), "out": str(args.out)}))
+    write_set(args.out, entries, t0)
     return 0
 
 
